@@ -1,0 +1,101 @@
+//! Whole flows between two identities: the source's egress and the destination's ingress must
+//! both allow. A side that is not a pod (a node, an outside address) has no policy of its own.
+
+use crate::entry::{Direction, PolicyEntry};
+use crate::identity::{IdentityId, IdentityStore};
+use crate::ports::Protocol;
+use crate::reference::{self, Decision, DirectedFlow};
+
+/// Decides one direction of a flow for a local endpoint. Implemented by the reference evaluator
+/// and by the MapState engine, so that `netpol check` can run either and tests can compare them.
+pub trait DirectionOracle {
+    fn decide_direction(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision;
+}
+
+/// The verdicts of both directions of a flow. `None` where that side is not a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowDecision {
+    pub egress: Option<Decision>,
+    pub ingress: Option<Decision>,
+}
+
+impl FlowDecision {
+    pub fn allowed(&self) -> bool {
+        self.egress.as_ref().is_none_or(Decision::allowed)
+            && self.ingress.as_ref().is_none_or(Decision::allowed)
+    }
+
+    /// The decision that denied the flow, egress first, if any did.
+    pub fn denying(&self) -> Option<(Direction, &Decision)> {
+        let egress = self
+            .egress
+            .as_ref()
+            .filter(|d| !d.allowed())
+            .map(|d| (Direction::Egress, d));
+        egress.or_else(|| {
+            self.ingress
+                .as_ref()
+                .filter(|d| !d.allowed())
+                .map(|d| (Direction::Ingress, d))
+        })
+    }
+}
+
+/// Decides a flow from `src` to `dst` with `oracle`.
+pub fn decide_flow(
+    oracle: &dyn DirectionOracle,
+    store: &IdentityStore,
+    src: IdentityId,
+    dst: IdentityId,
+    protocol: Protocol,
+    port: u16,
+) -> FlowDecision {
+    let is_pod = |id| store.get(id).and_then(|i| i.as_pod()).is_some();
+    FlowDecision {
+        egress: is_pod(src)
+            .then(|| oracle.decide_direction(src, Direction::Egress, dst, protocol, port)),
+        ingress: is_pod(dst)
+            .then(|| oracle.decide_direction(dst, Direction::Ingress, src, protocol, port)),
+    }
+}
+
+/// The reference evaluator as an oracle over a fixed entry list.
+pub struct ReferenceOracle<'a> {
+    pub entries: &'a [PolicyEntry],
+    pub store: &'a IdentityStore,
+}
+
+impl DirectionOracle for ReferenceOracle<'_> {
+    fn decide_direction(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        let endpoint = self
+            .store
+            .get(endpoint)
+            .and_then(|i| i.as_pod())
+            .expect("endpoint is a known pod identity");
+        let remote = self.store.get(remote).expect("remote is a known identity");
+        reference::decide(
+            self.entries,
+            &DirectedFlow {
+                endpoint,
+                direction,
+                remote,
+                protocol,
+                port,
+            },
+        )
+    }
+}

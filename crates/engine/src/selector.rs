@@ -1,0 +1,258 @@
+//! Selectors over endpoints (policy subjects) and over peers (remote identities).
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::identity::{Identity, IdentityKind, PodInfo};
+use crate::labels::{LabelSelector, NAMESPACE_NAME_LABEL};
+
+/// Selects pods by their namespace's labels and their own labels (both must match).
+/// A namespace is pinned by selecting its `kubernetes.io/metadata.name` label.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct PodSelector {
+    pub namespaces: LabelSelector,
+    pub pods: LabelSelector,
+}
+
+impl PodSelector {
+    /// Every pod of every namespace.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Pods of one namespace matching `pods`.
+    pub fn in_namespace(namespace: &str, pods: LabelSelector) -> Self {
+        Self {
+            namespaces: LabelSelector::from_labels([(NAMESPACE_NAME_LABEL, namespace)]),
+            pods,
+        }
+    }
+
+    pub fn matches(&self, pod: &PodInfo) -> bool {
+        self.namespaces.matches(&pod.namespace_labels) && self.pods.matches(&pod.labels)
+    }
+}
+
+impl std::fmt::Display for PodSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pods {} in namespaces {}", self.pods, self.namespaces)
+    }
+}
+
+/// Which addresses a CIDR peer can match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum AddressScope {
+    /// Every address in the prefix, pods and nodes included (NetworkPolicy `ipBlock`,
+    /// admin `networks`).
+    Any,
+    /// Only addresses outside the cluster (Cilium `toCIDR`/`toCIDRSet`).
+    OutsideCluster,
+}
+
+/// A prefix minus exceptions. Exceptions lie inside the prefix (translators check it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CidrSelector {
+    pub net: IpNet,
+    pub except: Vec<IpNet>,
+    pub scope: AddressScope,
+}
+
+impl CidrSelector {
+    /// Whether the whole of `prefix` lies inside this selector. Identities are prefixes that never
+    /// straddle an exception, because every exception is itself registered as a world identity.
+    pub fn covers(&self, prefix: &IpNet) -> bool {
+        self.net.contains(prefix) && !self.except.iter().any(|e| e.contains(prefix))
+    }
+}
+
+/// Cilium-style entities, relative to the selecting endpoint where it matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Entity {
+    /// Every identity, inside and outside the cluster. This is the wildcard identity.
+    All,
+    /// Every address outside the cluster.
+    World,
+    /// Every pod and node.
+    Cluster,
+    /// The node the selecting endpoint runs on.
+    Host,
+    /// Every node except the one the selecting endpoint runs on.
+    RemoteNode,
+}
+
+/// A peer of a rule: the set of remote identities it selects.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Peer {
+    Pods(PodSelector),
+    Nodes(LabelSelector),
+    Cidr(CidrSelector),
+    Entity(Entity),
+}
+
+impl Peer {
+    /// Whether the peer selects `identity` for an endpoint on `local_node`. Host-relative
+    /// entities need the node; everything else ignores it.
+    pub fn selects(&self, identity: &Identity, local_node: Option<&str>) -> bool {
+        self.selects_ignoring_node(identity) && self.node_relation_holds(identity, local_node)
+    }
+
+    /// The part of selection that does not depend on the selecting endpoint. The selector cache
+    /// stores this; [`Peer::node_relation_holds`] narrows it per endpoint.
+    pub fn selects_ignoring_node(&self, identity: &Identity) -> bool {
+        match (self, &identity.kind) {
+            (Peer::Pods(sel), IdentityKind::Pod(pod)) => sel.matches(pod),
+            (Peer::Nodes(sel), IdentityKind::Node(node)) => sel.matches(&node.labels),
+            (Peer::Cidr(c), kind) => {
+                (c.scope == AddressScope::Any || matches!(kind, IdentityKind::World))
+                    && c.covers(&identity.prefix)
+            }
+            (Peer::Entity(Entity::All), _) => true,
+            (Peer::Entity(Entity::World), IdentityKind::World) => true,
+            (Peer::Entity(Entity::Cluster), IdentityKind::Pod(_) | IdentityKind::Node(_)) => true,
+            (Peer::Entity(Entity::Host | Entity::RemoteNode), IdentityKind::Node(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// True unless the peer is host-relative and the identity is on the wrong side.
+    pub fn node_relation_holds(&self, identity: &Identity, local_node: Option<&str>) -> bool {
+        let node_name = identity.as_node().map(|n| n.name.as_str());
+        match self {
+            Peer::Entity(Entity::Host) => node_name.is_some() && node_name == local_node,
+            Peer::Entity(Entity::RemoteNode) => node_name.is_some() && node_name != local_node,
+            _ => true,
+        }
+    }
+
+    pub fn is_node_relative(&self) -> bool {
+        matches!(self, Peer::Entity(Entity::Host | Entity::RemoteNode))
+    }
+
+    /// The wildcard peer: it selects every identity, so the MapState keys it as identity `*`.
+    pub fn is_wildcard(&self) -> bool {
+        matches!(self, Peer::Entity(Entity::All))
+    }
+
+    /// Prefixes this peer names, which must exist as world identities for exact matching.
+    pub fn prefixes(&self) -> Vec<IpNet> {
+        match self {
+            Peer::Cidr(c) => std::iter::once(c.net)
+                .chain(c.except.iter().copied())
+                .map(|n| n.trunc())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Pods(p) => write!(f, "{p}"),
+            Peer::Nodes(n) => write!(f, "nodes {n}"),
+            Peer::Cidr(c) => {
+                write!(f, "cidr {}", c.net)?;
+                if !c.except.is_empty() {
+                    let ex: Vec<String> = c.except.iter().map(|e| e.to_string()).collect();
+                    write!(f, " except {}", ex.join(","))?;
+                }
+                if c.scope == AddressScope::OutsideCluster {
+                    write!(f, " (outside cluster)")?;
+                }
+                Ok(())
+            }
+            Peer::Entity(e) => write!(f, "entity {e:?}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::NodeInfo;
+    use crate::labels::Labels;
+
+    fn pod(ns: &str, labels: &[(&str, &str)]) -> Identity {
+        let mut ns_labels = Labels::new();
+        ns_labels.insert(NAMESPACE_NAME_LABEL.into(), ns.into());
+        Identity::pod(
+            PodInfo {
+                namespace: ns.into(),
+                name: "p".into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                namespace_labels: ns_labels,
+                node: Some("n1".into()),
+                ports: vec![],
+            },
+            "10.1.1.1".parse().unwrap(),
+        )
+    }
+
+    fn node(name: &str) -> Identity {
+        Identity::node(
+            NodeInfo {
+                name: name.into(),
+                labels: Labels::new(),
+            },
+            "10.0.0.1".parse().unwrap(),
+        )
+    }
+
+    #[test]
+    fn cidr_scope_any_matches_pods_but_outside_cluster_does_not() {
+        let any = Peer::Cidr(CidrSelector {
+            net: "10.0.0.0/8".parse().unwrap(),
+            except: vec![],
+            scope: AddressScope::Any,
+        });
+        let outside = Peer::Cidr(CidrSelector {
+            net: "10.0.0.0/8".parse().unwrap(),
+            except: vec![],
+            scope: AddressScope::OutsideCluster,
+        });
+        let p = pod("x", &[]);
+        assert!(any.selects(&p, None));
+        assert!(!outside.selects(&p, None));
+        let w = Identity::world("10.9.0.0/16".parse().unwrap());
+        assert!(any.selects(&w, None));
+        assert!(outside.selects(&w, None));
+    }
+
+    #[test]
+    fn except_removes_covered_prefixes_only() {
+        let c = CidrSelector {
+            net: "10.1.0.0/16".parse().unwrap(),
+            except: vec!["10.1.1.0/24".parse().unwrap()],
+            scope: AddressScope::Any,
+        };
+        assert!(c.covers(&"10.1.2.0/24".parse().unwrap()));
+        assert!(!c.covers(&"10.1.1.5/32".parse().unwrap()));
+        assert!(c.covers(&"10.1.0.0/16".parse().unwrap()));
+        assert!(!c.covers(&"10.0.0.0/8".parse().unwrap()));
+    }
+
+    #[test]
+    fn host_entities_are_relative_to_the_local_node() {
+        let n1 = node("n1");
+        assert!(Peer::Entity(Entity::Host).selects(&n1, Some("n1")));
+        assert!(!Peer::Entity(Entity::Host).selects(&n1, Some("n2")));
+        assert!(Peer::Entity(Entity::RemoteNode).selects(&n1, Some("n2")));
+        assert!(!Peer::Entity(Entity::RemoteNode).selects(&n1, Some("n1")));
+        assert!(!Peer::Entity(Entity::Host).selects(&pod("x", &[]), Some("n1")));
+    }
+
+    #[test]
+    fn pod_selector_ands_namespace_and_pod_labels() {
+        let sel = Peer::Pods(PodSelector::in_namespace(
+            "x",
+            LabelSelector::from_labels([("app", "web")]),
+        ));
+        assert!(sel.selects(&pod("x", &[("app", "web")]), None));
+        assert!(!sel.selects(&pod("y", &[("app", "web")]), None));
+        assert!(!sel.selects(&pod("x", &[("app", "db")]), None));
+        assert!(!sel.selects(&node("n1"), None));
+    }
+}
