@@ -1,17 +1,29 @@
 //! netpol's pure policy engine. It knows nothing of Kubernetes, Cilium or Windows: API objects are
 //! translated into [`PolicyEntry`] values elsewhere, and datapaths consume the per-endpoint
 //! [`mapstate::MapState`] this crate computes.
+//!
+//! Stages: [`entry`] (the rule form) → [`resolve`] (per-endpoint rules) → [`selector_cache`]
+//! (selectors to identities) → [`mapstate`] (the datapath view), driven by [`engine::Engine`].
+//! [`reference`] is the independent oracle every engine result is tested against.
 
+pub mod engine;
 pub mod entry;
 pub mod flow;
 pub mod identity;
 pub mod labels;
+pub mod mapstate;
+pub mod portprefix;
 pub mod ports;
+pub mod precedence;
 pub mod reference;
+pub mod resolve;
 pub mod selector;
+pub mod selector_cache;
 
+pub use engine::{EndpointChanges, Engine, EngineConfig};
 pub use entry::{AuthMode, Direction, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
 pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
 pub use labels::{LabelSelector, Labels, Requirement, NAMESPACE_NAME_LABEL};
+pub use mapstate::{MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
 pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};

@@ -1,0 +1,597 @@
+//! The incremental engine: policies, pods and nodes in; per-endpoint MapStates and their exact
+//! changes out.
+//!
+//! Updates are staged and applied by [`Engine::commit`]. Identity changes reach every selector
+//! before any MapState is touched (transactional delivery, CFP-23380), and then recompute only
+//! the identity classes they affect. Policy changes re-resolve the local endpoints, because a
+//! new priority can shift every precedence; they are rare next to pod churn.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use ipnet::IpNet;
+
+use crate::entry::{Direction, PolicyEntry};
+use crate::flow::DirectionOracle;
+use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
+use crate::mapstate::{
+    compute_identity_class, compute_wildcard, ClassKey, MapChange, MapState, WildcardClass,
+};
+use crate::ports::Protocol;
+use crate::precedence::Levels;
+use crate::reference::Decision;
+use crate::resolve::{EndpointPolicy, RulePort, SelectorRule, SubjectIndex};
+use crate::selector::Peer;
+use crate::selector_cache::{SelectorCache, SelectorId};
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Pods on this node are the local endpoints. None makes every pod local (the scenario
+    /// checker's cluster-wide view).
+    pub local_node: Option<String>,
+    /// Always admit ingress from a pod's own node, ahead of every policy, so kubelet health
+    /// probes keep working.
+    pub allow_node_probes: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            local_node: None,
+            allow_node_probes: true,
+        }
+    }
+}
+
+/// The changes one commit made to one endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointChanges {
+    pub endpoint: String,
+    pub changes: Vec<MapChange>,
+    /// The endpoint is gone (its pod was deleted or moved away).
+    pub removed: bool,
+}
+
+#[derive(Debug)]
+struct EndpointState {
+    pod: PodInfo,
+    identities: Vec<IdentityId>,
+    policy: EndpointPolicy,
+    wildcard: HashMap<Direction, WildcardClass>,
+    map: MapState,
+}
+
+#[derive(Debug, Default)]
+struct Staged {
+    policies: BTreeMap<String, Option<Vec<PolicyEntry>>>,
+    pods: BTreeMap<String, Vec<Identity>>,
+    nodes: BTreeMap<String, Vec<Identity>>,
+}
+
+impl Staged {
+    fn is_empty(&self) -> bool {
+        self.policies.is_empty() && self.pods.is_empty() && self.nodes.is_empty()
+    }
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    store: IdentityStore,
+    policies: BTreeMap<String, Vec<PolicyEntry>>,
+    entries: Vec<PolicyEntry>,
+    subjects: SubjectIndex,
+    levels: Levels,
+    pods: BTreeMap<String, Vec<IdentityId>>,
+    nodes: BTreeMap<String, Vec<IdentityId>>,
+    world: BTreeMap<IpNet, IdentityId>,
+    owners: HashMap<IdentityId, String>,
+    cache: SelectorCache,
+    endpoints: BTreeMap<String, EndpointState>,
+    staged: Staged,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        let mut engine = Engine {
+            config,
+            store: IdentityStore::new(),
+            policies: BTreeMap::new(),
+            entries: Vec::new(),
+            subjects: SubjectIndex::default(),
+            levels: Levels::default(),
+            pods: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            world: BTreeMap::new(),
+            owners: HashMap::new(),
+            cache: SelectorCache::new(),
+            endpoints: BTreeMap::new(),
+            staged: Staged::default(),
+        };
+        engine.rebuild_entries();
+        engine.sync_world_identities();
+        // The engine's own entries (the node-probe allowance) hold their selectors for life.
+        for peer in engine.entries.iter().flat_map(|e| &e.peers) {
+            engine.cache.acquire(peer, &engine.store);
+        }
+        engine
+    }
+
+    /// Stages a policy's entries under `key` (e.g. `NetworkPolicy/ns/name`), replacing any
+    /// previous ones.
+    pub fn set_policy(&mut self, key: impl Into<String>, entries: Vec<PolicyEntry>) {
+        self.staged.policies.insert(key.into(), Some(entries));
+    }
+
+    pub fn remove_policy(&mut self, key: &str) {
+        self.staged.policies.insert(key.to_owned(), None);
+    }
+
+    /// Stages a pod's identities (one per address); an empty list removes the pod.
+    pub fn set_pod(&mut self, key: impl Into<String>, identities: Vec<Identity>) {
+        self.staged.pods.insert(key.into(), identities);
+    }
+
+    /// Stages a node's identities; an empty list removes the node.
+    pub fn set_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
+        self.staged.nodes.insert(name.into(), identities);
+    }
+
+    pub fn identities(&self) -> &IdentityStore {
+        &self.store
+    }
+
+    pub fn entries(&self) -> &[PolicyEntry] {
+        &self.entries
+    }
+
+    pub fn selector_count(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn endpoints(&self) -> impl Iterator<Item = (&str, &MapState)> {
+        self.endpoints.iter().map(|(k, e)| (k.as_str(), &e.map))
+    }
+
+    pub fn endpoint(&self, key: &str) -> Option<&MapState> {
+        self.endpoints.get(key).map(|e| &e.map)
+    }
+
+    /// The local endpoint's pod and addresses.
+    pub fn endpoint_pod(&self, key: &str) -> Option<(&PodInfo, &[IdentityId])> {
+        self.endpoints
+            .get(key)
+            .map(|e| (&e.pod, e.identities.as_slice()))
+    }
+
+    /// The pod key owning an identity, if a pod does.
+    pub fn owner_of(&self, id: IdentityId) -> Option<&str> {
+        self.owners.get(&id).map(String::as_str)
+    }
+
+    pub fn has_staged_changes(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
+    /// Applies everything staged and returns the exact MapState changes per endpoint.
+    pub fn commit(&mut self) -> Vec<EndpointChanges> {
+        let staged = std::mem::take(&mut self.staged);
+        let policies_changed = !staged.policies.is_empty();
+        let mut removed_peers = Vec::new();
+        let mut added_peers = Vec::new();
+        for (key, entries) in staged.policies {
+            if let Some(old) = self.policies.remove(&key) {
+                removed_peers.extend(old.into_iter().flat_map(|e| e.peers));
+            }
+            if let Some(entries) = entries {
+                added_peers.extend(entries.iter().flat_map(|e| e.peers.iter().cloned()));
+                self.policies.insert(key, entries);
+            }
+        }
+        if policies_changed {
+            self.rebuild_entries();
+        }
+
+        // 1. Identities: apply every addition and removal to the store.
+        let mut added: Vec<IdentityId> = Vec::new();
+        let mut removed: Vec<(IdentityId, Identity)> = Vec::new();
+        let mut changed_pods: HashSet<String> = HashSet::new();
+        for (key, identities) in staged.pods {
+            let (a, r) = self.replace_identities(&key, identities, true);
+            if !a.is_empty() || !r.is_empty() {
+                changed_pods.insert(key);
+            }
+            added.extend(a);
+            removed.extend(r);
+        }
+        for (name, identities) in staged.nodes {
+            let (a, r) = self.replace_identities(&name, identities, false);
+            added.extend(a);
+            removed.extend(r);
+        }
+        if policies_changed {
+            let (a, r) = self.sync_world_identities();
+            added.extend(a);
+            removed.extend(r);
+        }
+
+        // 2. Selectors: every selector sees the identity change before any MapState does.
+        let added_refs: Vec<(IdentityId, &Identity)> = added
+            .iter()
+            .filter_map(|id| self.store.get(*id).map(|i| (*id, i)))
+            .collect();
+        let removed_ids: Vec<IdentityId> = removed.iter().map(|(id, _)| *id).collect();
+        let deltas = self.cache.apply(&added_refs, &removed_ids);
+        for peer in &added_peers {
+            self.cache.acquire(peer, &self.store);
+        }
+        for peer in &removed_peers {
+            if let Some(id) = self.cache.id_of(peer) {
+                self.cache.release(id);
+            }
+        }
+
+        // 3. MapStates.
+        let mut out = Vec::new();
+        let wanted = self.local_endpoint_keys();
+        let gone: Vec<String> = self
+            .endpoints
+            .keys()
+            .filter(|k| !wanted.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            let state = self.endpoints.remove(&key).expect("listed");
+            let changes = state
+                .map
+                .iter()
+                .map(|(k, v)| MapChange::Removed(k, v.clone()))
+                .collect();
+            out.push(EndpointChanges {
+                endpoint: key,
+                changes,
+                removed: true,
+            });
+        }
+        let removed_identity: HashMap<IdentityId, Identity> = removed.into_iter().collect();
+        let added_pods: Vec<IdentityId> = added
+            .iter()
+            .copied()
+            .filter(|id| self.store.get(*id).is_some_and(|i| i.as_pod().is_some()))
+            .collect();
+        for key in wanted {
+            let full = policies_changed
+                || changed_pods.contains(&key)
+                || !self.endpoints.contains_key(&key);
+            let changes = if full {
+                self.recompute_endpoint(&key)
+            } else {
+                let classes = self.affected_classes(&key, &deltas, &added_pods, &removed_identity);
+                self.recompute_classes(&key, classes)
+            };
+            if !changes.is_empty() {
+                out.push(EndpointChanges {
+                    endpoint: key,
+                    changes,
+                    removed: false,
+                });
+            }
+        }
+        out
+    }
+
+    /// Recomputes every local endpoint from scratch, returning what differs. The incremental
+    /// path must always agree with it.
+    pub fn recompute_all(&mut self) -> Vec<EndpointChanges> {
+        let keys: Vec<String> = self.endpoints.keys().cloned().collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let changes = self.recompute_endpoint(&key);
+                (!changes.is_empty()).then_some(EndpointChanges {
+                    endpoint: key,
+                    changes,
+                    removed: false,
+                })
+            })
+            .collect()
+    }
+
+    fn rebuild_entries(&mut self) {
+        let mut entries: Vec<PolicyEntry> = Vec::new();
+        if self.config.allow_node_probes {
+            entries.push(PolicyEntry::node_probe_allowance());
+        }
+        entries.extend(self.policies.values().flatten().cloned());
+        self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
+        self.subjects = SubjectIndex::new(&entries);
+        self.entries = entries;
+    }
+
+    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer names.
+    fn sync_world_identities(&mut self) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
+        let mut wanted: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
+            .iter()
+            .map(|s| s.parse().expect("valid"))
+            .collect();
+        wanted.extend(
+            self.entries
+                .iter()
+                .flat_map(|e| &e.peers)
+                .flat_map(Peer::prefixes),
+        );
+        let mut added = Vec::new();
+        let mut removed = Vec::new();
+        let stale: Vec<IpNet> = self
+            .world
+            .keys()
+            .filter(|p| !wanted.contains(p))
+            .copied()
+            .collect();
+        for prefix in stale {
+            let id = self.world.remove(&prefix).expect("listed");
+            if let Some(identity) = self.store.remove(id) {
+                removed.push((id, identity));
+            }
+        }
+        for prefix in wanted {
+            if !self.world.contains_key(&prefix) {
+                let (id, _) = self.store.insert(Identity::world(prefix));
+                self.world.insert(prefix, id);
+                added.push(id);
+            }
+        }
+        (added, removed)
+    }
+
+    fn replace_identities(
+        &mut self,
+        key: &str,
+        identities: Vec<Identity>,
+        is_pod: bool,
+    ) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
+        let table = if is_pod {
+            &mut self.pods
+        } else {
+            &mut self.nodes
+        };
+        let old = table.remove(key).unwrap_or_default();
+        let mut keep = Vec::new();
+        let mut removed = Vec::new();
+        for id in old {
+            match self.store.get(id) {
+                Some(identity) if identities.contains(identity) => keep.push(id),
+                Some(_) => {
+                    let identity = self.store.remove(id).expect("present");
+                    self.owners.remove(&id);
+                    removed.push((id, identity));
+                }
+                None => {}
+            }
+        }
+        let mut added = Vec::new();
+        for identity in identities {
+            if self
+                .store
+                .id_of(&identity)
+                .is_some_and(|id| keep.contains(&id))
+            {
+                continue;
+            }
+            let (id, new) = self.store.insert(identity);
+            if new {
+                added.push(id);
+            }
+            keep.push(id);
+            if is_pod {
+                self.owners.insert(id, key.to_owned());
+            }
+        }
+        let table = if is_pod {
+            &mut self.pods
+        } else {
+            &mut self.nodes
+        };
+        if !keep.is_empty() {
+            table.insert(key.to_owned(), keep);
+        }
+        (added, removed)
+    }
+
+    fn local_endpoint_keys(&self) -> BTreeSet<String> {
+        self.pods
+            .iter()
+            .filter(|(_, ids)| {
+                let pod = ids
+                    .first()
+                    .and_then(|id| self.store.get(*id))
+                    .and_then(Identity::as_pod);
+                pod.is_some_and(|p| {
+                    self.config.local_node.is_none() || p.node == self.config.local_node
+                })
+            })
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
+        let ids = self.pods.get(key).cloned().unwrap_or_default();
+        let Some(pod) = ids
+            .first()
+            .and_then(|id| self.store.get(*id))
+            .and_then(Identity::as_pod)
+            .cloned()
+        else {
+            return Vec::new();
+        };
+        let candidates = self.subjects.candidates(&pod);
+        let selecting = candidates
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .filter(|e| e.subject.matches(&pod));
+        let cache = &self.cache;
+        let policy = EndpointPolicy::resolve(selecting, &pod, &self.levels, |peer| {
+            cache
+                .id_of(peer)
+                .expect("every peer of the policy set has a selector")
+        });
+        let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
+            pod: pod.clone(),
+            identities: ids.clone(),
+            policy: EndpointPolicy::default(),
+            wildcard: HashMap::new(),
+            map: MapState::default(),
+        });
+        state.pod = pod;
+        state.identities = ids;
+        state.policy = policy;
+        let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
+        for direction in Direction::BOTH {
+            classes.insert((direction, None));
+            for rule in state
+                .policy
+                .rules
+                .iter()
+                .filter(|r| r.direction == direction)
+            {
+                if rule.peer.is_wildcard() {
+                    if rule.ports.iter().any(|p| matches!(p, RulePort::Named(..))) {
+                        classes.extend(self.owners.keys().map(|id| (direction, Some(*id))));
+                    }
+                } else {
+                    classes.extend(
+                        self.cache
+                            .selected(rule.selector)
+                            .iter()
+                            .map(|id| (direction, Some(*id))),
+                    );
+                }
+            }
+        }
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    fn recompute_classes(&mut self, key: &str, classes: BTreeSet<ClassKey>) -> Vec<MapChange> {
+        let Some(mut state) = self.endpoints.remove(key) else {
+            return Vec::new();
+        };
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    fn recompute_state_classes(
+        &self,
+        state: &mut EndpointState,
+        classes: BTreeSet<ClassKey>,
+    ) -> Vec<MapChange> {
+        let mut changes = Vec::new();
+        // Wildcard classes first: identity classes are computed against them.
+        for class in classes.iter().filter(|c| c.1.is_none()) {
+            let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
+            state.wildcard.insert(class.0, wildcard);
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        for class in classes.iter().filter(|c| c.1.is_some()) {
+            let (direction, Some(id)) = *class else {
+                continue;
+            };
+            let entries = match (self.store.get(id), state.wildcard.get(&direction)) {
+                (Some(remote), Some(wildcard)) => {
+                    let rules = state
+                        .policy
+                        .rules
+                        .iter()
+                        .filter(|r| self.rule_selects(r, direction, id, remote, &state.pod));
+                    compute_identity_class(rules, remote, wildcard)
+                }
+                _ => HashMap::new(),
+            };
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        changes
+    }
+
+    fn rule_selects(
+        &self,
+        rule: &SelectorRule,
+        direction: Direction,
+        id: IdentityId,
+        remote: &Identity,
+        pod: &PodInfo,
+    ) -> bool {
+        if rule.direction != direction {
+            return false;
+        }
+        if rule.peer.is_wildcard() {
+            return remote.as_pod().is_some()
+                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)));
+        }
+        self.cache.selects(rule.selector, id)
+            && rule.peer.node_relation_holds(remote, pod.node.as_deref())
+    }
+
+    /// The identity classes of one endpoint that an identity change touches.
+    fn affected_classes(
+        &self,
+        key: &str,
+        deltas: &HashMap<SelectorId, crate::selector_cache::SelectorDelta>,
+        added_pods: &[IdentityId],
+        removed: &HashMap<IdentityId, Identity>,
+    ) -> BTreeSet<ClassKey> {
+        let mut classes = BTreeSet::new();
+        let Some(state) = self.endpoints.get(key) else {
+            return classes;
+        };
+        for rule in &state.policy.rules {
+            if let Some(delta) = deltas.get(&rule.selector) {
+                classes.extend(
+                    delta
+                        .added
+                        .iter()
+                        .chain(&delta.removed)
+                        .map(|id| (rule.direction, Some(*id))),
+                );
+            }
+            if rule.peer.is_wildcard()
+                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)))
+            {
+                classes.extend(added_pods.iter().map(|id| (rule.direction, Some(*id))));
+                let gone_pods = removed.iter().filter(|(_, i)| i.as_pod().is_some());
+                classes.extend(gone_pods.map(|(id, _)| (rule.direction, Some(*id))));
+            }
+        }
+        // Classes of removed identities disappear even if no rule mentions them any more.
+        for id in removed.keys() {
+            for direction in Direction::BOTH {
+                if state.map.class((direction, Some(*id))).is_some() {
+                    classes.insert((direction, Some(*id)));
+                }
+            }
+        }
+        classes
+    }
+}
+
+impl DirectionOracle for Engine {
+    fn decide_direction(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        let value = self
+            .owners
+            .get(&endpoint)
+            .and_then(|key| self.endpoints.get(key))
+            .map(|state| state.map.lookup(direction, remote, protocol, port))
+            .unwrap_or_else(|| MapState::default().lookup(direction, remote, protocol, port));
+        Decision {
+            verdict: value.verdict,
+            auth: value.auth,
+            reason: (*value.reason).clone(),
+        }
+    }
+}
