@@ -1,1 +1,42 @@
-fn main() {}
+//! `netpol`: parses the command line and hands each subcommand to its module.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use netpol_agent::cli::{check, explain, matrix, Outcome};
+
+/// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
+/// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
+#[derive(Debug, Parser)]
+#[command(name = "netpol", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check scenario files: print every flow whose verdict differs from the expectation.
+    Check(check::Args),
+    /// Print the computed connectivity matrix of a scenario's pods.
+    Matrix(matrix::Args),
+    /// Explain the verdict of one flow: the rule that decided each direction.
+    Explain(explain::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    let result = match &cli.command {
+        Command::Check(args) => check::run(args, &mut out, &mut err),
+        Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
+        Command::Explain(args) => explain::run(args, &mut out, &mut err),
+    };
+    match result.and_then(|outcome| out.flush().map(|()| outcome)) {
+        Ok(outcome) => outcome.into(),
+        // Output that cannot be written (a closed pipe) leaves nothing more to do or report.
+        Err(_) => Outcome::Invalid.into(),
+    }
+}

@@ -1,0 +1,277 @@
+//! A scenario's cluster in engine terms: every identity a flow or a peer can name, and the policy
+//! entries that decide flows between them.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use netpol_engine::{Identity, IdentityId, IdentityStore, PolicyEntry};
+
+use super::expect::{Endpoint, PodRef};
+
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    store: IdentityStore,
+    entries: Vec<PolicyEntry>,
+    /// Each pod's identities, one per address, its primary address (`status.podIP`) first.
+    pods: BTreeMap<PodRef, Vec<IdentityId>>,
+}
+
+/// The address family of an address, to pair a flow's two sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    fn of(ip: IpAddr) -> Family {
+        if ip.is_ipv4() {
+            Family::V4
+        } else {
+            Family::V6
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        }
+    }
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Cluster {
+    /// An empty cluster: every address is outside it, and a pod's own node may always reach it.
+    pub fn new() -> Self {
+        let mut store = IdentityStore::new();
+        for everything in ["0.0.0.0/0", "::/0"] {
+            let prefix: IpNet = everything.parse().expect("a valid prefix literal");
+            store.insert(Identity::world(prefix));
+        }
+        Cluster {
+            store,
+            entries: vec![PolicyEntry::node_probe_allowance()],
+            pods: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a pod with one identity per address, its primary address first. A pod without an
+    /// address is known by name but cannot take part in a flow.
+    pub fn add_pod(&mut self, pod: PodRef, identities: Vec<Identity>) {
+        let ids = identities
+            .into_iter()
+            .map(|identity| self.store.insert(identity).0)
+            .collect();
+        self.pods.insert(pod, ids);
+    }
+
+    pub fn add_node(&mut self, identities: Vec<Identity>) {
+        for identity in identities {
+            self.store.insert(identity);
+        }
+    }
+
+    /// Adds policy entries, registering every prefix their peers name as an identity outside the
+    /// cluster, so that CIDR peers and their exceptions match whole identities.
+    pub fn add_entries(&mut self, entries: impl IntoIterator<Item = PolicyEntry>) {
+        for entry in entries {
+            for prefix in entry.peers.iter().flat_map(|peer| peer.prefixes()) {
+                self.store.insert(Identity::world(prefix));
+            }
+            self.entries.push(entry);
+        }
+    }
+
+    pub fn store(&self) -> &IdentityStore {
+        &self.store
+    }
+
+    pub fn entries(&self) -> &[PolicyEntry] {
+        &self.entries
+    }
+
+    /// Pods that have an address, by namespace then name, each with its primary identity.
+    pub fn addressed_pods(&self) -> impl Iterator<Item = (&PodRef, IdentityId)> {
+        self.pods
+            .iter()
+            .filter_map(|(pod, ids)| ids.first().map(|id| (pod, *id)))
+    }
+
+    /// The identities of a flow's source and destination. A pod sends and receives on its
+    /// address of the family the flow uses: the family of the address the flow names, if it
+    /// names one, else that of the destination pod's primary address.
+    pub fn flow_identities(
+        &self,
+        from: &Endpoint,
+        to: &Endpoint,
+    ) -> Result<(IdentityId, IdentityId), String> {
+        let family = match (from, to) {
+            (_, Endpoint::Address(ip)) | (Endpoint::Address(ip), _) => Family::of(*ip),
+            (_, Endpoint::Pod(pod)) => self.primary_family(pod)?,
+        };
+        Ok((self.identity(from, family)?, self.identity(to, family)?))
+    }
+
+    fn pod_ids(&self, pod: &PodRef) -> Result<&[IdentityId], String> {
+        let ids = self
+            .pods
+            .get(pod)
+            .ok_or_else(|| format!("no pod {pod} in the scenario"))?;
+        if ids.is_empty() {
+            return Err(format!("pod {pod} has no address (status.podIP)"));
+        }
+        Ok(ids)
+    }
+
+    fn primary_family(&self, pod: &PodRef) -> Result<Family, String> {
+        let primary = self.pod_ids(pod)?[0];
+        Ok(Family::of(self.address_of(primary)))
+    }
+
+    fn identity(&self, endpoint: &Endpoint, family: Family) -> Result<IdentityId, String> {
+        match endpoint {
+            Endpoint::Address(ip) => self
+                .store
+                .resolve(*ip)
+                .ok_or_else(|| format!("no identity holds {ip}")),
+            Endpoint::Pod(pod) => self
+                .pod_ids(pod)?
+                .iter()
+                .copied()
+                .find(|id| Family::of(self.address_of(*id)) == family)
+                .ok_or_else(|| format!("pod {pod} has no {} address", family.name())),
+        }
+    }
+
+    fn address_of(&self, id: IdentityId) -> IpAddr {
+        self.store
+            .get(id)
+            .expect("pod identities stay in the store")
+            .prefix
+            .addr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netpol_engine::{
+        AddressScope, CidrSelector, Direction, Labels, NodeInfo, Peer, PodInfo, PodSelector,
+        Priority, Provenance, Tier, Verdict,
+    };
+
+    fn pod_ref(ns: &str, name: &str) -> PodRef {
+        PodRef {
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn pod_identities(ns: &str, name: &str, ips: &[&str]) -> Vec<Identity> {
+        let info = PodInfo {
+            namespace: ns.into(),
+            name: name.into(),
+            labels: Labels::new(),
+            namespace_labels: Labels::new(),
+            node: Some("n1".into()),
+            ports: vec![],
+        };
+        ips.iter()
+            .map(|ip| Identity::pod(info.clone(), ip.parse().unwrap()))
+            .collect()
+    }
+
+    fn cluster() -> Cluster {
+        let mut c = Cluster::new();
+        c.add_pod(
+            pod_ref("x", "dual"),
+            pod_identities("x", "dual", &["10.1.0.1", "fd00::1"]),
+        );
+        c.add_pod(pod_ref("x", "v6"), pod_identities("x", "v6", &["fd00::2"]));
+        c.add_pod(pod_ref("x", "pending"), vec![]);
+        let node = NodeInfo {
+            name: "n1".into(),
+            labels: Labels::new(),
+        };
+        c.add_node(vec![Identity::node(node, "10.0.0.1".parse().unwrap())]);
+        c
+    }
+
+    fn describe(c: &Cluster, from: &str, to: &str) -> Result<String, String> {
+        let (src, dst) = c.flow_identities(&from.parse().unwrap(), &to.parse().unwrap())?;
+        let store = c.store();
+        Ok(format!(
+            "{} -> {}",
+            store.get(src).unwrap(),
+            store.get(dst).unwrap()
+        ))
+    }
+
+    #[test]
+    fn flows_use_the_family_of_the_named_address_or_the_destination() {
+        let c = cluster();
+        assert_eq!(
+            describe(&c, "x/dual", "x/v6").unwrap(),
+            "pod x/dual (fd00::1) -> pod x/v6 (fd00::2)"
+        );
+        assert_eq!(
+            describe(&c, "x/dual", "192.0.2.1").unwrap(),
+            "pod x/dual (10.1.0.1) -> world 0.0.0.0/0"
+        );
+        assert_eq!(
+            describe(&c, "10.0.0.1", "x/dual").unwrap(),
+            "node n1 (10.0.0.1) -> pod x/dual (10.1.0.1)"
+        );
+        assert_eq!(
+            describe(&c, "x/v6", "x/dual").unwrap_err(),
+            "pod x/v6 has no IPv4 address"
+        );
+        assert_eq!(
+            describe(&c, "x/dual", "x/pending").unwrap_err(),
+            "pod x/pending has no address (status.podIP)"
+        );
+        assert_eq!(
+            describe(&c, "x/nope", "x/dual").unwrap_err(),
+            "no pod x/nope in the scenario"
+        );
+    }
+
+    #[test]
+    fn peer_prefixes_become_world_identities() {
+        let mut c = cluster();
+        c.add_entries([PolicyEntry {
+            tier: Tier::Normal,
+            priority: Priority::unordered(),
+            verdict: Verdict::Allow,
+            subject: PodSelector::all(),
+            direction: Direction::Egress,
+            peers: vec![Peer::Cidr(CidrSelector {
+                net: "192.0.2.0/24".parse().unwrap(),
+                except: vec!["192.0.2.128/25".parse().unwrap()],
+                scope: AddressScope::Any,
+            })],
+            ports: vec![],
+            default_deny: true,
+            auth: None,
+            provenance: Provenance::default(),
+        }]);
+        assert_eq!(
+            describe(&c, "x/dual", "192.0.2.1").unwrap(),
+            "pod x/dual (10.1.0.1) -> world 192.0.2.0/24"
+        );
+        assert_eq!(
+            describe(&c, "x/dual", "192.0.2.200").unwrap(),
+            "pod x/dual (10.1.0.1) -> world 192.0.2.128/25"
+        );
+        assert_eq!(c.entries().len(), 2, "the node probe allowance comes first");
+        let pods: Vec<String> = c.addressed_pods().map(|(p, _)| p.to_string()).collect();
+        assert_eq!(pods, ["x/dual", "x/v6"]);
+    }
+}

@@ -1,0 +1,447 @@
+//! Expectations: the flows a scenario asserts, read from `matrix` and `flows` items.
+
+use std::fmt;
+use std::net::IpAddr;
+use std::path::Path;
+use std::str::FromStr;
+
+use netpol_engine::Protocol;
+
+use super::document::{ExpectationDocument, FlowDocument};
+use super::error::{LoadError, LoadErrors};
+
+/// A pod named `namespace/name`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One side of a flow as a scenario names it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `ns/pod`.
+    Pod(PodRef),
+    /// A bare IP address: the pod or node that has it, or else an address outside the cluster.
+    Address(IpAddr),
+}
+
+impl FromStr for Endpoint {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Ok(ip) = s.parse::<IpAddr>() {
+            return Ok(Endpoint::Address(ip));
+        }
+        match s.split_once('/') {
+            Some((namespace, name)) if is_object_name(namespace) && is_object_name(name) => {
+                Ok(Endpoint::Pod(PodRef {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                }))
+            }
+            _ => Err(format!(
+                "`{s}` is neither `namespace/pod` nor an IP address"
+            )),
+        }
+    }
+}
+
+/// Kubernetes object names are DNS subdomains; this only rules out what cannot be one, so that a
+/// CIDR or a stray path is reported instead of looked up as a pod.
+fn is_object_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
+        && !s.starts_with(['-', '.'])
+        && !(s.contains('.') && s.chars().all(|c| c.is_ascii_digit() || c == '.'))
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Pod(pod) => write!(f, "{pod}"),
+            Endpoint::Address(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// What a scenario expects of a flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    Allow,
+    Deny,
+}
+
+impl Expected {
+    pub fn allowed(self) -> bool {
+        self == Expected::Allow
+    }
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Expected::Allow => "allow",
+            Expected::Deny => "deny",
+        })
+    }
+}
+
+/// One flow and its expected verdict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowExpectation {
+    pub from: Endpoint,
+    pub to: Endpoint,
+    pub protocol: Protocol,
+    pub port: u16,
+    pub expected: Expected,
+    /// Where the expectation is written, e.g. `expect[0].matrix` or `expect[1].flows[2]`.
+    pub field: String,
+}
+
+/// Parses every `expect` item, reporting every malformed one.
+pub fn parse_expectations(
+    file: &Path,
+    items: Vec<ExpectationDocument>,
+) -> Result<Vec<FlowExpectation>, LoadErrors> {
+    let mut flows = Vec::new();
+    let mut errors = Vec::new();
+    for (i, item) in items.into_iter().enumerate() {
+        let field = format!("expect[{i}]");
+        match parse_item(&field, item) {
+            Ok(parsed) => flows.extend(parsed),
+            Err(problems) => errors.extend(
+                problems
+                    .into_iter()
+                    .map(|(field, message)| LoadError::expectation(file, field, message)),
+            ),
+        }
+    }
+    if errors.is_empty() {
+        Ok(flows)
+    } else {
+        Err(LoadErrors(errors))
+    }
+}
+
+/// A problem: the field at fault and what is wrong with it.
+type Problem = (String, String);
+
+fn parse_item(
+    field: &str,
+    item: ExpectationDocument,
+) -> Result<Vec<FlowExpectation>, Vec<Problem>> {
+    match (item.matrix, item.flows) {
+        (Some(matrix), None) => {
+            let protocol = item
+                .protocol
+                .ok_or_else(|| vec![(field.to_owned(), "a matrix needs a protocol".into())])
+                .and_then(|p| {
+                    parse_protocol(&p).map_err(|m| vec![(format!("{field}.protocol"), m)])
+                })?;
+            let port = item
+                .port
+                .ok_or_else(|| vec![(field.to_owned(), "a matrix needs a port".into())])
+                .and_then(|p| parse_port(p).map_err(|m| vec![(format!("{field}.port"), m)]))?;
+            parse_matrix(&matrix, protocol, port, &format!("{field}.matrix"))
+        }
+        (None, Some(flows)) => {
+            if item.protocol.is_some() || item.port.is_some() {
+                return Err(vec![(
+                    field.to_owned(),
+                    "protocol and port belong to each flow of a `flows` item".into(),
+                )]);
+            }
+            let mut parsed = Vec::new();
+            let mut problems = Vec::new();
+            for (i, flow) in flows.into_iter().enumerate() {
+                match parse_flow(&format!("{field}.flows[{i}]"), flow) {
+                    Ok(flow) => parsed.push(flow),
+                    Err(problem) => problems.push(problem),
+                }
+            }
+            if problems.is_empty() {
+                Ok(parsed)
+            } else {
+                Err(problems)
+            }
+        }
+        (Some(_), Some(_)) => Err(vec![(
+            field.to_owned(),
+            "an item holds either a `matrix` or `flows`, not both".into(),
+        )]),
+        (None, None) => Err(vec![(
+            field.to_owned(),
+            "an item needs a `matrix` or `flows`".into(),
+        )]),
+    }
+}
+
+fn parse_flow(field: &str, flow: FlowDocument) -> Result<FlowExpectation, Problem> {
+    let at = |name: &str| format!("{field}.{name}");
+    Ok(FlowExpectation {
+        from: flow.from.parse().map_err(|m| (at("from"), m))?,
+        to: flow.to.parse().map_err(|m| (at("to"), m))?,
+        protocol: parse_protocol(&flow.protocol).map_err(|m| (at("protocol"), m))?,
+        port: parse_port(flow.port).map_err(|m| (at("port"), m))?,
+        expected: match flow.verdict.as_str() {
+            "allow" => Expected::Allow,
+            "deny" => Expected::Deny,
+            other => return Err((at("verdict"), format!("`{other}` is not `allow` or `deny`"))),
+        },
+        field: field.to_owned(),
+    })
+}
+
+/// The protocols a flow of a scenario can use: those with ports.
+pub fn parse_protocol(name: &str) -> Result<Protocol, String> {
+    match Protocol::parse(name) {
+        Some(protocol) if protocol.has_ports() => Ok(protocol),
+        _ => Err(format!("`{name}` is not TCP, UDP or SCTP")),
+    }
+}
+
+fn parse_port(port: u32) -> Result<u16, String> {
+    u16::try_from(port)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{port} is not a port (1-65535)"))
+}
+
+/// Parses a matrix: a header row of destinations, then one row per source with one cell per
+/// destination: `.` allowed, `X` denied, `-` not checked.
+fn parse_matrix(
+    text: &str,
+    protocol: Protocol,
+    port: u16,
+    field: &str,
+) -> Result<Vec<FlowExpectation>, Vec<Problem>> {
+    let problem = |line: usize, message: String| (format!("{field} line {line}"), message);
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| (i + 1, line.split_whitespace().collect::<Vec<_>>()))
+        .filter(|(_, cells)| !cells.is_empty());
+    let Some((header_line, header)) = lines.next() else {
+        return Err(vec![(field.to_owned(), "the matrix is empty".into())]);
+    };
+    let mut problems = Vec::new();
+    let destinations: Vec<Option<Endpoint>> = header[1..]
+        .iter()
+        .map(|cell| {
+            cell.parse()
+                .map_err(|m| problems.push(problem(header_line, m)))
+                .ok()
+        })
+        .collect();
+    let mut flows = Vec::new();
+    for (line, row) in lines {
+        let source = match row[0].parse::<Endpoint>() {
+            Ok(source) => source,
+            Err(m) => {
+                problems.push(problem(line, m));
+                continue;
+            }
+        };
+        if row.len() != destinations.len() + 1 {
+            problems.push(problem(
+                line,
+                format!(
+                    "row {source} has {} cells for {} destinations",
+                    row.len() - 1,
+                    destinations.len()
+                ),
+            ));
+            continue;
+        }
+        for (cell, destination) in row[1..].iter().zip(&destinations) {
+            let Some(destination) = destination else {
+                continue;
+            };
+            let expected = match *cell {
+                "." => Expected::Allow,
+                "X" => Expected::Deny,
+                "-" => continue,
+                other => {
+                    problems.push(problem(
+                        line,
+                        format!("cell {source} -> {destination} is `{other}`, not `.`, `X` or `-`"),
+                    ));
+                    continue;
+                }
+            };
+            if source == *destination {
+                problems.push(problem(
+                    line,
+                    format!(
+                        "cell {source} -> {destination} must be `-`: traffic from a pod to itself is undefined"
+                    ),
+                ));
+                continue;
+            }
+            flows.push(FlowExpectation {
+                from: source.clone(),
+                to: destination.clone(),
+                protocol,
+                port,
+                expected,
+                field: field.to_owned(),
+            });
+        }
+    }
+    if problems.is_empty() {
+        Ok(flows)
+    } else {
+        Err(problems)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(s: &str) -> Endpoint {
+        s.parse().unwrap()
+    }
+
+    fn matrix_item(matrix: &str) -> ExpectationDocument {
+        ExpectationDocument {
+            protocol: Some("SCTP".into()),
+            port: Some(81),
+            matrix: Some(matrix.into()),
+            flows: None,
+        }
+    }
+
+    fn errors(items: Vec<ExpectationDocument>) -> Vec<String> {
+        parse_expectations(Path::new("s.yaml"), items)
+            .unwrap_err()
+            .0
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn endpoints_are_pods_or_addresses() {
+        assert_eq!(
+            pod("x/a"),
+            Endpoint::Pod(PodRef {
+                namespace: "x".into(),
+                name: "a".into()
+            })
+        );
+        assert_eq!(
+            pod("fd00::1"),
+            Endpoint::Address("fd00::1".parse().unwrap())
+        );
+        assert!("10.0.0.0/8".parse::<Endpoint>().is_err());
+        assert!("x".parse::<Endpoint>().is_err());
+        assert!("x/".parse::<Endpoint>().is_err());
+        assert!("X/a".parse::<Endpoint>().is_err());
+    }
+
+    #[test]
+    fn matrix_cells_become_flows_and_dashes_are_skipped() {
+        let flows = parse_expectations(
+            Path::new("s.yaml"),
+            vec![matrix_item(
+                "-    x/a  y/b  10.0.0.1\n\n  x/a  -    X    .\n  y/b  .    -    -\n",
+            )],
+        )
+        .unwrap();
+        let summary: Vec<String> = flows
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {} {}/{} {}",
+                    f.from, f.to, f.protocol, f.port, f.expected
+                )
+            })
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                "x/a y/b SCTP/81 deny",
+                "x/a 10.0.0.1 SCTP/81 allow",
+                "y/b x/a SCTP/81 allow"
+            ]
+        );
+        assert!(flows.iter().all(|f| f.field == "expect[0].matrix"));
+    }
+
+    #[test]
+    fn malformed_matrices_name_the_line_and_cell() {
+        let errs = errors(vec![matrix_item("- x/a y/b\nx/a - x\ny/b .\nx/a . -\n")]);
+        assert_eq!(
+            errs,
+            [
+                "s.yaml: expect[0].matrix line 2: cell x/a -> y/b is `x`, not `.`, `X` or `-`",
+                "s.yaml: expect[0].matrix line 3: row y/b has 1 cells for 2 destinations",
+                "s.yaml: expect[0].matrix line 4: cell x/a -> x/a must be `-`: traffic from a pod to itself is undefined",
+            ]
+        );
+    }
+
+    #[test]
+    fn matrix_needs_a_port_protocol_and_valid_values() {
+        let mut no_port = matrix_item("- x/a\n");
+        no_port.port = None;
+        let mut bad_port = matrix_item("- x/a\n");
+        bad_port.port = Some(70000);
+        let mut icmp = matrix_item("- x/a\n");
+        icmp.protocol = Some("ICMP".into());
+        let empty = ExpectationDocument {
+            protocol: None,
+            port: None,
+            matrix: None,
+            flows: None,
+        };
+        assert_eq!(
+            errors(vec![no_port, bad_port, icmp, empty]),
+            [
+                "s.yaml: expect[0]: a matrix needs a port",
+                "s.yaml: expect[1].port: 70000 is not a port (1-65535)",
+                "s.yaml: expect[2].protocol: `ICMP` is not TCP, UDP or SCTP",
+                "s.yaml: expect[3]: an item needs a `matrix` or `flows`",
+            ]
+        );
+    }
+
+    #[test]
+    fn flows_are_checked_field_by_field() {
+        let flow = |to: &str, port: u32, verdict: &str| FlowDocument {
+            from: "x/a".into(),
+            to: to.into(),
+            protocol: "UDP".into(),
+            port,
+            verdict: verdict.into(),
+        };
+        let item = ExpectationDocument {
+            protocol: None,
+            port: None,
+            matrix: None,
+            flows: Some(vec![
+                flow("192.0.2.1", 53, "allow"),
+                flow("192.0.2.1", 0, "allow"),
+                flow("192.0.2.1", 53, "Allow"),
+                flow("nowhere", 53, "deny"),
+            ]),
+        };
+        assert_eq!(
+            errors(vec![item]),
+            [
+                "s.yaml: expect[0].flows[1].port: 0 is not a port (1-65535)",
+                "s.yaml: expect[0].flows[2].verdict: `Allow` is not `allow` or `deny`",
+                "s.yaml: expect[0].flows[3].to: `nowhere` is neither `namespace/pod` nor an IP address",
+            ]
+        );
+    }
+}

@@ -1,0 +1,108 @@
+//! Scenario files: the cluster objects the API server would hold and the connectivity that must
+//! result (see `shared/scenarios/FORMAT.md`). Loading one yields a [`Cluster`] in engine terms and
+//! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
+//! fail half-way.
+
+mod cluster;
+mod discover;
+mod document;
+mod error;
+mod expect;
+mod objects;
+mod translate;
+
+use std::path::{Path, PathBuf};
+
+use netpol_engine::IdentityId;
+
+pub use cluster::Cluster;
+pub use discover::scenario_files;
+pub use error::{LoadError, LoadErrors};
+pub use expect::{parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
+
+use document::{read_yaml, ScenarioDocument};
+
+/// A loaded scenario.
+#[derive(Debug)]
+pub struct Scenario {
+    pub file: PathBuf,
+    pub name: String,
+    pub description: String,
+    pub cluster: Cluster,
+    pub flows: Vec<ExpectedFlow>,
+    /// Things the user should know that do not make the scenario invalid, each naming its file
+    /// and object.
+    pub warnings: Vec<String>,
+}
+
+/// An expectation with both of its endpoints resolved in the scenario's cluster.
+#[derive(Clone, Debug)]
+pub struct ExpectedFlow {
+    pub expectation: FlowExpectation,
+    pub src: IdentityId,
+    pub dst: IdentityId,
+}
+
+impl Scenario {
+    /// Loads a scenario file with its topology, validating every object and expectation. All
+    /// problems found are returned, each naming the file, the object or expectation and the field.
+    pub fn load(file: &Path) -> Result<Scenario, LoadErrors> {
+        let document: ScenarioDocument = read_yaml(file)?;
+        let mut objects = match &document.topology {
+            Some(name) => objects::load_topology(file, name)?,
+            None => Vec::new(),
+        };
+        objects = objects::overlay(objects, objects::sourced(file, document.objects));
+
+        let built = translate::build_cluster(&objects);
+        let expectations = expect::parse_expectations(file, document.expect);
+        let (built, expectations) = match (built, expectations) {
+            (Ok(built), Ok(expectations)) => (built, expectations),
+            (built, expectations) => {
+                let errors = [built.err(), expectations.err()]
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|e| e.0)
+                    .collect();
+                return Err(LoadErrors(errors));
+            }
+        };
+
+        let mut flows = Vec::with_capacity(expectations.len());
+        // A pod missing from a matrix header would otherwise be reported once per cell.
+        let mut problems: Vec<(String, String)> = Vec::new();
+        for expectation in expectations {
+            match built
+                .cluster
+                .flow_identities(&expectation.from, &expectation.to)
+            {
+                Ok((src, dst)) => flows.push(ExpectedFlow {
+                    expectation,
+                    src,
+                    dst,
+                }),
+                Err(message) => {
+                    let problem = (expectation.field, message);
+                    if !problems.contains(&problem) {
+                        problems.push(problem);
+                    }
+                }
+            }
+        }
+        if !problems.is_empty() {
+            let errors = problems
+                .into_iter()
+                .map(|(field, message)| LoadError::expectation(file, field, message))
+                .collect();
+            return Err(LoadErrors(errors));
+        }
+        Ok(Scenario {
+            file: file.to_owned(),
+            name: document.name,
+            description: document.description,
+            cluster: built.cluster,
+            flows,
+            warnings: built.warnings,
+        })
+    }
+}
