@@ -1,0 +1,151 @@
+//! The HCN client logic shared by the Windows client and the simulator: JSON requests in, JSON
+//! responses out, over a raw call layer ([`HcnCalls`]). On Windows the raw layer is the FFI in
+//! `crate::windows`; in tests it is [`crate::sim::HcnSim`]. Everything above the raw calls
+//! (building queries and requests, parsing properties, classifying errors) lives here and is
+//! tested through the simulator.
+
+use std::net::IpAddr;
+
+use crate::datapath::{Datapath, DatapathError, EndpointInfo, ResyncSignal};
+use crate::schema::{EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest};
+use crate::version::Capabilities;
+
+/// A raw HCN call failure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RawError {
+    /// `HCN_E_ENDPOINT_NOT_FOUND` or `ERROR_NOT_FOUND`.
+    #[error("not found")]
+    NotFound,
+    /// Any other failure, with HCN's error record where it gave one.
+    #[error("{message}")]
+    Failed { message: String },
+}
+
+/// The HCN calls netpol makes, at the JSON level. Each blocks.
+pub trait HcnCalls: Send + Sync {
+    /// `HcnEnumerateEndpoints`: a JSON array of endpoint ids.
+    fn enumerate_endpoints(&self, query: &str) -> Result<String, RawError>;
+    /// `HcnOpenEndpoint`, `HcnQueryEndpointProperties`, `HcnCloseEndpoint`: the properties JSON.
+    fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError>;
+    /// `HcnOpenEndpoint`, `HcnModifyEndpoint`, `HcnCloseEndpoint`.
+    fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError>;
+    fn capabilities(&self) -> Capabilities;
+    fn resync_signal(&self) -> &ResyncSignal;
+}
+
+/// A [`Datapath`] over raw HCN calls.
+#[derive(Debug)]
+pub struct HcnDatapath<C> {
+    calls: C,
+}
+
+impl<C: HcnCalls> HcnDatapath<C> {
+    pub fn new(calls: C) -> Self {
+        HcnDatapath { calls }
+    }
+
+    /// The raw call layer (the simulator, in tests).
+    pub fn calls(&self) -> &C {
+        &self.calls
+    }
+
+    fn properties(&self, endpoint: &str) -> Result<EndpointProperties, DatapathError> {
+        let query = serde_json::to_string(&HostComputeQuery::default())
+            .expect("an HCN query serializes to JSON");
+        let text = self
+            .calls
+            .query_endpoint(endpoint, &query)
+            .map_err(|e| classify("HcnQueryEndpointProperties", Some(endpoint), e))?;
+        serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
+            call: "HcnQueryEndpointProperties",
+            endpoint: Some(endpoint.to_string()),
+            message: e.to_string(),
+        })
+    }
+}
+
+fn classify(call: &'static str, endpoint: Option<&str>, error: RawError) -> DatapathError {
+    match (error, endpoint) {
+        (RawError::NotFound, Some(endpoint)) => DatapathError::NotFound {
+            endpoint: endpoint.to_string(),
+        },
+        (error, endpoint) => DatapathError::Call {
+            call,
+            endpoint: endpoint.map(str::to_string),
+            message: error.to_string(),
+        },
+    }
+}
+
+fn addresses(props: &EndpointProperties) -> Vec<IpAddr> {
+    props
+        .ip_configurations
+        .iter()
+        .filter_map(|c| match c.ip_address.parse() {
+            Ok(ip) => Some(ip),
+            Err(_) => {
+                tracing::warn!(
+                    endpoint = %props.id,
+                    address = %c.ip_address,
+                    "ignoring an unreadable IpConfigurations.IpAddress"
+                );
+                None
+            }
+        })
+        .collect()
+}
+
+impl<C: HcnCalls> Datapath for HcnDatapath<C> {
+    fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
+        let query = serde_json::to_string(&HostComputeQuery::default())
+            .expect("an HCN query serializes to JSON");
+        let text = self
+            .calls
+            .enumerate_endpoints(&query)
+            .map_err(|e| classify("HcnEnumerateEndpoints", None, e))?;
+        let ids: Vec<String> =
+            serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
+                call: "HcnEnumerateEndpoints",
+                endpoint: None,
+                message: e.to_string(),
+            })?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.properties(&id) {
+                Ok(props) => out.push(EndpointInfo {
+                    addresses: addresses(&props),
+                    id,
+                    name: props.name,
+                }),
+                // Deleted between the enumeration and the query: it is simply gone.
+                Err(DatapathError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    fn read_policies(&self, endpoint: &str) -> Result<Vec<EndpointPolicy>, DatapathError> {
+        Ok(self.properties(endpoint)?.policies)
+    }
+
+    fn update_policies(
+        &self,
+        endpoint: &str,
+        policies: Vec<EndpointPolicy>,
+    ) -> Result<(), DatapathError> {
+        let request = serde_json::to_string(&ModifyEndpointRequest::update(policies))
+            .expect("an HCN request serializes to JSON");
+        self.calls
+            .modify_endpoint(endpoint, &request)
+            .map_err(|e| classify("HcnModifyEndpoint", Some(endpoint), e))
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.calls.capabilities()
+    }
+
+    fn resync_signal(&self) -> &ResyncSignal {
+        self.calls.resync_signal()
+    }
+}

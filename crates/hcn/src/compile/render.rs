@@ -1,0 +1,352 @@
+//! From placed entries to HCN ACL rules: first-match order, priorities, merging, chunking and ids.
+//!
+//! Placed entries are sorted the way a lookup prefers them. Consecutive entries with the same
+//! action form one *level*: inside a level the order cannot matter (every match gives the same
+//! action), so a level gets one HCN priority and its entries merge freely, first ports per
+//! address, then addresses per port set. Levels alternate actions, so two overlapping rules of
+//! different actions never share a priority.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+use ipnet::IpNet;
+use netpol_engine::{Direction, Protocol};
+use sha2::{Digest, Sha256};
+
+use super::entries::{Entry, Rank};
+use crate::schema::{
+    AclAction, AclDirection, AclPolicySetting, RuleType, NETPOL_ID_PREFIX, PROTOCOL_ANY,
+};
+
+/// Microsoft advises at most a few thousand addresses per rule; Calico splits at 4000.
+pub const MAX_ADDRESSES_PER_RULE: usize = 4000;
+
+/// Where a placed entry sorts: exception lists by depth, deepest first, then the main list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Section {
+    Exception(Reverse<(u8, bool)>),
+    Main,
+}
+
+/// An entry at its place in one endpoint's list, with the addresses it applies to (None: any).
+#[derive(Clone, Debug)]
+pub(crate) struct Placed<'a> {
+    pub section: Section,
+    pub entry: &'a Entry,
+    pub address: Option<IpNet>,
+}
+
+impl Placed<'_> {
+    fn sort_key(
+        &self,
+    ) -> (
+        Section,
+        Reverse<Rank>,
+        Option<IpNet>,
+        super::entries::PortKey,
+    ) {
+        (
+            self.section,
+            self.entry.order(),
+            self.address,
+            self.entry.key,
+        )
+    }
+
+    fn is_catch_all(&self) -> bool {
+        self.address.is_none() && self.entry.key.protocol.is_none()
+    }
+}
+
+/// One level's rule before it gets its priority and id.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct RuleShape {
+    family: Family,
+    protocol: Option<Protocol>,
+    /// Merged inclusive ranges; `[(0, 65535)]` is every port.
+    ports: Vec<(u16, u16)>,
+    addresses: Vec<IpNet>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Family {
+    Any,
+    V4,
+    V6,
+}
+
+fn family(address: &IpNet) -> Family {
+    match address {
+        IpNet::V4(_) => Family::V4,
+        IpNet::V6(_) => Family::V6,
+    }
+}
+
+/// A compiled rule with the entry that explains it.
+#[derive(Clone, Debug)]
+pub(crate) struct RenderedRule<'a> {
+    pub setting: AclPolicySetting,
+    pub explained_by: &'a Entry,
+}
+
+/// What rendering one direction produced.
+#[derive(Debug, Default)]
+pub(crate) struct Rendered<'a> {
+    pub rules: Vec<RenderedRule<'a>>,
+    pub dropped_ipv6: usize,
+    pub levels: usize,
+}
+
+/// Renders the placed entries of one direction.
+pub(crate) fn render<'a>(
+    direction: Direction,
+    mut placed: Vec<Placed<'a>>,
+    base_priority: u16,
+    dual_stack: bool,
+) -> Result<Rendered<'a>, usize> {
+    placed.sort_by_key(Placed::sort_key);
+    let mut out = Rendered::default();
+    let mut rest = placed.as_slice();
+    while let Some(first) = rest.first() {
+        let action = first.entry.action();
+        let len = rest
+            .iter()
+            .position(|p| p.entry.action() != action)
+            .unwrap_or(rest.len());
+        let (level, tail) = rest.split_at(len);
+        rest = tail;
+        let priority =
+            u16::try_from(usize::from(base_priority) + out.levels).map_err(|_| out.levels + 1)?;
+        out.levels += 1;
+        let catch_all = level.iter().find(|p| p.is_catch_all());
+        let shapes = match catch_all {
+            Some(_) => vec![RuleShape {
+                family: Family::Any,
+                protocol: None,
+                ports: vec![(0, u16::MAX)],
+                addresses: Vec::new(),
+            }],
+            None => merge_level(level),
+        };
+        for shape in shapes {
+            if shape.family == Family::V6 && !dual_stack {
+                out.dropped_ipv6 += 1;
+                continue;
+            }
+            let explained_by =
+                catch_all.map_or_else(|| explaining_entry(level, &shape), |p| p.entry);
+            for chunk in chunks(&shape.addresses) {
+                let setting = to_setting(direction, action, priority, &shape, chunk);
+                out.rules.push(RenderedRule {
+                    setting,
+                    explained_by,
+                });
+            }
+        }
+        if catch_all.is_some() {
+            // Everything after a catch-all is unreachable.
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// Merges one level: drops entries a wildcard entry of the level already covers, merges ports
+/// per (address, protocol), then addresses per (family, protocol, ports).
+fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
+    let mut wildcard: BTreeMap<Option<Protocol>, Vec<(u16, u16)>> = BTreeMap::new();
+    for p in level.iter().filter(|p| p.address.is_none()) {
+        wildcard
+            .entry(p.entry.key.protocol)
+            .or_default()
+            .push(p.entry.key.range());
+    }
+    for ranges in wildcard.values_mut() {
+        *ranges = merge_ranges(std::mem::take(ranges));
+    }
+    let covered = |protocol: Option<Protocol>, range: (u16, u16)| {
+        wildcard
+            .get(&protocol)
+            .is_some_and(|rs| rs.iter().any(|r| r.0 <= range.0 && range.1 <= r.1))
+    };
+
+    let mut per_address: BTreeMap<IpNet, BTreeMap<Option<Protocol>, Vec<(u16, u16)>>> =
+        BTreeMap::new();
+    for p in level {
+        let Some(address) = p.address else { continue };
+        let range = p.entry.key.range();
+        if covered(p.entry.key.protocol, range) {
+            continue;
+        }
+        per_address
+            .entry(address)
+            .or_default()
+            .entry(p.entry.key.protocol)
+            .or_default()
+            .push(range);
+    }
+
+    let mut groups: BTreeMap<(Family, Option<Protocol>, Vec<(u16, u16)>), Vec<IpNet>> =
+        BTreeMap::new();
+    for (protocol, ranges) in wildcard {
+        groups.entry((Family::Any, protocol, ranges)).or_default();
+    }
+    for (address, mut protocols) in per_address {
+        // An any-protocol entry for the address covers its protocol-specific ones.
+        if let Some(all) = protocols.remove(&None) {
+            protocols = BTreeMap::from([(None, all)]);
+        }
+        for (protocol, ranges) in protocols {
+            groups
+                .entry((family(&address), protocol, merge_ranges(ranges)))
+                .or_default()
+                .push(address);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((family, protocol, ports), addresses)| RuleShape {
+            family,
+            protocol,
+            ports,
+            addresses: IpNet::aggregate(&addresses),
+        })
+        .collect()
+}
+
+/// Sorts and merges overlapping or adjacent inclusive ranges.
+pub(crate) fn merge_ranges(mut ranges: Vec<(u16, u16)>) -> Vec<(u16, u16)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u16, u16)> = Vec::with_capacity(ranges.len());
+    for (lo, hi) in ranges {
+        match out.last_mut() {
+            Some(last) if u32::from(lo) <= u32::from(last.1) + 1 => last.1 = last.1.max(hi),
+            _ => out.push((lo, hi)),
+        }
+    }
+    out
+}
+
+/// The best-ranked entry of the level that the rule covers, for explanations.
+fn explaining_entry<'a>(level: &[Placed<'a>], shape: &RuleShape) -> &'a Entry {
+    level
+        .iter()
+        .find(|p| {
+            p.entry.key.protocol == shape.protocol
+                && match p.address {
+                    None => shape.family == Family::Any,
+                    Some(a) => shape.addresses.iter().any(|s| s.contains(&a)),
+                }
+        })
+        .unwrap_or(&level[0])
+        .entry
+}
+
+fn chunks(addresses: &[IpNet]) -> Vec<&[IpNet]> {
+    if addresses.is_empty() {
+        vec![addresses]
+    } else {
+        addresses.chunks(MAX_ADDRESSES_PER_RULE).collect()
+    }
+}
+
+fn render_address(net: &IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
+}
+
+fn render_ports(ranges: &[(u16, u16)]) -> String {
+    if ranges == [(0, u16::MAX)] {
+        return String::new();
+    }
+    ranges
+        .iter()
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn to_setting(
+    direction: Direction,
+    action: AclAction,
+    priority: u16,
+    shape: &RuleShape,
+    addresses: &[IpNet],
+) -> AclPolicySetting {
+    let ports = render_ports(&shape.ports);
+    let (acl_direction, local_ports, remote_ports) = match direction {
+        // Ingress: the remote is the source, the port is the endpoint's own.
+        Direction::Ingress => (AclDirection::In, ports, String::new()),
+        Direction::Egress => (AclDirection::Out, String::new(), ports),
+    };
+    let mut setting = AclPolicySetting {
+        id: String::new(),
+        protocols: shape
+            .protocol
+            .map_or(PROTOCOL_ANY.to_string(), |p| p.number().to_string()),
+        action,
+        direction: acl_direction,
+        local_addresses: String::new(),
+        remote_addresses: addresses
+            .iter()
+            .map(render_address)
+            .collect::<Vec<_>>()
+            .join(","),
+        local_ports,
+        remote_ports,
+        rule_type: Some(RuleType::Switch),
+        priority,
+    };
+    setting.id = rule_id(&setting);
+    setting
+}
+
+/// `netpol-` and the first 64 bits of the SHA-256 of the rule's content (every field but the id),
+/// so equal rules get equal ids across restarts and nodes, and a changed rule a new one.
+pub fn rule_id(setting: &AclPolicySetting) -> String {
+    let mut content = setting.clone();
+    content.id.clear();
+    let json = serde_json::to_vec(&content).expect("ACL settings serialize to JSON");
+    let digest = Sha256::digest(&json);
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{NETPOL_ID_PREFIX}{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_when_they_touch() {
+        assert_eq!(
+            merge_ranges(vec![(82, 83), (80, 81), (90, 90), (85, 88), (86, 86)]),
+            vec![(80, 83), (85, 88), (90, 90)]
+        );
+        assert_eq!(merge_ranges(vec![(0, 65535), (5, 6)]), vec![(0, 65535)]);
+    }
+
+    #[test]
+    fn ports_render_as_singles_and_ranges() {
+        assert_eq!(render_ports(&[(80, 80), (8000, 8080)]), "80,8000-8080");
+        assert_eq!(render_ports(&[(0, 65535)]), "");
+    }
+
+    #[test]
+    fn hosts_render_without_a_prefix_length() {
+        assert_eq!(
+            render_address(&"10.1.0.11/32".parse().unwrap()),
+            "10.1.0.11"
+        );
+        assert_eq!(render_address(&"10.0.0.0/8".parse().unwrap()), "10.0.0.0/8");
+        assert_eq!(render_address(&"fd00::1/128".parse().unwrap()), "fd00::1");
+    }
+}

@@ -1,0 +1,240 @@
+//! How HCN reads one ACL: protocol numbers with 256 for any, comma-separated address and port
+//! lists, `a-b` port ranges, and a missing field matching anything. The simulator evaluates
+//! packets with it and checks rule sets for priority conflicts.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::schema::{AclAction, AclDirection, AclPolicySetting};
+
+/// A field HCN would reject.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("ACL {id:?}: field `{field}` value {value:?}: {problem}")]
+pub struct AclParseError {
+    pub id: String,
+    pub field: &'static str,
+    pub value: String,
+    pub problem: String,
+}
+
+/// One packet as an endpoint's ACLs see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet {
+    pub direction: AclDirection,
+    /// The other side: the source of an `In` packet, the destination of an `Out` packet.
+    pub remote_address: IpAddr,
+    /// The IANA protocol number.
+    pub protocol: u8,
+    /// The endpoint's own port: the destination port of an `In` packet.
+    pub local_port: u16,
+    /// The other side's port: the destination port of an `Out` packet.
+    pub remote_port: u16,
+}
+
+/// A parsed ACL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclMatcher {
+    pub id: String,
+    pub priority: u16,
+    pub action: AclAction,
+    pub direction: AclDirection,
+    /// None matches every protocol.
+    protocols: Option<Vec<u8>>,
+    local_addresses: Option<Vec<IpNet>>,
+    remote_addresses: Option<Vec<IpNet>>,
+    local_ports: Option<Vec<(u16, u16)>>,
+    remote_ports: Option<Vec<(u16, u16)>>,
+}
+
+impl AclMatcher {
+    pub fn parse(acl: &AclPolicySetting) -> Result<Self, AclParseError> {
+        let err = |field: &'static str, value: &str, problem: String| AclParseError {
+            id: acl.id.clone(),
+            field,
+            value: value.to_string(),
+            problem,
+        };
+        Ok(AclMatcher {
+            id: acl.id.clone(),
+            priority: acl.priority,
+            action: acl.action,
+            direction: acl.direction,
+            protocols: parse_protocols(&acl.protocols)
+                .map_err(|p| err("Protocols", &acl.protocols, p))?,
+            local_addresses: parse_addresses(&acl.local_addresses)
+                .map_err(|p| err("LocalAddresses", &acl.local_addresses, p))?,
+            remote_addresses: parse_addresses(&acl.remote_addresses)
+                .map_err(|p| err("RemoteAddresses", &acl.remote_addresses, p))?,
+            local_ports: parse_ports(&acl.local_ports)
+                .map_err(|p| err("LocalPorts", &acl.local_ports, p))?,
+            remote_ports: parse_ports(&acl.remote_ports)
+                .map_err(|p| err("RemotePorts", &acl.remote_ports, p))?,
+        })
+    }
+
+    /// Whether the rule matches `packet` on an endpoint with addresses `local`.
+    pub fn matches(&self, packet: &Packet, local: &[IpAddr]) -> bool {
+        self.direction == packet.direction
+            && self
+                .protocols
+                .as_ref()
+                .is_none_or(|ps| ps.contains(&packet.protocol))
+            && self
+                .remote_addresses
+                .as_ref()
+                .is_none_or(|nets| nets.iter().any(|n| n.contains(&packet.remote_address)))
+            && self.local_addresses.as_ref().is_none_or(|nets| {
+                local.iter().any(|a| {
+                    a.is_ipv4() == packet.remote_address.is_ipv4()
+                        && nets.iter().any(|n| n.contains(a))
+                })
+            })
+            && port_matches(&self.local_ports, packet.local_port)
+            && port_matches(&self.remote_ports, packet.remote_port)
+    }
+
+    /// Whether some packet could match both rules.
+    pub fn overlaps(&self, other: &AclMatcher) -> bool {
+        self.direction == other.direction
+            && optional_overlap(&self.protocols, &other.protocols, |a, b| a == b)
+            && optional_overlap(&self.remote_addresses, &other.remote_addresses, nets_overlap)
+            && optional_overlap(&self.local_addresses, &other.local_addresses, nets_overlap)
+            && optional_overlap(&self.local_ports, &other.local_ports, ranges_overlap)
+            && optional_overlap(&self.remote_ports, &other.remote_ports, ranges_overlap)
+    }
+}
+
+fn port_matches(ranges: &Option<Vec<(u16, u16)>>, port: u16) -> bool {
+    ranges
+        .as_ref()
+        .is_none_or(|rs| rs.iter().any(|(lo, hi)| (*lo..=*hi).contains(&port)))
+}
+
+fn optional_overlap<T>(a: &Option<Vec<T>>, b: &Option<Vec<T>>, overlap: fn(&T, &T) -> bool) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.iter().any(|x| b.iter().any(|y| overlap(x, y))),
+        _ => true,
+    }
+}
+
+fn nets_overlap(a: &IpNet, b: &IpNet) -> bool {
+    a.contains(b) || b.contains(a)
+}
+
+fn ranges_overlap(a: &(u16, u16), b: &(u16, u16)) -> bool {
+    a.0 <= b.1 && b.0 <= a.1
+}
+
+fn items(field: &str) -> impl Iterator<Item = &str> {
+    field.split(',').map(str::trim)
+}
+
+fn parse_protocols(field: &str) -> Result<Option<Vec<u8>>, String> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    for item in items(field) {
+        match item.parse::<u16>() {
+            Ok(256) => return Ok(None),
+            Ok(n) if n < 256 => out.push(n as u8),
+            _ => return Err(format!("{item:?} is not a protocol number (0-255, or 256 for any)")),
+        }
+    }
+    Ok(Some(out))
+}
+
+fn parse_addresses(field: &str) -> Result<Option<Vec<IpNet>>, String> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    items(field)
+        .map(|item| {
+            item.parse::<IpNet>()
+                .map(|n| n.trunc())
+                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("{item:?} is not an address or CIDR (HCN rejects keywords like Any)"))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+fn parse_ports(field: &str) -> Result<Option<Vec<(u16, u16)>>, String> {
+    if field.is_empty() {
+        return Ok(None);
+    }
+    items(field)
+        .map(|item| {
+            let (lo, hi) = item.split_once('-').unwrap_or((item, item));
+            match (lo.trim().parse::<u16>(), hi.trim().parse::<u16>()) {
+                (Ok(lo), Ok(hi)) if lo <= hi => Ok((lo, hi)),
+                _ => Err(format!("{item:?} is not a port or an ascending a-b range")),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(protocols: &str, remote: &str, local_ports: &str) -> AclPolicySetting {
+        AclPolicySetting {
+            id: "r".into(),
+            protocols: protocols.into(),
+            action: AclAction::Allow,
+            direction: AclDirection::In,
+            local_addresses: String::new(),
+            remote_addresses: remote.into(),
+            local_ports: local_ports.into(),
+            remote_ports: String::new(),
+            rule_type: None,
+            priority: 1,
+        }
+    }
+
+    fn packet(remote: &str, protocol: u8, port: u16) -> Packet {
+        Packet {
+            direction: AclDirection::In,
+            remote_address: remote.parse().unwrap(),
+            protocol,
+            local_port: port,
+            remote_port: 50000,
+        }
+    }
+
+    #[test]
+    fn lists_ranges_and_any() {
+        let m = AclMatcher::parse(&acl("6", "10.0.0.0/8,192.0.2.1", "80,8000-8080")).unwrap();
+        assert!(m.matches(&packet("10.9.9.9", 6, 80), &[]));
+        assert!(m.matches(&packet("192.0.2.1", 6, 8080), &[]));
+        assert!(!m.matches(&packet("192.0.2.2", 6, 80), &[]));
+        assert!(!m.matches(&packet("10.9.9.9", 17, 80), &[]));
+        assert!(!m.matches(&packet("10.9.9.9", 6, 81), &[]));
+        let any = AclMatcher::parse(&acl("256", "", "")).unwrap();
+        assert!(any.matches(&packet("fd00::1", 132, 9), &[]));
+    }
+
+    #[test]
+    fn malformed_fields_are_rejected_by_name() {
+        let e = AclMatcher::parse(&acl("6", "Any", "")).unwrap_err();
+        assert_eq!(e.field, "RemoteAddresses");
+        let e = AclMatcher::parse(&acl("6", "", "90-80")).unwrap_err();
+        assert_eq!(e.field, "LocalPorts");
+        let e = AclMatcher::parse(&acl("TCP", "", "")).unwrap_err();
+        assert_eq!(e.field, "Protocols");
+    }
+
+    #[test]
+    fn overlap_needs_every_field_to_intersect() {
+        let a = AclMatcher::parse(&acl("6", "10.0.0.0/8", "80-90")).unwrap();
+        let b = AclMatcher::parse(&acl("256", "10.1.0.1", "90")).unwrap();
+        let c = AclMatcher::parse(&acl("6", "10.1.0.1", "91")).unwrap();
+        let d = AclMatcher::parse(&acl("17", "", "")).unwrap();
+        assert!(a.overlaps(&b));
+        assert!(!a.overlaps(&c));
+        assert!(!a.overlaps(&d));
+    }
+}

@@ -1,0 +1,368 @@
+//! An in-process HCN: endpoints with policy lists, HCN's ACL evaluation, a log of every call,
+//! and injectable faults. It implements [`HcnCalls`], so the whole client path above the FFI runs
+//! against it unchanged.
+//!
+//! Evaluation semantics, as HCN documents or behaves:
+//! - ACLs are evaluated by ascending `Priority`; the first matching rule decides.
+//! - `Protocols` 256 (or absent) matches every protocol; lists are comma-separated; ports may be
+//!   `a-b` ranges; an absent address or port field matches anything.
+//! - An endpoint with no ACL at all passes everything. Once any ACL is present the endpoint is
+//!   default deny (the 2026 Windows Server behaviour), so traffic no rule matches is dropped.
+//! - Equal priorities with different actions have undefined order in HCN. The simulator refuses
+//!   a policy list where two overlapping rules of different actions share a priority.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::client::{HcnCalls, RawError};
+use crate::datapath::{EndpointInfo, ResyncSignal};
+use crate::matcher::{AclMatcher, AclParseError, Packet};
+use crate::schema::{
+    AclAction, EndpointPolicy, EndpointProperties, IpConfig, ModifyEndpointRequest, RequestType,
+    ResourceType,
+};
+use crate::version::{Capabilities, HnsVersion};
+
+/// Which HCN call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CallKind {
+    Enumerate,
+    Query,
+    Modify,
+}
+
+/// One recorded call, successful or not.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Call {
+    Enumerate,
+    Query { endpoint: String },
+    Modify { endpoint: String, request: String },
+}
+
+impl Call {
+    pub fn kind(&self) -> CallKind {
+        match self {
+            Call::Enumerate => CallKind::Enumerate,
+            Call::Query { .. } => CallKind::Query,
+            Call::Modify { .. } => CallKind::Modify,
+        }
+    }
+
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Call::Enumerate => None,
+            Call::Query { endpoint } | Call::Modify { endpoint, .. } => Some(endpoint),
+        }
+    }
+}
+
+/// A fault to inject. Each fires once, on the first call it applies to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The next call of `kind` (on `endpoint`, if given) fails without effect.
+    Fail {
+        kind: CallKind,
+        endpoint: Option<String>,
+    },
+    /// The endpoint is deleted while the next modify of it is in flight: the modify fails with
+    /// not-found and the endpoint is gone.
+    VanishDuringModify { endpoint: String },
+}
+
+/// An endpoint in the simulator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimEndpoint {
+    pub info: EndpointInfo,
+    pub policies: Vec<EndpointPolicy>,
+}
+
+/// Why the simulator refused a policy list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    #[error(transparent)]
+    Unreadable(#[from] AclParseError),
+    #[error("ACL settings do not parse: {0}")]
+    Malformed(String),
+    #[error(
+        "ACLs {first:?} and {second:?} overlap with different actions at the same priority \
+         {priority}: HCN's order between them is undefined"
+    )]
+    PriorityConflict {
+        priority: u16,
+        first: String,
+        second: String,
+    },
+}
+
+/// The outcome of evaluating one packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Evaluation {
+    pub action: AclAction,
+    /// The deciding rule: (id, priority). None when no rule matched.
+    pub rule: Option<(String, u16)>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    endpoints: BTreeMap<String, SimEndpoint>,
+    calls: Vec<Call>,
+    faults: Vec<Fault>,
+}
+
+/// The simulator.
+#[derive(Debug)]
+pub struct HcnSim {
+    state: Mutex<State>,
+    capabilities: Capabilities,
+    resync: ResyncSignal,
+}
+
+impl Default for HcnSim {
+    fn default() -> Self {
+        HcnSim::new()
+    }
+}
+
+impl HcnSim {
+    /// A simulator of a current HNS (15.0, every feature).
+    pub fn new() -> Self {
+        HcnSim::with_capabilities(Capabilities {
+            version: HnsVersion::new(15, 0),
+            dual_stack: true,
+        })
+    }
+
+    pub fn with_capabilities(capabilities: Capabilities) -> Self {
+        HcnSim {
+            state: Mutex::default(),
+            capabilities,
+            resync: ResyncSignal::default(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates an endpoint (as the CNI plugin would), with `policies` already on it.
+    pub fn add_endpoint(&self, info: EndpointInfo, policies: Vec<EndpointPolicy>) {
+        self.lock()
+            .endpoints
+            .insert(info.id.clone(), SimEndpoint { info, policies });
+    }
+
+    pub fn remove_endpoint(&self, id: &str) -> Option<SimEndpoint> {
+        self.lock().endpoints.remove(id)
+    }
+
+    pub fn endpoint(&self, id: &str) -> Option<SimEndpoint> {
+        self.lock().endpoints.get(id).cloned()
+    }
+
+    pub fn inject(&self, fault: Fault) {
+        self.lock().faults.push(fault);
+    }
+
+    /// An HNS restart: every policy is dropped and clients are told to resync.
+    pub fn restart(&self) {
+        for endpoint in self.lock().endpoints.values_mut() {
+            endpoint.policies.clear();
+        }
+        self.resync.raise();
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// The calls so far, clearing the log.
+    pub fn take_calls(&self) -> Vec<Call> {
+        std::mem::take(&mut self.lock().calls)
+    }
+
+    /// Evaluates `packet` on an endpoint with HCN semantics.
+    pub fn evaluate(&self, endpoint: &str, packet: &Packet) -> Result<Evaluation, RawError> {
+        let state = self.lock();
+        let ep = state.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
+        // Lists are validated on the way in, but an endpoint created with policies skips that.
+        let rules = parse_acls(&ep.policies).map_err(|e| RawError::Failed {
+            message: e.to_string(),
+        })?;
+        if rules.is_empty() {
+            return Ok(Evaluation {
+                action: AclAction::Allow,
+                rule: None,
+            });
+        }
+        Ok(rules
+            .iter()
+            .find(|r| r.matches(packet, &ep.info.addresses))
+            .map_or(
+                Evaluation {
+                    action: AclAction::Block,
+                    rule: None,
+                },
+                |r| Evaluation {
+                    action: r.action,
+                    rule: Some((r.id.clone(), r.priority)),
+                },
+            ))
+    }
+
+    /// Checks a fault matching the call, consuming it.
+    fn take_fault(state: &mut State, kind: CallKind, endpoint: Option<&str>) -> Option<Fault> {
+        let index = state.faults.iter().position(|f| match f {
+            Fault::Fail {
+                kind: k,
+                endpoint: e,
+            } => *k == kind && (e.is_none() || e.as_deref() == endpoint),
+            Fault::VanishDuringModify { endpoint: e } => {
+                kind == CallKind::Modify && Some(e.as_str()) == endpoint
+            }
+        })?;
+        Some(state.faults.remove(index))
+    }
+
+    fn injected(kind: CallKind) -> RawError {
+        RawError::Failed {
+            message: format!("injected {kind:?} failure"),
+        }
+    }
+}
+
+/// Parses every ACL of a policy list, sorted by ascending priority (stable, so HCN's undefined
+/// order among equal priorities is at least deterministic here).
+fn parse_acls(policies: &[EndpointPolicy]) -> Result<Vec<AclMatcher>, PolicyError> {
+    let mut rules = Vec::new();
+    for policy in policies {
+        if let Some(acl) = policy.as_acl() {
+            let acl = acl.map_err(|e| PolicyError::Malformed(e.to_string()))?;
+            rules.push(AclMatcher::parse(&acl)?);
+        }
+    }
+    rules.sort_by_key(|r| r.priority);
+    Ok(rules)
+}
+
+/// Refuses lists where HCN's evaluation order would be undefined.
+pub fn check_priorities(policies: &[EndpointPolicy]) -> Result<(), PolicyError> {
+    let rules = parse_acls(policies)?;
+    for group in rules.chunk_by(|a, b| a.priority == b.priority) {
+        for (i, a) in group.iter().enumerate() {
+            if let Some(b) = group[i + 1..]
+                .iter()
+                .find(|b| b.action != a.action && a.overlaps(b))
+            {
+                return Err(PolicyError::PriorityConflict {
+                    priority: a.priority,
+                    first: a.id.clone(),
+                    second: b.id.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_request(
+    current: &[EndpointPolicy],
+    request: &ModifyEndpointRequest,
+) -> Result<Vec<EndpointPolicy>, String> {
+    let ResourceType::Policy = request.resource_type;
+    let given = &request.settings.policies;
+    let next = match request.request_type {
+        RequestType::Update => given.clone(),
+        RequestType::Add => current.iter().chain(given).cloned().collect(),
+        RequestType::Remove => current
+            .iter()
+            .filter(|p| !given.contains(p))
+            .cloned()
+            .collect(),
+        RequestType::Refresh => current.to_vec(),
+    };
+    check_priorities(&next).map_err(|e| e.to_string())?;
+    Ok(next)
+}
+
+impl HcnCalls for HcnSim {
+    fn enumerate_endpoints(&self, query: &str) -> Result<String, RawError> {
+        let mut state = self.lock();
+        state.calls.push(Call::Enumerate);
+        if HcnSim::take_fault(&mut state, CallKind::Enumerate, None).is_some() {
+            return Err(HcnSim::injected(CallKind::Enumerate));
+        }
+        serde_json::from_str::<crate::schema::HostComputeQuery>(query).map_err(|e| {
+            RawError::Failed {
+                message: format!("invalid query: {e}"),
+            }
+        })?;
+        let ids: Vec<&String> = state.endpoints.keys().collect();
+        Ok(serde_json::to_string(&ids).expect("a list of ids serializes"))
+    }
+
+    fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError> {
+        let mut state = self.lock();
+        state.calls.push(Call::Query {
+            endpoint: endpoint.to_string(),
+        });
+        if HcnSim::take_fault(&mut state, CallKind::Query, Some(endpoint)).is_some() {
+            return Err(HcnSim::injected(CallKind::Query));
+        }
+        serde_json::from_str::<crate::schema::HostComputeQuery>(query).map_err(|e| {
+            RawError::Failed {
+                message: format!("invalid query: {e}"),
+            }
+        })?;
+        let ep = state.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
+        let props = EndpointProperties {
+            id: ep.info.id.clone(),
+            name: ep.info.name.clone(),
+            ip_configurations: ep
+                .info
+                .addresses
+                .iter()
+                .map(|a: &IpAddr| IpConfig {
+                    ip_address: a.to_string(),
+                    prefix_length: None,
+                })
+                .collect(),
+            policies: ep.policies.clone(),
+            other: serde_json::Map::new(),
+        };
+        Ok(serde_json::to_string(&props).expect("endpoint properties serialize"))
+    }
+
+    fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError> {
+        let mut state = self.lock();
+        state.calls.push(Call::Modify {
+            endpoint: endpoint.to_string(),
+            request: request.to_string(),
+        });
+        match HcnSim::take_fault(&mut state, CallKind::Modify, Some(endpoint)) {
+            Some(Fault::VanishDuringModify { .. }) => {
+                state.endpoints.remove(endpoint);
+                return Err(RawError::NotFound);
+            }
+            Some(Fault::Fail { .. }) => return Err(HcnSim::injected(CallKind::Modify)),
+            None => {}
+        }
+        let request: ModifyEndpointRequest =
+            serde_json::from_str(request).map_err(|e| RawError::Failed {
+                message: format!("invalid modify request: {e}"),
+            })?;
+        let ep = state.endpoints.get_mut(endpoint).ok_or(RawError::NotFound)?;
+        ep.policies = apply_request(&ep.policies, &request)
+            .map_err(|message| RawError::Failed { message })?;
+        Ok(())
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    fn resync_signal(&self) -> &ResyncSignal {
+        &self.resync
+    }
+}

@@ -1,0 +1,107 @@
+//! HNS versions and the features they gate.
+
+use std::fmt;
+
+/// An HNS version, as the globals query reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct HnsVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl HnsVersion {
+    pub const fn new(major: u32, minor: u32) -> Self {
+        HnsVersion { major, minor }
+    }
+
+    /// ACL address lists and port ranges.
+    pub const ACL_LISTS_AND_RANGES: HnsVersion = HnsVersion::new(7, 2);
+    /// The V2 (Hcn*) API netpol uses.
+    pub const V2_API: HnsVersion = HnsVersion::new(9, 2);
+    /// IPv4 and IPv6 on one endpoint.
+    pub const DUAL_STACK: HnsVersion = HnsVersion::new(11, 10);
+}
+
+impl fmt::Display for HnsVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// An HNS too old for netpol.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("HNS {found} lacks {feature}, which needs HNS {needed} or later")]
+pub struct Unsupported {
+    pub found: HnsVersion,
+    pub feature: &'static str,
+    pub needed: HnsVersion,
+}
+
+/// What an HNS version lets netpol program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    pub version: HnsVersion,
+    pub dual_stack: bool,
+}
+
+impl Capabilities {
+    /// The capabilities of `version`, or why netpol cannot run on it at all: it needs the V2 API
+    /// and ACL lists and ranges. Missing dual stack only leaves IPv6 rules out.
+    pub fn of(version: HnsVersion) -> Result<Capabilities, Unsupported> {
+        for (feature, needed) in [
+            ("ACL address lists and port ranges", HnsVersion::ACL_LISTS_AND_RANGES),
+            ("the V2 HCN API", HnsVersion::V2_API),
+        ] {
+            if version < needed {
+                return Err(Unsupported {
+                    found: version,
+                    feature,
+                    needed,
+                });
+            }
+        }
+        let dual_stack = version >= HnsVersion::DUAL_STACK;
+        if !dual_stack {
+            tracing::warn!(
+                hns_version = %version,
+                "HNS {version} lacks dual stack (needs {}): IPv6 ACL rules will not be programmed",
+                HnsVersion::DUAL_STACK
+            );
+        }
+        Ok(Capabilities {
+            version,
+            dual_stack,
+        })
+    }
+
+    /// Compile options that respect these capabilities.
+    pub fn compile_options(&self) -> crate::CompileOptions {
+        crate::CompileOptions {
+            dual_stack: self.dual_stack,
+            ..crate::CompileOptions::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_gate_features() {
+        assert!(Capabilities::of(HnsVersion::new(15, 0)).unwrap().dual_stack);
+        assert!(!Capabilities::of(HnsVersion::new(10, 4)).unwrap().dual_stack);
+        assert!(Capabilities::of(HnsVersion::new(11, 10)).unwrap().dual_stack);
+        let too_old = Capabilities::of(HnsVersion::new(9, 1)).unwrap_err();
+        assert_eq!(too_old.needed, HnsVersion::V2_API);
+        assert_eq!(
+            too_old.to_string(),
+            "HNS 9.1 lacks the V2 HCN API, which needs HNS 9.2 or later"
+        );
+        assert_eq!(
+            Capabilities::of(HnsVersion::new(7, 1)).unwrap_err().needed,
+            HnsVersion::ACL_LISTS_AND_RANGES
+        );
+    }
+}
