@@ -12,10 +12,16 @@ use super::expect::{Endpoint, PodRef};
 #[derive(Clone, Debug)]
 pub struct Cluster {
     store: IdentityStore,
+    /// The node probe allowance, then the entries of every policy object.
     entries: Vec<PolicyEntry>,
     /// Each pod's identities, one per address, its primary address (`status.podIP`) first.
     pods: BTreeMap<PodRef, Vec<IdentityId>>,
+    /// Each node's identities, one per address.
+    nodes: BTreeMap<String, Vec<IdentityId>>,
 }
+
+/// How many entries [`Cluster::new`] puts ahead of the policies' own.
+const BUILT_IN_ENTRIES: usize = 1;
 
 /// The address family of an address, to pair a flow's two sides.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,10 +61,13 @@ impl Cluster {
             let prefix: IpNet = everything.parse().expect("a valid prefix literal");
             store.insert(Identity::world(prefix));
         }
+        let entries = vec![PolicyEntry::node_probe_allowance()];
+        debug_assert_eq!(entries.len(), BUILT_IN_ENTRIES);
         Cluster {
             store,
-            entries: vec![PolicyEntry::node_probe_allowance()],
+            entries,
             pods: BTreeMap::new(),
+            nodes: BTreeMap::new(),
         }
     }
 
@@ -72,10 +81,12 @@ impl Cluster {
         self.pods.insert(pod, ids);
     }
 
-    pub fn add_node(&mut self, identities: Vec<Identity>) {
-        for identity in identities {
-            self.store.insert(identity);
-        }
+    pub fn add_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
+        let ids = identities
+            .into_iter()
+            .map(|identity| self.store.insert(identity).0)
+            .collect();
+        self.nodes.insert(name.into(), ids);
     }
 
     /// Adds policy entries, registering every prefix their peers name as an identity outside the
@@ -93,8 +104,33 @@ impl Cluster {
         &self.store
     }
 
+    /// Every entry that decides flows: the node probe allowance and the policies' entries.
     pub fn entries(&self) -> &[PolicyEntry] {
         &self.entries
+    }
+
+    /// The entries translated from policy objects, without the built-in node probe allowance
+    /// (for engines that add it themselves).
+    pub fn policy_entries(&self) -> &[PolicyEntry] {
+        &self.entries[BUILT_IN_ENTRIES..]
+    }
+
+    /// Every pod with its identities, primary address first.
+    pub fn pods(&self) -> impl Iterator<Item = (&PodRef, Vec<&Identity>)> {
+        self.pods
+            .iter()
+            .map(|(pod, ids)| (pod, self.identities(ids)))
+    }
+
+    /// Every node with its identities.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, Vec<&Identity>)> {
+        self.nodes
+            .iter()
+            .map(|(node, ids)| (node.as_str(), self.identities(ids)))
+    }
+
+    fn identities(&self, ids: &[IdentityId]) -> Vec<&Identity> {
+        ids.iter().filter_map(|id| self.store.get(*id)).collect()
     }
 
     /// Pods that have an address, by namespace then name, each with its primary identity.
@@ -200,7 +236,10 @@ mod tests {
             name: "n1".into(),
             labels: Labels::new(),
         };
-        c.add_node(vec![Identity::node(node, "10.0.0.1".parse().unwrap())]);
+        c.add_node(
+            "n1",
+            vec![Identity::node(node, "10.0.0.1".parse().unwrap())],
+        );
         c
     }
 
@@ -271,6 +310,8 @@ mod tests {
             "pod x/dual (10.1.0.1) -> world 192.0.2.128/25"
         );
         assert_eq!(c.entries().len(), 2, "the node probe allowance comes first");
+        assert_eq!(c.entries()[0], PolicyEntry::node_probe_allowance());
+        assert_eq!(c.policy_entries(), &c.entries()[1..]);
         let pods: Vec<String> = c.addressed_pods().map(|(p, _)| p.to_string()).collect();
         assert_eq!(pods, ["x/dual", "x/v6"]);
     }

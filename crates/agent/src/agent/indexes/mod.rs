@@ -1,0 +1,232 @@
+//! The indexes: pure state machines that turn watch events into engine updates.
+//!
+//! Every kind is fed `kube::runtime::watcher::Event`s, whether they come from a Kubernetes watch
+//! or from the files of the embedded mode. Each index keeps the values it derives from objects
+//! (identities, translated entries), not the objects themselves, and reports only the updates
+//! that change what the engine sees. Namespace labels are part of every pod identity, so a
+//! namespace relabel turns into updates of that namespace's pods.
+
+mod keyed;
+mod nodes;
+mod pods;
+mod policies;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::runtime::watcher::Event;
+use netpol_api::cluster::{namespace_labels, namespace_name_labels};
+use netpol_api::{Object, ValidationError, Warning};
+use netpol_engine::{Engine, Identity, Labels, PolicyEntry};
+
+pub use keyed::{Change, Keyed};
+pub use nodes::Nodes;
+pub use pods::Pods;
+pub use policies::{Policies, PolicyCounts};
+
+use super::kind::SourceKind;
+
+/// One watch event of one kind.
+#[derive(Clone, Debug)]
+pub struct SourceEvent {
+    pub kind: SourceKind,
+    pub event: Event<Object>,
+}
+
+impl SourceEvent {
+    pub fn new(kind: SourceKind, event: Event<Object>) -> Self {
+        SourceEvent { kind, event }
+    }
+}
+
+/// One change to stage in the engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EngineUpdate {
+    /// A pod's identities; empty removes the pod.
+    Pod {
+        key: String,
+        identities: Vec<Identity>,
+    },
+    /// A node's identities; empty removes the node.
+    Node {
+        name: String,
+        identities: Vec<Identity>,
+    },
+    Policy {
+        key: String,
+        entries: Vec<PolicyEntry>,
+    },
+    RemovePolicy {
+        key: String,
+    },
+}
+
+impl EngineUpdate {
+    pub fn stage(self, engine: &mut Engine) {
+        match self {
+            EngineUpdate::Pod { key, identities } => engine.set_pod(key, identities),
+            EngineUpdate::Node { name, identities } => engine.set_node(name, identities),
+            EngineUpdate::Policy { key, entries } => engine.set_policy(key, entries),
+            EngineUpdate::RemovePolicy { key } => engine.remove_policy(&key),
+        }
+    }
+}
+
+/// A policy that failed validation and is skipped, reported once per change of its problems.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejection {
+    pub kind: SourceKind,
+    pub errors: Vec<ValidationError>,
+}
+
+/// What one event did.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub updates: Vec<EngineUpdate>,
+    /// Policies newly found invalid (or invalid in a new way).
+    pub rejections: Vec<Rejection>,
+    /// Warnings of policies that are new or changed.
+    pub warnings: Vec<Warning>,
+    /// An event whose object is not of the event's kind; it was ignored.
+    pub mismatched: Option<String>,
+}
+
+impl Applied {
+    fn updates(updates: Vec<EngineUpdate>) -> Self {
+        Applied {
+            updates,
+            ..Applied::default()
+        }
+    }
+}
+
+/// All indexes of one agent.
+#[derive(Debug, Default)]
+pub struct Indexes {
+    namespaces: Keyed<Labels>,
+    pods: Pods,
+    nodes: Nodes,
+    policies: Policies,
+}
+
+impl Indexes {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Feeds one event and returns the engine updates it causes.
+    pub fn apply(&mut self, source: SourceEvent) -> Applied {
+        let kind = source.kind;
+        let narrowed = match kind {
+            SourceKind::Namespace => narrow(source.event, |o| match o {
+                Object::Namespace(ns) => Ok(ns),
+                other => Err(other),
+            })
+            .map(|event| Applied::updates(self.apply_namespace(event))),
+            SourceKind::Pod => narrow(source.event, |o| match o {
+                Object::Pod(pod) => Ok(pod),
+                other => Err(other),
+            })
+            .map(|event| Applied::updates(self.pods.apply(event, &self.namespaces))),
+            SourceKind::Node => narrow(source.event, |o| match o {
+                Object::Node(node) => Ok(node),
+                other => Err(other),
+            })
+            .map(|event| Applied::updates(self.nodes.apply(event))),
+            policy => narrow(source.event, |o| {
+                if SourceKind::of(&o) == policy {
+                    Ok(o)
+                } else {
+                    Err(o)
+                }
+            })
+            .map(|event| self.policies.apply(policy, event)),
+        };
+        narrowed.unwrap_or_else(|stray| Applied {
+            mismatched: Some(format!(
+                "{} arrived on the {kind} watch and was ignored",
+                stray.object_ref()
+            )),
+            ..Applied::default()
+        })
+    }
+
+    /// Whether every kind has been listed completely at least once.
+    pub fn is_synced(&self) -> bool {
+        self.namespaces.is_synced()
+            && self.pods.is_synced()
+            && self.nodes.is_synced()
+            && SourceKind::POLICIES
+                .iter()
+                .all(|kind| self.policies.is_synced(*kind))
+    }
+
+    /// The kinds not yet listed completely.
+    pub fn unsynced(&self) -> Vec<SourceKind> {
+        SourceKind::ALL
+            .into_iter()
+            .filter(|kind| match kind {
+                SourceKind::Namespace => !self.namespaces.is_synced(),
+                SourceKind::Pod => !self.pods.is_synced(),
+                SourceKind::Node => !self.nodes.is_synced(),
+                policy => !self.policies.is_synced(*policy),
+            })
+            .collect()
+    }
+
+    pub fn pods(&self) -> &Pods {
+        &self.pods
+    }
+
+    pub fn policy_counts(&self) -> PolicyCounts {
+        self.policies.counts()
+    }
+
+    fn apply_namespace(&mut self, event: Event<Namespace>) -> Vec<EngineUpdate> {
+        let name = |ns: &Namespace| ns.metadata.name.clone().unwrap_or_default();
+        let changes = match event {
+            Event::Apply(ns) => self
+                .namespaces
+                .set(name(&ns), namespace_labels(&ns))
+                .into_iter()
+                .collect(),
+            Event::Delete(ns) => self.namespaces.remove(&name(&ns)).into_iter().collect(),
+            Event::Init => {
+                self.namespaces.begin_relist();
+                Vec::new()
+            }
+            Event::InitApply(ns) => {
+                self.namespaces.relisted(name(&ns), namespace_labels(&ns));
+                Vec::new()
+            }
+            Event::InitDone => self.namespaces.end_relist(),
+        };
+        let mut updates = Vec::new();
+        for change in changes {
+            let (namespace, labels) = match change {
+                Change::Set { key, new, .. } => (key, new),
+                Change::Removed { key, .. } => {
+                    // Pods outlive their namespace only briefly; until they go they keep the name
+                    // label the API server gave every namespace.
+                    let labels = namespace_name_labels(&key);
+                    (key, labels)
+                }
+            };
+            updates.extend(self.pods.relabel_namespace(&namespace, &labels));
+        }
+        updates
+    }
+}
+
+/// Narrows an event of any object to an event of one type; the stray object is returned if it is
+/// of another type.
+fn narrow<T>(
+    event: Event<Object>,
+    pick: impl Fn(Object) -> Result<T, Object>,
+) -> Result<Event<T>, Object> {
+    Ok(match event {
+        Event::Apply(o) => Event::Apply(pick(o)?),
+        Event::Delete(o) => Event::Delete(pick(o)?),
+        Event::InitApply(o) => Event::InitApply(pick(o)?),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+    })
+}

@@ -1,0 +1,55 @@
+//! Nodes: each node's identities (one per InternalIP and ExternalIP address).
+
+use k8s_openapi::api::core::v1::Node;
+use kube::runtime::watcher::Event;
+use netpol_api::cluster::node_identities;
+use netpol_engine::Identity;
+
+use super::keyed::{Change, Keyed};
+use super::EngineUpdate;
+
+#[derive(Debug, Default)]
+pub struct Nodes {
+    identities: Keyed<Vec<Identity>>,
+}
+
+impl Nodes {
+    pub fn apply(&mut self, event: Event<Node>) -> Vec<EngineUpdate> {
+        let name = |node: &Node| node.metadata.name.clone().unwrap_or_default();
+        let changes = match event {
+            Event::Apply(node) => self
+                .identities
+                .set(name(&node), node_identities(&node))
+                .into_iter()
+                .collect(),
+            Event::Delete(node) => self.identities.remove(&name(&node)).into_iter().collect(),
+            Event::Init => {
+                self.identities.begin_relist();
+                Vec::new()
+            }
+            Event::InitApply(node) => {
+                self.identities
+                    .relisted(name(&node), node_identities(&node));
+                Vec::new()
+            }
+            Event::InitDone => self.identities.end_relist(),
+        };
+        changes
+            .into_iter()
+            .map(|change| match change {
+                Change::Set { key, new, .. } => EngineUpdate::Node {
+                    name: key,
+                    identities: new,
+                },
+                Change::Removed { key, .. } => EngineUpdate::Node {
+                    name: key,
+                    identities: Vec::new(),
+                },
+            })
+            .collect()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.identities.is_synced()
+    }
+}

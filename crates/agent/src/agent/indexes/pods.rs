@@ -1,0 +1,121 @@
+//! Pods: each pod's identities (one per address), keyed `namespace/name` as the engine keys its
+//! endpoints.
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::watcher::Event;
+use netpol_api::cluster::{namespace_name_labels, pod_identities};
+use netpol_api::DEFAULT_NAMESPACE;
+use netpol_engine::{Identity, IdentityKind, Labels};
+
+use super::keyed::{Change, Keyed};
+use super::EngineUpdate;
+
+#[derive(Debug, Default)]
+pub struct Pods {
+    identities: Keyed<Vec<Identity>>,
+}
+
+/// A pod's key: `namespace/name`.
+pub fn pod_key(pod: &Pod) -> String {
+    let namespace = pod
+        .metadata
+        .namespace
+        .as_deref()
+        .unwrap_or(DEFAULT_NAMESPACE);
+    format!(
+        "{namespace}/{}",
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+impl Pods {
+    /// Feeds one pod event. `namespaces` holds the labels of the namespaces seen so far; a pod
+    /// whose namespace is not known yet gets the name label alone until it is.
+    pub fn apply(&mut self, event: Event<Pod>, namespaces: &Keyed<Labels>) -> Vec<EngineUpdate> {
+        let derive = |pod: &Pod| {
+            let namespace = pod
+                .metadata
+                .namespace
+                .as_deref()
+                .unwrap_or(DEFAULT_NAMESPACE);
+            let labels = namespaces
+                .get(namespace)
+                .cloned()
+                .unwrap_or_else(|| namespace_name_labels(namespace));
+            pod_identities(pod, &labels)
+        };
+        let changes = match event {
+            Event::Apply(pod) => self
+                .identities
+                .set(pod_key(&pod), derive(&pod))
+                .into_iter()
+                .collect(),
+            Event::Delete(pod) => self.identities.remove(&pod_key(&pod)).into_iter().collect(),
+            Event::Init => {
+                self.identities.begin_relist();
+                Vec::new()
+            }
+            Event::InitApply(pod) => {
+                self.identities.relisted(pod_key(&pod), derive(&pod));
+                Vec::new()
+            }
+            Event::InitDone => self.identities.end_relist(),
+        };
+        changes.into_iter().map(to_update).collect()
+    }
+
+    /// Gives every pod of `namespace` the namespace's new labels.
+    pub fn relabel_namespace(&mut self, namespace: &str, labels: &Labels) -> Vec<EngineUpdate> {
+        let relabel = |identities: &Vec<Identity>| {
+            identities
+                .iter()
+                .cloned()
+                .map(|mut identity| {
+                    if let IdentityKind::Pod(info) = &mut identity.kind {
+                        info.namespace_labels = labels.clone();
+                    }
+                    identity
+                })
+                .collect()
+        };
+        self.identities
+            .rederive_prefix(&format!("{namespace}/"), relabel)
+            .into_iter()
+            .map(to_update)
+            .collect()
+    }
+
+    pub fn is_synced(&self) -> bool {
+        self.identities.is_synced()
+    }
+
+    /// The pods known, with their identities (empty for pods without an address yet).
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[Identity])> {
+        self.identities.iter().map(|(k, v)| (k, v.as_slice()))
+    }
+
+    pub fn get(&self, key: &str) -> Option<&[Identity]> {
+        self.identities.get(key).map(Vec::as_slice)
+    }
+
+    pub fn len(&self) -> usize {
+        self.identities.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.identities.len() == 0
+    }
+}
+
+fn to_update(change: Change<Vec<Identity>>) -> EngineUpdate {
+    match change {
+        Change::Set { key, new, .. } => EngineUpdate::Pod {
+            key,
+            identities: new,
+        },
+        Change::Removed { key, .. } => EngineUpdate::Pod {
+            key,
+            identities: Vec::new(),
+        },
+    }
+}

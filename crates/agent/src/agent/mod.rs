@@ -1,0 +1,14 @@
+//! The node agent: keeps every local endpoint's datapath rules equal to what the policies say.
+//!
+//! ```text
+//! sources ──watch events──▶ indexes ──updates──▶ engine ──MapState changes──▶ reconciler ──▶ datapath
+//! (kube watches or files)   (pure)               (incremental)                 (diff, retry)
+//! ```
+//!
+//! The cluster mode and the embedded mode differ only in their source: both feed the same
+//! [`indexes::SourceEvent`]s through the same pipeline.
+
+pub mod indexes;
+pub mod kind;
+
+pub use kind::SourceKind;
