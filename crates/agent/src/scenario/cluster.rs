@@ -141,8 +141,9 @@ impl Cluster {
     }
 
     /// The identities of a flow's source and destination. A pod sends and receives on its
-    /// address of the family the flow uses: the family of the address the flow names, if it
-    /// names one, else that of the destination pod's primary address.
+    /// address of the family the flow uses: the family of the address the flow names, if it names
+    /// one; between two pods, the first family of the destination's addresses (primary first)
+    /// that the source has too.
     pub fn flow_identities(
         &self,
         from: &Endpoint,
@@ -150,7 +151,13 @@ impl Cluster {
     ) -> Result<(IdentityId, IdentityId), String> {
         let family = match (from, to) {
             (_, Endpoint::Address(ip)) | (Endpoint::Address(ip), _) => Family::of(*ip),
-            (_, Endpoint::Pod(pod)) => self.primary_family(pod)?,
+            (Endpoint::Pod(src), Endpoint::Pod(dst)) => {
+                let src_families = self.families(src)?;
+                self.families(dst)?
+                    .into_iter()
+                    .find(|f| src_families.contains(f))
+                    .ok_or_else(|| format!("pods {src} and {dst} share no address family"))?
+            }
         };
         Ok((self.identity(from, family)?, self.identity(to, family)?))
     }
@@ -166,9 +173,13 @@ impl Cluster {
         Ok(ids)
     }
 
-    fn primary_family(&self, pod: &PodRef) -> Result<Family, String> {
-        let primary = self.pod_ids(pod)?[0];
-        Ok(Family::of(self.address_of(primary)))
+    /// The families of a pod's addresses, primary first.
+    fn families(&self, pod: &PodRef) -> Result<Vec<Family>, String> {
+        Ok(self
+            .pod_ids(pod)?
+            .iter()
+            .map(|id| Family::of(self.address_of(*id)))
+            .collect())
     }
 
     fn identity(&self, endpoint: &Endpoint, family: Family) -> Result<IdentityId, String> {
@@ -231,6 +242,7 @@ mod tests {
             pod_identities("x", "dual", &["10.1.0.1", "fd00::1"]),
         );
         c.add_pod(pod_ref("x", "v6"), pod_identities("x", "v6", &["fd00::2"]));
+        c.add_pod(pod_ref("x", "v4"), pod_identities("x", "v4", &["10.1.0.4"]));
         c.add_pod(pod_ref("x", "pending"), vec![]);
         let node = NodeInfo {
             name: "n1".into(),
@@ -269,7 +281,19 @@ mod tests {
             "node n1 (10.0.0.1) -> pod x/dual (10.1.0.1)"
         );
         assert_eq!(
-            describe(&c, "x/v6", "x/dual").unwrap_err(),
+            describe(&c, "x/v6", "x/dual").unwrap(),
+            "pod x/v6 (fd00::2) -> pod x/dual (fd00::1)"
+        );
+        assert_eq!(
+            describe(&c, "x/dual", "x/v4").unwrap(),
+            "pod x/dual (10.1.0.1) -> pod x/v4 (10.1.0.4)"
+        );
+        assert_eq!(
+            describe(&c, "x/v4", "x/v6").unwrap_err(),
+            "pods x/v4 and x/v6 share no address family"
+        );
+        assert_eq!(
+            describe(&c, "x/v6", "192.0.2.1").unwrap_err(),
             "pod x/v6 has no IPv4 address"
         );
         assert_eq!(
@@ -313,6 +337,6 @@ mod tests {
         assert_eq!(c.entries()[0], PolicyEntry::node_probe_allowance());
         assert_eq!(c.policy_entries(), &c.entries()[1..]);
         let pods: Vec<String> = c.addressed_pods().map(|(p, _)| p.to_string()).collect();
-        assert_eq!(pods, ["x/dual", "x/v6"]);
+        assert_eq!(pods, ["x/dual", "x/v4", "x/v6"]);
     }
 }

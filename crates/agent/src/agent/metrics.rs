@@ -1,0 +1,213 @@
+//! The agent's Prometheus metrics, in a registry of its own (never a global one), so that tests
+//! and several agents in one process do not share counters.
+
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+use super::indexes::PolicyCounts;
+use super::kind::SourceKind;
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Validity {
+    Valid,
+    Invalid,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    pub kind: String,
+    pub validity: Validity,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabels {
+    pub kind: String,
+}
+
+/// A datapath operation, as the `Datapath` trait names them.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum DatapathCall {
+    ListEndpoints,
+    ReadPolicies,
+    UpdatePolicies,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CallLabels {
+    pub call: DatapathCall,
+}
+
+/// What one endpoint programming attempt came to.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum ProgramOutcome {
+    Updated,
+    Failed,
+    Gone,
+    Refused,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: ProgramOutcome,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric of one agent. Cloning shares the underlying values.
+#[derive(Clone, Debug)]
+pub struct Metrics {
+    pub policies: Family<PolicyLabels, Gauge>,
+    pub policy_rejections: Family<KindLabels, Counter>,
+    pub identities: Gauge,
+    pub endpoints: Gauge,
+    pub mapstate_entries: Gauge,
+    pub acl_rules: Gauge,
+    pub datapath_calls: Family<CallLabels, Counter>,
+    pub datapath_errors: Family<CallLabels, Counter>,
+    pub datapath_call_seconds: HistogramFamily<CallLabels>,
+    pub endpoint_programs: Family<OutcomeLabels, Counter>,
+    pub reconcile_seconds: Histogram,
+    pub last_sync_seconds: Gauge<f64, AtomicU64>,
+}
+
+fn call_histogram() -> Histogram {
+    // 100 µs to ~3 s: a quick HCN query up to a modify of a big list under load.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 16))
+}
+
+impl Metrics {
+    /// New metrics, registered in `registry` under the `netpol` prefix.
+    pub fn register(registry: &mut Registry) -> Metrics {
+        let metrics = Metrics {
+            policies: Family::default(),
+            policy_rejections: Family::default(),
+            identities: Gauge::default(),
+            endpoints: Gauge::default(),
+            mapstate_entries: Gauge::default(),
+            acl_rules: Gauge::default(),
+            datapath_calls: Family::default(),
+            datapath_errors: Family::default(),
+            datapath_call_seconds: Family::new_with_constructor(call_histogram),
+            endpoint_programs: Family::default(),
+            reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            last_sync_seconds: Gauge::default(),
+        };
+        let r = registry.sub_registry_with_prefix("netpol");
+        r.register(
+            "policies",
+            "Policies known, by kind and validity (invalid ones are skipped)",
+            metrics.policies.clone(),
+        );
+        r.register(
+            "policy_rejections",
+            "Policy changes rejected as invalid",
+            metrics.policy_rejections.clone(),
+        );
+        r.register(
+            "identities",
+            "Identities known to the engine: pod and node addresses and world prefixes",
+            metrics.identities.clone(),
+        );
+        r.register(
+            "endpoints",
+            "Local endpoints (pods on this node with an address)",
+            metrics.endpoints.clone(),
+        );
+        r.register(
+            "mapstate_entries",
+            "MapState entries over all local endpoints",
+            metrics.mapstate_entries.clone(),
+        );
+        r.register(
+            "acl_rules",
+            "ACL rules netpol has programmed (or found in place) on this host's endpoints",
+            metrics.acl_rules.clone(),
+        );
+        r.register(
+            "datapath_calls",
+            "Datapath calls, by call",
+            metrics.datapath_calls.clone(),
+        );
+        r.register(
+            "datapath_errors",
+            "Failed datapath calls, by call",
+            metrics.datapath_errors.clone(),
+        );
+        r.register(
+            "datapath_call_duration_seconds",
+            "Datapath call latency, by call",
+            metrics.datapath_call_seconds.clone(),
+        );
+        r.register(
+            "endpoint_programs",
+            "Endpoint programming attempts that did something, by outcome",
+            metrics.endpoint_programs.clone(),
+        );
+        r.register(
+            "reconcile_duration_seconds",
+            "Duration of one reconcile: engine commit, compile and programming",
+            metrics.reconcile_seconds.clone(),
+        );
+        r.register(
+            "last_sync_timestamp_seconds",
+            "Unix time of the last reconcile that left every endpoint programmed",
+            metrics.last_sync_seconds.clone(),
+        );
+        metrics
+    }
+
+    pub fn set_policy_counts(&self, counts: &PolicyCounts) {
+        for (kind, counts) in counts {
+            for (validity, n) in [
+                (Validity::Valid, counts.valid),
+                (Validity::Invalid, counts.invalid),
+            ] {
+                self.policies
+                    .get_or_create(&PolicyLabels {
+                        kind: kind.as_str().to_owned(),
+                        validity,
+                    })
+                    .set(gauge_value(n));
+            }
+        }
+    }
+
+    pub fn count_rejection(&self, kind: SourceKind) {
+        self.policy_rejections
+            .get_or_create(&KindLabels {
+                kind: kind.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn observe_call(&self, call: DatapathCall, elapsed: Duration, ok: bool) {
+        let labels = CallLabels { call };
+        self.datapath_calls.get_or_create(&labels).inc();
+        if !ok {
+            self.datapath_errors.get_or_create(&labels).inc();
+        }
+        self.datapath_call_seconds
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn record_sync(&self, at: SystemTime) {
+        let seconds = at
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs_f64();
+        self.last_sync_seconds.set(seconds);
+    }
+}
+
+/// Gauges hold i64; counts of things in memory always fit.
+pub fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
