@@ -1,0 +1,309 @@
+//! Random clusters and policies for the engine's property tests, and helpers that compare the
+//! MapState engine with the reference evaluator.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use netpol_engine::flow::{DirectionOracle, ReferenceOracle};
+use netpol_engine::*;
+use proptest::prelude::*;
+
+pub const NAMESPACES: [&str; 3] = ["ns0", "ns1", "ns2"];
+pub const NODES: [(&str, &str, &str); 2] =
+    [("n0", "10.9.0.1", "zone-a"), ("n1", "10.9.0.2", "zone-b")];
+
+#[derive(Clone, Debug)]
+pub struct PodSpec {
+    pub namespace: usize,
+    pub app: &'static str,
+    pub node: usize,
+    pub http_port: u16,
+    pub ipv6: bool,
+}
+
+pub fn namespace_labels(ns: usize, relabelled: bool) -> Labels {
+    let mut l = Labels::new();
+    l.insert(NAMESPACE_NAME_LABEL.into(), NAMESPACES[ns].into());
+    let team = if (ns == 0) ^ relabelled { "a" } else { "b" };
+    l.insert("team".into(), team.into());
+    l
+}
+
+pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<Identity> {
+    let info = PodInfo {
+        namespace: NAMESPACES[spec.namespace].into(),
+        name: format!("pod{index}"),
+        labels: [("app".to_string(), spec.app.to_string())]
+            .into_iter()
+            .collect(),
+        namespace_labels: namespace_labels(spec.namespace, ns_relabelled),
+        node: Some(NODES[spec.node].0.into()),
+        ports: vec![
+            NamedPort {
+                name: "http".into(),
+                protocol: Protocol::Tcp,
+                port: spec.http_port,
+            },
+            NamedPort {
+                name: "dns".into(),
+                protocol: Protocol::Udp,
+                port: 53,
+            },
+        ],
+    };
+    let v4: IpAddr = format!("10.0.{}.{}", index % 3, 10 + index)
+        .parse()
+        .unwrap();
+    let mut ids = vec![Identity::pod(info.clone(), v4)];
+    if spec.ipv6 {
+        ids.push(Identity::pod(
+            info,
+            format!("fd00::{}", 10 + index).parse().unwrap(),
+        ));
+    }
+    ids
+}
+
+pub fn node_identities(i: usize) -> Vec<Identity> {
+    let (name, ip, zone) = NODES[i];
+    let labels = [("zone".to_string(), zone.to_string())]
+        .into_iter()
+        .collect();
+    vec![Identity::node(
+        NodeInfo {
+            name: name.into(),
+            labels,
+        },
+        ip.parse().unwrap(),
+    )]
+}
+
+pub fn pod_spec() -> impl Strategy<Value = PodSpec> {
+    (
+        0..3usize,
+        prop::sample::select(vec!["web", "db", "api"]),
+        0..2usize,
+        prop::sample::select(vec![80u16, 8080]),
+        prop::bool::weighted(0.2),
+    )
+        .prop_map(|(namespace, app, node, http_port, ipv6)| PodSpec {
+            namespace,
+            app,
+            node,
+            http_port,
+            ipv6,
+        })
+}
+
+fn label_selector() -> impl Strategy<Value = LabelSelector> {
+    prop_oneof![
+        3 => Just(LabelSelector::everything()),
+        2 => prop::sample::select(vec!["web", "db", "api"]).prop_map(|a| LabelSelector::from_labels([("app", a)])),
+        1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::NotIn("app".into(), vec!["db".into()])] }),
+        1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::Exists("app".into())] }),
+    ]
+}
+
+fn namespace_selector() -> impl Strategy<Value = LabelSelector> {
+    prop_oneof![
+        3 => Just(LabelSelector::everything()),
+        2 => prop::sample::select(vec!["a", "b"]).prop_map(|t| LabelSelector::from_labels([("team", t)])),
+        2 => prop::sample::select(NAMESPACES.to_vec()).prop_map(|n| LabelSelector::from_labels([(NAMESPACE_NAME_LABEL, n)])),
+    ]
+}
+
+fn pod_selector() -> impl Strategy<Value = PodSelector> {
+    (namespace_selector(), label_selector())
+        .prop_map(|(namespaces, pods)| PodSelector { namespaces, pods })
+}
+
+fn cidr(net: &str, except: &[&str], scope: AddressScope) -> Peer {
+    Peer::Cidr(CidrSelector {
+        net: net.parse().unwrap(),
+        except: except.iter().map(|e| e.parse().unwrap()).collect(),
+        scope,
+    })
+}
+
+fn peer() -> impl Strategy<Value = Peer> {
+    prop_oneof![
+        4 => pod_selector().prop_map(Peer::Pods),
+        1 => prop_oneof![Just(LabelSelector::everything()), Just(LabelSelector::from_labels([("zone", "zone-b")]))].prop_map(Peer::Nodes),
+        1 => Just(cidr("10.0.0.0/16", &["10.0.1.0/24"], AddressScope::Any)),
+        1 => Just(cidr("192.0.2.0/24", &[], AddressScope::OutsideCluster)),
+        1 => Just(cidr("192.0.2.0/28", &[], AddressScope::Any)),
+        1 => Just(cidr("0.0.0.0/0", &["10.0.0.0/8"], AddressScope::OutsideCluster)),
+        1 => Just(cidr("fd00::/64", &[], AddressScope::Any)),
+        2 => prop::sample::select(vec![Entity::All, Entity::World, Entity::Cluster, Entity::Host, Entity::RemoteNode]).prop_map(Peer::Entity),
+    ]
+}
+
+fn port_rule() -> impl Strategy<Value = PortRule> {
+    prop_oneof![
+        Just(PortRule::protocol(Protocol::Tcp)),
+        Just(PortRule::single(Protocol::Tcp, 80)),
+        Just(PortRule::range(Protocol::Tcp, 79, 81)),
+        Just(PortRule::range(Protocol::Tcp, 64, 127)),
+        Just(PortRule::single(Protocol::Udp, 53)),
+        Just(PortRule::protocol(Protocol::Sctp)),
+        Just(PortRule::named(Some(Protocol::Tcp), "http")),
+        Just(PortRule::named(None, "dns")),
+        Just(PortRule::any()),
+    ]
+}
+
+pub fn entry(index: usize) -> impl Strategy<Value = PolicyEntry> {
+    (
+        prop::sample::select(Tier::ALL.to_vec()),
+        0..3u32,
+        0..2usize,
+        prop::sample::select(vec![Verdict::Allow, Verdict::Deny, Verdict::Pass]),
+        pod_selector(),
+        prop::sample::select(Direction::BOTH.to_vec()),
+        prop::collection::vec(peer(), 0..3),
+        prop::collection::vec(port_rule(), 0..3),
+        prop::bool::weighted(0.3),
+        prop::sample::select(vec![
+            None,
+            None,
+            Some(AuthMode::Required),
+            Some(AuthMode::Disabled),
+        ]),
+    )
+        .prop_map(
+            move |(
+                tier,
+                value,
+                name,
+                verdict,
+                subject,
+                direction,
+                peers,
+                ports,
+                default_deny,
+                auth,
+            )| {
+                // Unordered tiers share one priority, as translators make them.
+                let priority = if tier == Tier::Normal {
+                    Priority::unordered()
+                } else {
+                    Priority::new(value, format!("p{name}"), index as u32)
+                };
+                PolicyEntry {
+                    tier,
+                    priority,
+                    verdict,
+                    subject,
+                    direction,
+                    peers,
+                    ports,
+                    default_deny,
+                    auth,
+                    provenance: Provenance {
+                        kind: "Test".into(),
+                        namespace: None,
+                        name: format!("p{name}"),
+                        rule: format!("{index}"),
+                    },
+                }
+            },
+        )
+}
+
+pub fn entries(max: usize) -> impl Strategy<Value = Vec<PolicyEntry>> {
+    (1..=max).prop_flat_map(|n| (0..n).map(entry).collect::<Vec<_>>())
+}
+
+/// Addresses that are no pod or node: they resolve to world identities.
+pub const OUTSIDE: [&str; 5] = [
+    "192.0.2.7",
+    "192.0.2.200",
+    "8.8.8.8",
+    "10.0.1.99",
+    "fd00::99",
+];
+pub const PROBES: [(Protocol, u16); 8] = [
+    (Protocol::Tcp, 80),
+    (Protocol::Tcp, 81),
+    (Protocol::Tcp, 8080),
+    (Protocol::Tcp, 1000),
+    (Protocol::Udp, 53),
+    (Protocol::Udp, 80),
+    (Protocol::Sctp, 80),
+    (Protocol::Icmp, 0),
+];
+
+/// Compares engine lookups with the reference evaluator for every local endpoint, every remote
+/// identity (plus outside addresses) and every probe. Returns the first disagreement.
+pub fn first_disagreement(engine: &Engine) -> Option<String> {
+    let store = engine.identities();
+    let reference = ReferenceOracle {
+        entries: engine.entries(),
+        store,
+    };
+    let mut remotes: Vec<IdentityId> = store.iter().map(|(id, _)| id).collect();
+    remotes.extend(
+        OUTSIDE
+            .iter()
+            .filter_map(|ip| store.resolve(ip.parse().unwrap())),
+    );
+    for (key, _) in engine.endpoints() {
+        let (_, ids) = engine.endpoint_pod(key).unwrap();
+        for &endpoint in ids {
+            for &remote in &remotes {
+                for direction in Direction::BOTH {
+                    for (protocol, port) in PROBES {
+                        let got =
+                            engine.decide_direction(endpoint, direction, remote, protocol, port);
+                        let want =
+                            reference.decide_direction(endpoint, direction, remote, protocol, port);
+                        if (got.verdict, got.auth) != (want.verdict, want.auth) {
+                            return Some(format!(
+                                "{key} {direction} {} {protocol}/{port}: engine {:?}/{:?} ({}) reference {:?}/{:?} ({})",
+                                store.get(remote).unwrap(),
+                                got.verdict,
+                                got.auth,
+                                got.reason,
+                                want.verdict,
+                                want.auth,
+                                want.reason
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
+/// A MapState dump independent of identity numbering, to compare two engines.
+pub fn canonical(engine: &Engine) -> BTreeMap<String, Vec<String>> {
+    let store = engine.identities();
+    engine
+        .endpoints()
+        .map(|(key, map)| {
+            let mut rows: Vec<String> = map
+                .iter()
+                .map(|(k, v)| {
+                    let id = k
+                        .identity
+                        .map_or("*".to_string(), |id| store.get(id).unwrap().to_string());
+                    format!(
+                        "{:?} {id} {:?}/{}/{} => {} {:?} {:?}",
+                        k.direction,
+                        k.protocol,
+                        k.port,
+                        k.port_prefix_len,
+                        v.precedence,
+                        v.verdict,
+                        v.auth
+                    )
+                })
+                .collect();
+            rows.sort();
+            (key.to_string(), rows)
+        })
+        .collect()
+}

@@ -1,0 +1,138 @@
+//! proptest: MapState lookups equal the reference evaluator, and incremental updates equal a
+//! full recompute. Case counts come from PROPTEST_CASES (default 256 here; the long run in
+//! docs/performance.md used far more).
+
+mod common;
+
+use common::*;
+use netpol_engine::*;
+use proptest::prelude::*;
+
+fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(256),
+        ..ProptestConfig::default()
+    }
+}
+
+fn engine_with(pods: &[PodSpec], entries: Vec<PolicyEntry>) -> Engine {
+    let mut engine = Engine::new(EngineConfig::default());
+    for (n, node) in NODES.iter().enumerate() {
+        engine.set_node(node.0, node_identities(n));
+    }
+    for (i, spec) in pods.iter().enumerate() {
+        engine.set_pod(format!("pod{i}"), pod_identities(i, spec, false));
+    }
+    engine.set_policy("random", entries);
+    engine.commit();
+    engine
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    AddPod(PodSpec),
+    RemovePod(usize),
+    RelabelPod(usize, &'static str),
+    RelabelNamespace(usize),
+    SetPolicy(usize, Vec<PolicyEntry>),
+    RemovePolicy(usize),
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => pod_spec().prop_map(Step::AddPod),
+        2 => (0..8usize).prop_map(Step::RemovePod),
+        2 => (0..8usize, prop::sample::select(vec!["web", "db", "api"])).prop_map(|(i, a)| Step::RelabelPod(i, a)),
+        1 => (0..3usize).prop_map(Step::RelabelNamespace),
+        1 => (0..3usize, entries(3)).prop_map(|(k, e)| Step::SetPolicy(k, e)),
+        1 => (0..3usize).prop_map(Step::RemovePolicy),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn lookup_equals_reference(pods in prop::collection::vec(pod_spec(), 1..6), entries in entries(8)) {
+        let engine = engine_with(&pods, entries);
+        if let Some(d) = first_disagreement(&engine) {
+            prop_assert!(false, "{}", d);
+        }
+    }
+
+    #[test]
+    fn incremental_equals_full_recompute(
+        initial in prop::collection::vec(pod_spec(), 1..4),
+        policy in entries(5),
+        steps in prop::collection::vec(step(), 1..10),
+    ) {
+        let mut engine = engine_with(&initial, policy.clone());
+        let mut pods: Vec<Option<PodSpec>> = initial.into_iter().map(Some).collect();
+        let mut ns_relabelled = [false; 3];
+        let mut policies: Vec<Option<Vec<PolicyEntry>>> = vec![None, None, None];
+        for step in steps {
+            match step {
+                Step::AddPod(spec) => {
+                    let i = pods.len();
+                    engine.set_pod(format!("pod{i}"), pod_identities(i, &spec, ns_relabelled[spec.namespace]));
+                    pods.push(Some(spec));
+                }
+                Step::RemovePod(i) => {
+                    if i < pods.len() && pods[i].take().is_some() {
+                        engine.set_pod(format!("pod{i}"), vec![]);
+                    }
+                }
+                Step::RelabelPod(i, app) => {
+                    if let Some(Some(spec)) = pods.get_mut(i) {
+                        spec.app = app;
+                        engine.set_pod(format!("pod{i}"), pod_identities(i, spec, ns_relabelled[spec.namespace]));
+                    }
+                }
+                Step::RelabelNamespace(ns) => {
+                    ns_relabelled[ns] = !ns_relabelled[ns];
+                    for (i, spec) in pods.iter().enumerate() {
+                        if let Some(spec) = spec.as_ref().filter(|s| s.namespace == ns) {
+                            engine.set_pod(format!("pod{i}"), pod_identities(i, spec, ns_relabelled[ns]));
+                        }
+                    }
+                }
+                Step::SetPolicy(k, e) => {
+                    engine.set_policy(format!("policy{k}"), e.clone());
+                    policies[k] = Some(e);
+                }
+                Step::RemovePolicy(k) => {
+                    engine.remove_policy(&format!("policy{k}"));
+                    policies[k] = None;
+                }
+            }
+            engine.commit();
+            let drift = engine.recompute_all();
+            prop_assert!(drift.is_empty(), "incremental state differs from a recompute: {:?}", drift);
+
+            // An engine built from scratch with the same state has the same maps.
+            let mut fresh = Engine::new(EngineConfig::default());
+            for (n, node) in NODES.iter().enumerate() {
+                fresh.set_node(node.0, node_identities(n));
+            }
+            for (i, spec) in pods.iter().enumerate() {
+                if let Some(spec) = spec {
+                    fresh.set_pod(format!("pod{i}"), pod_identities(i, spec, ns_relabelled[spec.namespace]));
+                }
+            }
+            fresh.set_policy("random", policy.clone());
+            for (k, p) in policies.iter().enumerate() {
+                if let Some(p) = p {
+                    fresh.set_policy(format!("policy{k}"), p.clone());
+                }
+            }
+            fresh.commit();
+            prop_assert_eq!(canonical(&engine), canonical(&fresh));
+            if let Some(d) = first_disagreement(&engine) {
+                prop_assert!(false, "{}", d);
+            }
+        }
+    }
+}
