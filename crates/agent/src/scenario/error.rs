@@ -17,11 +17,13 @@ pub enum LoadError {
     #[error("{}: {message}", file.display())]
     Syntax { file: PathBuf, message: String },
     /// A Kubernetes object of the file (or of its topology) fails validation or translation.
-    /// `object` names it (kind, namespace/name, position in the file), `message` the field.
-    #[error("{}: {object}: {message}", file.display())]
+    /// `object` names it (position in the file, kind, namespace/name), `field` is the JSON path
+    /// at fault (empty when the object as a whole is).
+    #[error("{}: {object}: {}{message}", file.display(), field_prefix(field))]
     Object {
         file: PathBuf,
         object: String,
+        field: String,
         message: String,
     },
     /// An expectation is malformed or names an endpoint the cluster lacks. `field` is its path
@@ -42,6 +44,14 @@ pub enum LoadError {
         name: String,
         searched_from: PathBuf,
     },
+}
+
+fn field_prefix(field: &str) -> String {
+    if field.is_empty() {
+        String::new()
+    } else {
+        format!("{field}: ")
+    }
 }
 
 impl LoadError {

@@ -3,13 +3,13 @@
 //! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
 //! fail half-way.
 
+mod api;
 mod cluster;
 mod discover;
 mod document;
 mod error;
 mod expect;
 mod objects;
-mod translate;
 
 use std::path::{Path, PathBuf};
 
@@ -48,13 +48,13 @@ impl Scenario {
     /// problems found are returned, each naming the file, the object or expectation and the field.
     pub fn load(file: &Path) -> Result<Scenario, LoadErrors> {
         let document: ScenarioDocument = read_yaml(file)?;
-        let mut objects = match &document.topology {
+        let topology = match &document.topology {
             Some(name) => objects::load_topology(file, name)?,
             None => Vec::new(),
         };
-        objects = objects::overlay(objects, objects::sourced(file, document.objects));
+        let own = objects::sourced(file, document.objects);
 
-        let built = translate::build_cluster(&objects);
+        let built = api::build_cluster(&topology, &own);
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
             (Ok(built), Ok(expectations)) => (built, expectations),

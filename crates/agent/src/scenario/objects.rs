@@ -1,7 +1,6 @@
 //! The Kubernetes objects of a scenario: its topology's objects, then its own, where an object of
 //! the scenario replaces the topology object with the same kind, namespace and name.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -18,41 +17,19 @@ pub struct SourcedObject {
     pub value: Value,
 }
 
-/// What makes two objects the same object, as the API server sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct ObjectKey<'a> {
-    kind: Option<&'a str>,
-    namespace: Option<&'a str>,
-    name: Option<&'a str>,
-}
-
 impl SourcedObject {
-    fn key(&self) -> ObjectKey<'_> {
-        let metadata = &self.value["metadata"];
-        ObjectKey {
-            kind: self.value["kind"].as_str(),
-            namespace: metadata["namespace"].as_str(),
-            name: metadata["name"].as_str(),
-        }
-    }
-
     /// Names the object for a message: `objects[3] (NetworkPolicy x/deny-all)`, with as much of
     /// the kind and name as the object has.
     pub fn describe(&self) -> String {
-        let key = self.key();
-        let mut label = key.kind.unwrap_or("object without kind").to_owned();
-        match (key.namespace, key.name) {
-            (Some(ns), Some(name)) => label.push_str(&format!(" {ns}/{name}")),
-            (None, Some(name)) => label.push_str(&format!(" {name}")),
-            _ => {}
-        }
-        format!("objects[{}] ({label})", self.index)
-    }
-}
-
-impl fmt::Display for SourcedObject {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.describe())
+        let text = |v: &Value| v.as_str().map(str::to_owned);
+        let metadata = &self.value["metadata"];
+        let kind = text(&self.value["kind"]).unwrap_or_else(|| "object without kind".into());
+        let name = match (text(&metadata["namespace"]), text(&metadata["name"])) {
+            (Some(ns), Some(name)) => format!(" {ns}/{name}"),
+            (None, Some(name)) => format!(" {name}"),
+            _ => String::new(),
+        };
+        format!("objects[{}] ({kind}{name})", self.index)
     }
 }
 
@@ -97,11 +74,12 @@ pub fn load_topology(scenario: &Path, name: &str) -> Result<Vec<SourcedObject>, 
 }
 
 /// The objects the API server would hold: `base` with each object of `overrides` replacing the
-/// one with the same kind, namespace and name, or added after them.
-pub fn overlay(base: Vec<SourcedObject>, overrides: Vec<SourcedObject>) -> Vec<SourcedObject> {
+/// one with the same key (kind, namespace and name), or added after them.
+pub fn overlay<T, K: PartialEq>(base: Vec<T>, overrides: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
     let mut merged = base;
     for object in overrides {
-        match merged.iter().position(|m| m.key() == object.key()) {
+        let wanted = key(&object);
+        match merged.iter().position(|m| key(m) == wanted) {
             Some(i) => merged[i] = object,
             None => merged.push(object),
         }
@@ -114,39 +92,27 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn object(kind: &str, ns: &str, name: &str, marker: u32) -> Value {
-        json!({"kind": kind, "metadata": {"namespace": ns, "name": name}, "marker": marker})
+    #[test]
+    fn overlay_replaces_objects_with_the_same_key_in_place() {
+        let base = vec![("Pod/x/a", 1), ("Pod/x/b", 1)];
+        let own = vec![("Pod/x/a", 2), ("Pod/y/a", 2), ("Pod/x/a", 3)];
+        assert_eq!(
+            overlay(base, own, |o| o.0),
+            [("Pod/x/a", 3), ("Pod/x/b", 1), ("Pod/y/a", 2)]
+        );
     }
 
     #[test]
-    fn overlay_replaces_same_kind_namespace_and_name_only() {
-        let base = sourced(
-            Path::new("topo.yaml"),
-            vec![object("Pod", "x", "a", 1), object("Pod", "x", "b", 1)],
-        );
-        let own = sourced(
+    fn describe_names_position_kind_and_name() {
+        let o = sourced(
             Path::new("s.yaml"),
             vec![
-                object("Pod", "x", "a", 2),
-                object("Pod", "y", "a", 2),
-                object("NetworkPolicy", "x", "b", 2),
+                json!({"kind": "Pod", "metadata": {"namespace": "x", "name": "a"}}),
+                json!({"kind": "Node", "metadata": {"name": "n1"}}),
             ],
         );
-        let merged = overlay(base, own);
-        let summary: Vec<(String, u64)> = merged
-            .iter()
-            .map(|o| (o.describe(), o.value["marker"].as_u64().unwrap()))
-            .collect();
-        assert_eq!(
-            summary,
-            vec![
-                ("objects[0] (Pod x/a)".to_string(), 2),
-                ("objects[1] (Pod x/b)".to_string(), 1),
-                ("objects[1] (Pod y/a)".to_string(), 2),
-                ("objects[2] (NetworkPolicy x/b)".to_string(), 2),
-            ]
-        );
-        assert_eq!(merged[0].file, Path::new("s.yaml"));
+        assert_eq!(o[0].describe(), "objects[0] (Pod x/a)");
+        assert_eq!(o[1].describe(), "objects[1] (Node n1)");
     }
 
     #[test]
