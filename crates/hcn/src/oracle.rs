@@ -19,7 +19,7 @@ use crate::datapath::{Datapath, EndpointInfo};
 use crate::matcher::Packet;
 use crate::programmer::{Outcome, Programmer};
 use crate::schema::{AclAction, AclDirection};
-use crate::sim::HcnSim;
+use crate::sim::{Evaluation, HcnSim};
 
 /// The source port the simulator gives flows (netpol's rules never match source ports).
 pub const EPHEMERAL_PORT: u16 = 49152;
@@ -141,6 +141,22 @@ impl<'a> SimOracle<'a> {
         self.sim().evaluate(&endpoint, &packet).ok()?.rule
     }
 
+    /// Evaluates one direction of a flow with an explicit remote address on the endpoint that
+    /// holds the `endpoint` identity. None if no endpoint holds it.
+    pub fn evaluate_address(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<Evaluation> {
+        let endpoint = self.endpoints.get(&endpoint)?;
+        self.sim()
+            .evaluate(endpoint, &packet(direction, remote, protocol, port))
+            .ok()
+    }
+
     fn packet(
         &self,
         endpoint: IdentityId,
@@ -151,20 +167,22 @@ impl<'a> SimOracle<'a> {
     ) -> Option<(String, Packet)> {
         let endpoint = self.endpoints.get(&endpoint)?.clone();
         let remote_address = self.address_of(remote)?;
-        let (direction, local_port, remote_port) = match direction {
+        Some((endpoint, packet(direction, remote_address, protocol, port)))
+    }
+}
+
+/// The packet of one direction of a flow, seen from the local endpoint.
+pub fn packet(direction: Direction, remote: IpAddr, protocol: Protocol, port: u16) -> Packet {
+    let (direction, local_port, remote_port) = match direction {
             Direction::Ingress => (AclDirection::In, port, EPHEMERAL_PORT),
             Direction::Egress => (AclDirection::Out, EPHEMERAL_PORT, port),
         };
-        Some((
-            endpoint,
-            Packet {
-                direction,
-                remote_address,
-                protocol: protocol.number(),
-                local_port,
-                remote_port,
-            },
-        ))
+    Packet {
+        direction,
+        remote_address: remote,
+        protocol: protocol.number(),
+        local_port,
+        remote_port,
     }
 }
 
@@ -207,7 +225,7 @@ impl DirectionOracle for SimOracle<'_> {
 
 /// For each world identity, the first address its prefix owns outright, by sweeping the prefix
 /// past the prefixes of identities nested inside it.
-fn representatives(store: &IdentityStore) -> HashMap<IdentityId, IpAddr> {
+pub fn representatives(store: &IdentityStore) -> HashMap<IdentityId, IpAddr> {
     let all: Vec<(IdentityId, IpNet, bool)> = store
         .iter()
         .map(|(id, i)| (id, i.prefix, i.is_world()))
