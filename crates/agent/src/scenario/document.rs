@@ -52,10 +52,8 @@ pub struct TopologyDocument {
     pub objects: Vec<Value>,
 }
 
-/// Reads and parses one YAML file into `T`.
-///
-/// Booleans follow YAML 1.2 (`true`/`false` only): under YAML 1.1 rules the label value `y` in
-/// `{ns: y}` would silently become `true`, and Kubernetes reads it as the string it looks like.
+/// Reads and parses one YAML file into `T`, reading YAML exactly as netpol-api does (YAML 1.2
+/// booleans, so that the label value `y` stays the string it looks like).
 pub fn read_yaml<T: DeserializeOwned>(file: &Path) -> Result<T, LoadError> {
     let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
         file: file.to_owned(),
@@ -65,12 +63,8 @@ pub fn read_yaml<T: DeserializeOwned>(file: &Path) -> Result<T, LoadError> {
 }
 
 pub fn parse_yaml<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, LoadError> {
-    let options = serde_saphyr::options! {
-        strict_booleans: true,
-        // One-line messages: `check` prints one line per problem.
-        with_snippet: false,
-    };
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| LoadError::syntax(file, e))
+    serde_saphyr::from_str_with_options(text, netpol_api::yaml_options())
+        .map_err(|e| LoadError::syntax(file, e))
 }
 
 #[cfg(test)]
