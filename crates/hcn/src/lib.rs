@@ -23,11 +23,11 @@ pub mod version;
 #[cfg(windows)]
 pub mod windows;
 
+pub use client::{HcnCalls, HcnDatapath};
 pub use compile::{
     compile_endpoint, compile_endpoint_with, compile_entries, CompileError, CompileOptions,
     CompileWarning, CompiledAcls, RuleCount,
 };
-pub use client::{HcnCalls, HcnDatapath};
 pub use datapath::{Datapath, DatapathError, EndpointInfo, ResyncSignal};
 pub use oracle::SimOracle;
 pub use programmer::{ApplyReport, Backoff, Outcome, Programmer};

@@ -98,7 +98,11 @@ impl AclMatcher {
     pub fn overlaps(&self, other: &AclMatcher) -> bool {
         self.direction == other.direction
             && optional_overlap(&self.protocols, &other.protocols, |a, b| a == b)
-            && optional_overlap(&self.remote_addresses, &other.remote_addresses, nets_overlap)
+            && optional_overlap(
+                &self.remote_addresses,
+                &other.remote_addresses,
+                nets_overlap,
+            )
             && optional_overlap(&self.local_addresses, &other.local_addresses, nets_overlap)
             && optional_overlap(&self.local_ports, &other.local_ports, ranges_overlap)
             && optional_overlap(&self.remote_ports, &other.remote_ports, ranges_overlap)
@@ -111,7 +115,11 @@ fn port_matches(ranges: &Option<Vec<(u16, u16)>>, port: u16) -> bool {
         .is_none_or(|rs| rs.iter().any(|(lo, hi)| (*lo..=*hi).contains(&port)))
 }
 
-fn optional_overlap<T>(a: &Option<Vec<T>>, b: &Option<Vec<T>>, overlap: fn(&T, &T) -> bool) -> bool {
+fn optional_overlap<T>(
+    a: &Option<Vec<T>>,
+    b: &Option<Vec<T>>,
+    overlap: fn(&T, &T) -> bool,
+) -> bool {
     match (a, b) {
         (Some(a), Some(b)) => a.iter().any(|x| b.iter().any(|y| overlap(x, y))),
         _ => true,
@@ -139,7 +147,11 @@ fn parse_protocols(field: &str) -> Result<Option<Vec<u8>>, String> {
         match item.parse::<u16>() {
             Ok(256) => return Ok(None),
             Ok(n) if n < 256 => out.push(n as u8),
-            _ => return Err(format!("{item:?} is not a protocol number (0-255, or 256 for any)")),
+            _ => {
+                return Err(format!(
+                    "{item:?} is not a protocol number (0-255, or 256 for any)"
+                ))
+            }
         }
     }
     Ok(Some(out))
@@ -154,7 +166,9 @@ fn parse_addresses(field: &str) -> Result<Option<Vec<IpNet>>, String> {
             item.parse::<IpNet>()
                 .map(|n| n.trunc())
                 .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("{item:?} is not an address or CIDR (HCN rejects keywords like Any)"))
+                .map_err(|_| {
+                    format!("{item:?} is not an address or CIDR (HCN rejects keywords like Any)")
+                })
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Some)

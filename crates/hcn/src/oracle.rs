@@ -61,12 +61,16 @@ impl<'a> SimOracle<'a> {
         let mut endpoints = HashMap::new();
         let mut compiled = BTreeMap::new();
         for (key, map) in engine.endpoints() {
-            let acls =
-                compile_endpoint_with(map, store, options).map_err(|error| SimOracleError::Compile {
+            let acls = compile_endpoint_with(map, store, options).map_err(|error| {
+                SimOracleError::Compile {
                     endpoint: key.to_string(),
                     error,
-                })?;
-            let ids = engine.endpoint_pod(key).map(|(_, ids)| ids).unwrap_or_default();
+                }
+            })?;
+            let ids = engine
+                .endpoint_pod(key)
+                .map(|(_, ids)| ids)
+                .unwrap_or_default();
             let addresses = ids
                 .iter()
                 .filter_map(|id| store.get(*id).map(|i| i.prefix.addr()))
@@ -174,9 +178,9 @@ impl<'a> SimOracle<'a> {
 /// The packet of one direction of a flow, seen from the local endpoint.
 pub fn packet(direction: Direction, remote: IpAddr, protocol: Protocol, port: u16) -> Packet {
     let (direction, local_port, remote_port) = match direction {
-            Direction::Ingress => (AclDirection::In, port, EPHEMERAL_PORT),
-            Direction::Egress => (AclDirection::Out, EPHEMERAL_PORT, port),
-        };
+        Direction::Ingress => (AclDirection::In, port, EPHEMERAL_PORT),
+        Direction::Egress => (AclDirection::Out, EPHEMERAL_PORT, port),
+    };
     Packet {
         direction,
         remote_address: remote,

@@ -40,7 +40,9 @@ impl Default for Backoff {
 impl Backoff {
     /// The delay after `failures` consecutive failures (1 for the first).
     pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.initial.saturating_mul(factor).min(self.max)
     }
 }

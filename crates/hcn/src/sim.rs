@@ -352,7 +352,10 @@ impl HcnCalls for HcnSim {
             serde_json::from_str(request).map_err(|e| RawError::Failed {
                 message: format!("invalid modify request: {e}"),
             })?;
-        let ep = state.endpoints.get_mut(endpoint).ok_or(RawError::NotFound)?;
+        let ep = state
+            .endpoints
+            .get_mut(endpoint)
+            .ok_or(RawError::NotFound)?;
         ep.policies = apply_request(&ep.policies, &request)
             .map_err(|message| RawError::Failed { message })?;
         Ok(())

@@ -3,7 +3,9 @@
 use std::fmt;
 
 /// An HNS version, as the globals query reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "PascalCase")]
 pub struct HnsVersion {
     pub major: u32,
@@ -50,7 +52,10 @@ impl Capabilities {
     /// and ACL lists and ranges. Missing dual stack only leaves IPv6 rules out.
     pub fn of(version: HnsVersion) -> Result<Capabilities, Unsupported> {
         for (feature, needed) in [
-            ("ACL address lists and port ranges", HnsVersion::ACL_LISTS_AND_RANGES),
+            (
+                "ACL address lists and port ranges",
+                HnsVersion::ACL_LISTS_AND_RANGES,
+            ),
             ("the V2 HCN API", HnsVersion::V2_API),
         ] {
             if version < needed {
@@ -92,7 +97,11 @@ mod tests {
     fn versions_gate_features() {
         assert!(Capabilities::of(HnsVersion::new(15, 0)).unwrap().dual_stack);
         assert!(!Capabilities::of(HnsVersion::new(10, 4)).unwrap().dual_stack);
-        assert!(Capabilities::of(HnsVersion::new(11, 10)).unwrap().dual_stack);
+        assert!(
+            Capabilities::of(HnsVersion::new(11, 10))
+                .unwrap()
+                .dual_stack
+        );
         let too_old = Capabilities::of(HnsVersion::new(9, 1)).unwrap_err();
         assert_eq!(too_old.needed, HnsVersion::V2_API);
         assert_eq!(

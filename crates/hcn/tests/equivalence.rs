@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use common::*;
-use netpol_engine::mapstate::{MapValue, PortKey};
 use netpol_engine::flow::DirectionOracle;
+use netpol_engine::mapstate::{MapValue, PortKey};
 use netpol_engine::*;
 use netpol_hcn::schema::AclAction;
 use netpol_hcn::{CompileOptions, SimOracle};
@@ -25,13 +25,31 @@ use proptest::prelude::*;
 
 fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256),
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(256),
         ..ProptestConfig::default()
     }
 }
 
-const WORLDS: [&str; 7] = ["10.0.0.0/8", "10.1.0.0/16", "10.1.2.0/24", "10.1.2.3/32", "192.168.0.0/16", "fd00::/16", "fd00:1::/32"];
-const HOSTS: [&str; 6] = ["10.1.2.3", "10.1.2.4", "10.2.0.5", "192.168.1.1", "172.16.0.1", "fd00:1::5"];
+const WORLDS: [&str; 7] = [
+    "10.0.0.0/8",
+    "10.1.0.0/16",
+    "10.1.2.0/24",
+    "10.1.2.3/32",
+    "192.168.0.0/16",
+    "fd00::/16",
+    "fd00:1::/32",
+];
+const HOSTS: [&str; 6] = [
+    "10.1.2.3",
+    "10.1.2.4",
+    "10.2.0.5",
+    "192.168.1.1",
+    "172.16.0.1",
+    "fd00:1::5",
+];
 
 #[derive(Clone, Debug)]
 struct RandomEntry {
@@ -64,16 +82,28 @@ fn random_entry() -> impl Strategy<Value = RandomEntry> {
         port_key(),
         0..6u128,
         prop::sample::select(vec![Verdict::Allow, Verdict::Deny]),
-        prop::sample::select(vec![None, None, None, Some(AuthMode::Required), Some(AuthMode::Disabled)]),
+        prop::sample::select(vec![
+            None,
+            None,
+            None,
+            Some(AuthMode::Required),
+            Some(AuthMode::Disabled),
+        ]),
     )
-        .prop_map(|(direction, class, key, precedence, verdict, auth)| RandomEntry {
-            direction,
-            class,
-            key,
-            precedence,
-            verdict,
-            auth: if verdict == Verdict::Allow { auth } else { None },
-        })
+        .prop_map(
+            |(direction, class, key, precedence, verdict, auth)| RandomEntry {
+                direction,
+                class,
+                key,
+                precedence,
+                verdict,
+                auth: if verdict == Verdict::Allow {
+                    auth
+                } else {
+                    None
+                },
+            },
+        )
 }
 
 /// Whether `outer` covers `inner` within one class.
@@ -81,16 +111,29 @@ fn covers(outer: &PortKey, inner: &PortKey) -> bool {
     match (outer.protocol, inner.protocol) {
         (None, _) => true,
         (Some(_), None) => false,
-        (Some(a), Some(b)) => a == b && outer.len <= inner.len && netpol_engine::portprefix::mask(inner.port, outer.len) == outer.port,
+        (Some(a), Some(b)) => {
+            a == b
+                && outer.len <= inner.len
+                && netpol_engine::portprefix::mask(inner.port, outer.len) == outer.port
+        }
     }
 }
 
 fn build(entries: &[RandomEntry], roots: [(u128, Verdict); 2]) -> (MapState, IdentityStore) {
     let (store, ids) = store_with(&WORLDS, &HOSTS);
-    let order: Vec<IdentityId> = ["0.0.0.0/0", "::/0"].iter().chain(WORLDS.iter()).chain(HOSTS.iter()).map(|n| ids[*n]).collect();
-    let mut classes: HashMap<(Direction, Option<IdentityId>), HashMap<PortKey, MapValue>> = HashMap::new();
+    let order: Vec<IdentityId> = ["0.0.0.0/0", "::/0"]
+        .iter()
+        .chain(WORLDS.iter())
+        .chain(HOSTS.iter())
+        .map(|n| ids[*n])
+        .collect();
+    let mut classes: HashMap<(Direction, Option<IdentityId>), HashMap<PortKey, MapValue>> =
+        HashMap::new();
     for (d, (precedence, verdict)) in Direction::BOTH.into_iter().zip(roots) {
-        classes.entry((d, None)).or_default().insert(PortKey::ANY, value(precedence, verdict, None));
+        classes
+            .entry((d, None))
+            .or_default()
+            .insert(PortKey::ANY, value(precedence, verdict, None));
     }
     for e in entries {
         let class = (e.direction, e.class.map(|i| order[i]));
@@ -102,8 +145,13 @@ fn build(entries: &[RandomEntry], roots: [(u128, Verdict); 2]) -> (MapState, Ide
     }
     // The MapState invariant: no entry has a lower precedence than one covering it in its class.
     for entries in classes.values_mut() {
-        let snapshot: Vec<(PortKey, u128)> = entries.iter().map(|(k, v)| (*k, v.precedence)).collect();
-        entries.retain(|k, v| !snapshot.iter().any(|(o, p)| o != k && covers(o, k) && *p > v.precedence));
+        let snapshot: Vec<(PortKey, u128)> =
+            entries.iter().map(|(k, v)| (*k, v.precedence)).collect();
+        entries.retain(|k, v| {
+            !snapshot
+                .iter()
+                .any(|(o, p)| o != k && covers(o, k) && *p > v.precedence)
+        });
     }
     let mut b = MapBuilder::default();
     for ((d, id), entries) in classes {
@@ -146,7 +194,10 @@ fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> En
         engine.set_node(engine_common::NODES[n].0, engine_common::node_identities(n));
     }
     for (i, spec) in pods.iter().enumerate() {
-        engine.set_pod(format!("pod{i}"), engine_common::pod_identities(i, spec, false));
+        engine.set_pod(
+            format!("pod{i}"),
+            engine_common::pod_identities(i, spec, false),
+        );
     }
     engine.set_policy("random", entries);
     engine.commit();
@@ -162,17 +213,32 @@ fn first_engine_mismatch(engine: &Engine) -> Option<String> {
         Err(e) => return Some(e.to_string()),
     };
     let mut addresses = probe_addresses(store);
-    addresses.extend(engine_common::OUTSIDE.iter().map(|a| a.parse::<IpAddr>().unwrap()));
+    addresses.extend(
+        engine_common::OUTSIDE
+            .iter()
+            .map(|a| a.parse::<IpAddr>().unwrap()),
+    );
     for (key, _) in engine.endpoints() {
         let (_, ids) = engine.endpoint_pod(key).unwrap();
         for &endpoint in ids {
             for &address in &addresses {
-                let Some(remote) = store.resolve(address) else { continue };
+                let Some(remote) = store.resolve(address) else {
+                    continue;
+                };
                 for direction in Direction::BOTH {
                     for (protocol, port) in engine_common::PROBES {
-                        let want = engine.decide_direction(endpoint, direction, remote, protocol, port);
-                        let want = if want.verdict == Verdict::Allow && want.auth != Some(AuthMode::Required) { AclAction::Allow } else { AclAction::Block };
-                        let got = oracle.evaluate_address(endpoint, direction, address, protocol, port).unwrap();
+                        let want =
+                            engine.decide_direction(endpoint, direction, remote, protocol, port);
+                        let want = if want.verdict == Verdict::Allow
+                            && want.auth != Some(AuthMode::Required)
+                        {
+                            AclAction::Allow
+                        } else {
+                            AclAction::Block
+                        };
+                        let got = oracle
+                            .evaluate_address(endpoint, direction, address, protocol, port)
+                            .unwrap();
                         if got.action != want {
                             return Some(format!(
                                 "{key} {direction} {address} ({}) {protocol}/{port}: sim {:?} by {:?}, engine {want:?}\n{}",

@@ -151,10 +151,15 @@ pub(crate) fn render<'a>(
     Ok(out)
 }
 
+/// Port ranges per protocol.
+type PortsByProtocol = BTreeMap<Option<Protocol>, Vec<(u16, u16)>>;
+/// Addresses per rule shape (family, protocol, ports).
+type AddressesByShape = BTreeMap<(Family, Option<Protocol>, Vec<(u16, u16)>), Vec<IpNet>>;
+
 /// Merges one level: drops entries a wildcard entry of the level already covers, merges ports
 /// per (address, protocol), then addresses per (family, protocol, ports).
 fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
-    let mut wildcard: BTreeMap<Option<Protocol>, Vec<(u16, u16)>> = BTreeMap::new();
+    let mut wildcard: PortsByProtocol = BTreeMap::new();
     for p in level.iter().filter(|p| p.address.is_none()) {
         wildcard
             .entry(p.entry.key.protocol)
@@ -170,8 +175,7 @@ fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
             .is_some_and(|rs| rs.iter().any(|r| r.0 <= range.0 && range.1 <= r.1))
     };
 
-    let mut per_address: BTreeMap<IpNet, BTreeMap<Option<Protocol>, Vec<(u16, u16)>>> =
-        BTreeMap::new();
+    let mut per_address: BTreeMap<IpNet, PortsByProtocol> = BTreeMap::new();
     for p in level {
         let Some(address) = p.address else { continue };
         let range = p.entry.key.range();
@@ -186,8 +190,7 @@ fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
             .push(range);
     }
 
-    let mut groups: BTreeMap<(Family, Option<Protocol>, Vec<(u16, u16)>), Vec<IpNet>> =
-        BTreeMap::new();
+    let mut groups: AddressesByShape = BTreeMap::new();
     for (protocol, ranges) in wildcard {
         groups.entry((Family::Any, protocol, ranges)).or_default();
     }

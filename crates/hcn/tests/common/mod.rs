@@ -35,14 +35,22 @@ pub fn store_with(worlds: &[&str], hosts: &[&str]) -> (IdentityStore, HashMap<St
         ids.insert(w.to_string(), id);
     }
     for (i, h) in hosts.iter().enumerate() {
-        let (id, _) = store.insert(Identity::pod(pod_info(&format!("p{i}")), h.parse().unwrap()));
+        let (id, _) = store.insert(Identity::pod(
+            pod_info(&format!("p{i}")),
+            h.parse().unwrap(),
+        ));
         ids.insert(h.to_string(), id);
     }
     (store, ids)
 }
 
 pub fn value(precedence: u128, verdict: Verdict, auth: Option<AuthMode>) -> MapValue {
-    MapValue { precedence, verdict, auth, reason: Arc::new(Reason::Default) }
+    MapValue {
+        precedence,
+        verdict,
+        auth,
+        reason: Arc::new(Reason::Default),
+    }
 }
 
 /// Builds MapStates class by class.
@@ -61,15 +69,37 @@ impl MapBuilder {
         b
     }
 
-    pub fn set(&mut self, direction: Direction, identity: Option<IdentityId>, key: PortKey, v: MapValue) -> &mut Self {
-        self.classes.entry((direction, identity)).or_default().insert(key, v);
+    pub fn set(
+        &mut self,
+        direction: Direction,
+        identity: Option<IdentityId>,
+        key: PortKey,
+        v: MapValue,
+    ) -> &mut Self {
+        self.classes
+            .entry((direction, identity))
+            .or_default()
+            .insert(key, v);
         self
     }
 
     /// Entries for `lo..=hi` of `protocol`, split into prefixes as the engine keys them.
-    pub fn range(&mut self, direction: Direction, identity: Option<IdentityId>, protocol: Protocol, lo: u16, hi: u16, v: MapValue) -> &mut Self {
+    pub fn range(
+        &mut self,
+        direction: Direction,
+        identity: Option<IdentityId>,
+        protocol: Protocol,
+        lo: u16,
+        hi: u16,
+        v: MapValue,
+    ) -> &mut Self {
         for (port, len) in range_to_prefixes(lo, hi) {
-            self.set(direction, identity, key(Some(protocol), port, len), v.clone());
+            self.set(
+                direction,
+                identity,
+                key(Some(protocol), port, len),
+                v.clone(),
+            );
         }
         self
     }
@@ -85,7 +115,11 @@ impl MapBuilder {
 }
 
 pub fn key(protocol: Option<Protocol>, port: u16, len: u8) -> PortKey {
-    PortKey { protocol, port: mask(port, len), len }
+    PortKey {
+        protocol,
+        port: mask(port, len),
+        len,
+    }
 }
 
 /// What HCN must do for a lookup result: allow only an allow that needs no authentication.
@@ -100,9 +134,17 @@ pub fn expected(v: &MapValue) -> AclAction {
 /// Loads compiled rules into a fresh simulator endpoint, checking HCN's priority rule.
 pub fn simulate(acls: &CompiledAcls, local: &[IpAddr]) -> HcnSim {
     let policies = acls.policies();
-    check_priorities(&policies).expect("no overlapping rules of different actions share a priority");
+    check_priorities(&policies)
+        .expect("no overlapping rules of different actions share a priority");
     let sim = HcnSim::new();
-    sim.add_endpoint(EndpointInfo { id: "ep".into(), name: "ep".into(), addresses: local.to_vec() }, policies);
+    sim.add_endpoint(
+        EndpointInfo {
+            id: "ep".into(),
+            name: "ep".into(),
+            addresses: local.to_vec(),
+        },
+        policies,
+    );
     sim
 }
 
@@ -115,7 +157,17 @@ pub fn probe_addresses(store: &IdentityStore) -> Vec<IpAddr> {
         out.push(identity.prefix.broadcast());
     }
     out.extend(netpol_hcn::oracle::representatives(store).into_values());
-    out.extend(["8.8.8.8", "10.200.0.1", "192.168.9.9", "fd00::1", "2001:db8::1"].iter().map(|a| a.parse::<IpAddr>().unwrap()));
+    out.extend(
+        [
+            "8.8.8.8",
+            "10.200.0.1",
+            "192.168.9.9",
+            "fd00::1",
+            "2001:db8::1",
+        ]
+        .iter()
+        .map(|a| a.parse::<IpAddr>().unwrap()),
+    );
     out.sort();
     out.dedup();
     out
@@ -124,19 +176,27 @@ pub fn probe_addresses(store: &IdentityStore) -> Vec<IpAddr> {
 pub const PROBE_PORTS: [u16; 10] = [0, 1, 53, 79, 80, 81, 82, 443, 1000, 65535];
 
 /// The first flow where the simulator and the lookup disagree.
-pub fn first_mismatch(map: &MapState, store: &IdentityStore, options: &CompileOptions) -> Option<String> {
+pub fn first_mismatch(
+    map: &MapState,
+    store: &IdentityStore,
+    options: &CompileOptions,
+) -> Option<String> {
     let acls = match netpol_hcn::compile_entries(map.iter(), store, options) {
         Ok(a) => a,
         Err(e) => return Some(format!("compile failed: {e}")),
     };
     let sim = simulate(&acls, &["10.99.0.1".parse().unwrap()]);
     for address in probe_addresses(store) {
-        let Some(remote) = store.resolve(address) else { continue };
+        let Some(remote) = store.resolve(address) else {
+            continue;
+        };
         for direction in Direction::BOTH {
             for protocol in Protocol::ALL {
                 for port in PROBE_PORTS {
                     let want = expected(&map.lookup(direction, remote, protocol, port));
-                    let got = sim.evaluate("ep", &packet(direction, address, protocol, port)).unwrap();
+                    let got = sim
+                        .evaluate("ep", &packet(direction, address, protocol, port))
+                        .unwrap();
                     if got.action != want {
                         return Some(format!(
                             "{direction} {address} ({}) {protocol}/{port}: sim {:?} by {:?}, lookup {want:?}\nrules: {}",
