@@ -87,6 +87,8 @@ pub struct Engine {
     owners: HashMap<IdentityId, String>,
     cache: SelectorCache,
     endpoints: BTreeMap<String, EndpointState>,
+    /// Keys of the pods that are local endpoints, maintained as pods change.
+    local: BTreeSet<String>,
     staged: Staged,
 }
 
@@ -105,6 +107,7 @@ impl Engine {
             owners: HashMap::new(),
             cache: SelectorCache::new(),
             endpoints: BTreeMap::new(),
+            local: BTreeSet::new(),
             staged: Staged::default(),
         };
         engine.rebuild_entries();
@@ -195,6 +198,7 @@ impl Engine {
         let mut added: Vec<IdentityId> = Vec::new();
         let mut removed: Vec<(IdentityId, Identity)> = Vec::new();
         let mut changed_pods: HashSet<String> = HashSet::new();
+        let staged_pod_keys: Vec<String> = staged.pods.keys().cloned().collect();
         for (key, identities) in staged.pods {
             let (a, r) = self.replace_identities(&key, identities, true);
             if !a.is_empty() || !r.is_empty() {
@@ -232,7 +236,14 @@ impl Engine {
 
         // 3. MapStates.
         let mut out = Vec::new();
-        let wanted = self.local_endpoint_keys();
+        for key in staged_pod_keys {
+            if self.is_local_pod(&key) {
+                self.local.insert(key);
+            } else {
+                self.local.remove(&key);
+            }
+        }
+        let wanted = self.local.clone();
         let gone: Vec<String> = self
             .endpoints
             .keys()
@@ -396,20 +407,15 @@ impl Engine {
         (added, removed)
     }
 
-    fn local_endpoint_keys(&self) -> BTreeSet<String> {
-        self.pods
-            .iter()
-            .filter(|(_, ids)| {
-                let pod = ids
-                    .first()
-                    .and_then(|id| self.store.get(*id))
-                    .and_then(Identity::as_pod);
-                pod.is_some_and(|p| {
-                    self.config.local_node.is_none() || p.node == self.config.local_node
-                })
-            })
-            .map(|(k, _)| k.clone())
-            .collect()
+    /// Whether the pod `key` exists and runs on the local node.
+    fn is_local_pod(&self, key: &str) -> bool {
+        let pod = self
+            .pods
+            .get(key)
+            .and_then(|ids| ids.first())
+            .and_then(|id| self.store.get(*id))
+            .and_then(Identity::as_pod);
+        pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
     }
 
     fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {

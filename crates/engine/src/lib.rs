@@ -19,6 +19,7 @@ pub mod reference;
 pub mod resolve;
 pub mod selector;
 pub mod selector_cache;
+pub mod synthetic;
 
 pub use engine::{EndpointChanges, Engine, EngineConfig};
 pub use entry::{AuthMode, Direction, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};

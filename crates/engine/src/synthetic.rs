@@ -1,0 +1,179 @@
+//! A synthetic-cluster generator for benchmarks and scale tests: namespaces, pods spread over
+//! nodes, and a mix of policies of every tier. Deterministic for a given size.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+use crate::entry::{Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
+use crate::identity::{Identity, NodeInfo, PodInfo};
+use crate::labels::{LabelSelector, Labels, NAMESPACE_NAME_LABEL};
+use crate::ports::{NamedPort, PortRule, Protocol};
+use crate::selector::{AddressScope, CidrSelector, Peer, PodSelector};
+
+#[derive(Clone, Debug)]
+pub struct ClusterSize {
+    pub namespaces: usize,
+    pub pods: usize,
+    pub nodes: usize,
+    pub policies: usize,
+}
+
+/// Pods and nodes of a synthetic cluster, as engine identities.
+pub struct SyntheticCluster {
+    pub size: ClusterSize,
+}
+
+pub const APPS: usize = 50;
+
+impl SyntheticCluster {
+    pub fn new(size: ClusterSize) -> Self {
+        SyntheticCluster { size }
+    }
+
+    pub fn namespace_labels(&self, ns: usize) -> Labels {
+        [
+            (NAMESPACE_NAME_LABEL.to_string(), format!("ns-{ns}")),
+            ("team".to_string(), format!("team-{}", ns % 20)),
+            (
+                "env".to_string(),
+                if ns % 3 == 0 { "prod" } else { "dev" }.to_string(),
+            ),
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    /// The node of the `i`th pod: consecutive pods share a node, so every node hosts a spread
+    /// of namespaces and apps.
+    pub fn node_of_pod(&self, i: usize) -> String {
+        let per_node = (self.size.pods / self.size.nodes.max(1)).max(1);
+        self.node_name(i / per_node)
+    }
+
+    pub fn node_name(&self, i: usize) -> String {
+        format!("node-{}", i % self.size.nodes.max(1))
+    }
+
+    /// The `i`th pod: its key (`ns/name`) and identity.
+    pub fn pod(&self, i: usize) -> (String, Identity) {
+        let ns = i % self.size.namespaces;
+        let info = PodInfo {
+            namespace: format!("ns-{ns}"),
+            name: format!("pod-{i}"),
+            labels: [
+                ("app".to_string(), format!("app-{}", i % APPS)),
+                (
+                    "tier".to_string(),
+                    if i % 2 == 0 { "front" } else { "back" }.to_string(),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+            namespace_labels: self.namespace_labels(ns),
+            node: Some(self.node_of_pod(i)),
+            ports: vec![NamedPort {
+                name: "http".into(),
+                protocol: Protocol::Tcp,
+                port: 8080,
+            }],
+        };
+        let ip = IpAddr::V4(Ipv4Addr::from(0x0a00_0000u32 + i as u32 + 1));
+        (format!("ns-{ns}/pod-{i}"), Identity::pod(info, ip))
+    }
+
+    pub fn node(&self, i: usize) -> (String, Identity) {
+        let labels = [("zone".to_string(), format!("zone-{}", i % 3))]
+            .into_iter()
+            .collect();
+        let name = self.node_name(i);
+        let ip = IpAddr::V4(Ipv4Addr::from(0xac10_0000u32 + i as u32 + 1));
+        (name.clone(), Identity::node(NodeInfo { name, labels }, ip))
+    }
+
+    /// The `i`th policy: a mix of namespace-scoped allows (with isolation and named ports),
+    /// admin denies and passes, CIDR egress rules and baseline rules.
+    pub fn policy(&self, i: usize) -> (String, Vec<PolicyEntry>) {
+        let ns = format!("ns-{}", i % self.size.namespaces);
+        let app = |k: usize| LabelSelector::from_labels([("app", format!("app-{}", k % APPS))]);
+        let provenance = |kind: &str| Provenance {
+            kind: kind.into(),
+            namespace: None,
+            name: format!("policy-{i}"),
+            rule: "0".into(),
+        };
+        let base = PolicyEntry {
+            tier: Tier::Normal,
+            priority: Priority::unordered(),
+            verdict: Verdict::Allow,
+            subject: PodSelector::in_namespace(&ns, app(i)),
+            direction: Direction::Ingress,
+            peers: vec![Peer::Pods(PodSelector::in_namespace(&ns, app(i + 1)))],
+            ports: vec![PortRule::single(Protocol::Tcp, 80)],
+            default_deny: true,
+            auth: None,
+            provenance: provenance("NetworkPolicy"),
+        };
+        let entries = match i % 10 {
+            0..=5 => vec![
+                base.clone(),
+                PolicyEntry {
+                    ports: vec![PortRule::named(Some(Protocol::Tcp), "http")],
+                    ..base.clone()
+                },
+            ],
+            6 => vec![PolicyEntry {
+                direction: Direction::Egress,
+                peers: vec![Peer::Cidr(CidrSelector {
+                    net: format!("192.168.{}.0/24", i % 256).parse().expect("valid"),
+                    except: vec![format!("192.168.{}.128/25", i % 256)
+                        .parse()
+                        .expect("valid")],
+                    scope: AddressScope::Any,
+                })],
+                ports: vec![PortRule::range(Protocol::Tcp, 443, 445)],
+                ..base.clone()
+            }],
+            7 | 8 => vec![PolicyEntry {
+                tier: Tier::Admin,
+                priority: Priority::new((i % 1000) as u32, format!("policy-{i}"), 0),
+                verdict: if i % 10 == 7 {
+                    Verdict::Deny
+                } else {
+                    Verdict::Pass
+                },
+                subject: PodSelector {
+                    namespaces: LabelSelector::from_labels([("team", format!("team-{}", i % 20))]),
+                    pods: LabelSelector::everything(),
+                },
+                peers: vec![Peer::Pods(PodSelector {
+                    namespaces: LabelSelector::from_labels([("env", "dev")]),
+                    pods: app(i + 7),
+                })],
+                ports: vec![PortRule::range(Protocol::Tcp, 1000, 2000)],
+                default_deny: false,
+                provenance: provenance("AdminNetworkPolicy"),
+                ..base.clone()
+            }],
+            _ => vec![PolicyEntry {
+                tier: Tier::Baseline,
+                priority: Priority::new(0, "default", i as u32),
+                verdict: Verdict::Deny,
+                subject: PodSelector {
+                    namespaces: LabelSelector::from_labels([("env", "prod")]),
+                    pods: app(i),
+                },
+                peers: vec![Peer::Pods(PodSelector {
+                    namespaces: LabelSelector::from_labels([(
+                        "team",
+                        format!("team-{}", (i + 1) % 20),
+                    )]),
+                    pods: LabelSelector::everything(),
+                })],
+                ports: vec![],
+                default_deny: false,
+                provenance: provenance("BaselineAdminNetworkPolicy"),
+                ..base
+            }],
+        };
+        (format!("policy-{i}"), entries)
+    }
+}
