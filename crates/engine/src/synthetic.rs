@@ -35,7 +35,7 @@ impl SyntheticCluster {
             ("team".to_string(), format!("team-{}", ns % 20)),
             (
                 "env".to_string(),
-                if ns % 3 == 0 { "prod" } else { "dev" }.to_string(),
+                if ns.is_multiple_of(3) { "prod" } else { "dev" }.to_string(),
             ),
         ]
         .into_iter()
@@ -63,7 +63,7 @@ impl SyntheticCluster {
                 ("app".to_string(), format!("app-{}", i % APPS)),
                 (
                     "tier".to_string(),
-                    if i % 2 == 0 { "front" } else { "back" }.to_string(),
+                    if i.is_multiple_of(2) { "front" } else { "back" }.to_string(),
                 ),
             ]
             .into_iter()
