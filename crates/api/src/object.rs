@@ -20,7 +20,7 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// One supported API object.
 // Objects are built once per load and moved rarely, so boxing the large variants buys nothing.
 #[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Object {
     Namespace(Namespace),
     Pod(Pod),

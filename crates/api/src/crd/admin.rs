@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Cluster-scoped admin policy, evaluated before NetworkPolicy.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    derive = "PartialEq",
     group = "policy.networking.k8s.io",
     version = "v1alpha1",
     kind = "AdminNetworkPolicy",
@@ -29,6 +30,7 @@ pub struct AdminNetworkPolicySpec {
 /// The cluster-wide default policy, evaluated after NetworkPolicy. A singleton named `default`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    derive = "PartialEq",
     group = "policy.networking.k8s.io",
     version = "v1alpha1",
     kind = "BaselineAdminNetworkPolicy",

@@ -12,6 +12,7 @@ use serde_json::Value;
 /// The root fields of a namespaced Cilium policy.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    derive = "PartialEq",
     group = "cilium.io",
     version = "v2",
     kind = "CiliumNetworkPolicy",
@@ -31,6 +32,7 @@ pub struct CiliumNetworkPolicyRules {
 /// The root fields of a cluster-wide Cilium policy.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    derive = "PartialEq",
     group = "cilium.io",
     version = "v2",
     kind = "CiliumClusterwideNetworkPolicy",

@@ -9,6 +9,7 @@ use super::admin::{EgressPeer, IngressPeer, Subject};
 
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
+    derive = "PartialEq",
     group = "policy.networking.k8s.io",
     version = "v1alpha2",
     kind = "ClusterNetworkPolicy",

@@ -128,6 +128,13 @@ struct RuleView<'a> {
     authentication: Option<&'a Authentication>,
 }
 
+/// What one translated rule matches.
+struct RuleMatch {
+    peers: Vec<Peer>,
+    ports: Vec<PortRule>,
+    auth: Option<AuthMode>,
+}
+
 /// A field's name in this direction, and its value.
 type Field<'a, T> = (&'static str, Option<&'a T>);
 
@@ -302,8 +309,9 @@ impl RuleContext<'_> {
                 for (i, view) in views.into_iter().enumerate() {
                     let path = self.path.field(field).index(i);
                     let translated = self.rule(view, verdict, &path, diags);
-                    if let Some((peers, ports, auth)) = diags.check(translated) {
-                        entries.push(entry(verdict, peers, ports, auth, format!("{field}[{i}]")));
+                    if let Some(m) = diags.check(translated) {
+                        let name = format!("{field}[{i}]");
+                        entries.push(entry(verdict, m.peers, m.ports, m.auth, name));
                     }
                 }
             }
@@ -344,7 +352,7 @@ impl RuleContext<'_> {
         verdict: Verdict,
         path: &FieldPath,
         diags: &mut Diagnostics,
-    ) -> Result<(Vec<Peer>, Vec<PortRule>, Option<AuthMode>), FieldError> {
+    ) -> Result<RuleMatch, FieldError> {
         for (field, set, why) in &view.unsupported {
             if *set {
                 return Err(path.field(field).unsupported(why));
@@ -370,7 +378,7 @@ impl RuleContext<'_> {
             // An empty rule selects nothing; it only isolates.
             Vec::new()
         };
-        Ok((peers, ports, auth))
+        Ok(RuleMatch { peers, ports, auth })
     }
 
     /// The union of the rule's peer fields.

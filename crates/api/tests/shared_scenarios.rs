@@ -1,0 +1,65 @@
+//! Every object of the project's acceptance scenarios (`../shared/scenarios`, beside the
+//! repository) reads and translates without errors or warnings.
+
+use std::path::{Path, PathBuf};
+
+use netpol_api::{parse_values, translate, yaml_options};
+use serde_json::Value;
+
+fn scenario_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/scenarios")
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            yaml_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_scenario_object_translates_cleanly() {
+    let mut files = Vec::new();
+    yaml_files(&scenario_dir(), &mut files);
+    assert!(
+        !files.is_empty(),
+        "no scenarios under {}",
+        scenario_dir().display()
+    );
+    let mut objects = 0;
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let document: Value = serde_saphyr::from_str_with_options(&text, yaml_options())
+            .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let values = document["objects"].as_array().cloned().unwrap_or_default();
+        for result in parse_values(values) {
+            let object = result.unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let t = translate(&object);
+            assert!(t.errors.is_empty(), "{}: {:?}", file.display(), t.errors);
+            assert!(
+                t.warnings.is_empty(),
+                "{}: {:?}",
+                file.display(),
+                t.warnings
+            );
+            if object.is_policy() {
+                assert!(
+                    !t.entries.is_empty(),
+                    "{}: {:?}",
+                    file.display(),
+                    object.object_ref()
+                );
+            }
+            objects += 1;
+        }
+    }
+    assert!(objects > 0);
+}
