@@ -231,10 +231,7 @@ impl Programmer {
         let current = datapath.read_policies(endpoint)?;
         let (owned, foreign): (Vec<EndpointPolicy>, Vec<EndpointPolicy>) =
             current.into_iter().partition(|p| p.netpol_id().is_some());
-        let mut have: Vec<String> = owned
-            .iter()
-            .filter_map(|p| p.netpol_id().map(str::to_string))
-            .collect();
+        let mut have: Vec<String> = owned.iter().filter_map(EndpointPolicy::netpol_id).collect();
         have.sort();
         if have == wanted {
             return Ok(Outcome::Unchanged);

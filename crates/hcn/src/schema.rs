@@ -6,6 +6,7 @@
 //! `Update`, which replaces an endpoint's whole policy list, sends them back byte-for-byte.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
 /// The `Id` prefix of every ACL netpol owns. Rules without it are never modified.
@@ -76,41 +77,70 @@ impl AclPolicySetting {
 /// The policy `Type` that carries ACL settings.
 pub const ACL_POLICY_TYPE: &str = "ACL";
 
-/// One entry of an endpoint's `Policies`: `{"Type": ..., "Settings": {...}}`. `Settings` stays raw
-/// JSON so that policies of other types survive a read-modify-write untouched.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One entry of an endpoint's `Policies`: `{"Type": ..., "Settings": {...}}`. `Settings` is kept
+/// as the raw JSON text, so a read-modify-write sends other owners' policies back byte-for-byte.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
 pub struct EndpointPolicy {
     #[serde(rename = "Type")]
     pub policy_type: String,
-    #[serde(default, skip_serializing_if = "Value::is_null")]
-    pub settings: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Box<RawValue>>,
+}
+
+impl PartialEq for EndpointPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.policy_type == other.policy_type
+            && self.settings.as_ref().map(|s| s.get()) == other.settings.as_ref().map(|s| s.get())
+    }
+}
+
+/// Just the `Id` of a policy's settings.
+#[derive(Deserialize)]
+struct IdOnly {
+    #[serde(rename = "Id", default)]
+    id: Option<String>,
 }
 
 impl EndpointPolicy {
     /// Wraps ACL settings in the policy envelope.
     pub fn acl(settings: &AclPolicySetting) -> Self {
+        let text = serde_json::to_string(settings).expect("ACL settings serialize to JSON");
         EndpointPolicy {
             policy_type: ACL_POLICY_TYPE.to_string(),
-            settings: serde_json::to_value(settings).expect("ACL settings serialize to JSON"),
+            settings: Some(RawValue::from_string(text).expect("serde_json output is valid JSON")),
         }
     }
 
-    /// The ACL settings, if this is an ACL policy whose settings parse.
+    /// A policy of any type with the given settings.
+    pub fn other(policy_type: &str, settings: &Value) -> Self {
+        EndpointPolicy {
+            policy_type: policy_type.to_string(),
+            settings: Some(
+                serde_json::value::to_raw_value(settings).expect("a JSON value serializes"),
+            ),
+        }
+    }
+
+    fn settings_text(&self) -> &str {
+        self.settings.as_ref().map_or("null", |s| s.get())
+    }
+
+    /// The ACL settings, if this is an ACL policy; an error if its settings do not parse.
     pub fn as_acl(&self) -> Option<Result<AclPolicySetting, serde_json::Error>> {
-        (self.policy_type == ACL_POLICY_TYPE).then(|| AclPolicySetting::deserialize(&self.settings))
+        (self.policy_type == ACL_POLICY_TYPE).then(|| serde_json::from_str(self.settings_text()))
     }
 
     /// Whether netpol owns this policy: an ACL whose `Id` carries the netpol prefix. Decided from
-    /// the raw `Id` alone, so a netpol-owned rule HCN returns with unexpected fields is still
-    /// recognised (and replaced) rather than kept forever.
-    pub fn netpol_id(&self) -> Option<&str> {
+    /// the `Id` alone, so a netpol rule HCN returns with unexpected fields is still recognised
+    /// (and replaced) rather than kept forever.
+    pub fn netpol_id(&self) -> Option<String> {
         if self.policy_type != ACL_POLICY_TYPE {
             return None;
         }
-        self.settings
-            .get("Id")
-            .and_then(Value::as_str)
+        serde_json::from_str::<IdOnly>(self.settings_text())
+            .ok()?
+            .id
             .filter(|id| id.starts_with(NETPOL_ID_PREFIX))
     }
 }
@@ -282,10 +312,10 @@ mod tests {
 
     #[test]
     fn modify_request_golden() {
-        let other = EndpointPolicy {
-            policy_type: "OutBoundNAT".into(),
-            settings: json!({"Exceptions": ["10.0.0.0/8"], "VirtualIP": "10.0.0.4"}),
-        };
+        let other = EndpointPolicy::other(
+            "OutBoundNAT",
+            &json!({"Exceptions": ["10.0.0.0/8"], "VirtualIP": "10.0.0.4"}),
+        );
         let request =
             ModifyEndpointRequest::update(vec![other, EndpointPolicy::acl(&sample_acl())]);
         let text = serde_json::to_string(&request).unwrap();
@@ -339,19 +369,23 @@ mod tests {
         assert!(props.policies.iter().all(|p| p.netpol_id().is_none()));
         assert!(props.other.contains_key("HostComputeNetwork"));
         assert_eq!(serde_json::to_value(&props).unwrap(), text);
+        // Foreign settings go back exactly as they came, field order included.
+        let raw = r#"{"Type":"L2Driver","Settings":{"Zed":1,"Alpha":[2, 3]}}"#;
+        let policy: EndpointPolicy = serde_json::from_str(raw).unwrap();
+        assert_eq!(serde_json::to_string(&policy).unwrap(), raw);
     }
 
     #[test]
     fn ownership_is_decided_by_the_id_prefix() {
         let owned = EndpointPolicy::acl(&sample_acl());
-        assert_eq!(owned.netpol_id(), Some("netpol-0123456789abcdef"));
+        assert_eq!(
+            owned.netpol_id().as_deref(),
+            Some("netpol-0123456789abcdef")
+        );
         let mut foreign = sample_acl();
         foreign.id = "azure-acl-1".into();
         assert_eq!(EndpointPolicy::acl(&foreign).netpol_id(), None);
-        let not_acl = EndpointPolicy {
-            policy_type: "OutBoundNAT".into(),
-            settings: json!({"Id": "netpol-x"}),
-        };
+        let not_acl = EndpointPolicy::other("OutBoundNAT", &json!({"Id": "netpol-x"}));
         assert_eq!(not_acl.netpol_id(), None);
     }
 

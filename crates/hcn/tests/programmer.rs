@@ -32,15 +32,12 @@ fn foreign_policies() -> Vec<EndpointPolicy> {
         priority: 100,
     };
     vec![
-        EndpointPolicy {
-            policy_type: "OutBoundNAT".into(),
-            settings: json!({"Exceptions": ["10.0.0.0/8"]}),
-        },
+        EndpointPolicy::other("OutBoundNAT", &json!({"Exceptions": ["10.0.0.0/8"]})),
         EndpointPolicy::acl(&foreign_acl),
-        EndpointPolicy {
-            policy_type: "SDNRoute".into(),
-            settings: json!({"DestinationPrefix": "10.96.0.0/12", "NeedEncap": true}),
-        },
+        EndpointPolicy::other(
+            "SDNRoute",
+            &json!({"DestinationPrefix": "10.96.0.0/12", "NeedEncap": true}),
+        ),
     ]
 }
 
