@@ -208,6 +208,33 @@ impl EndpointPolicy {
                 });
             }
         }
+        policy.flatten();
         policy
+    }
+
+    /// Drops rules no lookup can reach (CFP-23380 "flatten"): of the rules of one tier with the
+    /// same (direction, selector, ports), only the first in order can ever match. Shadowing never
+    /// crosses tiers: a lower tier's rule is exactly what a Pass above may delegate to.
+    fn flatten(&mut self) {
+        let mut order: Vec<usize> = (0..self.rules.len()).collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(self.rules[i].level));
+        let mut seen: HashMap<(Band, Direction, SelectorId, &[RulePort]), u32> = HashMap::new();
+        let mut keep = vec![true; self.rules.len()];
+        for i in order {
+            let rule = &self.rules[i];
+            let key = (
+                rule.band,
+                rule.direction,
+                rule.selector,
+                rule.ports.as_slice(),
+            );
+            let first_level = *seen.entry(key).or_insert(rule.level);
+            keep[i] = first_level == rule.level;
+        }
+        let mut index = 0;
+        self.rules.retain(|_| {
+            index += 1;
+            keep[index - 1]
+        });
     }
 }
