@@ -36,24 +36,26 @@ pub enum SimOracleError {
     Program { endpoint: String, outcome: Outcome },
 }
 
-/// The engine's endpoints, compiled and programmed into a simulator.
-pub struct SimOracle<'a> {
+/// The engine's endpoints, compiled and programmed into a simulator. Identity ids are the
+/// engine's.
+pub struct SimOracle {
     datapath: HcnDatapath<HcnSim>,
-    store: &'a IdentityStore,
+    /// The engine's identities (a copy, so the oracle does not borrow the engine).
+    store: IdentityStore,
     /// Identity of each local pod address to the endpoint holding it.
     endpoints: HashMap<IdentityId, String>,
     compiled: BTreeMap<String, CompiledAcls>,
     representatives: HashMap<IdentityId, IpAddr>,
 }
 
-impl<'a> SimOracle<'a> {
+impl SimOracle {
     /// Compiles and programs every endpoint of `engine`.
-    pub fn from_engine(engine: &'a Engine) -> Result<Self, SimOracleError> {
+    pub fn from_engine(engine: &Engine) -> Result<Self, SimOracleError> {
         Self::from_engine_with(engine, &CompileOptions::default())
     }
 
     pub fn from_engine_with(
-        engine: &'a Engine,
+        engine: &Engine,
         options: &CompileOptions,
     ) -> Result<Self, SimOracleError> {
         let store = engine.identities();
@@ -104,7 +106,7 @@ impl<'a> SimOracle<'a> {
         Ok(SimOracle {
             representatives: representatives(store),
             datapath,
-            store,
+            store: store.clone(),
             endpoints,
             compiled,
         })
@@ -190,7 +192,7 @@ pub fn packet(direction: Direction, remote: IpAddr, protocol: Protocol, port: u1
     }
 }
 
-impl DirectionOracle for SimOracle<'_> {
+impl DirectionOracle for SimOracle {
     fn decide_direction(
         &self,
         endpoint: IdentityId,

@@ -188,6 +188,38 @@ proptest! {
     }
 }
 
+/// A synthetic cluster of every policy kind the engine's generator makes, all pods local.
+#[test]
+fn simulator_equals_engine_on_a_synthetic_cluster() {
+    use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
+    let size = ClusterSize {
+        namespaces: 12,
+        pods: 120,
+        nodes: 4,
+        policies: 120,
+    };
+    let cluster = SyntheticCluster::new(size.clone());
+    let mut engine = Engine::new(EngineConfig {
+        local_node: Some(cluster.node_name(0)),
+        allow_node_probes: true,
+    });
+    for i in 0..size.nodes {
+        let (name, id) = cluster.node(i);
+        engine.set_node(name, vec![id]);
+    }
+    for i in 0..size.pods {
+        let (key, id) = cluster.pod(i);
+        engine.set_pod(key, vec![id]);
+    }
+    for i in 0..size.policies {
+        let (key, entries) = cluster.policy(i);
+        engine.set_policy(key, entries);
+    }
+    engine.commit();
+    assert!(engine.endpoints().count() >= 20);
+    assert_eq!(first_engine_mismatch(&engine), None);
+}
+
 fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> Engine {
     let mut engine = Engine::new(EngineConfig::default());
     for n in 0..engine_common::NODES.len() {
