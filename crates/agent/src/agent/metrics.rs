@@ -4,7 +4,7 @@
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -14,11 +14,34 @@ use prometheus_client::registry::Registry;
 use super::indexes::PolicyCounts;
 use super::kind::SourceKind;
 
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum Validity {
-    Valid,
-    Invalid,
+/// Label values as Prometheus spells them: snake case.
+macro_rules! label_values {
+    ($name:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+        pub enum $name {
+            $($variant),+
+        }
+
+        impl $name {
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),+
+                }
+            }
+        }
+
+        impl EncodeLabelValue for $name {
+            fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+                std::fmt::Write::write_str(encoder, self.as_str())
+            }
+        }
+    };
 }
+
+label_values!(Validity {
+    Valid => "valid",
+    Invalid => "invalid",
+});
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PolicyLabels {
@@ -31,27 +54,23 @@ pub struct KindLabels {
     pub kind: String,
 }
 
-/// A datapath operation, as the `Datapath` trait names them.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum DatapathCall {
-    ListEndpoints,
-    ReadPolicies,
-    UpdatePolicies,
-}
+label_values!(DatapathCall {
+    ListEndpoints => "list_endpoints",
+    ReadPolicies => "read_policies",
+    UpdatePolicies => "update_policies",
+});
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
     pub call: DatapathCall,
 }
 
-/// What one endpoint programming attempt came to.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum ProgramOutcome {
-    Updated,
-    Failed,
-    Gone,
-    Refused,
-}
+label_values!(ProgramOutcome {
+    Updated => "updated",
+    Failed => "failed",
+    Gone => "gone",
+    Refused => "refused",
+});
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {

@@ -1,14 +1,19 @@
 //! The node agent: keeps every local endpoint's datapath rules equal to what the policies say.
 //!
 //! ```text
-//! sources ──watch events──▶ indexes ──updates──▶ engine ──MapState changes──▶ reconciler ──▶ datapath
-//! (kube watches or files)   (pure)               (incremental)                 (diff, retry)
+//! sources ──watch events──▶ indexes ──updates──▶ engine ──MapState changes──▶ compiler ──▶ programmer ──▶ datapath
+//! (kube watches or files)   (pure)               (incremental)                             (diff, retry)
 //! ```
 //!
 //! The cluster mode and the embedded mode differ only in their source: both feed the same
-//! [`indexes::SourceEvent`]s through the same pipeline.
+//! [`indexes::SourceEvent`]s through the same [`reconciler::Pipeline`].
 
+pub mod endpoints;
 pub mod indexes;
+pub mod instrumented;
 pub mod kind;
+pub mod metrics;
+pub mod reconciler;
+pub mod sources;
 
 pub use kind::SourceKind;

@@ -59,6 +59,10 @@ impl<V: PartialEq + Clone> Keyed<V> {
         self.current.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.current.is_empty()
+    }
+
     /// An object was added or modified (`Apply`).
     pub fn set(&mut self, key: String, new: V) -> Option<Change<V>> {
         match self.current.get(&key) {

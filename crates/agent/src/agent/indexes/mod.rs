@@ -14,7 +14,7 @@ mod policies;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_labels, namespace_name_labels};
-use netpol_api::{Object, ValidationError, Warning};
+use netpol_api::{Object, ObjectRef, ValidationError, Warning};
 use netpol_engine::{Engine, Identity, Labels, PolicyEntry};
 
 pub use keyed::{Change, Keyed};
@@ -118,32 +118,31 @@ impl Indexes {
         let narrowed = match kind {
             SourceKind::Namespace => narrow(source.event, |o| match o {
                 Object::Namespace(ns) => Ok(ns),
-                other => Err(other),
+                other => Err(other.object_ref()),
             })
             .map(|event| Applied::updates(self.apply_namespace(event))),
             SourceKind::Pod => narrow(source.event, |o| match o {
                 Object::Pod(pod) => Ok(pod),
-                other => Err(other),
+                other => Err(other.object_ref()),
             })
             .map(|event| Applied::updates(self.pods.apply(event, &self.namespaces))),
             SourceKind::Node => narrow(source.event, |o| match o {
                 Object::Node(node) => Ok(node),
-                other => Err(other),
+                other => Err(other.object_ref()),
             })
             .map(|event| Applied::updates(self.nodes.apply(event))),
             policy => narrow(source.event, |o| {
                 if SourceKind::of(&o) == policy {
                     Ok(o)
                 } else {
-                    Err(o)
+                    Err(o.object_ref())
                 }
             })
             .map(|event| self.policies.apply(policy, event)),
         };
         narrowed.unwrap_or_else(|stray| Applied {
             mismatched: Some(format!(
-                "{} arrived on the {kind} watch and was ignored",
-                stray.object_ref()
+                "{stray} arrived on the {kind} watch and was ignored"
             )),
             ..Applied::default()
         })
@@ -216,12 +215,12 @@ impl Indexes {
     }
 }
 
-/// Narrows an event of any object to an event of one type; the stray object is returned if it is
-/// of another type.
+/// Narrows an event of any object to an event of one type; a stray object of another type is
+/// named in the error.
 fn narrow<T>(
     event: Event<Object>,
-    pick: impl Fn(Object) -> Result<T, Object>,
-) -> Result<Event<T>, Object> {
+    pick: impl Fn(Object) -> Result<T, ObjectRef>,
+) -> Result<Event<T>, ObjectRef> {
     Ok(match event {
         Event::Apply(o) => Event::Apply(pick(o)?),
         Event::Delete(o) => Event::Delete(pick(o)?),

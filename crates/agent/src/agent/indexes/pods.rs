@@ -103,7 +103,7 @@ impl Pods {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.identities.len() == 0
+        self.identities.is_empty()
     }
 }
 

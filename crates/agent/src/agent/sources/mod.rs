@@ -1,0 +1,3 @@
+//! Where watch events come from: the YAML files of the embedded mode, or the API server.
+
+pub mod files;

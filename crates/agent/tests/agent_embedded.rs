@@ -1,0 +1,345 @@
+//! End to end in embedded mode: files → indexes → engine → compiler → programmer → simulated
+//! HCN. Every check compares the rules the simulator holds with a from-scratch engine over the
+//! same files, flow by flow.
+
+mod agent_support;
+
+use agent_support::*;
+use netpol_engine::Protocol;
+use netpol_hcn::sim::{CallKind, Fault};
+
+#[test]
+fn example_cluster_converges_and_a_restart_makes_no_modify_calls() {
+    let dir = scratch_dir("example-restart");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    let report = agent.sync();
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(agent.pipeline.engine().endpoints().count(), 6);
+    assert_eq!(modified(&sim.calls().take_calls()).len(), 6);
+    assert!(assert_converged(&dir, &sim) > 1000);
+    assert!(agent.pipeline.synced());
+    assert!(agent.pipeline.synced());
+
+    // Nothing changed: another scan and reconcile costs no datapath call at all.
+    let report = agent.sync();
+    assert!(report.complete());
+    assert_eq!(sim.calls().take_calls(), vec![]);
+
+    // A new agent over the same simulator reads every endpoint back and modifies none.
+    drop(agent);
+    let mut restarted = Agent::start(&dir, &sim);
+    let report = restarted.sync();
+    assert!(report.complete(), "{report:?}");
+    let calls = sim.calls().take_calls();
+    assert_eq!(modified(&calls), Vec::<String>::new());
+    assert!(calls.iter().all(|c| c.kind() != CallKind::Modify));
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn a_policy_edit_modifies_only_the_endpoints_it_selects() {
+    let dir = scratch_dir("policy-edit");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    sim.calls().take_calls();
+
+    agent.edit(
+        "policies/networkpolicies.yaml",
+        "{protocol: TCP, port: 1433}",
+        "{protocol: TCP, port: 1434}",
+    );
+    let report = agent.sync();
+    assert_eq!(report.changed_pods, ["shop/db-0"]);
+    assert_eq!(
+        modified(&sim.calls().take_calls()),
+        [agent.endpoint_of("shop/db-0")]
+    );
+    assert_converged(&dir, &sim);
+
+    // A new policy selecting the API only.
+    agent.write(
+        "policies/api-egress.yaml",
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: api-egress, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: api}}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - podSelector: {matchLabels: {app: db}}
+",
+    );
+    agent.sync();
+    assert_eq!(
+        modified(&sim.calls().take_calls()),
+        [agent.endpoint_of("shop/api-1")]
+    );
+    assert_converged(&dir, &sim);
+
+    // Deleting it restores the API's previous rules.
+    agent.remove("policies/api-egress.yaml");
+    agent.sync();
+    assert_eq!(
+        modified(&sim.calls().take_calls()),
+        [agent.endpoint_of("shop/api-1")]
+    );
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn pods_come_change_labels_and_go() {
+    let dir = scratch_dir("pod-churn");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    sim.calls().take_calls();
+
+    let api2 = "apiVersion: v1
+kind: Pod
+metadata: {name: api-2, namespace: shop, labels: {app: api}}
+spec:
+  nodeName: node-1
+  containers:
+  - name: api
+    image: shop/api
+    ports: [{name: http, containerPort: 8080}]
+status: {phase: Running, podIP: 10.244.1.13}
+";
+    agent.write("pods/api-2.yaml", api2);
+    let report = agent.sync();
+    assert!(report.changed_pods.contains(&"shop/api-2".to_owned()));
+    let api2_endpoint = agent.endpoint_of("shop/api-2");
+    // The new API pod gets its rules, and the two pods that admit API pods (the database and the
+    // ledger) learn its address; nothing else is touched.
+    assert_eq!(
+        modified(&sim.calls().take_calls()),
+        sorted([
+            api2_endpoint.clone(),
+            agent.endpoint_of("shop/db-0"),
+            agent.endpoint_of("payments/ledger-0"),
+        ])
+    );
+    assert!(flow_allowed(
+        &agent,
+        sim.calls(),
+        "shop/api-2",
+        "shop/db-0",
+        Protocol::Tcp,
+        1433
+    ));
+    assert_converged(&dir, &sim);
+
+    // Relabelled as a web pod: it now takes web's rules, and the database no longer admits it.
+    agent.edit(
+        "pods/api-2.yaml",
+        "labels: {app: api}",
+        "labels: {app: web}",
+    );
+    agent.sync();
+    let touched = modified(&sim.calls().take_calls());
+    assert!(touched.contains(&api2_endpoint) && touched.contains(&agent.endpoint_of("shop/db-0")));
+    assert!(!flow_allowed(
+        &agent,
+        sim.calls(),
+        "shop/api-2",
+        "shop/db-0",
+        Protocol::Tcp,
+        1433
+    ));
+    assert!(flow_allowed(
+        &agent,
+        sim.calls(),
+        "shop/api-2",
+        "shop/api-1",
+        Protocol::Tcp,
+        8080
+    ));
+    assert_converged(&dir, &sim);
+
+    // Deleted: its endpoint goes with it (the CNI deletes it) and the others forget its address.
+    agent.remove("pods/api-2.yaml");
+    agent.sync();
+    assert!(sim.calls().endpoint(&api2_endpoint).is_none());
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn a_namespace_relabel_reaches_its_pods_rules() {
+    let dir = scratch_dir("namespace-relabel");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    sim.calls().take_calls();
+
+    // While untrusted, the sandbox's toolbox reaches no web pod, though web admits everyone.
+    let toolbox_to_web = |agent: &Agent| {
+        flow_allowed(
+            agent,
+            sim.calls(),
+            "sandbox/toolbox",
+            "shop/web-1",
+            Protocol::Tcp,
+            80,
+        )
+    };
+    assert!(!toolbox_to_web(&agent));
+
+    // Trusted now: the admin policy's Deny no longer matches its pods.
+    agent.edit("cluster.yaml", "untrusted: \"true\"", "trusted: \"true\"");
+    let report = agent.sync();
+    assert!(
+        report.changed_pods.contains(&"shop/web-1".to_owned()),
+        "{report:?}"
+    );
+    assert!(toolbox_to_web(&agent));
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn an_invalid_policy_is_skipped_and_reported_once() {
+    let dir = scratch_dir("invalid-policy");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    agent.write(
+        "policies/broken.yaml",
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: broken, namespace: shop}
+spec:
+  podSelector: {}
+  ingress:
+  - from:
+    - ipBlock: {cidr: 10.0.0.0/33}
+",
+    );
+    agent.sync();
+    assert_converged(&dir, &sim);
+    let text = agent.metrics_text();
+    assert!(
+        text.contains("netpol_policy_rejections_total{kind=\"NetworkPolicy\"} 1"),
+        "{text}"
+    );
+    assert!(text.contains("netpol_policies{kind=\"NetworkPolicy\",validity=\"invalid\"} 1"));
+    assert!(text.contains("netpol_policies{kind=\"NetworkPolicy\",validity=\"valid\"} 4"));
+
+    // Relisting everything (the periodic resync) does not report it again.
+    for event in agent.source.relist().unwrap().events {
+        agent.pipeline.ingest(event);
+    }
+    agent.reconcile();
+    assert!(agent
+        .metrics_text()
+        .contains("netpol_policy_rejections_total{kind=\"NetworkPolicy\"} 1"));
+}
+
+#[test]
+fn datapath_faults_are_retried_until_converged() {
+    let dir = scratch_dir("faults");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    let db = agent.endpoint_of("shop/db-0");
+    sim.calls().take_calls();
+
+    sim.calls().inject(Fault::Fail {
+        kind: CallKind::Modify,
+        endpoint: Some(db.clone()),
+    });
+    agent.edit("policies/networkpolicies.yaml", "port: 1433", "port: 1434");
+    let report = agent.sync();
+    assert_eq!(report.apply.failed(), 1);
+    assert!(!report.complete());
+    let retry = agent.pipeline.next_wakeup().expect("a retry is scheduled");
+
+    // Before the backoff expires the endpoint is left alone.
+    let report = agent.reconcile();
+    assert_eq!(report.apply.failed(), 1);
+    assert_eq!(modified(&sim.calls().take_calls()), [db.clone()]);
+
+    agent.now = retry;
+    let report = agent.reconcile();
+    assert!(report.complete(), "{report:?}");
+    assert_converged(&dir, &sim);
+
+    // A failed listing leaves the agent retrying too.
+    sim.calls().inject(Fault::Fail {
+        kind: CallKind::Enumerate,
+        endpoint: None,
+    });
+    agent.pipeline.request_resync();
+    let report = agent.reconcile();
+    assert!(report.discovery_error.is_some());
+    let report = agent.reconcile();
+    assert!(report.complete());
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn an_hns_restart_is_reprogrammed() {
+    let dir = scratch_dir("hns-restart");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    sim.calls().restart();
+    let report = agent.reconcile();
+    assert_eq!(report.apply.updated(), 6);
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn changes_made_while_the_agent_was_down_are_repaired_at_start() {
+    let dir = scratch_dir("offline-changes");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    agent.sync();
+    let db = agent.endpoint_of("shop/db-0");
+    drop(agent);
+
+    // While down: the database's policy is deleted, and a stray endpoint keeps netpol rules that
+    // no pod claims any more.
+    let stray_rules = sim.calls().endpoint(&db).unwrap().policies;
+    sim.calls().add_endpoint(
+        netpol_hcn::EndpointInfo {
+            id: "stray".into(),
+            name: "stray".into(),
+            addresses: vec![ip("10.244.1.99")],
+        },
+        stray_rules,
+    );
+    let file = dir.join("policies/networkpolicies.yaml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let kept: Vec<&str> = text
+        .split("\n---\n")
+        .filter(|doc| !doc.contains("  name: db\n"))
+        .collect();
+    assert_eq!(kept.len(), 3);
+    std::fs::write(&file, kept.join("\n---\n")).unwrap();
+    sim.calls().take_calls();
+
+    let mut agent = Agent::start(&dir, &sim);
+    let report = agent.sync();
+    assert!(report.complete());
+    assert_eq!(
+        modified(&sim.calls().take_calls()),
+        sorted([db, "stray".to_owned()])
+    );
+    assert!(sim.calls().endpoint("stray").unwrap().policies.is_empty());
+    assert_converged(&dir, &sim);
+}
+
+fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
+    items.sort();
+    items.to_vec()
+}

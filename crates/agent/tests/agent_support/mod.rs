@@ -1,0 +1,305 @@
+//! Shared harness of the agent's end-to-end tests: an embedded-mode pipeline over files in a
+//! scratch directory, programming an HCN simulator, driven step by step (no clocks, no threads).
+
+#![allow(dead_code)] // each test binary uses a different part of the harness
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use netpol_agent::agent::endpoints::SimulatedCni;
+use netpol_agent::agent::indexes::Indexes;
+use netpol_agent::agent::instrumented::Instrumented;
+use netpol_agent::agent::metrics::Metrics;
+use netpol_agent::agent::reconciler::{Pipeline, ReconcileReport};
+use netpol_agent::agent::sources::files::{FileSource, Scan};
+use netpol_engine::flow::DirectionOracle;
+use netpol_engine::{Direction, Engine, EngineConfig, Protocol};
+use netpol_hcn::oracle::{packet, representatives};
+use netpol_hcn::programmer::Backoff;
+use netpol_hcn::schema::AclAction;
+use netpol_hcn::sim::{Call, HcnSim};
+use netpol_hcn::{Datapath, HcnDatapath};
+use prometheus_client::registry::Registry;
+
+pub const NODE: &str = "node-1";
+
+/// The flows every convergence check probes, in both directions.
+pub const PROBES: [(Protocol, u16); 10] = [
+    (Protocol::Tcp, 22),
+    (Protocol::Tcp, 80),
+    (Protocol::Tcp, 443),
+    (Protocol::Tcp, 1433),
+    (Protocol::Tcp, 8080),
+    (Protocol::Tcp, 8443),
+    (Protocol::Tcp, 9100),
+    (Protocol::Udp, 53),
+    (Protocol::Udp, 80),
+    (Protocol::Sctp, 80),
+];
+
+/// A fresh scratch directory for one test.
+pub fn scratch_dir(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("agent")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Copies the bundled example cluster into `dir`.
+pub fn copy_example_cluster(dir: &Path) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster");
+    copy_tree(&example, dir);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// One agent: a file source and a pipeline over a shared simulator.
+pub struct Agent {
+    pub dir: PathBuf,
+    pub source: FileSource,
+    pub pipeline: Pipeline,
+    pub metrics: Metrics,
+    pub registry: Registry,
+    pub now: Instant,
+}
+
+pub fn backoff() -> Backoff {
+    Backoff {
+        initial: Duration::from_secs(1),
+        max: Duration::from_secs(8),
+    }
+}
+
+impl Agent {
+    /// Starts an agent over `dir`, programming `sim` (a restart when `sim` was used before).
+    pub fn start(dir: &Path, sim: &Arc<HcnDatapath<HcnSim>>) -> Agent {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        let raw: Arc<dyn Datapath> = sim.clone();
+        let datapath = Arc::new(Instrumented::new(raw, metrics.clone()));
+        let pipeline = Pipeline::new(
+            NODE,
+            datapath,
+            Box::new(SimulatedCni::new(sim.clone())),
+            backoff(),
+            metrics.clone(),
+        );
+        Agent {
+            dir: dir.to_owned(),
+            source: FileSource::new(dir),
+            pipeline,
+            metrics,
+            registry,
+            now: Instant::now(),
+        }
+    }
+
+    /// Reads what changed in the files and feeds it to the pipeline, without reconciling.
+    pub fn scan(&mut self) -> Scan {
+        let mut scan = self.source.scan().unwrap();
+        for event in std::mem::take(&mut scan.events) {
+            self.pipeline.ingest(event);
+        }
+        scan
+    }
+
+    /// Scans and reconciles once.
+    pub fn sync(&mut self) -> ReconcileReport {
+        self.scan();
+        self.reconcile()
+    }
+
+    pub fn reconcile(&mut self) -> ReconcileReport {
+        self.pipeline
+            .reconcile(self.now)
+            .expect("every kind is listed")
+    }
+
+    /// Moves the agent's notion of time forward (for retries).
+    pub fn advance(&mut self, by: Duration) {
+        self.now += by;
+    }
+
+    pub fn write(&self, file: &str, text: &str) {
+        let path = self.dir.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.join(file)).unwrap();
+    }
+
+    /// Replaces `from` by `to` in `file`, which must contain it.
+    pub fn edit(&self, file: &str, from: &str, to: &str) {
+        let path = self.dir.join(file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{file} does not contain {from:?}");
+        std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+    }
+
+    /// The HCN endpoint holding `pod`'s address.
+    pub fn endpoint_of(&self, pod: &str) -> String {
+        self.pipeline
+            .endpoints()
+            .iter()
+            .find(|(_, owner)| owner.as_deref() == Some(pod))
+            .map(|(e, _)| e.id.clone())
+            .unwrap_or_else(|| panic!("no endpoint for {pod}"))
+    }
+
+    pub fn metrics_text(&self) -> String {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
+        text
+    }
+}
+
+pub fn new_sim() -> Arc<HcnDatapath<HcnSim>> {
+    Arc::new(HcnDatapath::new(HcnSim::new()))
+}
+
+/// The endpoints that received a modify call.
+pub fn modified(calls: &[Call]) -> Vec<String> {
+    let mut endpoints: Vec<String> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Modify { endpoint, .. } => Some(endpoint.clone()),
+            _ => None,
+        })
+        .collect();
+    endpoints.sort();
+    endpoints.dedup();
+    endpoints
+}
+
+/// An engine built from scratch from the files in `dir`: what a fresh agent would compute.
+pub fn fresh_engine(dir: &Path) -> Engine {
+    let mut source = FileSource::new(dir);
+    let mut indexes = Indexes::new();
+    let mut engine = Engine::new(EngineConfig {
+        local_node: Some(NODE.to_owned()),
+        ..EngineConfig::default()
+    });
+    for event in source.scan().unwrap().events {
+        for update in indexes.apply(event).updates {
+            update.stage(&mut engine);
+        }
+    }
+    engine.commit();
+    engine
+}
+
+/// Checks that the rules in the simulator decide every probed flow of every local endpoint as a
+/// from-scratch engine over the current files does, and that the simulator holds an endpoint
+/// for exactly the local pods. Returns the number of flows checked. Clears the simulator's call
+/// log (its own listing is logged there).
+pub fn assert_converged(dir: &Path, sim: &HcnDatapath<HcnSim>) -> usize {
+    let engine = fresh_engine(dir);
+    let store = engine.identities();
+    let addresses = representatives(store);
+    let listing = sim.list_endpoints().unwrap();
+    let mut checked = 0;
+    let mut local_pods = 0;
+    for (key, _) in engine.endpoints() {
+        local_pods += 1;
+        let (_, ids) = engine.endpoint_pod(key).unwrap();
+        for &local in ids {
+            let local_address = store.get(local).unwrap().prefix.addr();
+            let endpoint = listing
+                .iter()
+                .find(|e| e.addresses.contains(&local_address))
+                .unwrap_or_else(|| panic!("no simulated endpoint holds {key}'s {local_address}"));
+            for (remote, identity) in store.iter() {
+                let Some(address) = addresses
+                    .get(&remote)
+                    .copied()
+                    .or_else(|| (!identity.is_world()).then(|| identity.prefix.addr()))
+                else {
+                    continue;
+                };
+                if address.is_ipv4() != local_address.is_ipv4() || address == local_address {
+                    continue;
+                }
+                for direction in Direction::BOTH {
+                    for (protocol, port) in PROBES {
+                        let want =
+                            engine.decide_direction(local, direction, remote, protocol, port);
+                        let got = sim
+                            .calls()
+                            .evaluate(&endpoint.id, &packet(direction, address, protocol, port))
+                            .unwrap();
+                        assert_eq!(
+                            got.action == AclAction::Allow,
+                            want.allowed(),
+                            "{key} {direction} {identity} ({address}) {protocol:?}/{port}: \
+                             HCN rule {:?} disagrees with the engine ({})",
+                            got.rule,
+                            want.reason
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    let managed = listing
+        .iter()
+        .filter(|e| e.id.starts_with("sim-ep-"))
+        .count();
+    assert_eq!(managed, local_pods, "one simulated endpoint per local pod");
+    sim.calls().take_calls();
+    checked
+}
+
+/// Whether the programmed rules let `from` reach `to` (both local pods): `from`'s egress and
+/// `to`'s ingress, evaluated by the simulator.
+pub fn flow_allowed(
+    agent: &Agent,
+    sim: &HcnSim,
+    from: &str,
+    to: &str,
+    protocol: Protocol,
+    port: u16,
+) -> bool {
+    let address = |pod: &str| {
+        let (_, ids) = agent.pipeline.engine().endpoint_pod(pod).unwrap();
+        agent
+            .pipeline
+            .engine()
+            .identities()
+            .get(ids[0])
+            .unwrap()
+            .prefix
+            .addr()
+    };
+    let allows = |endpoint: &str, direction, remote| {
+        sim.evaluate(
+            &agent.endpoint_of(endpoint),
+            &packet(direction, remote, protocol, port),
+        )
+        .unwrap()
+        .action
+            == AclAction::Allow
+    };
+    allows(from, Direction::Egress, address(to)) && allows(to, Direction::Ingress, address(from))
+}
+
+pub fn ip(text: &str) -> IpAddr {
+    text.parse().unwrap()
+}
