@@ -56,11 +56,10 @@ impl FromStr for Endpoint {
 /// Kubernetes object names are DNS subdomains; this only rules out what cannot be one, so that a
 /// CIDR or a stray path is reported instead of looked up as a pod.
 fn is_object_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.'))
-        && !s.starts_with(['-', '.'])
-        && !(s.contains('.') && s.chars().all(|c| c.is_ascii_digit() || c == '.'))
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.');
+    let looks_like_an_address =
+        s.contains('.') && s.chars().all(|c| c.is_ascii_digit() || c == '.');
+    !s.is_empty() && s.chars().all(allowed) && !s.starts_with(['-', '.']) && !looks_like_an_address
 }
 
 impl fmt::Display for Endpoint {
