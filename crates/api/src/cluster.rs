@@ -1,8 +1,7 @@
 //! Pods, namespaces and nodes into engine identities.
 //!
-//! [`crate::Object::from_value`] checks the fields used here (addresses, container ports) with
-//! [`check_pod`] and [`check_node`], so these functions can skip what they cannot use without
-//! reporting it again.
+//! [`crate::Object::from_value`] checks the fields used here (addresses, container ports), so
+//! these functions can skip what they cannot use without reporting it again.
 
 use std::net::IpAddr;
 

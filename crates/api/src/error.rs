@@ -2,7 +2,7 @@
 //!
 //! Validation happens in two layers. Pure helpers (selectors, CIDRs, ports) know only the field
 //! path they were handed and return a [`FieldError`]; the translator of one object gathers those
-//! into a [`Diagnostics`] list and finally attaches its [`ObjectRef`], giving [`Diagnostic`]s that
+//! into a `Diagnostics` list and finally attaches its [`ObjectRef`], giving [`Diagnostic`]s that
 //! read like `NetworkPolicy x/foo: spec.ingress[0].ports[1].endPort: endPort 70 is below port 80`.
 
 use std::fmt;

@@ -8,7 +8,7 @@
 //!    is reported and the others still load. YAML is read with 1.2 booleans, so `{ns: y}` is the
 //!    string `y`. A namespaced object without a namespace goes to `default`, as with
 //!    `kubectl apply`.
-//! 2. [`translate`] turns one policy object into entries, warnings and errors. An object with any
+//! 2. [`translate()`] turns one policy object into entries, warnings and errors. An object with any
 //!    error gives no entries at all; the caller reports it and keeps the others.
 //! 3. [`cluster`] turns pods, nodes and namespaces into engine identities.
 //!

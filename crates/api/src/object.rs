@@ -133,7 +133,7 @@ impl Object {
         };
         let object = ObjectRef {
             kind: kind.clone(),
-            namespace: namespace.clone(),
+            namespace,
             name: name.clone(),
         };
         let fail = |field: &str, message: String| ValidationError {
@@ -165,10 +165,20 @@ impl Object {
             ));
         }
         if name.is_empty() {
-            return Err(fail("metadata.name", "required".into()));
+            let given = metadata
+                .and_then(|m| m.get("name"))
+                .filter(|v| !v.is_null());
+            let message = match given {
+                Some(v) => format!("must be a non-empty string, found {}", json_type(v)),
+                None => "required".to_owned(),
+            };
+            return Err(fail("metadata.name", message));
         }
-        if let (Some(ns), Some(Value::Object(meta))) = (namespace, map.get_mut("metadata")) {
-            meta.insert("namespace".into(), Value::String(ns));
+        if info.namespaced {
+            apply_namespace_default(map);
+        }
+        if info.kind == "Pod" {
+            default_pod_containers(map);
         }
 
         let object = (info.read)(value, &object)?;
@@ -238,6 +248,29 @@ impl Object {
             _ => Ok(()),
         };
         checked.map_err(|e| e.in_object(&self.object_ref()))
+    }
+}
+
+/// Puts a namespaced object without a namespace into `default`. A namespace of the wrong type is
+/// left for deserialization to report.
+fn apply_namespace_default(object: &mut serde_json::Map<String, Value>) {
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if let Value::Object(meta) = metadata {
+        if meta.get("namespace").is_none_or(Value::is_null) {
+            meta.insert("namespace".into(), DEFAULT_NAMESPACE.into());
+        }
+    }
+}
+
+/// Scenario authors often describe a pod by its labels, node and address only. The API server
+/// would insist on `spec.containers`, but nothing netpol computes depends on it, so its absence
+/// reads as no containers.
+fn default_pod_containers(object: &mut serde_json::Map<String, Value>) {
+    if let Some(Value::Object(spec)) = object.get_mut("spec") {
+        spec.entry("containers")
+            .or_insert_with(|| Value::Array(Vec::new()));
     }
 }
 
@@ -404,6 +437,21 @@ spec: {podSelector: {}}
     }
 
     #[test]
+    fn pods_may_omit_containers() {
+        let object = Object::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "x", "labels": {"app": "web"}},
+            "spec": {"nodeName": "node-1"},
+            "status": {"podIP": "10.1.0.5"}
+        }))
+        .unwrap();
+        let Object::Pod(pod) = object else {
+            panic!("not a pod")
+        };
+        assert!(pod.spec.unwrap().containers.is_empty());
+    }
+
+    #[test]
     fn unknown_kind_names_kind_and_name() {
         let err = Object::from_value(json!({
             "apiVersion": "v1",
@@ -432,6 +480,17 @@ spec: {podSelector: {}}
         assert_eq!(err.field, "kind");
         let err = Object::from_value(json!({"apiVersion": "v1", "kind": "Namespace"})).unwrap_err();
         assert_eq!(err.field, "metadata.name");
+        let err = Object::from_value(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": 7}}),
+        )
+        .unwrap_err();
+        assert_eq!(err.field, "metadata.name");
+        assert!(err.message.contains("found a number"), "{err}");
+        let err = Object::from_value(json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": 7}
+        }))
+        .unwrap_err();
+        assert_eq!(err.field, "metadata.namespace");
         let err = Object::from_value(json!("just a string")).unwrap_err();
         assert!(err.message.contains("found a string"));
     }

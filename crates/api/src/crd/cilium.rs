@@ -1,7 +1,8 @@
 //! CiliumNetworkPolicy and CiliumClusterwideNetworkPolicy (cilium.io/v2).
 //!
 //! Both carry their rules at the root of the object, in `spec` and/or `specs`, rather than in a
-//! single spec; `#[kube(no_spec)]` flattens [`CiliumPolicyRules`] onto the root for that.
+//! single spec; `#[kube(no_spec)]` flattens [`CiliumNetworkPolicyRules`] and
+//! [`CiliumClusterwideNetworkPolicyRules`] onto the root for that.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::CustomResource;

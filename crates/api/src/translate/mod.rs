@@ -1,7 +1,7 @@
 //! Translation of policy objects into the engine's flat [`PolicyEntry`] list.
 //!
 //! Each API has its own module. They share the validators in `ports` and `cidr` and report every
-//! problem through [`Diagnostics`], so that all errors of an object are reported at once, each
+//! problem through a `Diagnostics` list, so that all errors of an object are reported at once, each
 //! naming its field.
 
 mod admin;
