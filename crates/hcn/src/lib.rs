@@ -9,6 +9,10 @@
 //! - [`programmer`]: diffs desired rules against the rules read back and updates only the
 //!   endpoints that changed, with per-endpoint retry and backoff.
 //! - [`oracle`]: decides flows through the simulator, for `netpol check --datapath hcn-sim`.
+//! - [`client`]: the HCN client logic above the raw calls, shared by the simulator and the
+//!   Windows FFI (`windows`, on Windows only), so everything but the FFI is tested here.
+//!
+//! Every [`Datapath`] call blocks: the agent runs them with `tokio::task::spawn_blocking`.
 
 pub mod client;
 pub mod compile;

@@ -11,9 +11,9 @@
 //! - Equal priorities with different actions have undefined order in HCN. The simulator refuses
 //!   a policy list where two overlapping rules of different actions share a priority.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::client::{HcnCalls, RawError};
 use crate::datapath::{EndpointInfo, ResyncSignal};
@@ -106,8 +106,26 @@ pub struct Evaluation {
 #[derive(Debug, Default)]
 struct State {
     endpoints: BTreeMap<String, SimEndpoint>,
+    /// Parsed and sorted ACLs per endpoint, filled on first evaluation and dropped whenever the
+    /// endpoint's policies change.
+    parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
     calls: Vec<Call>,
     faults: Vec<Fault>,
+}
+
+impl State {
+    fn rules(&mut self, endpoint: &str) -> Result<Arc<Vec<AclMatcher>>, RawError> {
+        if let Some(rules) = self.parsed.get(endpoint) {
+            return Ok(rules.clone());
+        }
+        let ep = self.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
+        // Lists are validated on the way in, but an endpoint created with policies skips that.
+        let rules = Arc::new(parse_acls(&ep.policies).map_err(|e| RawError::Failed {
+            message: e.to_string(),
+        })?);
+        self.parsed.insert(endpoint.to_string(), rules.clone());
+        Ok(rules)
+    }
 }
 
 /// The simulator.
@@ -147,13 +165,17 @@ impl HcnSim {
 
     /// Creates an endpoint (as the CNI plugin would), with `policies` already on it.
     pub fn add_endpoint(&self, info: EndpointInfo, policies: Vec<EndpointPolicy>) {
-        self.lock()
+        let mut state = self.lock();
+        state.parsed.remove(&info.id);
+        state
             .endpoints
             .insert(info.id.clone(), SimEndpoint { info, policies });
     }
 
     pub fn remove_endpoint(&self, id: &str) -> Option<SimEndpoint> {
-        self.lock().endpoints.remove(id)
+        let mut state = self.lock();
+        state.parsed.remove(id);
+        state.endpoints.remove(id)
     }
 
     pub fn endpoint(&self, id: &str) -> Option<SimEndpoint> {
@@ -166,8 +188,12 @@ impl HcnSim {
 
     /// An HNS restart: every policy is dropped and clients are told to resync.
     pub fn restart(&self) {
-        for endpoint in self.lock().endpoints.values_mut() {
-            endpoint.policies.clear();
+        {
+            let mut state = self.lock();
+            state.parsed.clear();
+            for endpoint in state.endpoints.values_mut() {
+                endpoint.policies.clear();
+            }
         }
         self.resync.raise();
     }
@@ -184,31 +210,25 @@ impl HcnSim {
 
     /// Evaluates `packet` on an endpoint with HCN semantics.
     pub fn evaluate(&self, endpoint: &str, packet: &Packet) -> Result<Evaluation, RawError> {
-        let state = self.lock();
-        let ep = state.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
-        // Lists are validated on the way in, but an endpoint created with policies skips that.
-        let rules = parse_acls(&ep.policies).map_err(|e| RawError::Failed {
-            message: e.to_string(),
-        })?;
+        let mut state = self.lock();
+        let rules = state.rules(endpoint)?;
+        let local = &state.endpoints[endpoint].info.addresses;
         if rules.is_empty() {
             return Ok(Evaluation {
                 action: AclAction::Allow,
                 rule: None,
             });
         }
-        Ok(rules
-            .iter()
-            .find(|r| r.matches(packet, &ep.info.addresses))
-            .map_or(
-                Evaluation {
-                    action: AclAction::Block,
-                    rule: None,
-                },
-                |r| Evaluation {
-                    action: r.action,
-                    rule: Some((r.id.clone(), r.priority)),
-                },
-            ))
+        Ok(rules.iter().find(|r| r.matches(packet, local)).map_or(
+            Evaluation {
+                action: AclAction::Block,
+                rule: None,
+            },
+            |r| Evaluation {
+                action: r.action,
+                rule: Some((r.id.clone(), r.priority)),
+            },
+        ))
     }
 
     /// Checks a fault matching the call, consuming it.
@@ -343,6 +363,7 @@ impl HcnCalls for HcnSim {
         match HcnSim::take_fault(&mut state, CallKind::Modify, Some(endpoint)) {
             Some(Fault::VanishDuringModify { .. }) => {
                 state.endpoints.remove(endpoint);
+                state.parsed.remove(endpoint);
                 return Err(RawError::NotFound);
             }
             Some(Fault::Fail { .. }) => return Err(HcnSim::injected(CallKind::Modify)),
@@ -358,6 +379,7 @@ impl HcnCalls for HcnSim {
             .ok_or(RawError::NotFound)?;
         ep.policies = apply_request(&ep.policies, &request)
             .map_err(|message| RawError::Failed { message })?;
+        state.parsed.remove(endpoint);
         Ok(())
     }
 

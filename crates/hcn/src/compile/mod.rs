@@ -13,7 +13,7 @@
 //! - **Addresses.** Identities become their prefixes: pod and node addresses, world CIDRs. Where a
 //!   CIDR's rule would also catch an identity nested inside it with a different decision (an
 //!   `except` hole, a pod inside a Cilium `toCIDR`), the nested identity gets its own complete
-//!   list ahead of the CIDR's rules (see [`nesting`]). IPv4 and IPv6 addresses go in separate
+//!   list ahead of the CIDR's rules (see the `nesting` module). IPv4 and IPv6 addresses go in separate
 //!   rules, at most [`MAX_ADDRESSES_PER_RULE`] per rule.
 //! - **Ports** are merged back from prefixes into single ports and `a-b` ranges. Protocols are
 //!   numbers, `256` for any.

@@ -223,9 +223,11 @@ pub(crate) fn place(
 
     let mut analysis = Analysis::new(entries);
     let mut exceptions: Vec<Node> = Vec::new();
+    // Only world identities can enclose others, so only their lists can catch other addresses.
+    let mut enclosing_exceptions: Vec<Node> = Vec::new();
     let mut shadowed: BTreeSet<IdentityId> = BTreeSet::new();
     for node in &nested {
-        let provider = exceptions
+        let provider = enclosing_exceptions
             .iter()
             .filter(|k| node.nested_in(k))
             .max_by_key(|k| k.depth())
@@ -248,6 +250,9 @@ pub(crate) fn place(
         };
         if needs_list {
             exceptions.push(*node);
+            if !node.host {
+                enclosing_exceptions.push(*node);
+            }
         }
     }
     let exception_ids: BTreeSet<IdentityId> = exceptions.iter().map(|n| n.id).collect();
