@@ -5,48 +5,11 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
+use netpol_engine::synthetic::{cidr_workload, ClusterSize, SyntheticCluster};
 use netpol_engine::*;
 
 fn allow_all_egress_subject() -> PodSelector {
     PodSelector::in_namespace("ns-0", LabelSelector::from_labels([("app", "app-0")]))
-}
-
-/// 1000 egress allows over CIDRs with prefix lengths cycling /8,/16,/24,/28,/32 on TCP
-/// 80+i%97, and the same again as denies.
-fn cidr_workload() -> Vec<PolicyEntry> {
-    let lens = [8u8, 16, 24, 28, 32];
-    let mut entries = Vec::new();
-    for verdict in [Verdict::Allow, Verdict::Deny] {
-        for i in 0..1000u32 {
-            let len = lens[i as usize % lens.len()];
-            let addr =
-                std::net::Ipv4Addr::from(0x0b00_0000u32.wrapping_add(i.wrapping_mul(0x0101_0711)));
-            let net = ipnet::IpNet::new(addr.into(), len).unwrap().trunc();
-            entries.push(PolicyEntry {
-                tier: Tier::Normal,
-                priority: Priority::unordered(),
-                verdict,
-                subject: allow_all_egress_subject(),
-                direction: Direction::Egress,
-                peers: vec![Peer::Cidr(CidrSelector {
-                    net,
-                    except: vec![],
-                    scope: AddressScope::Any,
-                })],
-                ports: vec![PortRule::single(Protocol::Tcp, 80 + (i % 97) as u16)],
-                default_deny: true,
-                auth: None,
-                provenance: Provenance {
-                    kind: "Bench".into(),
-                    namespace: None,
-                    name: format!("cidr-{i}"),
-                    rule: String::new(),
-                },
-            });
-        }
-    }
-    entries
 }
 
 fn bench_cidr_workload(c: &mut Criterion) {
@@ -57,7 +20,7 @@ fn bench_cidr_workload(c: &mut Criterion) {
         policies: 0,
     });
     let (key, pod) = cluster.pod(0);
-    let entries = cidr_workload();
+    let entries = cidr_workload(&allow_all_egress_subject());
     let mut probe = Engine::new(EngineConfig::default());
     probe.set_pod(key.clone(), vec![pod.clone()]);
     probe.set_policy("cidr", entries.clone());
@@ -139,18 +102,7 @@ fn bench_identity_churn(c: &mut Criterion) {
         local_node: Some(cluster.node_name(0)),
         allow_node_probes: true,
     });
-    for i in 0..size.nodes {
-        let (name, id) = cluster.node(i);
-        engine.set_node(name, vec![id]);
-    }
-    for i in 0..size.pods {
-        let (key, id) = cluster.pod(i);
-        engine.set_pod(key, vec![id]);
-    }
-    for i in 0..size.policies {
-        let (key, entries) = cluster.policy(i);
-        engine.set_policy(key, entries);
-    }
+    cluster.stage_into(&mut engine);
     engine.commit();
     let entries: usize = engine.endpoints().map(|(_, m)| m.len()).sum();
     eprintln!(

@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::engine::Engine;
 use crate::entry::{Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
 use crate::identity::{Identity, NodeInfo, PodInfo};
 use crate::labels::{LabelSelector, Labels, NAMESPACE_NAME_LABEL};
@@ -27,6 +28,22 @@ pub const APPS: usize = 50;
 impl SyntheticCluster {
     pub fn new(size: ClusterSize) -> Self {
         SyntheticCluster { size }
+    }
+
+    /// Stages every node, pod and policy of the cluster into `engine` (the caller commits).
+    pub fn stage_into(&self, engine: &mut Engine) {
+        for i in 0..self.size.nodes {
+            let (name, id) = self.node(i);
+            engine.set_node(name, vec![id]);
+        }
+        for i in 0..self.size.pods {
+            let (key, id) = self.pod(i);
+            engine.set_pod(key, vec![id]);
+        }
+        for i in 0..self.size.policies {
+            let (key, entries) = self.policy(i);
+            engine.set_policy(key, entries);
+        }
     }
 
     pub fn namespace_labels(&self, ns: usize) -> Labels {
@@ -176,4 +193,42 @@ impl SyntheticCluster {
         };
         (format!("policy-{i}"), entries)
     }
+}
+
+/// Cilium's CIDR benchmark workload: 1000 egress allows over CIDRs whose prefix lengths cycle
+/// /8, /16, /24, /28, /32, on TCP port 80+i%97, and the same again as denies, all for `subject`.
+pub fn cidr_workload(subject: &PodSelector) -> Vec<PolicyEntry> {
+    let lens = [8u8, 16, 24, 28, 32];
+    let mut entries = Vec::new();
+    for verdict in [Verdict::Allow, Verdict::Deny] {
+        for i in 0..1000u32 {
+            let len = lens[i as usize % lens.len()];
+            let addr = Ipv4Addr::from(0x0b00_0000u32.wrapping_add(i.wrapping_mul(0x0101_0711)));
+            let net = ipnet::IpNet::new(addr.into(), len)
+                .expect("valid length")
+                .trunc();
+            entries.push(PolicyEntry {
+                tier: Tier::Normal,
+                priority: Priority::unordered(),
+                verdict,
+                subject: subject.clone(),
+                direction: Direction::Egress,
+                peers: vec![Peer::Cidr(CidrSelector {
+                    net,
+                    except: vec![],
+                    scope: AddressScope::Any,
+                })],
+                ports: vec![PortRule::single(Protocol::Tcp, 80 + (i % 97) as u16)],
+                default_deny: true,
+                auth: None,
+                provenance: Provenance {
+                    kind: "Bench".into(),
+                    namespace: None,
+                    name: format!("cidr-{i}"),
+                    rule: String::new(),
+                },
+            });
+        }
+    }
+    entries
 }
