@@ -159,7 +159,7 @@ fn malformed_acls_are_refused_naming_the_field() {
 fn add_and_remove_requests_edit_the_list() {
     let a = acl("a", 10, AclAction::Allow, "6", "", "80");
     let b = acl("b", 11, AclAction::Allow, "6", "", "81");
-    let sim = sim_with(&[a.clone()]);
+    let sim = sim_with(std::slice::from_ref(&a));
     let mut add = ModifyEndpointRequest::update(vec![EndpointPolicy::acl(&b)]);
     add.request_type = RequestType::Add;
     sim.modify_endpoint("ep", &serde_json::to_string(&add).unwrap())
