@@ -55,7 +55,14 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         for warning in &scenario.warnings {
             writeln!(err, "warning: {warning}")?;
         }
-        let oracle = engine::oracle(args.engine.engine, &scenario.cluster);
+        let oracle = match engine::oracle(args.engine, &scenario.cluster) {
+            Ok(oracle) => oracle,
+            Err(e) => {
+                writeln!(err, "error: {}: {e}", file.display())?;
+                tally.invalid += 1;
+                continue;
+            }
+        };
         tally.scenarios += 1;
         for flow in &scenario.flows {
             tally.flows += 1;

@@ -1,10 +1,13 @@
-//! The one place that chooses which engine decides flows. Every command that decides flows takes
-//! `--engine` and asks [`oracle`] for a [`DirectionOracle`] over a scenario's cluster, so a new
-//! engine or datapath simulator is a new variant here and nothing else.
+//! The one place that chooses what decides flows. Every command that decides flows takes
+//! `--engine` (and `--datapath`) and asks [`oracle`] for a [`DirectionOracle`] over a scenario's
+//! cluster, so a new engine or datapath simulator is a new variant here and nothing else.
+
+use std::collections::HashMap;
 
 use netpol_engine::flow::{DirectionOracle, ReferenceOracle};
 use netpol_engine::reference::Decision;
 use netpol_engine::{Direction, Engine, EngineConfig, IdentityId, Protocol};
+use netpol_hcn::oracle::{SimOracle, SimOracleError};
 
 use crate::scenario::Cluster;
 
@@ -17,59 +20,102 @@ pub enum EngineKind {
     Reference,
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatapathKind {
+    /// Compile each pod's MapState to HCN ACLs and evaluate them in the HCN simulator.
+    HcnSim,
+}
+
 #[derive(Clone, Copy, Debug, clap::Args)]
 pub struct EngineArgs {
     /// Which engine decides the flows.
     #[arg(long, value_enum, default_value_t)]
     pub engine: EngineKind,
+    /// Decide flows on a simulated datapath programmed from the MapState engine, instead of
+    /// asking the engine directly.
+    #[arg(long, value_enum)]
+    pub datapath: Option<DatapathKind>,
 }
 
-/// A decider for flows of `cluster`, by the engine the user chose. Identity ids are those of
+/// Why no decider could be built for a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    #[error("--datapath needs --engine mapstate: a datapath is programmed from MapStates")]
+    DatapathNeedsMapState,
+    #[error("the HCN simulator could not be programmed: {0}")]
+    Simulator(#[from] SimOracleError),
+    #[error("the engine lacks the identity of {0}")]
+    MissingIdentity(String),
+}
+
+/// A decider for flows of `cluster`, as the user chose. Identity ids are those of
 /// `cluster.store()`.
-pub fn oracle(kind: EngineKind, cluster: &Cluster) -> Box<dyn DirectionOracle + '_> {
-    match kind {
-        EngineKind::Reference => Box::new(ReferenceOracle {
+pub fn oracle(
+    args: EngineArgs,
+    cluster: &Cluster,
+) -> Result<Box<dyn DirectionOracle + '_>, OracleError> {
+    match (args.engine, args.datapath) {
+        (EngineKind::Reference, None) => Ok(Box::new(ReferenceOracle {
             entries: cluster.entries(),
             store: cluster.store(),
-        }),
-        EngineKind::Mapstate => Box::new(MapStateOracle::new(cluster)),
-    }
-}
-
-/// The MapState engine loaded with a whole scenario, every pod a local endpoint. The engine keeps
-/// its own identity store, so ids are mapped through the identities they stand for.
-struct MapStateOracle<'a> {
-    cluster: &'a Cluster,
-    engine: Engine,
-}
-
-impl<'a> MapStateOracle<'a> {
-    fn new(cluster: &'a Cluster) -> Self {
-        let mut engine = Engine::new(EngineConfig {
-            local_node: None,
-            allow_node_probes: true,
-        });
-        engine.set_policy("scenario", cluster.policy_entries().to_vec());
-        for (pod, identities) in cluster.pods() {
-            engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());
+        })),
+        (EngineKind::Reference, Some(_)) => Err(OracleError::DatapathNeedsMapState),
+        (EngineKind::Mapstate, datapath) => {
+            let engine = load_engine(cluster);
+            let ids = engine_ids(cluster, &engine)?;
+            Ok(match datapath {
+                None => Box::new(Remapped { ids, inner: engine }),
+                Some(DatapathKind::HcnSim) => Box::new(Remapped {
+                    ids,
+                    inner: SimOracle::from_engine(&engine)?,
+                }),
+            })
         }
-        for (node, identities) in cluster.nodes() {
-            engine.set_node(node, identities.into_iter().cloned().collect());
-        }
-        engine.commit();
-        MapStateOracle { cluster, engine }
-    }
-
-    fn engine_id(&self, id: IdentityId) -> IdentityId {
-        self.cluster
-            .store()
-            .get(id)
-            .and_then(|identity| self.engine.identities().id_of(identity))
-            .expect("the engine holds every identity of the cluster it was loaded with")
     }
 }
 
-impl DirectionOracle for MapStateOracle<'_> {
+/// The MapState engine loaded with a whole scenario, every pod a local endpoint.
+fn load_engine(cluster: &Cluster) -> Engine {
+    let mut engine = Engine::new(EngineConfig {
+        local_node: None,
+        allow_node_probes: true,
+    });
+    engine.set_policy("scenario", cluster.policy_entries().to_vec());
+    for (pod, identities) in cluster.pods() {
+        engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());
+    }
+    for (node, identities) in cluster.nodes() {
+        engine.set_node(node, identities.into_iter().cloned().collect());
+    }
+    engine.commit();
+    engine
+}
+
+/// The engine keeps its own identity store: each cluster identity's id there.
+fn engine_ids(
+    cluster: &Cluster,
+    engine: &Engine,
+) -> Result<HashMap<IdentityId, IdentityId>, OracleError> {
+    cluster
+        .store()
+        .iter()
+        .map(|(id, identity)| {
+            let theirs = engine
+                .identities()
+                .id_of(identity)
+                .ok_or_else(|| OracleError::MissingIdentity(identity.to_string()))?;
+            Ok((id, theirs))
+        })
+        .collect()
+}
+
+/// An oracle over another identity numbering, asked in the cluster's.
+struct Remapped<O> {
+    ids: HashMap<IdentityId, IdentityId>,
+    inner: O,
+}
+
+impl<O: DirectionOracle> DirectionOracle for Remapped<O> {
     fn decide_direction(
         &self,
         endpoint: IdentityId,
@@ -78,10 +124,11 @@ impl DirectionOracle for MapStateOracle<'_> {
         protocol: Protocol,
         port: u16,
     ) -> Decision {
-        self.engine.decide_direction(
-            self.engine_id(endpoint),
+        // Every id of the cluster was mapped when the oracle was built.
+        self.inner.decide_direction(
+            self.ids[&endpoint],
             direction,
-            self.engine_id(remote),
+            self.ids[&remote],
             protocol,
             port,
         )
@@ -153,8 +200,24 @@ mod tests {
         cluster
     }
 
-    fn verdicts(kind: EngineKind, cluster: &Cluster) -> Vec<bool> {
-        let oracle = oracle(kind, cluster);
+    /// Every way of deciding flows the CLI offers.
+    const DECIDERS: [EngineArgs; 3] = [
+        EngineArgs {
+            engine: EngineKind::Reference,
+            datapath: None,
+        },
+        EngineArgs {
+            engine: EngineKind::Mapstate,
+            datapath: None,
+        },
+        EngineArgs {
+            engine: EngineKind::Mapstate,
+            datapath: Some(DatapathKind::HcnSim),
+        },
+    ];
+
+    fn verdicts(args: EngineArgs, cluster: &Cluster) -> Vec<bool> {
+        let oracle = oracle(args, cluster).unwrap();
         let ids: Vec<IdentityId> = cluster.store().iter().map(|(id, _)| id).collect();
         let mut out = Vec::new();
         for &src in &ids {
@@ -176,18 +239,20 @@ mod tests {
     }
 
     #[test]
-    fn both_engines_decide_every_flow_alike() {
+    fn every_decider_decides_every_flow_alike() {
         let cluster = cluster();
-        let reference = verdicts(EngineKind::Reference, &cluster);
-        assert_eq!(reference, verdicts(EngineKind::Mapstate, &cluster));
+        let reference = verdicts(DECIDERS[0], &cluster);
         assert!(reference.contains(&false), "the policy denies something");
+        for args in &DECIDERS[1..] {
+            assert_eq!(reference, verdicts(*args, &cluster), "{args:?}");
+        }
     }
 
     #[test]
     fn only_the_allowed_peer_and_the_own_node_reach_the_isolated_pod() {
         let cluster = cluster();
-        for kind in [EngineKind::Reference, EngineKind::Mapstate] {
-            let oracle = oracle(kind, &cluster);
+        for args in DECIDERS {
+            let oracle = oracle(args, &cluster).unwrap();
             let decide = |from: &str, to: &str, port| {
                 let (src, dst) = cluster
                     .flow_identities(&from.parse().unwrap(), &to.parse().unwrap())
@@ -202,12 +267,24 @@ mod tests {
                 )
                 .allowed()
             };
-            assert!(decide("x/b", "x/a", 80), "{kind:?}");
-            assert!(!decide("x/b", "x/a", 81), "{kind:?}");
-            assert!(!decide("y/a", "x/a", 80), "{kind:?}");
-            assert!(decide("10.0.0.1", "x/a", 81), "{kind:?}: own node probes");
-            assert!(!decide("10.0.0.2", "x/a", 81), "{kind:?}: other node");
-            assert!(decide("x/a", "y/a", 81), "{kind:?}: egress is not isolated");
+            assert!(decide("x/b", "x/a", 80), "{args:?}");
+            assert!(!decide("x/b", "x/a", 81), "{args:?}");
+            assert!(!decide("y/a", "x/a", 80), "{args:?}");
+            assert!(decide("10.0.0.1", "x/a", 81), "{args:?}: own node probes");
+            assert!(!decide("10.0.0.2", "x/a", 81), "{args:?}: other node");
+            assert!(decide("x/a", "y/a", 81), "{args:?}: egress is not isolated");
         }
+    }
+
+    #[test]
+    fn a_datapath_needs_the_mapstate_engine() {
+        let args = EngineArgs {
+            engine: EngineKind::Reference,
+            datapath: Some(DatapathKind::HcnSim),
+        };
+        assert!(matches!(
+            oracle(args, &cluster()),
+            Err(OracleError::DatapathNeedsMapState)
+        ));
     }
 }

@@ -59,7 +59,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             return Ok(Outcome::Invalid);
         }
     };
-    let oracle = engine::oracle(args.engine.engine, cluster);
+    let oracle = match engine::oracle(args.engine, cluster) {
+        Ok(oracle) => oracle,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(Outcome::Invalid);
+        }
+    };
     let (protocol, port) = args.port;
     let decision = decide_flow(oracle.as_ref(), cluster.store(), src, dst, protocol, port);
     let name = |id: IdentityId| {

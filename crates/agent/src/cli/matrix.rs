@@ -36,7 +36,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     for warning in &scenario.warnings {
         writeln!(err, "warning: {warning}")?;
     }
-    let oracle = engine::oracle(args.engine.engine, &scenario.cluster);
+    let oracle = match engine::oracle(args.engine, &scenario.cluster) {
+        Ok(oracle) => oracle,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(Outcome::Invalid);
+        }
+    };
     let matrix = compute(&scenario.cluster, oracle.as_ref(), args.protocol, args.port);
     writeln!(out, "- protocol: {}", args.protocol)?;
     writeln!(out, "  port: {}", args.port)?;
