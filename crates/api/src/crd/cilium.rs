@@ -95,6 +95,7 @@ pub struct CiliumRule {
     pub endpoint_selector: Option<LabelSelector>,
     /// Host policies: not supported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub node_selector: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ingress: Option<Vec<CiliumIngressRule>>,
@@ -111,6 +112,7 @@ pub struct CiliumRule {
     pub description: Option<String>,
     /// Informational; ignored.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub labels: Option<Value>,
 }
 
@@ -144,12 +146,15 @@ pub struct CiliumIngressRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_nodes: Option<Vec<LabelSelector>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub from_requires: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub from_groups: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_ports: Option<Vec<CiliumPortRule>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub icmps: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<Authentication>,
@@ -170,16 +175,21 @@ pub struct CiliumEgressRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_nodes: Option<Vec<LabelSelector>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub to_requires: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub to_groups: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub to_services: Option<Value>,
     #[serde(default, rename = "toFQDNs", skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub to_fqdns: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_ports: Option<Vec<CiliumPortRule>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub icmps: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<Authentication>,
@@ -194,8 +204,10 @@ pub struct CidrRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub except: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub cidr_group_ref: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub cidr_group_selector: Option<Value>,
 }
 
@@ -206,22 +218,27 @@ pub struct CiliumPortRule {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ports: Option<Vec<CiliumPortProtocol>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub rules: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub server_names: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub listener: Option<Value>,
     #[serde(
         default,
         rename = "originatingTLS",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub originating_tls: Option<Value>,
     #[serde(
         default,
         rename = "terminatingTLS",
         skip_serializing_if = "Option::is_none"
     )]
+    #[schemars(schema_with = "super::preserve_unknown_fields")]
     pub terminating_tls: Option<Value>,
 }
 
@@ -230,6 +247,7 @@ pub struct CiliumPortRule {
 pub struct CiliumPortProtocol {
     /// A number (as a string, `"0"` meaning every port) or a container port name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "super::int_or_string")]
     pub port: Option<CiliumPort>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_port: Option<i64>,
