@@ -4,6 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use netpol_agent::agent;
 use netpol_agent::cli::{check, explain, matrix, Outcome};
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
@@ -23,16 +24,26 @@ enum Command {
     Matrix(matrix::Args),
     /// Explain the verdict of one flow: the rule that decided each direction.
     Explain(explain::Args),
+    /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
+    Agent(agent::command::Args),
+    /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
+    Crds,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The agent's threads log to stderr: it must not run under the locks taken below.
+    if let Command::Agent(args) = &cli.command {
+        return agent::command::run(args);
+    }
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let result = match &cli.command {
         Command::Check(args) => check::run(args, &mut out, &mut err),
         Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
         Command::Explain(args) => explain::run(args, &mut out, &mut err),
+        Command::Crds => agent::crds::run(&mut out),
+        Command::Agent(_) => Ok(Outcome::Success), // ran above
     };
     match result.and_then(|outcome| out.flush().map(|()| outcome)) {
         Ok(outcome) => outcome.into(),

@@ -7,16 +7,28 @@ use std::time::Instant;
 use netpol_hcn::schema::EndpointPolicy;
 use netpol_hcn::{Capabilities, Datapath, DatapathError, EndpointInfo, ResyncSignal};
 
+use super::health::Health;
 use super::metrics::{DatapathCall, Metrics};
 
 pub struct Instrumented {
     inner: Arc<dyn Datapath>,
     metrics: Metrics,
+    health: Option<Arc<Health>>,
 }
 
 impl Instrumented {
     pub fn new(inner: Arc<dyn Datapath>, metrics: Metrics) -> Self {
-        Instrumented { inner, metrics }
+        Instrumented {
+            inner,
+            metrics,
+            health: None,
+        }
+    }
+
+    /// Also reports to `health` whether each call got an answer.
+    pub fn with_health(mut self, health: Arc<Health>) -> Self {
+        self.health = Some(health);
+        self
     }
 
     fn timed<T>(
@@ -29,6 +41,9 @@ impl Instrumented {
         // A vanished endpoint is an answer, not a datapath failure.
         let ok = matches!(&result, Ok(_) | Err(DatapathError::NotFound { .. }));
         self.metrics.observe_call(call, start.elapsed(), ok);
+        if let Some(health) = &self.health {
+            health.set_datapath_answers(ok);
+        }
         result
     }
 }

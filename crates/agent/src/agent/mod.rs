@@ -8,12 +8,17 @@
 //! The cluster mode and the embedded mode differ only in their source: both feed the same
 //! [`indexes::SourceEvent`]s through the same [`reconciler::Pipeline`].
 
+pub mod command;
+pub mod crds;
+pub mod driver;
 pub mod endpoints;
+pub mod health;
 pub mod indexes;
 pub mod instrumented;
 pub mod kind;
 pub mod metrics;
 pub mod reconciler;
 pub mod sources;
+pub mod summary;
 
 pub use kind::SourceKind;

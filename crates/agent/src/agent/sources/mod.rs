@@ -1,3 +1,4 @@
 //! Where watch events come from: the YAML files of the embedded mode, or the API server.
 
+pub mod cluster;
 pub mod files;

@@ -1,0 +1,120 @@
+//! The reconcile loop: one thread that owns the pipeline, batches bursts of events and
+//! reconciles. Datapath calls block (HCN calls can take seconds), so the loop runs on a thread of
+//! its own rather than on the async runtime that serves HTTP and runs the watches.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::health::Health;
+use super::indexes::SourceEvent;
+use super::reconciler::{Pipeline, ReconcileReport};
+
+/// The longest the loop sleeps, so that its heartbeat stays fresh.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// What the loop is told.
+#[derive(Debug)]
+pub enum Input {
+    Event(Box<SourceEvent>),
+    /// Re-read every endpoint (the datapath may have lost state).
+    Resync,
+    Shutdown,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct LoopConfig {
+    /// A batch closes once no event arrived for this long...
+    pub debounce: Duration,
+    /// ...or once its first event is this old, so that a steady stream cannot starve it.
+    pub max_batch_delay: Duration,
+    /// How often every endpoint is read back to catch drift.
+    pub resync_period: Duration,
+}
+
+/// Runs until told to shut down or until every sender is gone.
+pub fn run(
+    mut pipeline: Pipeline,
+    inputs: Receiver<Input>,
+    health: Arc<Health>,
+    config: LoopConfig,
+) {
+    let mut next_resync = Instant::now() + config.resync_period;
+    'outer: loop {
+        health.heartbeat();
+        let now = Instant::now();
+        let wake = [
+            pipeline.next_wakeup(),
+            Some(next_resync),
+            Some(now + HEARTBEAT),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(now);
+        match inputs.recv_timeout(wake.saturating_duration_since(now)) {
+            Ok(input) => {
+                if !take(&mut pipeline, input) {
+                    break;
+                }
+                // Debounce: keep taking events until the burst is over.
+                let first = Instant::now();
+                let mut last = first;
+                loop {
+                    let close = (last + config.debounce).min(first + config.max_batch_delay);
+                    match inputs.recv_timeout(close.saturating_duration_since(Instant::now())) {
+                        Ok(input) => {
+                            if !take(&mut pipeline, input) {
+                                break 'outer;
+                            }
+                            last = Instant::now();
+                        }
+                        Err(RecvTimeoutError::Timeout) => break,
+                        Err(RecvTimeoutError::Disconnected) => break 'outer,
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        if now >= next_resync {
+            pipeline.request_resync();
+            next_resync = now + config.resync_period;
+        }
+        let retry_due = pipeline.next_wakeup().is_some_and(|at| at <= now);
+        if pipeline.has_pending_changes() || retry_due {
+            if let Some(report) = pipeline.reconcile(now) {
+                log(&report, now.elapsed());
+                if report.complete() {
+                    health.set_synced();
+                }
+            }
+        }
+    }
+    health.stopped();
+}
+
+/// Applies one input; false means stop.
+fn take(pipeline: &mut Pipeline, input: Input) -> bool {
+    match input {
+        Input::Event(event) => pipeline.ingest(*event),
+        Input::Resync => pipeline.request_resync(),
+        Input::Shutdown => return false,
+    }
+    true
+}
+
+fn log(report: &ReconcileReport, took: Duration) {
+    let updated = report.apply.updated();
+    let failed = report.apply.failed();
+    if updated > 0 || failed > 0 || !report.changed_pods.is_empty() {
+        tracing::info!(
+            changed_pods = report.changed_pods.len(),
+            updated_endpoints = updated,
+            failed_endpoints = failed,
+            took_ms = took.as_millis(),
+            "reconciled"
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! The agent's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the reconcile loop is
+//! alive) and `/readyz` (a first full sync completed and the datapath answers).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::registry::Registry;
+
+/// How long the reconcile loop may go without a heartbeat before the agent counts as wedged.
+/// The loop beats at least every second; a slow HCN call under load can hold it much longer.
+pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(300);
+
+/// Health as the reconcile loop reports it and the probes read it.
+#[derive(Debug)]
+pub struct Health {
+    started: Instant,
+    /// Milliseconds since `started` of the loop's last heartbeat.
+    heartbeat_ms: AtomicU64,
+    stopped: AtomicBool,
+    synced: AtomicBool,
+    datapath_answers: AtomicBool,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            started: Instant::now(),
+            heartbeat_ms: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+            synced: AtomicBool::new(false),
+            datapath_answers: AtomicBool::new(true),
+        }
+    }
+}
+
+impl Health {
+    pub fn heartbeat(&self) {
+        let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.heartbeat_ms.store(elapsed, Ordering::Relaxed);
+    }
+
+    /// The reconcile loop ended (it only does on shutdown or a crash).
+    pub fn stopped(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// A reconcile left every endpoint programmed: the agent enforces the complete policy set.
+    pub fn set_synced(&self) {
+        self.synced.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the last datapath call got an answer.
+    pub fn set_datapath_answers(&self, answers: bool) {
+        self.datapath_answers.store(answers, Ordering::Relaxed);
+    }
+
+    /// Why the agent is not alive, if it is not.
+    pub fn liveness(&self) -> Result<(), String> {
+        if self.stopped.load(Ordering::Relaxed) {
+            return Err("the reconcile loop has stopped".into());
+        }
+        let beat = Duration::from_millis(self.heartbeat_ms.load(Ordering::Relaxed));
+        let silent = self.started.elapsed().saturating_sub(beat);
+        if silent > LIVENESS_DEADLINE {
+            return Err(format!(
+                "the reconcile loop has been stuck for {}s",
+                silent.as_secs()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why the agent is not ready, if it is not.
+    pub fn readiness(&self) -> Result<(), String> {
+        self.liveness()?;
+        if !self.synced.load(Ordering::Relaxed) {
+            return Err("the first full sync has not completed".into());
+        }
+        if !self.datapath_answers.load(Ordering::Relaxed) {
+            return Err("the datapath does not answer".into());
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+}
+
+/// The router serving the three endpoints.
+pub fn router(health: Arc<Health>, registry: Arc<Registry>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(AppState { health, registry })
+}
+
+async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &state.registry) {
+        Ok(()) => (
+            StatusCode::OK,
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding metrics failed").into_response(),
+    }
+}
+
+fn probe(result: Result<(), String>) -> (StatusCode, String) {
+    match result {
+        Ok(()) => (StatusCode::OK, "ok\n".into()),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("{reason}\n")),
+    }
+}
+
+async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
+    probe(state.health.liveness())
+}
+
+async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
+    probe(state.health.readiness())
+}
+
+/// Serves the endpoints on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(health, registry))
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,131 @@
+//! The `--once` summary: the local endpoints, their rules, and the connectivity between the local
+//! pods as the programmed rules decide it.
+
+use std::io::{self, Write};
+
+use netpol_engine::flow::DirectionOracle;
+use netpol_engine::{Direction, Protocol};
+use netpol_hcn::oracle::packet;
+use netpol_hcn::schema::AclAction;
+use netpol_hcn::sim::HcnSim;
+
+use super::reconciler::Pipeline;
+use crate::cli::matrix::{render, Matrix};
+
+/// Writes the summary. With a simulator the matrix is evaluated on the rules it holds; without
+/// one (a real host) it is the engine's verdict.
+pub fn write(
+    out: &mut dyn Write,
+    node: &str,
+    pipeline: &Pipeline,
+    sim: Option<&HcnSim>,
+    probes: &[(Protocol, u16)],
+) -> io::Result<()> {
+    let compiled = pipeline.compiled();
+    let rules: usize = compiled.values().map(|c| c.rules.len()).sum();
+    let counts = pipeline.indexes().policy_counts();
+    let valid: usize = counts.values().map(|c| c.valid).sum();
+    let invalid: usize = counts.values().map(|c| c.invalid).sum();
+    writeln!(
+        out,
+        "node {node}: {} local endpoints, {rules} ACL rules, {valid} policies in force ({invalid} invalid, skipped)",
+        compiled.len()
+    )?;
+    writeln!(out)?;
+    let width = compiled.keys().map(String::len).max().unwrap_or(3).max(3);
+    writeln!(
+        out,
+        "{:<width$}  {:<14}  ingress  egress",
+        "pod", "endpoint"
+    )?;
+    for (pod, acls) in compiled {
+        let endpoint = pipeline
+            .endpoints()
+            .iter()
+            .find(|(_, owner)| owner.as_deref() == Some(pod))
+            .map_or("(none yet)", |(e, _)| e.id.as_str());
+        writeln!(
+            out,
+            "{pod:<width$}  {endpoint:<14}  {:>7}  {:>6}",
+            acls.count.ingress, acls.count.egress
+        )?;
+    }
+    for (protocol, port) in probes {
+        writeln!(out)?;
+        let source = if sim.is_some() {
+            "the programmed HCN rules"
+        } else {
+            "the engine"
+        };
+        writeln!(
+            out,
+            "{protocol}/{port} between local pods, as {source} decide it (. allowed, X denied):"
+        )?;
+        for line in render(&matrix(pipeline, sim, *protocol, *port)) {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// One cell per ordered pair of local pods: the source's egress and the destination's ingress.
+fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u16) -> Matrix {
+    let engine = pipeline.engine();
+    let store = engine.identities();
+    let pods: Vec<(&str, netpol_engine::IdentityId)> = engine
+        .endpoints()
+        .filter_map(|(key, _)| Some((key, *engine.endpoint_pod(key)?.1.first()?)))
+        .collect();
+    let endpoint_of = |pod: &str| {
+        pipeline
+            .endpoints()
+            .iter()
+            .find(|(_, owner)| owner.as_deref() == Some(pod))
+            .map(|(e, _)| e.id.clone())
+    };
+    let allows = |pod: &str, local, direction, remote| -> bool {
+        match sim {
+            Some(sim) => {
+                let Some(address) = store.get(remote).map(|i| i.prefix.addr()) else {
+                    return false;
+                };
+                // A pod without an endpoint has no rules to stop anything.
+                endpoint_of(pod).is_none_or(|endpoint| {
+                    sim.evaluate(&endpoint, &packet(direction, address, protocol, port))
+                        .is_ok_and(|e| e.action == AclAction::Allow)
+                })
+            }
+            None => engine
+                .decide_direction(local, direction, remote, protocol, port)
+                .allowed(),
+        }
+    };
+    let cells = pods
+        .iter()
+        .map(|(from, src)| {
+            pods.iter()
+                .map(|(to, dst)| {
+                    let same_family = match (store.get(*src), store.get(*dst)) {
+                        (Some(a), Some(b)) => {
+                            a.prefix.addr().is_ipv4() == b.prefix.addr().is_ipv4()
+                        }
+                        _ => false,
+                    };
+                    if from == to || !same_family {
+                        '-'
+                    } else if allows(from, *src, Direction::Egress, *dst)
+                        && allows(to, *dst, Direction::Ingress, *src)
+                    {
+                        '.'
+                    } else {
+                        'X'
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Matrix {
+        pods: pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
+        cells,
+    }
+}
