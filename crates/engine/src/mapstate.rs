@@ -46,15 +46,15 @@ impl PortKey {
     }
 
     /// How specific the key is, for the lookup tie-break: any protocol < all ports < prefixes.
-    fn specificity(&self) -> i32 {
+    pub fn specificity(&self) -> i8 {
         match self.protocol {
             None => -1,
-            Some(_) => i32::from(self.len),
+            Some(_) => self.len as i8,
         }
     }
 
     /// Strict ancestors, from the most to the least specific.
-    fn ancestors(self) -> impl Iterator<Item = PortKey> {
+    pub fn ancestors(self) -> impl Iterator<Item = PortKey> {
         let proto = self.protocol;
         let proto_prefixes = (0..self.len)
             .rev()
@@ -72,7 +72,7 @@ impl PortKey {
     }
 
     /// The more specific of two keys if one covers the other.
-    fn intersect(self, other: PortKey) -> Option<PortKey> {
+    pub fn intersect(self, other: PortKey) -> Option<PortKey> {
         match (self.protocol, other.protocol) {
             (None, _) => Some(other),
             (_, None) => Some(self),

@@ -203,18 +203,7 @@ fn simulator_equals_engine_on_a_synthetic_cluster() {
         local_node: Some(cluster.node_name(0)),
         allow_node_probes: true,
     });
-    for i in 0..size.nodes {
-        let (name, id) = cluster.node(i);
-        engine.set_node(name, vec![id]);
-    }
-    for i in 0..size.pods {
-        let (key, id) = cluster.pod(i);
-        engine.set_pod(key, vec![id]);
-    }
-    for i in 0..size.policies {
-        let (key, entries) = cluster.policy(i);
-        engine.set_policy(key, entries);
-    }
+    cluster.stage_into(&mut engine);
     engine.commit();
     assert!(engine.endpoints().count() >= 20);
     assert_eq!(first_engine_mismatch(&engine), None);

@@ -5,10 +5,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use netpol_engine::mapstate::{MapKey, MapValue};
-use netpol_engine::portprefix::{mask, prefix_range};
+use netpol_engine::mapstate::{MapKey, MapValue, PortKey};
+use netpol_engine::portprefix::mask;
 use netpol_engine::reference::Reason;
-use netpol_engine::{AuthMode, Direction, IdentityId, Protocol, Verdict};
+use netpol_engine::{AuthMode, Direction, IdentityId, Verdict};
 
 use super::CompileError;
 use crate::schema::AclAction;
@@ -23,44 +23,6 @@ pub(crate) struct Rank {
     pub specificity: i8,
     pub exact: bool,
     pub block: bool,
-}
-
-/// The (protocol, port prefix) part of a key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct PortKey {
-    pub protocol: Option<Protocol>,
-    pub port: u16,
-    pub len: u8,
-}
-
-impl PortKey {
-    pub fn range(&self) -> (u16, u16) {
-        prefix_range(self.port, self.len)
-    }
-
-    pub fn specificity(&self) -> i8 {
-        match self.protocol {
-            None => -1,
-            Some(_) => self.len as i8,
-        }
-    }
-
-    /// The more specific of two keys when one covers the other.
-    pub fn intersect(self, other: PortKey) -> Option<PortKey> {
-        match (self.protocol, other.protocol) {
-            (None, _) => Some(other),
-            (_, None) => Some(self),
-            (Some(a), Some(b)) if a != b => None,
-            _ => {
-                let (short, long) = if self.len <= other.len {
-                    (self, other)
-                } else {
-                    (other, self)
-                };
-                (mask(long.port, short.len) == short.port).then_some(long)
-            }
-        }
-    }
 }
 
 /// One MapState entry as the compiler places it.

@@ -132,7 +132,7 @@ struct Analysis<'a> {
     entries: &'a DirectionEntries,
     points: Vec<Point>,
     /// Interned entry sets: identities with equal entries share an index (0 is "no entries").
-    set_index: HashMap<Vec<(super::entries::PortKey, u128, bool, AclAction)>, usize>,
+    set_index: HashMap<Vec<(netpol_engine::PortKey, u128, bool, AclAction)>, usize>,
     own_decision: HashMap<usize, DecisionVector>,
     main_decision: HashMap<(usize, Vec<IdentityId>), DecisionVector>,
 }

@@ -43,7 +43,7 @@ impl Placed<'_> {
         Section,
         Reverse<Rank>,
         Option<IpNet>,
-        super::entries::PortKey,
+        netpol_engine::PortKey,
     ) {
         (
             self.section,
