@@ -6,6 +6,7 @@
 //! `enableDefaultDeny` says otherwise. L7, FQDN and other identity-based features are rejected by
 //! name.
 
+use ipnet::IpNet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use netpol_engine::{
     AddressScope, AuthMode, CidrSelector, Direction, Entity, LabelSelector, Peer, PodSelector,
@@ -48,7 +49,11 @@ pub(super) fn translate_namespaced(
         name: policy.metadata.name.as_deref().unwrap_or_default(),
         namespace: Some(namespace),
     };
-    context.translate(&policy.spec.spec, &policy.spec.specs, diags)
+    context.translate(
+        policy.spec.spec.as_ref(),
+        policy.spec.specs.as_deref(),
+        diags,
+    )
 }
 
 pub(super) fn translate_clusterwide(
@@ -60,7 +65,11 @@ pub(super) fn translate_clusterwide(
         name: policy.metadata.name.as_deref().unwrap_or_default(),
         namespace: None,
     };
-    context.translate(&policy.spec.spec, &policy.spec.specs, diags)
+    context.translate(
+        policy.spec.spec.as_ref(),
+        policy.spec.specs.as_deref(),
+        diags,
+    )
 }
 
 /// The policy being translated.
@@ -83,15 +92,15 @@ struct RuleContext<'a> {
 impl PolicyContext<'_> {
     fn translate(
         &self,
-        spec: &Option<CiliumRule>,
-        specs: &Option<Vec<CiliumRule>>,
+        spec: Option<&CiliumRule>,
+        specs: Option<&[CiliumRule]>,
         diags: &mut Diagnostics,
     ) -> Vec<PolicyEntry> {
         let mut rules: Vec<(&CiliumRule, FieldPath, String)> = Vec::new();
         if let Some(rule) = spec {
             rules.push((rule, FieldPath::root("spec"), String::new()));
         }
-        for (i, rule) in specs.iter().flatten().enumerate() {
+        for (i, rule) in specs.unwrap_or_default().iter().enumerate() {
             rules.push((
                 rule,
                 FieldPath::root("specs").index(i),
@@ -577,7 +586,7 @@ fn node_selector(
 }
 
 /// Cilium CIDR peers select only addresses outside the cluster.
-fn outside_cluster(net: ipnet::IpNet) -> Peer {
+fn outside_cluster(net: IpNet) -> Peer {
     Peer::Cidr(CidrSelector {
         net,
         except: Vec::new(),
@@ -613,12 +622,14 @@ fn cidr_set(set: &CidrRule, path: &FieldPath, diags: &mut Diagnostics) -> Result
 }
 
 fn entity(name: &str, path: &FieldPath) -> Result<Peer, FieldError> {
-    let world = |net: &str| outside_cluster(net.parse().expect("a valid constant prefix"));
+    // The default prefixes are 0.0.0.0/0 and ::/0.
+    let world_v4 = || outside_cluster(IpNet::V4(Default::default()));
+    let world_v6 = || outside_cluster(IpNet::V6(Default::default()));
     Ok(match name {
         "all" => Peer::Entity(Entity::All),
         "world" => Peer::Entity(Entity::World),
-        "world-ipv4" => world("0.0.0.0/0"),
-        "world-ipv6" => world("::/0"),
+        "world-ipv4" => world_v4(),
+        "world-ipv6" => world_v6(),
         "cluster" => Peer::Entity(Entity::Cluster),
         "host" => Peer::Entity(Entity::Host),
         "remote-node" => Peer::Entity(Entity::RemoteNode),
