@@ -114,7 +114,7 @@ where
         };
         for event in events {
             if inputs
-                .send(Input::Event(SourceEvent::new(kind, event)))
+                .send(Input::Event(Box::new(SourceEvent::new(kind, event))))
                 .is_err()
             {
                 return;
