@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use netpol_engine::flow::{decide_flow, DirectionOracle};
 
 use super::describe;
-use super::engine::{self, EngineArgs};
-use super::Outcome;
+use super::engine::EngineArgs;
+use super::{decider, load_scenario, Outcome};
 use crate::scenario::{scenario_files, ExpectedFlow, Scenario};
 
 #[derive(Debug, clap::Args)]
@@ -42,26 +42,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     };
     let mut tally = Tally::default();
     for file in files {
-        let scenario = match Scenario::load(&file) {
-            Ok(scenario) => scenario,
-            Err(errors) => {
-                for e in errors.0 {
-                    writeln!(err, "error: {e}")?;
-                }
-                tally.invalid += 1;
-                continue;
-            }
+        let Some(scenario) = load_scenario(&file, err)? else {
+            tally.invalid += 1;
+            continue;
         };
-        for warning in &scenario.warnings {
-            writeln!(err, "warning: {warning}")?;
-        }
-        let oracle = match engine::oracle(args.engine, &scenario.cluster) {
-            Ok(oracle) => oracle,
-            Err(e) => {
-                writeln!(err, "error: {}: {e}", file.display())?;
-                tally.invalid += 1;
-                continue;
-            }
+        let Some(oracle) = decider(args.engine, &scenario, err)? else {
+            tally.invalid += 1;
+            continue;
         };
         tally.scenarios += 1;
         for flow in &scenario.flows {

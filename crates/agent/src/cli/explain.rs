@@ -9,9 +9,9 @@ use netpol_engine::reference::Decision;
 use netpol_engine::{IdentityId, Protocol};
 
 use super::describe;
-use super::engine::{self, EngineArgs};
-use super::Outcome;
-use crate::scenario::{parse_protocol, Endpoint, Scenario};
+use super::engine::EngineArgs;
+use super::{decider, load_scenario, Outcome};
+use crate::scenario::{parse_port, parse_protocol, Endpoint};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,24 +33,16 @@ fn parse_port_spec(s: &str) -> Result<(Protocol, u16), String> {
         .split_once('/')
         .ok_or_else(|| format!("`{s}` is not PROTO/PORT, e.g. TCP/80"))?;
     let port = port
-        .parse::<u16>()
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| format!("`{port}` is not a port (1-65535)"))?;
+        .parse::<u32>()
+        .map_err(|_| format!("`{port}` is not a port (1-65535)"))
+        .and_then(parse_port)?;
     Ok((parse_protocol(protocol)?, port))
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let scenario = match Scenario::load(&args.file) {
-        Ok(scenario) => scenario,
-        Err(errors) => {
-            writeln!(err, "error: {errors}")?;
-            return Ok(Outcome::Invalid);
-        }
+    let Some(scenario) = load_scenario(&args.file, err)? else {
+        return Ok(Outcome::Invalid);
     };
-    for warning in &scenario.warnings {
-        writeln!(err, "warning: {warning}")?;
-    }
     let cluster = &scenario.cluster;
     let (src, dst) = match cluster.flow_identities(&args.from, &args.to) {
         Ok(ids) => ids,
@@ -59,12 +51,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             return Ok(Outcome::Invalid);
         }
     };
-    let oracle = match engine::oracle(args.engine, cluster) {
-        Ok(oracle) => oracle,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(Outcome::Invalid);
-        }
+    let Some(oracle) = decider(args.engine, &scenario, err)? else {
+        return Ok(Outcome::Invalid);
     };
     let (protocol, port) = args.port;
     let decision = decide_flow(oracle.as_ref(), cluster.store(), src, dst, protocol, port);

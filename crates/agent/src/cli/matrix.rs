@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use netpol_engine::flow::{decide_flow, DirectionOracle};
 use netpol_engine::Protocol;
 
-use super::engine::{self, EngineArgs};
-use super::Outcome;
-use crate::scenario::{parse_protocol, Cluster, Endpoint, Scenario};
+use super::engine::EngineArgs;
+use super::{decider, load_scenario, Outcome};
+use crate::scenario::{parse_protocol, Cluster, Endpoint};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -26,22 +26,11 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let scenario = match Scenario::load(&args.file) {
-        Ok(scenario) => scenario,
-        Err(errors) => {
-            writeln!(err, "error: {errors}")?;
-            return Ok(Outcome::Invalid);
-        }
+    let Some(scenario) = load_scenario(&args.file, err)? else {
+        return Ok(Outcome::Invalid);
     };
-    for warning in &scenario.warnings {
-        writeln!(err, "warning: {warning}")?;
-    }
-    let oracle = match engine::oracle(args.engine, &scenario.cluster) {
-        Ok(oracle) => oracle,
-        Err(e) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(Outcome::Invalid);
-        }
+    let Some(oracle) = decider(args.engine, &scenario, err)? else {
+        return Ok(Outcome::Invalid);
     };
     let matrix = compute(&scenario.cluster, oracle.as_ref(), args.protocol, args.port);
     writeln!(out, "- protocol: {}", args.protocol)?;

@@ -7,7 +7,14 @@ pub mod engine;
 pub mod explain;
 pub mod matrix;
 
+use std::io::{self, Write};
+use std::path::Path;
 use std::process::ExitCode;
+
+use netpol_engine::flow::DirectionOracle;
+
+use crate::scenario::Scenario;
+use engine::EngineArgs;
 
 /// How a command ended, as its exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,5 +34,39 @@ impl From<Outcome> for ExitCode {
             Outcome::Mismatch => 1,
             Outcome::Invalid => 2,
         })
+    }
+}
+
+/// Loads a scenario, reporting its warnings, or every problem that keeps it from loading, on
+/// `err`.
+fn load_scenario(file: &Path, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
+    match Scenario::load(file) {
+        Ok(scenario) => {
+            for warning in &scenario.warnings {
+                writeln!(err, "warning: {warning}")?;
+            }
+            Ok(Some(scenario))
+        }
+        Err(errors) => {
+            for error in errors.0 {
+                writeln!(err, "error: {error}")?;
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// The decider the user chose for `scenario`, or the reason there is none, reported on `err`.
+fn decider<'a>(
+    args: EngineArgs,
+    scenario: &'a Scenario,
+    err: &mut dyn Write,
+) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
+    match engine::oracle(args, &scenario.cluster) {
+        Ok(oracle) => Ok(Some(oracle)),
+        Err(e) => {
+            writeln!(err, "error: {}: {e}", scenario.file.display())?;
+            Ok(None)
+        }
     }
 }

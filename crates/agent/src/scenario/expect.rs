@@ -207,7 +207,8 @@ pub fn parse_protocol(name: &str) -> Result<Protocol, String> {
     }
 }
 
-fn parse_port(port: u32) -> Result<u16, String> {
+/// A destination port: 1 to 65535.
+pub fn parse_port(port: u32) -> Result<u16, String> {
     u16::try_from(port)
         .ok()
         .filter(|p| *p != 0)

@@ -18,7 +18,7 @@ use netpol_engine::IdentityId;
 pub use cluster::Cluster;
 pub use discover::scenario_files;
 pub use error::{LoadError, LoadErrors};
-pub use expect::{parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
+pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
 
 use document::{read_yaml, ScenarioDocument};
 
@@ -68,34 +68,7 @@ impl Scenario {
             }
         };
 
-        let mut flows = Vec::with_capacity(expectations.len());
-        // A pod missing from a matrix header would otherwise be reported once per cell.
-        let mut problems: Vec<(String, String)> = Vec::new();
-        for expectation in expectations {
-            match built
-                .cluster
-                .flow_identities(&expectation.from, &expectation.to)
-            {
-                Ok((src, dst)) => flows.push(ExpectedFlow {
-                    expectation,
-                    src,
-                    dst,
-                }),
-                Err(message) => {
-                    let problem = (expectation.field, message);
-                    if !problems.contains(&problem) {
-                        problems.push(problem);
-                    }
-                }
-            }
-        }
-        if !problems.is_empty() {
-            let errors = problems
-                .into_iter()
-                .map(|(field, message)| LoadError::expectation(file, field, message))
-                .collect();
-            return Err(LoadErrors(errors));
-        }
+        let flows = resolve(file, &built.cluster, expectations)?;
         Ok(Scenario {
             file: file.to_owned(),
             name: document.name,
@@ -104,5 +77,42 @@ impl Scenario {
             flows,
             warnings: built.warnings,
         })
+    }
+}
+
+/// Resolves the endpoints of every expectation in `cluster`, reporting each unknown endpoint once
+/// per expectation item (a pod missing from a matrix header would otherwise be reported once per
+/// cell).
+fn resolve(
+    file: &Path,
+    cluster: &Cluster,
+    expectations: Vec<FlowExpectation>,
+) -> Result<Vec<ExpectedFlow>, LoadErrors> {
+    let mut flows = Vec::with_capacity(expectations.len());
+    let mut problems: Vec<(String, String)> = Vec::new();
+    for expectation in expectations {
+        match cluster.flow_identities(&expectation.from, &expectation.to) {
+            Ok((src, dst)) => flows.push(ExpectedFlow {
+                expectation,
+                src,
+                dst,
+            }),
+            Err(message) => {
+                let problem = (expectation.field, message);
+                if !problems.contains(&problem) {
+                    problems.push(problem);
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(flows)
+    } else {
+        Err(LoadErrors(
+            problems
+                .into_iter()
+                .map(|(field, message)| LoadError::expectation(file, field, message))
+                .collect(),
+        ))
     }
 }
