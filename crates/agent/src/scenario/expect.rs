@@ -232,6 +232,12 @@ fn parse_matrix(
     let Some((header_line, header)) = lines.next() else {
         return Err(vec![(field.to_owned(), "the matrix is empty".into())]);
     };
+    if header.len() < 2 {
+        return Err(vec![problem(
+            header_line,
+            "the header row names no destination".into(),
+        )]);
+    }
     let mut problems = Vec::new();
     let destinations: Vec<Option<Endpoint>> = header[1..]
         .iter()
@@ -242,7 +248,9 @@ fn parse_matrix(
         })
         .collect();
     let mut flows = Vec::new();
+    let mut rows = 0;
     for (line, row) in lines {
+        rows += 1;
         let source = match row[0].parse::<Endpoint>() {
             Ok(source) => source,
             Err(m) => {
@@ -295,6 +303,9 @@ fn parse_matrix(
                 field: field.to_owned(),
             });
         }
+    }
+    if rows == 0 {
+        problems.push((field.to_owned(), "the matrix has no source rows".into()));
     }
     if problems.is_empty() {
         Ok(flows)
@@ -398,6 +409,8 @@ mod tests {
         bad_port.port = Some(70000);
         let mut icmp = matrix_item("- x/a\n");
         icmp.protocol = Some("ICMP".into());
+        let no_destinations = matrix_item("-\nx/a\n");
+        let no_rows = matrix_item("- x/a\n");
         let empty = ExpectationDocument {
             protocol: None,
             port: None,
@@ -405,12 +418,21 @@ mod tests {
             flows: None,
         };
         assert_eq!(
-            errors(vec![no_port, bad_port, icmp, empty]),
+            errors(vec![
+                no_port,
+                bad_port,
+                icmp,
+                no_destinations,
+                no_rows,
+                empty
+            ]),
             [
                 "s.yaml: expect[0]: a matrix needs a port",
                 "s.yaml: expect[1].port: 70000 is not a port (1-65535)",
                 "s.yaml: expect[2].protocol: `ICMP` is not TCP, UDP or SCTP",
-                "s.yaml: expect[3]: an item needs a `matrix` or `flows`",
+                "s.yaml: expect[3].matrix line 1: the header row names no destination",
+                "s.yaml: expect[4].matrix: the matrix has no source rows",
+                "s.yaml: expect[5]: an item needs a `matrix` or `flows`",
             ]
         );
     }
