@@ -264,7 +264,7 @@ fn datapath_faults_are_retried_until_converged() {
     // Before the backoff expires the endpoint is left alone.
     let report = agent.reconcile();
     assert_eq!(report.apply.failed(), 1);
-    assert_eq!(modified(&sim.calls().take_calls()), [db.clone()]);
+    assert_eq!(modified(&sim.calls().take_calls()), [db.as_str()]);
 
     agent.now = retry;
     let report = agent.reconcile();
