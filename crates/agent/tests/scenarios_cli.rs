@@ -240,3 +240,19 @@ fn explain_rejects_unknown_endpoints() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("no pod y/zz in the scenario"));
 }
+
+#[test]
+fn a_reused_scenario_name_is_a_warning_not_a_failure() {
+    let file = fixture("mismatch.yaml");
+    let path = file.to_str().unwrap();
+    let output = netpol(&["check", path, path]);
+    assert_eq!(output.status.code(), Some(1), "only the mismatches fail");
+    assert!(
+        stderr(&output).contains(&format!(
+            "warning: {path}: scenario name `fixture-mismatch` is already used by {path}"
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(summary(&output), (2, 4, 2));
+}

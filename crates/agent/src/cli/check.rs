@@ -4,6 +4,7 @@
 //! decided it), warnings and load errors on stderr, and finally exactly
 //! `checked N scenarios, M flows: K mismatches`.
 
+use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -41,6 +42,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         }
     };
     let mut tally = Tally::default();
+    // Scenario names are unique, so that a report can name a scenario unambiguously.
+    let mut names: HashMap<String, PathBuf> = HashMap::new();
     for file in files {
         let Some(scenario) = load_scenario(&file, err)? else {
             tally.invalid += 1;
@@ -50,6 +53,18 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             tally.invalid += 1;
             continue;
         };
+        match names.entry(scenario.name.clone()) {
+            Entry::Occupied(first) => writeln!(
+                err,
+                "warning: {}: scenario name `{}` is already used by {}",
+                file.display(),
+                scenario.name,
+                first.get().display()
+            )?,
+            Entry::Vacant(slot) => {
+                slot.insert(file.clone());
+            }
+        }
         tally.scenarios += 1;
         for flow in &scenario.flows {
             tally.flows += 1;
