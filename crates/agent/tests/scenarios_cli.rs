@@ -171,7 +171,8 @@ fn a_malformed_expectation_exits_2_naming_the_field() {
 fn an_invalid_file_wins_over_mismatches_in_a_folder() {
     let output = netpol(&["check", fixture("").to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2));
-    assert_eq!(summary(&output), (1, 2, 1));
+    // mismatch.yaml (2 flows, 1 mismatch) and warning.yaml (2 flows) load; the rest do not.
+    assert_eq!(summary(&output), (2, 4, 1));
 }
 
 #[test]
@@ -255,4 +256,21 @@ fn a_reused_scenario_name_is_a_warning_not_a_failure() {
         stderr(&output)
     );
     assert_eq!(summary(&output), (2, 4, 2));
+}
+
+#[test]
+fn a_translation_warning_goes_to_stderr_without_failing() {
+    let file = fixture("warning.yaml");
+    let path = file.to_str().unwrap();
+    let output = netpol(&["check", path]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output),
+        format!(
+            "warning: {path}: objects[1] (NetworkPolicy x/host-bits): \
+             spec.ingress[0].from[0].ipBlock.cidr: CIDR 192.0.2.7/24 has host bits set; it is \
+             read as 192.0.2.0/24\n"
+        )
+    );
+    assert_eq!(summary(&output), (1, 2, 0));
 }

@@ -71,13 +71,13 @@ pub fn build_cluster(
                         .into_iter()
                         .map(|e| object_error(placed.source, e)),
                 );
-                warnings.extend(translation.warnings.into_iter().map(|w| {
-                    format!(
-                        "{}: {}",
-                        placed.source.file.display(),
-                        object_error_text(placed.source, &w)
-                    )
-                }));
+                // A warning reads like an error (file, object, field) but fails nothing.
+                warnings.extend(
+                    translation
+                        .warnings
+                        .into_iter()
+                        .map(|w| object_error(placed.source, w).to_string()),
+                );
                 cluster.add_entries(translation.entries);
             }
         }
@@ -116,19 +116,5 @@ fn object_error(source: &SourcedObject, diagnostic: Diagnostic) -> LoadError {
         object: source.describe(),
         field: diagnostic.field,
         message: diagnostic.message,
-    }
-}
-
-/// A warning in the words of [`LoadError::Object`], without the file.
-fn object_error_text(source: &SourcedObject, diagnostic: &Diagnostic) -> String {
-    if diagnostic.field.is_empty() {
-        format!("{}: {}", source.describe(), diagnostic.message)
-    } else {
-        format!(
-            "{}: {}: {}",
-            source.describe(),
-            diagnostic.field,
-            diagnostic.message
-        )
     }
 }
