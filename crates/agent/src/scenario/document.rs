@@ -25,7 +25,7 @@ pub struct ScenarioDocument {
     pub expect: Vec<ExpectationDocument>,
 }
 
-/// One item of `expect`: a matrix for one protocol and port, or a list of single flows.
+/// One item of `expect`: a matrix for one protocol and port, a list of single flows, or both.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectationDocument {
@@ -40,8 +40,10 @@ pub struct ExpectationDocument {
 pub struct FlowDocument {
     pub from: String,
     pub to: String,
-    pub protocol: String,
-    pub port: u32,
+    /// Absent: the item's.
+    pub protocol: Option<String>,
+    /// Absent: the item's.
+    pub port: Option<u32>,
     pub verdict: String,
 }
 

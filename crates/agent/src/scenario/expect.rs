@@ -137,59 +137,76 @@ fn parse_item(
     field: &str,
     item: ExpectationDocument,
 ) -> Result<Vec<FlowExpectation>, Vec<Problem>> {
-    match (item.matrix, item.flows) {
-        (Some(matrix), None) => {
-            let protocol = item
-                .protocol
-                .ok_or_else(|| vec![(field.to_owned(), "a matrix needs a protocol".into())])
-                .and_then(|p| {
-                    parse_protocol(&p).map_err(|m| vec![(format!("{field}.protocol"), m)])
-                })?;
-            let port = item
-                .port
-                .ok_or_else(|| vec![(field.to_owned(), "a matrix needs a port".into())])
-                .and_then(|p| parse_port(p).map_err(|m| vec![(format!("{field}.port"), m)]))?;
-            parse_matrix(&matrix, protocol, port, &format!("{field}.matrix"))
-        }
-        (None, Some(flows)) => {
-            if item.protocol.is_some() || item.port.is_some() {
-                return Err(vec![(
-                    field.to_owned(),
-                    "protocol and port belong to each flow of a `flows` item".into(),
-                )]);
-            }
-            let mut parsed = Vec::new();
-            let mut problems = Vec::new();
-            for (i, flow) in flows.into_iter().enumerate() {
-                match parse_flow(&format!("{field}.flows[{i}]"), flow) {
-                    Ok(flow) => parsed.push(flow),
-                    Err(problem) => problems.push(problem),
-                }
-            }
-            if problems.is_empty() {
-                Ok(parsed)
-            } else {
-                Err(problems)
-            }
-        }
-        (Some(_), Some(_)) => Err(vec![(
-            field.to_owned(),
-            "an item holds either a `matrix` or `flows`, not both".into(),
-        )]),
-        (None, None) => Err(vec![(
+    if item.matrix.is_none() && item.flows.is_none() {
+        return Err(vec![(
             field.to_owned(),
             "an item needs a `matrix` or `flows`".into(),
-        )]),
+        )]);
+    }
+    let mut problems = Vec::new();
+    // The item's protocol and port: its matrix's, and the default of its flows. `Err` when given
+    // but invalid (and already reported), so that it is not also reported as missing.
+    let protocol = item
+        .protocol
+        .map(|p| parse_protocol(&p))
+        .transpose()
+        .map_err(|m| problems.push((format!("{field}.protocol"), m)));
+    let port = item
+        .port
+        .map(parse_port)
+        .transpose()
+        .map_err(|m| problems.push((format!("{field}.port"), m)));
+
+    let mut flows = Vec::new();
+    if let Some(matrix) = item.matrix {
+        match (protocol, port) {
+            (Ok(Some(protocol)), Ok(Some(port))) => {
+                match parse_matrix(&matrix, protocol, port, &format!("{field}.matrix")) {
+                    Ok(parsed) => flows.extend(parsed),
+                    Err(found) => problems.extend(found),
+                }
+            }
+            (Ok(None), _) => problems.push((field.to_owned(), "a matrix needs a protocol".into())),
+            (_, Ok(None)) => problems.push((field.to_owned(), "a matrix needs a port".into())),
+            _ => {}
+        }
+    }
+    for (i, flow) in item.flows.into_iter().flatten().enumerate() {
+        let defaults = (protocol.ok().flatten(), port.ok().flatten());
+        match parse_flow(&format!("{field}.flows[{i}]"), flow, defaults) {
+            Ok(flow) => flows.push(flow),
+            Err(problem) => problems.push(problem),
+        }
+    }
+    if problems.is_empty() {
+        Ok(flows)
+    } else {
+        Err(problems)
     }
 }
 
-fn parse_flow(field: &str, flow: FlowDocument) -> Result<FlowExpectation, Problem> {
+/// Parses one flow. A flow without its own protocol or port takes its item's, if it has one.
+fn parse_flow(
+    field: &str,
+    flow: FlowDocument,
+    (item_protocol, item_port): (Option<Protocol>, Option<u16>),
+) -> Result<FlowExpectation, Problem> {
     let at = |name: &str| format!("{field}.{name}");
+    let protocol = match flow.protocol {
+        Some(p) => parse_protocol(&p).map_err(|m| (at("protocol"), m))?,
+        None => {
+            item_protocol.ok_or_else(|| (field.to_owned(), "a flow needs a protocol".into()))?
+        }
+    };
+    let port = match flow.port {
+        Some(p) => parse_port(p).map_err(|m| (at("port"), m))?,
+        None => item_port.ok_or_else(|| (field.to_owned(), "a flow needs a port".into()))?,
+    };
     Ok(FlowExpectation {
         from: flow.from.parse().map_err(|m| (at("from"), m))?,
         to: flow.to.parse().map_err(|m| (at("to"), m))?,
-        protocol: parse_protocol(&flow.protocol).map_err(|m| (at("protocol"), m))?,
-        port: parse_port(flow.port).map_err(|m| (at("port"), m))?,
+        protocol,
+        port,
         expected: match flow.verdict.as_str() {
             "allow" => Expected::Allow,
             "deny" => Expected::Deny,
@@ -442,8 +459,8 @@ mod tests {
         let flow = |to: &str, port: u32, verdict: &str| FlowDocument {
             from: "x/a".into(),
             to: to.into(),
-            protocol: "UDP".into(),
-            port,
+            protocol: Some("UDP".into()),
+            port: Some(port),
             verdict: verdict.into(),
         };
         let item = ExpectationDocument {
@@ -464,6 +481,54 @@ mod tests {
                 "s.yaml: expect[0].flows[2].verdict: `Allow` is not `allow` or `deny`",
                 "s.yaml: expect[0].flows[3].to: `nowhere` is neither `namespace/pod` nor an IP address",
             ]
+        );
+    }
+
+    fn flow(protocol: Option<&str>, port: Option<u32>) -> FlowDocument {
+        FlowDocument {
+            from: "x/a".into(),
+            to: "x/b".into(),
+            protocol: protocol.map(Into::into),
+            port,
+            verdict: "deny".into(),
+        }
+    }
+
+    #[test]
+    fn flows_take_a_missing_protocol_and_port_from_their_item() {
+        let item = ExpectationDocument {
+            protocol: Some("UDP".into()),
+            port: Some(53),
+            matrix: Some("- x/b\nx/a X\n".into()),
+            flows: Some(vec![flow(None, None), flow(Some("TCP"), Some(80))]),
+        };
+        let parsed = parse_expectations(Path::new("s.yaml"), vec![item]).unwrap();
+        let summary: Vec<(Protocol, u16, &str)> = parsed
+            .iter()
+            .map(|f| (f.protocol, f.port, f.field.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (Protocol::Udp, 53, "expect[0].matrix"),
+                (Protocol::Udp, 53, "expect[0].flows[0]"),
+                (Protocol::Tcp, 80, "expect[0].flows[1]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_flow_without_protocol_or_port_anywhere_is_an_error() {
+        let item = ExpectationDocument {
+            protocol: None,
+            port: Some(80),
+            matrix: None,
+            flows: Some(vec![flow(None, None)]),
+        };
+        let errors = parse_expectations(Path::new("s.yaml"), vec![item]).unwrap_err();
+        assert_eq!(
+            errors.to_string(),
+            "s.yaml: expect[0].flows[0]: a flow needs a protocol"
         );
     }
 }
