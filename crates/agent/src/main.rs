@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use netpol_agent::agent;
-use netpol_agent::cli::{check, explain, matrix, Outcome};
+use netpol_agent::cli::{acls, check, explain, matrix, Outcome};
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
 /// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
@@ -24,6 +24,8 @@ enum Command {
     Matrix(matrix::Args),
     /// Explain the verdict of one flow: the rule that decided each direction.
     Explain(explain::Args),
+    /// Print the HCN ACL requests the agent would send for a scenario's pods, with rule counts.
+    Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
     Agent(agent::command::Args),
     /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args, &mut out, &mut err),
         Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
         Command::Explain(args) => explain::run(args, &mut out, &mut err),
+        Command::Acls(args) => acls::run(args, &mut out, &mut err),
         Command::Crds => agent::crds::run(&mut out),
         Command::Agent(_) => Ok(Outcome::Success), // ran above
     };

@@ -18,7 +18,9 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let Some(scenario) = load_scenario(&args.file, err)? else { return Ok(Outcome::Invalid) };
+    let Some(scenario) = load_scenario(&args.file, err)? else {
+        return Ok(Outcome::Invalid);
+    };
     let engine = load_engine(&scenario.cluster);
     let mut printed = 0;
     for (key, map) in engine.endpoints() {
@@ -49,7 +51,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     }
     if printed == 0 {
         if let Some(wanted) = &args.endpoint {
-            writeln!(err, "error: {}: no pod {wanted} (expected namespace/pod)", args.file.display())?;
+            writeln!(
+                err,
+                "error: {}: no pod {wanted} (expected namespace/pod)",
+                args.file.display()
+            )?;
             return Ok(Outcome::Invalid);
         }
     }

@@ -75,7 +75,7 @@ pub fn oracle(
 }
 
 /// The MapState engine loaded with a whole scenario, every pod a local endpoint.
-fn load_engine(cluster: &Cluster) -> Engine {
+pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
     let mut engine = Engine::new(EngineConfig {
         local_node: None,
         allow_node_probes: true,

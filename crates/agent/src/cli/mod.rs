@@ -1,6 +1,7 @@
 //! The `netpol` subcommands that work on scenario files. Each module holds one subcommand's
 //! arguments and its `run`; `main.rs` only dispatches.
 
+pub mod acls;
 pub mod check;
 pub mod describe;
 pub mod engine;
