@@ -279,6 +279,11 @@ fn datapath_faults_are_retried_until_converged() {
     agent.pipeline.request_resync();
     let report = agent.reconcile();
     assert!(report.discovery_error.is_some());
+    let retry = agent
+        .pipeline
+        .next_wakeup()
+        .expect("the listing is retried on its own");
+    agent.now = retry;
     let report = agent.reconcile();
     assert!(report.complete());
     assert_converged(&dir, &sim);

@@ -18,7 +18,9 @@ use netpol_hcn::{Datapath, HcnDatapath};
 use prometheus_client::registry::Registry;
 
 use super::driver::{self, Input, LoopConfig};
-use super::endpoints::{EndpointDiscovery, HostEndpoints, SimulatedCni};
+#[cfg(windows)]
+use super::endpoints::HostEndpoints;
+use super::endpoints::{EndpointDiscovery, SimulatedCni};
 use super::health::{self, Health};
 use super::instrumented::Instrumented;
 use super::kind::SourceKind;
@@ -170,8 +172,6 @@ fn host_datapath(
 
 #[cfg(not(windows))]
 fn host_datapath(_: impl Fn(Arc<dyn Datapath>) -> Arc<dyn Datapath>) -> anyhow::Result<Datapaths> {
-    // Keeps the type used on every platform, so that both builds check the same code paths.
-    let _ = HostEndpoints::default;
     bail!("the HCN datapath exists only on Windows; use --datapath hcn-sim")
 }
 

@@ -64,6 +64,10 @@ pub struct Pipeline {
     resync_due: bool,
     /// The host's endpoints, as last discovered, with the pod each belongs to.
     endpoints: Vec<(EndpointInfo, Option<String>)>,
+    /// Consecutive failures to list the endpoints, and when to try again.
+    discovery_failures: u32,
+    discovery_retry: Option<Instant>,
+    backoff: Backoff,
     synced: bool,
 }
 
@@ -86,12 +90,15 @@ impl Pipeline {
             compiled: BTreeMap::new(),
             discovery,
             programmer: Programmer::new(backoff),
+            backoff,
             datapath,
             metrics,
             options,
             staged: false,
             resync_due: false,
             endpoints: Vec::new(),
+            discovery_failures: 0,
+            discovery_retry: None,
             synced: false,
         }
     }
@@ -148,10 +155,14 @@ impl Pipeline {
     /// When the pipeline wants to run again on its own: a retry after a failure, or a look for
     /// endpoints still missing.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        [self.programmer.next_retry(), self.discovery.next_look()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.programmer.next_retry(),
+            self.discovery.next_look(),
+            self.discovery_retry,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Commits staged changes and programs every endpoint whose rules differ. Returns None while
@@ -179,6 +190,8 @@ impl Pipeline {
             .endpoints(self.datapath.as_ref(), &pods, refresh, now)
         {
             Ok(endpoints) => {
+                self.discovery_failures = 0;
+                self.discovery_retry = None;
                 let owners = match_pods(&endpoints, &pods);
                 self.endpoints = endpoints
                     .into_iter()
@@ -189,8 +202,10 @@ impl Pipeline {
                     .collect();
             }
             Err(error) => {
-                tracing::warn!(%error, "listing the host's endpoints failed; will retry");
-                // The listing is retried on the next reconcile, whatever triggers it.
+                self.discovery_failures += 1;
+                let delay = self.backoff.delay(self.discovery_failures);
+                self.discovery_retry = Some(now + delay);
+                tracing::warn!(%error, retry_in_ms = delay.as_millis(), "listing the host's endpoints failed");
                 self.resync_due = refresh;
                 report.discovery_error = Some(error);
                 self.record(&report, started);
