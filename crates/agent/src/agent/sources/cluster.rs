@@ -133,14 +133,70 @@ fn map_event<K>(event: Event<K>, wrap: fn(K) -> Object) -> Event<Object> {
     }
 }
 
-/// Whether the API server answered that the resource does not exist.
+/// Whether the API server answered that the resource does not exist. For a resource type it
+/// does not serve (a CRD not installed) it answers a plain-text 404, which kube turns into a
+/// `Status` with the code but not the `NotFound` reason, so the code is what counts.
 fn is_not_installed(error: &watcher::Error) -> bool {
-    let api_error = match error {
+    let not_found = |status: &kube::core::Status| status.code == 404 || status.is_not_found();
+    match error {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => e,
-        watcher::Error::WatchError(status) => return status.is_not_found(),
-        watcher::Error::NoResourceVersion => return false,
-    };
-    matches!(api_error, kube::Error::Api(status) if status.is_not_found())
+        | watcher::Error::WatchFailed(e) => {
+            matches!(e, kube::Error::Api(status) if not_found(status))
+        }
+        watcher::Error::WatchError(status) => not_found(status),
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    /// An error as kube builds it from a plain-text answer, such as the API server's
+    /// `404 page not found` for a resource type it does not serve.
+    fn api_error(code: u16) -> kube::Error {
+        let status = Status::failure("404 page not found", "Failed to parse error data");
+        kube::Error::Api(status.with_code(code).boxed())
+    }
+
+    #[test]
+    fn a_missing_crd_is_told_apart_from_other_failures() {
+        assert!(is_not_installed(&watcher::Error::InitialListFailed(
+            api_error(404)
+        )));
+        assert!(is_not_installed(&watcher::Error::WatchStartFailed(
+            api_error(404)
+        )));
+        assert!(is_not_installed(&watcher::Error::WatchError(
+            Status::failure("gone", "NotFound").with_code(404).boxed()
+        )));
+        // Forbidden (missing RBAC) and server errors are not "not installed": they are retried
+        // without pretending the kind is empty.
+        assert!(!is_not_installed(&watcher::Error::InitialListFailed(
+            api_error(403)
+        )));
+        assert!(!is_not_installed(&watcher::Error::WatchFailed(api_error(
+            500
+        ))));
+        assert!(!is_not_installed(&watcher::Error::NoResourceVersion));
+    }
+
+    #[test]
+    fn events_keep_their_shape_when_wrapped() {
+        let ns = Namespace::default();
+        assert!(matches!(
+            map_event(Event::InitApply(ns.clone()), Object::Namespace),
+            Event::InitApply(Object::Namespace(_))
+        ));
+        assert!(matches!(
+            map_event(Event::<Namespace>::InitDone, Object::Namespace),
+            Event::InitDone
+        ));
+        assert!(matches!(
+            map_event(Event::Delete(ns), Object::Namespace),
+            Event::Delete(Object::Namespace(_))
+        ));
+    }
 }
