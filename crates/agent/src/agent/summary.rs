@@ -31,6 +31,13 @@ pub fn write(
         "node {node}: {} local endpoints, {rules} ACL rules, {valid} policies in force ({invalid} invalid, skipped)",
         compiled.len()
     )?;
+    if compiled.is_empty() {
+        // The usual cause is a --node that names no node the pods are scheduled on.
+        writeln!(
+            out,
+            "no pod is scheduled on node {node}: check --node (or NODE_NAME)"
+        )?;
+    }
     writeln!(out)?;
     let width = compiled.keys().map(String::len).max().unwrap_or(3).max(3);
     writeln!(
