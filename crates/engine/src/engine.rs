@@ -7,11 +7,12 @@
 //! new priority can shift every precedence; they are rare next to pod churn.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 
 use crate::entry::{Direction, PolicyEntry};
-use crate::flow::DirectionOracle;
+use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
 use crate::mapstate::{
     compute_identity_class, compute_wildcard, ClassKey, MapChange, MapState, WildcardClass,
@@ -20,7 +21,7 @@ use crate::ports::Protocol;
 use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule, SubjectIndex};
-use crate::selector::Peer;
+use crate::selector::{AddressScope, Peer};
 use crate::selector_cache::{SelectorCache, SelectorId};
 
 #[derive(Clone, Debug)]
@@ -49,12 +50,23 @@ pub struct EndpointChanges {
     pub changes: Vec<MapChange>,
     /// The endpoint is gone (its pod was deleted or moved away).
     pub removed: bool,
+    /// Addresses were added to or removed from identities this endpoint's MapState names, or
+    /// inside prefixes it names. The MapState may be unchanged, but rules that list addresses
+    /// (every datapath's) must be rebuilt.
+    pub readdressed: bool,
+}
+
+impl EndpointChanges {
+    /// Whether the endpoint's datapath rules may differ.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && !self.removed && !self.readdressed
+    }
 }
 
 #[derive(Debug)]
 struct EndpointState {
     pod: PodInfo,
-    identities: Vec<IdentityId>,
+    addresses: Vec<IpAddr>,
     policy: EndpointPolicy,
     wildcard: HashMap<Direction, WildcardClass>,
     map: MapState,
@@ -81,10 +93,15 @@ pub struct Engine {
     entries: Vec<PolicyEntry>,
     subjects: SubjectIndex,
     levels: Levels,
-    pods: BTreeMap<String, Vec<IdentityId>>,
-    nodes: BTreeMap<String, Vec<IdentityId>>,
+    /// Each pod's identities as staged (one per address), by pod key.
+    pods: BTreeMap<String, Vec<Identity>>,
+    nodes: BTreeMap<String, Vec<Identity>>,
     world: BTreeMap<IpNet, IdentityId>,
-    owners: HashMap<IdentityId, String>,
+    /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
+    /// ones holding it (see [`IdentityStore::insert_shared`]).
+    cluster_cidrs: BTreeSet<IpNet>,
+    /// The local endpoint holding each address.
+    endpoint_addresses: HashMap<IpAddr, String>,
     cache: SelectorCache,
     endpoints: BTreeMap<String, EndpointState>,
     /// Keys of the pods that are local endpoints, maintained as pods change.
@@ -104,7 +121,8 @@ impl Engine {
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             world: BTreeMap::new(),
-            owners: HashMap::new(),
+            cluster_cidrs: BTreeSet::new(),
+            endpoint_addresses: HashMap::new(),
             cache: SelectorCache::new(),
             endpoints: BTreeMap::new(),
             local: BTreeSet::new(),
@@ -129,7 +147,8 @@ impl Engine {
         self.staged.policies.insert(key.to_owned(), None);
     }
 
-    /// Stages a pod's identities (one per address); an empty list removes the pod.
+    /// Stages a pod's identities (one per address, all with the same pod); an empty list removes
+    /// the pod. Addresses join the shared identity of their label set (see [`IdentityStore`]).
     pub fn set_pod(&mut self, key: impl Into<String>, identities: Vec<Identity>) {
         self.staged.pods.insert(key.into(), identities);
     }
@@ -160,15 +179,38 @@ impl Engine {
     }
 
     /// The local endpoint's pod and addresses.
-    pub fn endpoint_pod(&self, key: &str) -> Option<(&PodInfo, &[IdentityId])> {
+    pub fn endpoint_pod(&self, key: &str) -> Option<(&PodInfo, &[IpAddr])> {
         self.endpoints
             .get(key)
-            .map(|e| (&e.pod, e.identities.as_slice()))
+            .map(|e| (&e.pod, e.addresses.as_slice()))
     }
 
-    /// The pod key owning an identity, if a pod does.
-    pub fn owner_of(&self, id: IdentityId) -> Option<&str> {
-        self.owners.get(&id).map(String::as_str)
+    /// The local endpoint holding an address.
+    pub fn endpoint_at(&self, address: IpAddr) -> Option<&str> {
+        self.endpoint_addresses.get(&address).map(String::as_str)
+    }
+
+    /// A store of one identity per address (every pod and node address, every world prefix), the
+    /// numbering the reference evaluator and scenarios use.
+    pub fn per_address_store(&self) -> IdentityStore {
+        let mut store = IdentityStore::new();
+        for prefix in self.world.keys() {
+            store.insert(Identity::world(*prefix));
+        }
+        for identity in self.pods.values().chain(self.nodes.values()).flatten() {
+            store.insert(identity.clone());
+        }
+        store
+    }
+
+    /// Every pod as staged: its key and one identity per address.
+    pub fn pods(&self) -> impl Iterator<Item = (&str, &[Identity])> {
+        self.pods.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+
+    /// Every node as staged: its name and one identity per address.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &[Identity])> {
+        self.nodes.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
     }
 
     pub fn has_staged_changes(&self) -> bool {
@@ -194,29 +236,48 @@ impl Engine {
             self.rebuild_entries();
         }
 
-        // 1. Identities: apply every addition and removal to the store.
-        let mut added: Vec<IdentityId> = Vec::new();
-        let mut removed: Vec<(IdentityId, Identity)> = Vec::new();
+        // 1. Identities: apply every addition and removal to the store. Removals go first, so
+        // that an address passing from one pod to another in this commit lands on the new one.
+        let mut changes = IdentityChanges::default();
         let mut changed_pods: HashSet<String> = HashSet::new();
         let staged_pod_keys: Vec<String> = staged.pods.keys().cloned().collect();
+        let mut arrivals: Vec<Identity> = Vec::new();
         for (key, identities) in staged.pods {
-            let (a, r) = self.replace_identities(&key, identities, true);
-            if !a.is_empty() || !r.is_empty() {
-                changed_pods.insert(key);
+            let old = self.pods.remove(&key).unwrap_or_default();
+            if old != identities {
+                changed_pods.insert(key.clone());
             }
-            added.extend(a);
-            removed.extend(r);
+            self.leave(&old, &identities, &mut changes);
+            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+            if !identities.is_empty() {
+                self.pods.insert(key, identities);
+            }
         }
         for (name, identities) in staged.nodes {
-            let (a, r) = self.replace_identities(&name, identities, false);
-            added.extend(a);
-            removed.extend(r);
+            let old = self.nodes.remove(&name).unwrap_or_default();
+            self.leave(&old, &identities, &mut changes);
+            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+            if !identities.is_empty() {
+                self.nodes.insert(name, identities);
+            }
         }
         if policies_changed {
             let (a, r) = self.sync_world_identities();
-            added.extend(a);
-            removed.extend(r);
+            changes.added.extend(a);
+            changes.removed.extend(r);
+            if self.sync_cluster_cidrs() {
+                self.rekey_addresses(&mut changes, &mut arrivals);
+            }
         }
+        for identity in arrivals {
+            self.arrive(identity, &mut changes);
+        }
+        let IdentityChanges {
+            added,
+            removed,
+            readdressed,
+            moved,
+        } = changes;
 
         // 2. Selectors: every selector sees the identity change before any MapState does.
         let added_refs: Vec<(IdentityId, &Identity)> = added
@@ -257,10 +318,14 @@ impl Engine {
                 .iter()
                 .map(|(k, v)| MapChange::Removed(k, v.clone()))
                 .collect();
+            for address in &state.addresses {
+                self.endpoint_addresses.remove(address);
+            }
             out.push(EndpointChanges {
                 endpoint: key,
                 changes,
                 removed: true,
+                readdressed: false,
             });
         }
         let removed_identity: HashMap<IdentityId, Identity> = removed.into_iter().collect();
@@ -279,12 +344,15 @@ impl Engine {
                 let classes = self.affected_classes(&key, &deltas, &added_pods, &removed_identity);
                 self.recompute_classes(&key, classes)
             };
-            if !changes.is_empty() {
-                out.push(EndpointChanges {
-                    endpoint: key,
-                    changes,
-                    removed: false,
-                });
+            let readdressed = self.names_any(&key, &readdressed, &moved);
+            let change = EndpointChanges {
+                endpoint: key,
+                changes,
+                removed: false,
+                readdressed,
+            };
+            if !change.is_empty() {
+                out.push(change);
             }
         }
         out
@@ -301,6 +369,7 @@ impl Engine {
                     endpoint: key,
                     changes,
                     removed: false,
+                    readdressed: false,
                 })
             })
             .collect()
@@ -353,58 +422,97 @@ impl Engine {
         (added, removed)
     }
 
-    fn replace_identities(
-        &mut self,
-        key: &str,
-        identities: Vec<Identity>,
-        is_pod: bool,
-    ) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
-        let table = if is_pod {
-            &mut self.pods
-        } else {
-            &mut self.nodes
-        };
-        let old = table.remove(key).unwrap_or_default();
-        let mut keep = Vec::new();
-        let mut removed = Vec::new();
-        for id in old {
-            match self.store.get(id) {
-                Some(identity) if identities.contains(identity) => keep.push(id),
-                Some(_) => {
-                    let identity = self.store.remove(id).expect("present");
-                    self.owners.remove(&id);
-                    removed.push((id, identity));
-                }
-                None => {}
-            }
-        }
-        let mut added = Vec::new();
-        for identity in identities {
-            if self
-                .store
-                .id_of(&identity)
-                .is_some_and(|id| keep.contains(&id))
-            {
+    /// Prefixes of CIDR peers that can select pods and nodes; returns whether they changed.
+    fn sync_cluster_cidrs(&mut self) -> bool {
+        let wanted: BTreeSet<IpNet> = self
+            .entries
+            .iter()
+            .flat_map(|e| &e.peers)
+            .filter(|p| matches!(p, Peer::Cidr(c) if c.scope == AddressScope::Any))
+            .flat_map(Peer::prefixes)
+            .collect();
+        let changed = wanted != self.cluster_cidrs;
+        self.cluster_cidrs = wanted;
+        changed
+    }
+
+    /// The cluster CIDRs holding an address, part of its identity.
+    fn cidrs_holding(&self, address: IpAddr) -> Vec<IpNet> {
+        self.cluster_cidrs
+            .iter()
+            .filter(|net| net.contains(&address))
+            .copied()
+            .collect()
+    }
+
+    /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity.
+    fn rekey_addresses(&mut self, changes: &mut IdentityChanges, arrivals: &mut Vec<Identity>) {
+        let staying: Vec<Identity> = self
+            .pods
+            .values()
+            .chain(self.nodes.values())
+            .flatten()
+            .filter(|i| !arrivals.contains(i))
+            .cloned()
+            .collect();
+        for identity in staying {
+            let address = identity.prefix.addr();
+            let Some(id) = self.store.id_of(&identity) else {
                 continue;
-            }
-            let (id, new) = self.store.insert(identity);
-            if new {
-                added.push(id);
-            }
-            keep.push(id);
-            if is_pod {
-                self.owners.insert(id, key.to_owned());
+            };
+            if self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
+                self.depart(address, changes);
+                arrivals.push(identity);
             }
         }
-        let table = if is_pod {
-            &mut self.pods
+    }
+
+    /// Takes the addresses of `old` identities that `new` does not keep out of the store.
+    fn leave(&mut self, old: &[Identity], new: &[Identity], changes: &mut IdentityChanges) {
+        for identity in old.iter().filter(|i| !new.contains(i)) {
+            self.depart(identity.prefix.addr(), changes);
+        }
+    }
+
+    fn depart(&mut self, address: IpAddr, changes: &mut IdentityChanges) {
+        match self.store.remove_address(address) {
+            Some((id, Some(identity))) => changes.removed.push((id, identity)),
+            Some((id, None)) => {
+                changes.readdressed.insert(id);
+            }
+            None => return,
+        }
+        changes.moved.push(address);
+    }
+
+    fn arrive(&mut self, identity: Identity, changes: &mut IdentityChanges) {
+        let address = identity.prefix.addr();
+        let cidrs = self.cidrs_holding(address);
+        let (id, new) = self.store.insert_shared(identity, cidrs);
+        if new {
+            changes.added.push(id);
         } else {
-            &mut self.nodes
-        };
-        if !keep.is_empty() {
-            table.insert(key.to_owned(), keep);
+            changes.readdressed.insert(id);
         }
-        (added, removed)
+        changes.moved.push(address);
+    }
+
+    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
+    fn names_any(&self, key: &str, readdressed: &HashSet<IdentityId>, moved: &[IpAddr]) -> bool {
+        let Some(state) = self.endpoints.get(key) else {
+            return false;
+        };
+        if moved.is_empty() {
+            return false;
+        }
+        state.map.class_keys().any(|(_, id)| {
+            let Some(id) = id else { return false };
+            readdressed.contains(&id)
+                || self
+                    .store
+                    .get(id)
+                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
+        })
     }
 
     /// Whether the pod `key` exists and runs on the local node.
@@ -412,22 +520,17 @@ impl Engine {
         let pod = self
             .pods
             .get(key)
-            .and_then(|ids| ids.first())
-            .and_then(|id| self.store.get(*id))
+            .and_then(|identities| identities.first())
             .and_then(Identity::as_pod);
         pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
     }
 
     fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
-        let ids = self.pods.get(key).cloned().unwrap_or_default();
-        let Some(pod) = ids
-            .first()
-            .and_then(|id| self.store.get(*id))
-            .and_then(Identity::as_pod)
-            .cloned()
-        else {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
         let candidates = self.subjects.candidates(&pod);
         let selecting = candidates
             .into_iter()
@@ -441,13 +544,19 @@ impl Engine {
         });
         let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
             pod: pod.clone(),
-            identities: ids.clone(),
+            addresses: Vec::new(),
             policy: EndpointPolicy::default(),
             wildcard: HashMap::new(),
             map: MapState::default(),
         });
+        for address in &state.addresses {
+            self.endpoint_addresses.remove(address);
+        }
+        for address in &addresses {
+            self.endpoint_addresses.insert(*address, key.to_owned());
+        }
         state.pod = pod;
-        state.identities = ids;
+        state.addresses = addresses;
         state.policy = policy;
         let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
         for direction in Direction::BOTH {
@@ -460,7 +569,8 @@ impl Engine {
             {
                 if rule.peer.is_wildcard() {
                     if rule.ports.iter().any(|p| matches!(p, RulePort::Named(..))) {
-                        classes.extend(self.owners.keys().map(|id| (direction, Some(*id))));
+                        let pods = self.store.iter().filter(|(_, i)| i.as_pod().is_some());
+                        classes.extend(pods.map(|(id, _)| (direction, Some(id))));
                     }
                 } else {
                     classes.extend(
@@ -579,25 +689,41 @@ impl Engine {
     }
 }
 
-impl DirectionOracle for Engine {
-    fn decide_direction(
+impl AddressOracle for Engine {
+    fn decide_address(
         &self,
-        endpoint: IdentityId,
+        endpoint: IpAddr,
         direction: Direction,
-        remote: IdentityId,
+        remote: IpAddr,
         protocol: Protocol,
         port: u16,
     ) -> Decision {
-        let value = self
-            .owners
-            .get(&endpoint)
+        let map = self
+            .endpoint_at(endpoint)
             .and_then(|key| self.endpoints.get(key))
-            .map(|state| state.map.lookup(direction, remote, protocol, port))
-            .unwrap_or_else(|| MapState::default().lookup(direction, remote, protocol, port));
+            .map(|state| &state.map);
+        let value = match (map, self.store.resolve(remote)) {
+            (Some(map), Some(remote)) => map.lookup(direction, remote, protocol, port),
+            // No rules for the endpoint (not a local pod): nothing isolates it.
+            _ => MapState::default().lookup(direction, IdentityId(u32::MAX), protocol, port),
+        };
         Decision {
             verdict: value.verdict,
             auth: value.auth,
             reason: (*value.reason).clone(),
         }
     }
+}
+
+/// What one commit did to the identity store.
+#[derive(Debug, Default)]
+struct IdentityChanges {
+    /// Identities that came into being.
+    added: Vec<IdentityId>,
+    /// Identities whose last address went.
+    removed: Vec<(IdentityId, Identity)>,
+    /// Identities that live on with other addresses.
+    readdressed: HashSet<IdentityId>,
+    /// Every pod or node address that arrived or departed.
+    moved: Vec<IpAddr>,
 }

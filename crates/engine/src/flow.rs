@@ -1,6 +1,9 @@
 //! Whole flows between two identities: the source's egress and the destination's ingress must
 //! both allow. A side that is not a pod (a node, an outside address) has no policy of its own.
 
+use std::collections::HashMap;
+use std::net::IpAddr;
+
 use crate::entry::{Direction, PolicyEntry};
 use crate::identity::{IdentityId, IdentityStore};
 use crate::ports::Protocol;
@@ -17,6 +20,77 @@ pub trait DirectionOracle {
         protocol: Protocol,
         port: u16,
     ) -> Decision;
+}
+
+/// Decides one direction of a flow between addresses, as a datapath sees packets. The engine and
+/// the datapath simulators implement it: their identities group addresses their own way, so
+/// addresses are the one numbering every decider shares.
+pub trait AddressOracle {
+    fn decide_address(
+        &self,
+        endpoint: IpAddr,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision;
+}
+
+impl<T: AddressOracle + ?Sized> AddressOracle for &T {
+    fn decide_address(
+        &self,
+        endpoint: IpAddr,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        (**self).decide_address(endpoint, direction, remote, protocol, port)
+    }
+}
+
+/// An [`AddressOracle`] asked in the identity numbering of a per-address [`IdentityStore`] (a
+/// scenario's): each identity stands for its representative address.
+pub struct ByAddress<O> {
+    addresses: HashMap<IdentityId, IpAddr>,
+    pub inner: O,
+}
+
+impl<O> ByAddress<O> {
+    pub fn new(store: &IdentityStore, inner: O) -> Self {
+        ByAddress {
+            addresses: store.representative_addresses(),
+            inner,
+        }
+    }
+
+    /// The address standing for an identity of the store.
+    pub fn address_of(&self, id: IdentityId) -> Option<IpAddr> {
+        self.addresses.get(&id).copied()
+    }
+}
+
+impl<O: AddressOracle> DirectionOracle for ByAddress<O> {
+    fn decide_direction(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        let address = |id| {
+            self.address_of(id)
+                .expect("every identity of the store has a representative address")
+        };
+        self.inner.decide_address(
+            address(endpoint),
+            direction,
+            address(remote),
+            protocol,
+            port,
+        )
+    }
 }
 
 /// The verdicts of both directions of a flow. `None` where that side is not a pod.

@@ -107,13 +107,43 @@ impl std::fmt::Display for Identity {
     }
 }
 
-/// All identities known to the engine, with an address index that resolves an IP the way the
-/// datapath would: an exact pod or node address first, else the longest world prefix.
+/// What groups addresses into one identity.
+///
+/// Scenario stores and the reference evaluator use one identity per address ([`IdentityStore::insert`]).
+/// The engine uses Cilium's model ([`IdentityStore::insert_shared`]): an identity is everything
+/// policies can see of an address — a pod's namespace, labels, namespace labels and named ports, or a
+/// node — plus the set of policy CIDRs that contain the address. Replicas of one workload share an
+/// identity, so selector work and MapState size follow distinct label sets, not pods, and a new
+/// replica changes an address set only. The CIDR set keeps the grouping exact: a NetworkPolicy
+/// `ipBlock` may select some replicas and not others, and two addresses with the same CIDR set are
+/// selected alike by every CIDR peer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum IdentityKey {
+    Exact(Identity),
+    Shared {
+        /// The identity's kind with everything no selector reads (pod name and node) cleared.
+        kind: IdentityKind,
+        cidrs: Vec<IpNet>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    /// An identity standing for every member: its kind, and the prefix of one member. Selection
+    /// evaluated on it holds for every member, because members differ in nothing a selector reads.
+    representative: Identity,
+    /// Member addresses (host prefixes), or the world prefix.
+    members: Vec<IpNet>,
+    key: IdentityKey,
+}
+
+/// All identities known to the engine, with an address index (the ipcache) that resolves an IP the
+/// way the datapath would: an exact pod or node address first, else the longest world prefix.
 #[derive(Clone, Debug, Default)]
 pub struct IdentityStore {
     next: u32,
-    by_id: BTreeMap<IdentityId, Identity>,
-    by_value: HashMap<Identity, IdentityId>,
+    by_id: BTreeMap<IdentityId, Stored>,
+    by_key: HashMap<IdentityKey, IdentityId>,
     hosts: HashMap<IpAddr, IdentityId>,
     world: BTreeMap<IpNet, IdentityId>,
 }
@@ -123,53 +153,156 @@ impl IdentityStore {
         Self::default()
     }
 
-    /// Inserts an identity, returning its id and whether it is new. Inserting an equal identity
-    /// twice returns the first id.
+    /// Inserts an identity of its own (one address, or one world prefix), returning its id and
+    /// whether it is new. Inserting an equal identity twice returns the first id.
     pub fn insert(&mut self, identity: Identity) -> (IdentityId, bool) {
-        if let Some(id) = self.by_value.get(&identity) {
-            return (*id, false);
+        let key = IdentityKey::Exact(identity.clone());
+        self.insert_keyed(key, identity)
+    }
+
+    /// Adds a pod or node address to the shared identity of everything policies can see of it
+    /// (`cidrs`: the policy prefixes holding the address). Returns the identity and whether it is new.
+    pub fn insert_shared(&mut self, identity: Identity, cidrs: Vec<IpNet>) -> (IdentityId, bool) {
+        let kind = match identity.kind.clone() {
+            IdentityKind::Pod(pod) => IdentityKind::Pod(PodInfo {
+                name: String::new(),
+                node: None,
+                ..pod
+            }),
+            other => other,
+        };
+        let key = if matches!(kind, IdentityKind::World) {
+            IdentityKey::Exact(identity.clone())
+        } else {
+            IdentityKey::Shared { kind, cidrs }
+        };
+        self.insert_keyed(key, identity)
+    }
+
+    fn insert_keyed(&mut self, key: IdentityKey, identity: Identity) -> (IdentityId, bool) {
+        if let Some(&id) = self.by_key.get(&key) {
+            if !identity.is_world() && self.hosts.insert(identity.prefix.addr(), id) != Some(id) {
+                let stored = self.by_id.get_mut(&id).expect("indexed identity exists");
+                stored.members.push(identity.prefix);
+            }
+            return (id, false);
         }
         let id = IdentityId(self.next);
         self.next += 1;
-        match identity.kind {
-            IdentityKind::World => {
-                self.world.insert(identity.prefix, id);
-            }
-            _ => {
-                self.hosts.insert(identity.prefix.addr(), id);
-            }
+        let representative = match &key {
+            IdentityKey::Shared { kind, .. } => Identity {
+                kind: kind.clone(),
+                prefix: identity.prefix,
+            },
+            IdentityKey::Exact(_) => identity.clone(),
+        };
+        if identity.is_world() {
+            self.world.insert(identity.prefix, id);
+        } else {
+            self.hosts.insert(identity.prefix.addr(), id);
         }
-        self.by_value.insert(identity.clone(), id);
-        self.by_id.insert(id, identity);
+        self.by_key.insert(key.clone(), id);
+        self.by_id.insert(
+            id,
+            Stored {
+                representative,
+                members: vec![identity.prefix],
+                key,
+            },
+        );
         (id, true)
     }
 
+    /// Removes a whole identity with every member address.
     pub fn remove(&mut self, id: IdentityId) -> Option<Identity> {
-        let identity = self.by_id.remove(&id)?;
-        self.by_value.remove(&identity);
-        match identity.kind {
-            IdentityKind::World => {
-                self.world.remove(&identity.prefix);
-            }
-            _ => {
-                if self.hosts.get(&identity.prefix.addr()) == Some(&id) {
-                    self.hosts.remove(&identity.prefix.addr());
-                }
+        let stored = self.by_id.remove(&id)?;
+        self.by_key.remove(&stored.key);
+        if stored.representative.is_world() {
+            self.world.remove(&stored.representative.prefix);
+        }
+        for member in &stored.members {
+            if self.hosts.get(&member.addr()) == Some(&id) {
+                self.hosts.remove(&member.addr());
             }
         }
-        Some(identity)
+        Some(stored.representative)
     }
 
+    /// Removes one pod or node address. Returns the identity it belonged to, and the identity itself
+    /// when that was its last address (the identity is then gone).
+    pub fn remove_address(&mut self, address: IpAddr) -> Option<(IdentityId, Option<Identity>)> {
+        let id = self.hosts.remove(&address)?;
+        let stored = self.by_id.get_mut(&id).expect("indexed identity exists");
+        stored.members.retain(|m| m.addr() != address);
+        if stored.members.is_empty() {
+            return Some((id, self.remove(id)));
+        }
+        if stored.representative.prefix.addr() == address {
+            stored.representative.prefix = stored.members[0];
+        }
+        Some((id, None))
+    }
+
+    /// The identity (for shared identities, its representative: see [`IdentityStore::insert_shared`]).
     pub fn get(&self, id: IdentityId) -> Option<&Identity> {
-        self.by_id.get(&id)
+        self.by_id.get(&id).map(|s| &s.representative)
     }
 
+    /// The addresses of an identity: its members' host prefixes, or its world prefix.
+    pub fn members(&self, id: IdentityId) -> &[IpNet] {
+        self.by_id.get(&id).map_or(&[], |s| s.members.as_slice())
+    }
+
+    /// A description of an identity that does not depend on the order its members arrived in:
+    /// its kind and every member address.
+    pub fn describe(&self, id: IdentityId) -> String {
+        let Some(stored) = self.by_id.get(&id) else {
+            return format!("unknown identity {id}");
+        };
+        let mut members: Vec<String> = stored
+            .members
+            .iter()
+            .map(|m| m.addr().to_string())
+            .collect();
+        members.sort();
+        match &stored.representative.kind {
+            IdentityKind::Pod(p) if p.name.is_empty() => {
+                let labels: Vec<String> =
+                    p.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                format!(
+                    "pods {}/{{{}}} [{}]",
+                    p.namespace,
+                    labels.join(","),
+                    members.join(",")
+                )
+            }
+            _ if stored.members.len() > 1 => {
+                format!("{} [{}]", stored.representative, members.join(","))
+            }
+            _ => stored.representative.to_string(),
+        }
+    }
+
+    /// The policy CIDRs holding the members of a shared identity (empty for others).
+    pub fn cidrs_of(&self, id: IdentityId) -> &[IpNet] {
+        match self.by_id.get(&id).map(|s| &s.key) {
+            Some(IdentityKey::Shared { cidrs, .. }) => cidrs,
+            _ => &[],
+        }
+    }
+
+    /// The id of an identity of its own, or of the shared identity holding a pod or node address.
     pub fn id_of(&self, identity: &Identity) -> Option<IdentityId> {
-        self.by_value.get(identity).copied()
+        if let Some(id) = self.by_key.get(&IdentityKey::Exact(identity.clone())) {
+            return Some(*id);
+        }
+        (!identity.is_world())
+            .then(|| self.hosts.get(&identity.prefix.addr()).copied())
+            .flatten()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (IdentityId, &Identity)> {
-        self.by_id.iter().map(|(id, i)| (*id, i))
+        self.by_id.iter().map(|(id, s)| (*id, &s.representative))
     }
 
     pub fn len(&self) -> usize {
@@ -178,6 +311,11 @@ impl IdentityStore {
 
     pub fn is_empty(&self) -> bool {
         self.by_id.is_empty()
+    }
+
+    /// Pod and node addresses held, over all identities.
+    pub fn address_count(&self) -> usize {
+        self.hosts.len()
     }
 
     pub fn world_prefixes(&self) -> impl Iterator<Item = (&IpNet, &IdentityId)> {
@@ -195,6 +333,61 @@ impl IdentityStore {
             let net = IpNet::new(ip, len).ok()?.trunc();
             self.world.get(&net).copied()
         })
+    }
+
+    /// For every identity, one address that [`IdentityStore::resolve`] maps back to it: a member
+    /// address, or for a world prefix its lowest address that no longer prefix or host claims.
+    /// A prefix wholly covered by others has none and is left out.
+    pub fn representative_addresses(&self) -> HashMap<IdentityId, IpAddr> {
+        let mut out = HashMap::new();
+        for (id, stored) in &self.by_id {
+            let prefix = stored.representative.prefix;
+            if !stored.representative.is_world() {
+                out.insert(*id, prefix.addr());
+                continue;
+            }
+            let mut holes: Vec<(u128, u128)> = self
+                .by_id
+                .iter()
+                .filter(|(other, _)| *other != id)
+                .flat_map(|(_, s)| {
+                    let world = s.representative.is_world();
+                    s.members.iter().map(move |m| (m, world))
+                })
+                .filter(|(p, world)| {
+                    prefix.contains(*p) && (p.prefix_len() > prefix.prefix_len() || !world)
+                })
+                .map(|(p, _)| span(p))
+                .collect();
+            holes.sort_unstable();
+            let (start, end) = span(&prefix);
+            let mut candidate = start;
+            for (lo, hi) in holes {
+                if candidate < lo {
+                    break;
+                }
+                candidate = candidate.max(hi.saturating_add(1));
+            }
+            if candidate <= end {
+                let address = match prefix {
+                    IpNet::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(candidate as u32)),
+                    IpNet::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(candidate)),
+                };
+                out.insert(*id, address);
+            }
+        }
+        out
+    }
+}
+
+/// The first and last address of a prefix as integers.
+fn span(net: &IpNet) -> (u128, u128) {
+    match net {
+        IpNet::V4(n) => (
+            u128::from(u32::from(n.network())),
+            u128::from(u32::from(n.broadcast())),
+        ),
+        IpNet::V6(n) => (u128::from(n.network()), u128::from(n.broadcast())),
     }
 }
 
@@ -220,6 +413,75 @@ mod tests {
         assert_eq!(store.resolve("::1".parse().unwrap()), None);
         store.remove(net28);
         assert_eq!(store.resolve("192.0.2.2".parse().unwrap()), Some(net24));
+    }
+
+    fn pod(name: &str, app: &str) -> PodInfo {
+        PodInfo {
+            namespace: "ns".into(),
+            name: name.into(),
+            labels: [("app".to_string(), app.to_string())].into(),
+            namespace_labels: Labels::new(),
+            node: Some(format!("node-{name}")),
+            ports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn replicas_share_an_identity_until_their_last_address_goes() {
+        let mut store = IdentityStore::new();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
+        let (web1, new1) = store.insert_shared(Identity::pod(pod("w1", "web"), a), vec![]);
+        let (web2, new2) = store.insert_shared(Identity::pod(pod("w2", "web"), b), vec![]);
+        let (db, _) = store.insert_shared(Identity::pod(pod("d1", "db"), c), vec![]);
+        assert!(new1 && !new2);
+        assert_eq!(web1, web2);
+        assert_ne!(web1, db);
+        assert_eq!(store.members(web1).len(), 2);
+        assert_eq!(store.resolve(b), Some(web1));
+        // The representative names no single pod.
+        let rep = store.get(web1).unwrap().as_pod().unwrap();
+        assert_eq!((rep.name.as_str(), rep.node.as_deref()), ("", None));
+        // Removing the representative's address keeps the identity, represented by the other.
+        assert_eq!(store.remove_address(a), Some((web1, None)));
+        assert_eq!(store.get(web1).unwrap().prefix.addr(), b);
+        let (gone, last) = store.remove_address(b).unwrap();
+        assert_eq!(gone, web1);
+        assert!(last.is_some());
+        assert!(store.get(web1).is_none());
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn different_policy_cidrs_split_replicas() {
+        let mut store = IdentityStore::new();
+        let net: IpNet = "10.0.0.0/31".parse().unwrap();
+        let (inside, _) = store.insert_shared(
+            Identity::pod(pod("w1", "web"), "10.0.0.1".parse().unwrap()),
+            vec![net],
+        );
+        let (outside, _) = store.insert_shared(
+            Identity::pod(pod("w2", "web"), "10.0.0.2".parse().unwrap()),
+            vec![],
+        );
+        assert_ne!(inside, outside);
+    }
+
+    #[test]
+    fn representative_addresses_resolve_back() {
+        let mut store = IdentityStore::new();
+        store.insert(Identity::world("10.0.0.0/30".parse().unwrap()));
+        store.insert(Identity::world("10.0.0.0/31".parse().unwrap()));
+        store.insert_shared(
+            Identity::pod(pod("w1", "web"), "10.0.0.2".parse().unwrap()),
+            vec![],
+        );
+        let reps = store.representative_addresses();
+        assert_eq!(reps.len(), 3);
+        for (id, ip) in reps {
+            assert_eq!(store.resolve(ip), Some(id), "{ip}");
+        }
     }
 
     #[test]

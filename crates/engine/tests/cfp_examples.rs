@@ -4,7 +4,9 @@
 mod common;
 
 use common::*;
-use netpol_engine::flow::DirectionOracle;
+use std::net::IpAddr;
+
+use netpol_engine::flow::AddressOracle;
 use netpol_engine::*;
 
 /// An admin-tier ingress entry of priority `value` for every pod, from `peer` over TCP `lo..=hi`
@@ -48,8 +50,10 @@ type KeyRow = (Option<IdentityId>, Option<Protocol>, u16, u8, Verdict);
 
 struct Fixture {
     engine: Engine,
-    target: IdentityId,
-    five: IdentityId,
+    target: IpAddr,
+    five: IpAddr,
+    /// The engine identity of the `five` pod, as MapState keys name it.
+    five_id: IdentityId,
 }
 
 /// A target pod and a remote pod ("identity 5"), both on node n0, with the given entries.
@@ -78,8 +82,9 @@ fn fixture(entries: Vec<PolicyEntry>) -> Fixture {
     engine.set_pod("five", five.clone());
     engine.set_policy("cfp", entries);
     engine.commit();
-    let target = engine.identities().id_of(&target[0]).unwrap();
-    let five = engine.identities().id_of(&five[0]).unwrap();
+    let five_id = engine.identities().id_of(&five[0]).unwrap();
+    let target = target[0].prefix.addr();
+    let five = five[0].prefix.addr();
     assert!(
         first_disagreement(&engine).is_none(),
         "{:?}",
@@ -89,6 +94,7 @@ fn fixture(entries: Vec<PolicyEntry>) -> Fixture {
         engine,
         target,
         five,
+        five_id,
     }
 }
 
@@ -105,7 +111,7 @@ impl Fixture {
     }
     fn verdict(&self, port: u16) -> Verdict {
         self.engine
-            .decide_direction(
+            .decide_address(
                 self.target,
                 Direction::Ingress,
                 self.five,
@@ -148,7 +154,7 @@ fn example_1c_broader_lower_priority_entry_is_inserted_and_loses_where_they_over
         f.keys(),
         vec![
             (None, TCP, 0, 6, Verdict::Allow),
-            (Some(f.five), TCP, 0, 0, Verdict::Deny)
+            (Some(f.five_id), TCP, 0, 0, Verdict::Deny)
         ]
     );
     assert_eq!(f.verdict(80), Verdict::Allow);
@@ -164,12 +170,12 @@ fn example_1d_disjoint_protocols_coexist() {
         f.keys(),
         vec![
             (None, TCP, 0, 6, Verdict::Allow),
-            (Some(f.five), Some(Protocol::Udp), 53, 16, Verdict::Deny)
+            (Some(f.five_id), Some(Protocol::Udp), 53, 16, Verdict::Deny)
         ]
     );
     let udp_verdict = f
         .engine
-        .decide_direction(f.target, Direction::Ingress, f.five, Protocol::Udp, 53)
+        .decide_address(f.target, Direction::Ingress, f.five, Protocol::Udp, 53)
         .verdict;
     assert_eq!(udp_verdict, Verdict::Deny);
 }
@@ -205,7 +211,7 @@ fn example_2b_descendant_wildcard_is_kept_and_precedence_decides_at_lookup() {
         f.keys(),
         vec![
             (None, TCP, 80, 16, Verdict::Allow),
-            (Some(f.five), TCP, 0, 0, Verdict::Deny)
+            (Some(f.five_id), TCP, 0, 0, Verdict::Deny)
         ]
     );
     // Identity 5 hits both; the exact-identity entry has the higher precedence.
@@ -235,20 +241,16 @@ fn auth_is_inherited_from_a_covering_entry_of_equal_precedence() {
     ]);
     let d = f
         .engine
-        .decide_direction(f.target, Direction::Ingress, f.five, Protocol::Tcp, 80);
+        .decide_address(f.target, Direction::Ingress, f.five, Protocol::Tcp, 80);
     assert_eq!(
         (d.verdict, d.auth),
         (Verdict::Allow, Some(AuthMode::Required))
     );
     // Another remote matching only the port rule needs no authentication.
-    let world = f
-        .engine
-        .identities()
-        .resolve("192.0.2.1".parse().unwrap())
-        .unwrap();
+    let world: IpAddr = "192.0.2.1".parse().unwrap();
     let d = f
         .engine
-        .decide_direction(f.target, Direction::Ingress, world, Protocol::Tcp, 80);
+        .decide_address(f.target, Direction::Ingress, world, Protocol::Tcp, 80);
     assert_eq!((d.verdict, d.auth), (Verdict::Allow, None));
 }
 
@@ -265,7 +267,7 @@ fn auth_is_pushed_to_narrower_entries_of_the_same_identity() {
     let map = f.engine.endpoint("target").unwrap();
     let narrow = map
         .iter()
-        .find(|(k, _)| k.identity == Some(f.five) && k.port == 80 && k.port_prefix_len == 16)
+        .find(|(k, _)| k.identity == Some(f.five_id) && k.port == 80 && k.port_prefix_len == 16)
         .map(|(_, v)| v.auth);
     assert_eq!(narrow, Some(Some(AuthMode::Required)));
 }
@@ -296,4 +298,45 @@ fn pass_never_reaches_the_map_and_delegates_to_the_next_tier() {
         Verdict::Deny,
         "not passed: the admin deny applies"
     );
+}
+
+/// A new replica of a label set that already has an identity joins that identity: no selector or
+/// MapState work, only the endpoints whose entries name the identity learn that its addresses changed.
+#[test]
+fn a_new_replica_changes_address_sets_only() {
+    let f = fixture(vec![cilium_allow(
+        pod5(),
+        vec![PortRule::single(Protocol::Tcp, 80)],
+        None,
+    )]);
+    let mut engine = f.engine;
+    let identities = engine.identities().len();
+    let before = engine.endpoint("target").unwrap().clone();
+    let spec = PodSpec {
+        namespace: 0,
+        app: "db",
+        node: 0,
+        http_port: 80,
+        ipv6: false,
+    };
+    let mut replica = pod_identities(7, &spec, false);
+    if let IdentityKind::Pod(p) = &mut replica[0].kind {
+        p.labels.insert("app".into(), "five".into());
+    }
+    engine.set_pod("five-2", replica.clone());
+    let changes = engine.commit();
+    assert_eq!(engine.identities().len(), identities, "no new identity");
+    assert_eq!(
+        engine.identities().id_of(&replica[0]),
+        Some(f.five_id),
+        "the replica joined the identity of its label set"
+    );
+    assert_eq!(
+        engine.endpoint("target").unwrap(),
+        &before,
+        "MapState untouched"
+    );
+    let target = changes.iter().find(|c| c.endpoint == "target").unwrap();
+    assert!(target.changes.is_empty() && target.readdressed);
+    assert_eq!(engine.identities().members(f.five_id).len(), 2);
 }

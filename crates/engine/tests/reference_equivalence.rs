@@ -108,7 +108,15 @@ proptest! {
                     policies[k] = None;
                 }
             }
-            engine.commit();
+            let before = canonical(&engine);
+            let reported: Vec<String> = engine.commit().into_iter().filter(|c| !c.is_empty()).map(|c| c.endpoint).collect();
+            // Every endpoint whose entries or the addresses behind them changed is reported, so a
+            // datapath that rebuilds only reported endpoints stays right.
+            for (key, rows) in canonical(&engine) {
+                if before.get(&key) != Some(&rows) {
+                    prop_assert!(reported.contains(&key), "{} changed but was not reported", key);
+                }
+            }
             let drift = engine.recompute_all();
             prop_assert!(drift.is_empty(), "incremental state differs from a recompute: {:?}", drift);
 

@@ -8,10 +8,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ipnet::IpNet;
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::AddressOracle;
 use netpol_engine::reference::{Decision, Reason};
-use netpol_engine::{Direction, Engine, IdentityId, IdentityStore, Protocol, Verdict};
+use netpol_engine::{Direction, Engine, Protocol, Verdict};
 
 use crate::client::HcnDatapath;
 use crate::compile::{compile_endpoint_with, CompileError, CompileOptions, CompiledAcls};
@@ -36,16 +35,12 @@ pub enum SimOracleError {
     Program { endpoint: String, outcome: Outcome },
 }
 
-/// The engine's endpoints, compiled and programmed into a simulator. Identity ids are the
-/// engine's.
+/// The engine's endpoints, compiled and programmed into a simulator, deciding flows by address.
 pub struct SimOracle {
     datapath: HcnDatapath<HcnSim>,
-    /// The engine's identities (a copy, so the oracle does not borrow the engine).
-    store: IdentityStore,
-    /// Identity of each local pod address to the endpoint holding it.
-    endpoints: HashMap<IdentityId, String>,
+    /// Each local pod address to the endpoint holding it.
+    endpoints: HashMap<IpAddr, String>,
     compiled: BTreeMap<String, CompiledAcls>,
-    representatives: HashMap<IdentityId, IpAddr>,
 }
 
 impl SimOracle {
@@ -69,16 +64,12 @@ impl SimOracle {
                     error,
                 }
             })?;
-            let ids = engine
+            let addresses = engine
                 .endpoint_pod(key)
-                .map(|(_, ids)| ids)
+                .map(|(_, addresses)| addresses.to_vec())
                 .unwrap_or_default();
-            let addresses = ids
-                .iter()
-                .filter_map(|id| store.get(*id).map(|i| i.prefix.addr()))
-                .collect();
-            for id in ids {
-                endpoints.insert(*id, key.to_string());
+            for address in &addresses {
+                endpoints.insert(*address, key.to_string());
             }
             sim.add_endpoint(
                 EndpointInfo {
@@ -104,9 +95,7 @@ impl SimOracle {
             return Err(SimOracleError::Program { endpoint, outcome });
         }
         Ok(SimOracle {
-            representatives: representatives(store),
             datapath,
-            store: store.clone(),
             endpoints,
             compiled,
         })
@@ -125,55 +114,36 @@ impl SimOracle {
         &self.datapath
     }
 
-    /// An address whose identity is `id`: a pod's or node's own address, or for a world
-    /// identity the first address of its prefix that no more specific identity owns.
-    pub fn address_of(&self, id: IdentityId) -> Option<IpAddr> {
-        self.representatives.get(&id).copied().or_else(|| {
-            let identity = self.store.get(id)?;
-            (!identity.is_world()).then(|| identity.prefix.addr())
-        })
+    /// Evaluates one direction of a flow on the endpoint holding the `endpoint` address, with
+    /// the endpoint key. None if no endpoint holds the address.
+    pub fn evaluate(
+        &self,
+        endpoint: IpAddr,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Option<(&str, Evaluation)> {
+        let key = self.endpoints.get(&endpoint)?;
+        let evaluation = self
+            .sim()
+            .evaluate(key, &packet(direction, remote, protocol, port))
+            .ok()?;
+        Some((key, evaluation))
     }
 
     /// The HCN rule that decided one direction of a flow: (id, priority), if any matched.
     pub fn deciding_rule(
         &self,
-        endpoint: IdentityId,
-        direction: Direction,
-        remote: IdentityId,
-        protocol: Protocol,
-        port: u16,
-    ) -> Option<(String, u16)> {
-        let (endpoint, packet) = self.packet(endpoint, direction, remote, protocol, port)?;
-        self.sim().evaluate(&endpoint, &packet).ok()?.rule
-    }
-
-    /// Evaluates one direction of a flow with an explicit remote address on the endpoint that
-    /// holds the `endpoint` identity. None if no endpoint holds it.
-    pub fn evaluate_address(
-        &self,
-        endpoint: IdentityId,
+        endpoint: IpAddr,
         direction: Direction,
         remote: IpAddr,
         protocol: Protocol,
         port: u16,
-    ) -> Option<Evaluation> {
-        let endpoint = self.endpoints.get(&endpoint)?;
-        self.sim()
-            .evaluate(endpoint, &packet(direction, remote, protocol, port))
-            .ok()
-    }
-
-    fn packet(
-        &self,
-        endpoint: IdentityId,
-        direction: Direction,
-        remote: IdentityId,
-        protocol: Protocol,
-        port: u16,
-    ) -> Option<(String, Packet)> {
-        let endpoint = self.endpoints.get(&endpoint)?.clone();
-        let remote_address = self.address_of(remote)?;
-        Some((endpoint, packet(direction, remote_address, protocol, port)))
+    ) -> Option<(String, u16)> {
+        self.evaluate(endpoint, direction, remote, protocol, port)?
+            .1
+            .rule
     }
 }
 
@@ -192,20 +162,17 @@ pub fn packet(direction: Direction, remote: IpAddr, protocol: Protocol, port: u1
     }
 }
 
-impl DirectionOracle for SimOracle {
-    fn decide_direction(
+impl AddressOracle for SimOracle {
+    fn decide_address(
         &self,
-        endpoint: IdentityId,
+        endpoint: IpAddr,
         direction: Direction,
-        remote: IdentityId,
+        remote: IpAddr,
         protocol: Protocol,
         port: u16,
     ) -> Decision {
-        let evaluation = self
-            .packet(endpoint, direction, remote, protocol, port)
-            .and_then(|(ep, packet)| Some((ep.clone(), self.sim().evaluate(&ep, &packet).ok()?)));
-        // An endpoint without netpol rules (or an identity with no address) passes everything,
-        // as an HCN endpoint without ACLs does.
+        let evaluation = self.evaluate(endpoint, direction, remote, protocol, port);
+        // An endpoint without netpol rules passes everything, as an HCN endpoint without ACLs does.
         let Some((ep, evaluation)) = evaluation else {
             return Decision {
                 verdict: Verdict::Allow,
@@ -216,7 +183,7 @@ impl DirectionOracle for SimOracle {
         let reason = evaluation
             .rule
             .as_ref()
-            .and_then(|(id, _)| self.compiled.get(&ep)?.reasons.get(id))
+            .and_then(|(id, _)| self.compiled.get(ep)?.reasons.get(id))
             .map_or(Reason::Default, |r| Reason::clone(Arc::as_ref(r)));
         Decision {
             verdict: match evaluation.action {
@@ -226,56 +193,5 @@ impl DirectionOracle for SimOracle {
             auth: None,
             reason,
         }
-    }
-}
-
-/// For each world identity, the first address its prefix owns outright, by sweeping the prefix
-/// past the prefixes of identities nested inside it.
-pub fn representatives(store: &IdentityStore) -> HashMap<IdentityId, IpAddr> {
-    let all: Vec<(IdentityId, IpNet, bool)> = store
-        .iter()
-        .map(|(id, i)| (id, i.prefix, i.is_world()))
-        .collect();
-    let mut out = HashMap::new();
-    for (id, prefix, world) in &all {
-        if !world {
-            continue;
-        }
-        let mut holes: Vec<(u128, u128)> = all
-            .iter()
-            .filter(|(other, p, other_world)| {
-                other != id
-                    && prefix.contains(p)
-                    && (p.prefix_len() > prefix.prefix_len() || !other_world)
-            })
-            .map(|(_, p, _)| span(p))
-            .collect();
-        holes.sort_unstable();
-        let (start, end) = span(prefix);
-        let mut candidate = start;
-        for (lo, hi) in holes {
-            if candidate < lo {
-                break;
-            }
-            candidate = candidate.max(hi.saturating_add(1));
-        }
-        if candidate <= end {
-            let address = match prefix {
-                IpNet::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(candidate as u32)),
-                IpNet::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(candidate)),
-            };
-            out.insert(*id, address);
-        }
-    }
-    out
-}
-
-fn span(net: &IpNet) -> (u128, u128) {
-    match net {
-        IpNet::V4(n) => (
-            u128::from(u32::from(n.network())),
-            u128::from(u32::from(n.broadcast())),
-        ),
-        IpNet::V6(n) => (u128::from(n.network()), u128::from(n.broadcast())),
     }
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use common::*;
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::AddressOracle;
 use netpol_engine::mapstate::{MapValue, PortKey};
 use netpol_engine::*;
 use netpol_hcn::schema::AclAction;
@@ -240,8 +240,8 @@ fn first_engine_mismatch(engine: &Engine) -> Option<String> {
             .map(|a| a.parse::<IpAddr>().unwrap()),
     );
     for (key, _) in engine.endpoints() {
-        let (_, ids) = engine.endpoint_pod(key).unwrap();
-        for &endpoint in ids {
+        let (_, endpoint_addresses) = engine.endpoint_pod(key).unwrap();
+        for &endpoint in endpoint_addresses {
             for &address in &addresses {
                 let Some(remote) = store.resolve(address) else {
                     continue;
@@ -249,7 +249,7 @@ fn first_engine_mismatch(engine: &Engine) -> Option<String> {
                 for direction in Direction::BOTH {
                     for (protocol, port) in engine_common::PROBES {
                         let want =
-                            engine.decide_direction(endpoint, direction, remote, protocol, port);
+                            engine.decide_address(endpoint, direction, address, protocol, port);
                         let want = if want.verdict == Verdict::Allow
                             && want.auth != Some(AuthMode::Required)
                         {
@@ -257,13 +257,13 @@ fn first_engine_mismatch(engine: &Engine) -> Option<String> {
                         } else {
                             AclAction::Block
                         };
-                        let got = oracle
-                            .evaluate_address(endpoint, direction, address, protocol, port)
+                        let (_, got) = oracle
+                            .evaluate(endpoint, direction, address, protocol, port)
                             .unwrap();
                         if got.action != want {
                             return Some(format!(
                                 "{key} {direction} {address} ({}) {protocol}/{port}: sim {:?} by {:?}, engine {want:?}\n{}",
-                                store.get(remote).unwrap(),
+                                store.describe(remote),
                                 got.action,
                                 got.rule,
                                 oracle.compiled()[key].update_request_json()

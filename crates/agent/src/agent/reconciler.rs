@@ -284,16 +284,11 @@ impl Pipeline {
     }
 
     fn local_pods(&self) -> LocalPods {
-        let store = self.engine.identities();
         self.engine
             .endpoints()
             .filter_map(|(key, _)| {
-                let (_, ids) = self.engine.endpoint_pod(key)?;
-                let addresses = ids
-                    .iter()
-                    .filter_map(|id| store.get(*id).map(|i| i.prefix.addr()))
-                    .collect();
-                Some((key.to_owned(), addresses))
+                let (_, addresses) = self.engine.endpoint_pod(key)?;
+                Some((key.to_owned(), addresses.to_vec()))
             })
             .collect()
     }

@@ -2,8 +2,9 @@
 //! pods as the programmed rules decide it.
 
 use std::io::{self, Write};
+use std::net::IpAddr;
 
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::AddressOracle;
 use netpol_engine::{Direction, Protocol};
 use netpol_hcn::oracle::packet;
 use netpol_hcn::schema::AclAction;
@@ -78,8 +79,7 @@ pub fn write(
 /// One cell per ordered pair of local pods: the source's egress and the destination's ingress.
 fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u16) -> Matrix {
     let engine = pipeline.engine();
-    let store = engine.identities();
-    let pods: Vec<(&str, netpol_engine::IdentityId)> = engine
+    let pods: Vec<(&str, IpAddr)> = engine
         .endpoints()
         .filter_map(|(key, _)| Some((key, *engine.endpoint_pod(key)?.1.first()?)))
         .collect();
@@ -90,20 +90,15 @@ fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u
             .find(|(_, owner)| owner.as_deref() == Some(pod))
             .map(|(e, _)| e.id.clone())
     };
-    let allows = |pod: &str, local, direction, remote| -> bool {
+    let allows = |pod: &str, local: IpAddr, direction, remote: IpAddr| -> bool {
         match sim {
-            Some(sim) => {
-                let Some(address) = store.get(remote).map(|i| i.prefix.addr()) else {
-                    return false;
-                };
-                // A pod without an endpoint has no rules to stop anything.
-                endpoint_of(pod).is_none_or(|endpoint| {
-                    sim.evaluate(&endpoint, &packet(direction, address, protocol, port))
-                        .is_ok_and(|e| e.action == AclAction::Allow)
-                })
-            }
+            // A pod without an endpoint has no rules to stop anything.
+            Some(sim) => endpoint_of(pod).is_none_or(|endpoint| {
+                sim.evaluate(&endpoint, &packet(direction, remote, protocol, port))
+                    .is_ok_and(|e| e.action == AclAction::Allow)
+            }),
             None => engine
-                .decide_direction(local, direction, remote, protocol, port)
+                .decide_address(local, direction, remote, protocol, port)
                 .allowed(),
         }
     };
@@ -112,12 +107,7 @@ fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u
         .map(|(from, src)| {
             pods.iter()
                 .map(|(to, dst)| {
-                    let same_family = match (store.get(*src), store.get(*dst)) {
-                        (Some(a), Some(b)) => {
-                            a.prefix.addr().is_ipv4() == b.prefix.addr().is_ipv4()
-                        }
-                        _ => false,
-                    };
+                    let same_family = src.is_ipv4() == dst.is_ipv4();
                     if from == to || !same_family {
                         '-'
                     } else if allows(from, *src, Direction::Egress, *dst)

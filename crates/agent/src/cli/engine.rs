@@ -2,11 +2,8 @@
 //! `--engine` (and `--datapath`) and asks [`oracle`] for a [`DirectionOracle`] over a scenario's
 //! cluster, so a new engine or datapath simulator is a new variant here and nothing else.
 
-use std::collections::HashMap;
-
-use netpol_engine::flow::{DirectionOracle, ReferenceOracle};
-use netpol_engine::reference::Decision;
-use netpol_engine::{Direction, Engine, EngineConfig, IdentityId, Protocol};
+use netpol_engine::flow::{ByAddress, DirectionOracle, ReferenceOracle};
+use netpol_engine::{Engine, EngineConfig};
 use netpol_hcn::oracle::{SimOracle, SimOracleError};
 
 use crate::scenario::Cluster;
@@ -44,8 +41,6 @@ pub enum OracleError {
     DatapathNeedsMapState,
     #[error("the HCN simulator could not be programmed: {0}")]
     Simulator(#[from] SimOracleError),
-    #[error("the engine lacks the identity of {0}")]
-    MissingIdentity(String),
 }
 
 /// A decider for flows of `cluster`, as the user chose. Identity ids are those of
@@ -62,13 +57,12 @@ pub fn oracle(
         (EngineKind::Reference, Some(_)) => Err(OracleError::DatapathNeedsMapState),
         (EngineKind::Mapstate, datapath) => {
             let engine = load_engine(cluster);
-            let ids = engine_ids(cluster, &engine)?;
+            let store = cluster.store();
             Ok(match datapath {
-                None => Box::new(Remapped { ids, inner: engine }),
-                Some(DatapathKind::HcnSim) => Box::new(Remapped {
-                    ids,
-                    inner: SimOracle::from_engine(&engine)?,
-                }),
+                None => Box::new(ByAddress::new(store, engine)),
+                Some(DatapathKind::HcnSim) => {
+                    Box::new(ByAddress::new(store, SimOracle::from_engine(&engine)?))
+                }
             })
         }
     }
@@ -91,58 +85,14 @@ pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
     engine
 }
 
-/// The engine keeps its own identity store: each cluster identity's id there.
-fn engine_ids(
-    cluster: &Cluster,
-    engine: &Engine,
-) -> Result<HashMap<IdentityId, IdentityId>, OracleError> {
-    cluster
-        .store()
-        .iter()
-        .map(|(id, identity)| {
-            let theirs = engine
-                .identities()
-                .id_of(identity)
-                .ok_or_else(|| OracleError::MissingIdentity(identity.to_string()))?;
-            Ok((id, theirs))
-        })
-        .collect()
-}
-
-/// An oracle over another identity numbering, asked in the cluster's.
-struct Remapped<O> {
-    ids: HashMap<IdentityId, IdentityId>,
-    inner: O,
-}
-
-impl<O: DirectionOracle> DirectionOracle for Remapped<O> {
-    fn decide_direction(
-        &self,
-        endpoint: IdentityId,
-        direction: Direction,
-        remote: IdentityId,
-        protocol: Protocol,
-        port: u16,
-    ) -> Decision {
-        // Every id of the cluster was mapped when the oracle was built.
-        self.inner.decide_direction(
-            self.ids[&endpoint],
-            direction,
-            self.ids[&remote],
-            protocol,
-            port,
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::scenario::PodRef;
     use netpol_engine::flow::decide_flow;
     use netpol_engine::{
-        Identity, LabelSelector, Labels, NodeInfo, Peer, PodInfo, PodSelector, PolicyEntry,
-        PortRule, Priority, Provenance, Tier, Verdict,
+        Direction, Identity, IdentityId, LabelSelector, Labels, NodeInfo, Peer, PodInfo,
+        PodSelector, PolicyEntry, PortRule, Priority, Protocol, Provenance, Tier, Verdict,
     };
 
     fn pod(ns: &str, name: &str, node: &str, ip: &str) -> (PodRef, Vec<Identity>) {

@@ -14,9 +14,9 @@ use netpol_agent::agent::instrumented::Instrumented;
 use netpol_agent::agent::metrics::Metrics;
 use netpol_agent::agent::reconciler::{Pipeline, ReconcileReport};
 use netpol_agent::agent::sources::files::{FileSource, Scan};
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::AddressOracle;
 use netpol_engine::{Direction, Engine, EngineConfig, Protocol};
-use netpol_hcn::oracle::{packet, representatives};
+use netpol_hcn::oracle::packet;
 use netpol_hcn::programmer::Backoff;
 use netpol_hcn::schema::AclAction;
 use netpol_hcn::sim::{Call, HcnSim};
@@ -211,35 +211,34 @@ pub fn fresh_engine(dir: &Path) -> Engine {
 /// log (its own listing is logged there).
 pub fn assert_converged(dir: &Path, sim: &HcnDatapath<HcnSim>) -> usize {
     let engine = fresh_engine(dir);
-    let store = engine.identities();
-    let addresses = representatives(store);
+    // Every pod and node address, and one address of every world prefix.
+    let per_address = engine.per_address_store();
+    let remotes = per_address.representative_addresses();
     let listing = sim.list_endpoints().unwrap();
     let mut checked = 0;
     let mut local_pods = 0;
     for (key, _) in engine.endpoints() {
         local_pods += 1;
-        let (_, ids) = engine.endpoint_pod(key).unwrap();
-        for &local in ids {
-            let local_address = store.get(local).unwrap().prefix.addr();
+        let (_, local_addresses) = engine.endpoint_pod(key).unwrap();
+        for &local_address in local_addresses {
             let endpoint = listing
                 .iter()
                 .find(|e| e.addresses.contains(&local_address))
                 .unwrap_or_else(|| panic!("no simulated endpoint holds {key}'s {local_address}"));
-            for (remote, identity) in store.iter() {
-                let Some(address) = addresses
-                    .get(&remote)
-                    .copied()
-                    .or_else(|| (!identity.is_world()).then(|| identity.prefix.addr()))
-                else {
-                    continue;
-                };
+            for (remote, &address) in &remotes {
                 if address.is_ipv4() != local_address.is_ipv4() || address == local_address {
                     continue;
                 }
+                let identity = per_address.get(*remote).unwrap();
                 for direction in Direction::BOTH {
                     for (protocol, port) in PROBES {
-                        let want =
-                            engine.decide_direction(local, direction, remote, protocol, port);
+                        let want = engine.decide_address(
+                            local_address,
+                            direction,
+                            address,
+                            protocol,
+                            port,
+                        );
                         let got = sim
                             .calls()
                             .evaluate(&endpoint.id, &packet(direction, address, protocol, port))
@@ -278,15 +277,8 @@ pub fn flow_allowed(
     port: u16,
 ) -> bool {
     let address = |pod: &str| {
-        let (_, ids) = agent.pipeline.engine().endpoint_pod(pod).unwrap();
-        agent
-            .pipeline
-            .engine()
-            .identities()
-            .get(ids[0])
-            .unwrap()
-            .prefix
-            .addr()
+        let (_, addresses) = agent.pipeline.engine().endpoint_pod(pod).unwrap();
+        addresses[0]
     };
     let allows = |endpoint: &str, direction, remote| {
         sim.evaluate(

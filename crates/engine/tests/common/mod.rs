@@ -234,14 +234,16 @@ pub const PROBES: [(Protocol, u16); 8] = [
     (Protocol::Icmp, 0),
 ];
 
-/// Compares engine lookups with the reference evaluator for every local endpoint, every remote
-/// identity (plus outside addresses) and every probe. Returns the first disagreement.
+/// Compares engine lookups with the reference evaluator for every local endpoint address, every
+/// remote address (every pod, node and world prefix, plus outside addresses) and every probe.
+/// Returns the first disagreement.
 pub fn first_disagreement(engine: &Engine) -> Option<String> {
-    let store = engine.identities();
+    let store = engine.per_address_store();
     let reference = ReferenceOracle {
         entries: engine.entries(),
-        store,
+        store: &store,
     };
+    let by_address = ByAddress::new(&store, engine);
     let mut remotes: Vec<IdentityId> = store.iter().map(|(id, _)| id).collect();
     remotes.extend(
         OUTSIDE
@@ -249,13 +251,17 @@ pub fn first_disagreement(engine: &Engine) -> Option<String> {
             .filter_map(|ip| store.resolve(ip.parse().unwrap())),
     );
     for (key, _) in engine.endpoints() {
-        let (_, ids) = engine.endpoint_pod(key).unwrap();
-        for &endpoint in ids {
+        let (_, addresses) = engine.endpoint_pod(key).unwrap();
+        for address in addresses {
+            let endpoint = store.resolve(*address).unwrap();
             for &remote in &remotes {
+                if by_address.address_of(remote).is_none() {
+                    continue; // a prefix wholly covered by longer ones: no address resolves to it
+                }
                 for direction in Direction::BOTH {
                     for (protocol, port) in PROBES {
-                        let got =
-                            engine.decide_direction(endpoint, direction, remote, protocol, port);
+                        let got = by_address
+                            .decide_direction(endpoint, direction, remote, protocol, port);
                         let want =
                             reference.decide_direction(endpoint, direction, remote, protocol, port);
                         if (got.verdict, got.auth) != (want.verdict, want.auth) {
@@ -287,9 +293,7 @@ pub fn canonical(engine: &Engine) -> BTreeMap<String, Vec<String>> {
             let mut rows: Vec<String> = map
                 .iter()
                 .map(|(k, v)| {
-                    let id = k
-                        .identity
-                        .map_or("*".to_string(), |id| store.get(id).unwrap().to_string());
+                    let id = k.identity.map_or("*".to_string(), |id| store.describe(id));
                     format!(
                         "{:?} {id} {:?}/{}/{} => {} {:?} {:?}",
                         k.direction,

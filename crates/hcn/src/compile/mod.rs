@@ -44,7 +44,6 @@ pub use render::{rule_id, MAX_ADDRESSES_PER_RULE};
 use crate::naive::naive_rule_count;
 use crate::schema::{AclPolicySetting, EndpointPolicy, ModifyEndpointRequest};
 use entries::Entry;
-use nesting::Node;
 use render::{Placed, Section};
 
 /// Knobs of the compiler.
@@ -208,7 +207,7 @@ pub fn compile_entries<'a>(
     };
     for (direction, class) in &classes {
         let placement = nesting::place(class, store)?;
-        let placed = place_entries(class, &placement, store)?;
+        let placed = place_entries(class, &placement);
         let auth_entries = placed.iter().filter(|p| p.entry.needs_auth()).count();
         if auth_entries > 0 {
             out.warnings
@@ -249,14 +248,12 @@ pub fn compile_entries<'a>(
 fn place_entries<'a>(
     class: &'a entries::DirectionEntries,
     placement: &nesting::Placement,
-    store: &IdentityStore,
-) -> Result<Vec<Placed<'a>>, CompileError> {
+) -> Vec<Placed<'a>> {
     let own = |id: &IdentityId| -> &'a [Entry] { class.exact.get(id).map_or(&[], Vec::as_slice) };
     let mut placed = Vec::new();
-    for id in &placement.exceptions {
-        let node = Node::of(store, *id)?;
+    for node in &placement.exceptions {
         let section = Section::Exception(std::cmp::Reverse(node.depth()));
-        for entry in own(id).iter().chain(&class.wildcard) {
+        for entry in own(&node.id).iter().chain(&class.wildcard) {
             placed.push(Placed {
                 section,
                 entry,
@@ -264,9 +261,8 @@ fn place_entries<'a>(
             });
         }
     }
-    for id in &placement.main {
-        let node = Node::of(store, *id)?;
-        for entry in own(id) {
+    for node in &placement.main {
+        for entry in own(&node.id) {
             placed.push(Placed {
                 section: Section::Main,
                 entry,
@@ -279,5 +275,5 @@ fn place_entries<'a>(
         entry,
         address: None,
     }));
-    Ok(placed)
+    placed
 }

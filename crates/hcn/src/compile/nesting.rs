@@ -25,14 +25,14 @@ use crate::schema::AclAction;
 /// Where each identity's entries go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Placement {
-    /// Identities that get a complete decision list under their own addresses.
-    pub exceptions: Vec<IdentityId>,
-    /// Identities whose own entries go into the main list.
-    pub main: Vec<IdentityId>,
+    /// Addresses of identities that get a complete decision list under those addresses.
+    pub exceptions: Vec<Node>,
+    /// Addresses whose identity's own entries go into the main list.
+    pub main: Vec<Node>,
 }
 
-/// An identity's place in the address hierarchy.
-#[derive(Clone, Copy, Debug)]
+/// One address of an identity, at its place in the address hierarchy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
     pub id: IdentityId,
     pub prefix: IpNet,
@@ -40,13 +40,20 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    pub fn of(store: &IdentityStore, id: IdentityId) -> Result<Node, CompileError> {
+    /// One node per address of an identity: each member address of a pod or node identity, or
+    /// the prefix of a world identity.
+    pub fn all_of(store: &IdentityStore, id: IdentityId) -> Result<Vec<Node>, CompileError> {
         let identity = store.get(id).ok_or(CompileError::UnknownIdentity(id))?;
-        Ok(Node {
-            id,
-            prefix: identity.prefix,
-            host: !identity.is_world(),
-        })
+        let host = !identity.is_world();
+        Ok(store
+            .members(id)
+            .iter()
+            .map(|prefix| Node {
+                id,
+                prefix: *prefix,
+                host,
+            })
+            .collect())
     }
 
     /// Deeper identities own their addresses ahead of shallower ones; a pod or node owns its
@@ -195,37 +202,36 @@ pub(crate) fn place(
     entries: &DirectionEntries,
     store: &IdentityStore,
 ) -> Result<Placement, CompileError> {
-    let with_entries: Vec<Node> = entries
-        .exact
-        .keys()
-        .map(|id| Node::of(store, *id))
-        .collect::<Result<_, _>>()?;
+    let mut with_entries: Vec<Node> = Vec::new();
+    for id in entries.exact.keys() {
+        with_entries.extend(Node::all_of(store, *id)?);
+    }
     // Only world identities with entries can leak onto other identities' addresses.
     let leaking: Vec<Node> = with_entries.iter().filter(|n| !n.host).copied().collect();
     if leaking.is_empty() {
         return Ok(Placement {
             exceptions: Vec::new(),
-            main: with_entries.iter().map(|n| n.id).collect(),
+            main: with_entries,
         });
     }
 
-    let mut nested: Vec<Node> = store
-        .iter()
-        .map(|(id, identity)| Node {
-            id,
-            prefix: identity.prefix,
-            host: !identity.is_world(),
-        })
-        .filter(|n| leaking.iter().any(|a| n.nested_in(a)))
-        .collect();
+    let mut nested: Vec<Node> = Vec::new();
+    for (id, _) in store.iter() {
+        let nodes = Node::all_of(store, id)?;
+        nested.extend(
+            nodes
+                .into_iter()
+                .filter(|n| leaking.iter().any(|a| n.nested_in(a))),
+        );
+    }
     // Enclosing identities first, so an identity's ancestors are decided before it.
-    nested.sort_by_key(|n| (n.depth(), n.id));
+    nested.sort_by_key(|n| (n.depth(), n.id, n.prefix));
 
     let mut analysis = Analysis::new(entries);
     let mut exceptions: Vec<Node> = Vec::new();
     // Only world identities can enclose others, so only their lists can catch other addresses.
     let mut enclosing_exceptions: Vec<Node> = Vec::new();
-    let mut shadowed: BTreeSet<IdentityId> = BTreeSet::new();
+    let mut shadowed: BTreeSet<(IdentityId, IpNet)> = BTreeSet::new();
     for node in &nested {
         let provider = enclosing_exceptions
             .iter()
@@ -236,7 +242,7 @@ pub(crate) fn place(
         let needs_list = match provider {
             // Inside an exception list, the enclosing list's complete decision applies.
             Some(k) => {
-                shadowed.insert(node.id);
+                shadowed.insert((node.id, node.prefix));
                 analysis.own_vector(k.id) != own
             }
             None => {
@@ -255,13 +261,16 @@ pub(crate) fn place(
             }
         }
     }
-    let exception_ids: BTreeSet<IdentityId> = exceptions.iter().map(|n| n.id).collect();
+    let placed_apart: BTreeSet<(IdentityId, IpNet)> = exceptions
+        .iter()
+        .map(|n| (n.id, n.prefix))
+        .chain(shadowed)
+        .collect();
     Ok(Placement {
-        exceptions: exceptions.iter().map(|n| n.id).collect(),
         main: with_entries
-            .iter()
-            .map(|n| n.id)
-            .filter(|id| !exception_ids.contains(id) && !shadowed.contains(id))
+            .into_iter()
+            .filter(|n| !placed_apart.contains(&(n.id, n.prefix)))
             .collect(),
+        exceptions,
     })
 }

@@ -152,11 +152,13 @@ pub fn simulate(acls: &CompiledAcls, local: &[IpAddr]) -> HcnSim {
 /// a few outside addresses.
 pub fn probe_addresses(store: &IdentityStore) -> Vec<IpAddr> {
     let mut out: Vec<IpAddr> = Vec::new();
-    for (_, identity) in store.iter() {
-        out.push(identity.prefix.network());
-        out.push(identity.prefix.broadcast());
+    for (id, _) in store.iter() {
+        for prefix in store.members(id) {
+            out.push(prefix.network());
+            out.push(prefix.broadcast());
+        }
     }
-    out.extend(netpol_hcn::oracle::representatives(store).into_values());
+    out.extend(store.representative_addresses().into_values());
     out.extend(
         [
             "8.8.8.8",
