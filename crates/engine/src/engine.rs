@@ -284,8 +284,9 @@ impl Engine {
             .iter()
             .filter_map(|id| self.store.get(*id).map(|i| (*id, i)))
             .collect();
-        let removed_ids: Vec<IdentityId> = removed.iter().map(|(id, _)| *id).collect();
-        let deltas = self.cache.apply(&added_refs, &removed_ids);
+        let removed_refs: Vec<(IdentityId, &Identity)> =
+            removed.iter().map(|(id, i)| (*id, i)).collect();
+        let deltas = self.cache.apply(&added_refs, &removed_refs);
         for peer in &added_peers {
             self.cache.acquire(peer, &self.store);
         }
@@ -447,19 +448,16 @@ impl Engine {
 
     /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity.
     fn rekey_addresses(&mut self, changes: &mut IdentityChanges, arrivals: &mut Vec<Identity>) {
-        let staying: Vec<Identity> = self
+        // Arrivals are not in the store yet: they get their CIDRs when they arrive.
+        let staying: Vec<(IdentityId, Identity)> = self
             .pods
             .values()
             .chain(self.nodes.values())
             .flatten()
-            .filter(|i| !arrivals.contains(i))
-            .cloned()
+            .filter_map(|i| Some((self.store.host(i.prefix.addr())?, i.clone())))
             .collect();
-        for identity in staying {
+        for (id, identity) in staying {
             let address = identity.prefix.addr();
-            let Some(id) = self.store.id_of(&identity) else {
-                continue;
-            };
             if self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
                 self.depart(address, changes);
                 arrivals.push(identity);

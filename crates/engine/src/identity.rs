@@ -144,7 +144,8 @@ pub struct IdentityStore {
     next: u32,
     by_id: BTreeMap<IdentityId, Stored>,
     by_key: HashMap<IdentityKey, IdentityId>,
-    hosts: HashMap<IpAddr, IdentityId>,
+    /// Ordered, so that the addresses inside a prefix are a range.
+    hosts: BTreeMap<IpAddr, IdentityId>,
     world: BTreeMap<IpNet, IdentityId>,
 }
 
@@ -289,6 +290,18 @@ impl IdentityStore {
             Some(IdentityKey::Shared { cidrs, .. }) => cidrs,
             _ => &[],
         }
+    }
+
+    /// The pod or node identity holding an address.
+    pub fn host(&self, address: IpAddr) -> Option<IdentityId> {
+        self.hosts.get(&address).copied()
+    }
+
+    /// Pod and node addresses inside a prefix, with their identities, in address order.
+    pub fn hosts_in(&self, prefix: IpNet) -> impl Iterator<Item = (IpAddr, IdentityId)> + '_ {
+        self.hosts
+            .range(prefix.network()..=prefix.broadcast())
+            .map(|(a, id)| (*a, *id))
     }
 
     /// The id of an identity of its own, or of the shared identity holding a pod or node address.

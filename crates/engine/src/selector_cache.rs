@@ -1,10 +1,15 @@
 //! The selector cache: for every distinct peer selector in use, the set of identities it selects.
 //! Identity changes are applied to every selector first and returned as one batch of deltas, so
 //! that no MapState is updated from a half-applied change (CFP-23380: transactional delivery).
+//!
+//! A new selector is evaluated against candidates from an inverted index (label `key=value` →
+//! identities, for pod and namespace labels), so a selector pinned to a namespace or requiring a
+//! label looks at the identities carrying it, not at the whole cluster.
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::identity::{Identity, IdentityId, IdentityStore};
+use crate::identity::{Identity, IdentityId, IdentityKind, IdentityStore};
+use crate::labels::Labels;
 use crate::selector::Peer;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -29,6 +34,76 @@ pub struct SelectorCache {
     next: u32,
     by_peer: HashMap<Peer, SelectorId>,
     selectors: HashMap<SelectorId, CachedSelector>,
+    index: IdentityIndex,
+}
+
+/// Which identities carry each label, for pods' own labels and their namespaces' labels.
+#[derive(Debug, Default)]
+struct IdentityIndex {
+    pod_labels: HashMap<(String, String), BTreeSet<IdentityId>>,
+    namespace_labels: HashMap<(String, String), BTreeSet<IdentityId>>,
+    pods: BTreeSet<IdentityId>,
+}
+
+impl IdentityIndex {
+    fn postings(
+        map: &mut HashMap<(String, String), BTreeSet<IdentityId>>,
+        labels: &Labels,
+        id: IdentityId,
+        add: bool,
+    ) {
+        for (k, v) in labels {
+            let key = (k.clone(), v.clone());
+            if add {
+                map.entry(key).or_default().insert(id);
+            } else if let Some(set) = map.get_mut(&key) {
+                set.remove(&id);
+                if set.is_empty() {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn update(&mut self, id: IdentityId, identity: &Identity, add: bool) {
+        let IdentityKind::Pod(pod) = &identity.kind else {
+            return;
+        };
+        Self::postings(&mut self.pod_labels, &pod.labels, id, add);
+        Self::postings(&mut self.namespace_labels, &pod.namespace_labels, id, add);
+        if add {
+            self.pods.insert(id);
+        } else {
+            self.pods.remove(&id);
+        }
+    }
+
+    /// Pod identities that may match a pod selector: those carrying its rarest required label,
+    /// or every pod identity when it requires none. None for other peers (callers scan).
+    fn candidates(&self, peer: &Peer) -> Option<&BTreeSet<IdentityId>> {
+        let Peer::Pods(selector) = peer else {
+            return None;
+        };
+        static EMPTY: BTreeSet<IdentityId> = BTreeSet::new();
+        fn lookup<'a>(
+            map: &'a HashMap<(String, String), BTreeSet<IdentityId>>,
+            labels: &Labels,
+        ) -> impl Iterator<Item = &'a BTreeSet<IdentityId>> {
+            labels
+                .iter()
+                .map(|(k, v)| map.get(&(k.clone(), v.clone())).unwrap_or(&EMPTY))
+                .collect::<Vec<_>>()
+                .into_iter()
+        }
+        let postings = lookup(&self.namespace_labels, &selector.namespaces.match_labels)
+            .chain(lookup(&self.pod_labels, &selector.pods.match_labels));
+        Some(
+            postings
+                .into_iter()
+                .min_by_key(|p| p.len())
+                .unwrap_or(&self.pods),
+        )
+    }
 }
 
 impl SelectorCache {
@@ -47,11 +122,22 @@ impl SelectorCache {
         }
         let id = SelectorId(self.next);
         self.next += 1;
-        let selected = store
-            .iter()
-            .filter(|(_, i)| peer.selects_ignoring_node(i))
-            .map(|(id, _)| id)
-            .collect();
+        let selected = match self.index.candidates(peer) {
+            Some(candidates) => candidates
+                .iter()
+                .copied()
+                .filter(|id| {
+                    store
+                        .get(*id)
+                        .is_some_and(|i| peer.selects_ignoring_node(i))
+                })
+                .collect(),
+            None => store
+                .iter()
+                .filter(|(_, i)| peer.selects_ignoring_node(i))
+                .map(|(id, _)| id)
+                .collect(),
+        };
         self.by_peer.insert(peer.clone(), id);
         self.selectors.insert(
             id,
@@ -100,11 +186,17 @@ impl SelectorCache {
     pub fn apply(
         &mut self,
         added: &[(IdentityId, &Identity)],
-        removed: &[IdentityId],
+        removed: &[(IdentityId, &Identity)],
     ) -> HashMap<SelectorId, SelectorDelta> {
+        for (id, identity) in removed {
+            self.index.update(*id, identity, false);
+        }
+        for (id, identity) in added {
+            self.index.update(*id, identity, true);
+        }
         let mut deltas: HashMap<SelectorId, SelectorDelta> = HashMap::new();
         for (sid, sel) in &mut self.selectors {
-            for id in removed {
+            for (id, _) in removed {
                 if sel.selected.remove(id) {
                     deltas.entry(*sid).or_default().removed.push(*id);
                 }

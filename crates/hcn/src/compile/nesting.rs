@@ -14,6 +14,7 @@
 //! distinguish, so the check is exact, not a heuristic.
 
 use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 use netpol_engine::{IdentityId, IdentityStore, Protocol};
@@ -215,14 +216,28 @@ pub(crate) fn place(
         });
     }
 
-    let mut nested: Vec<Node> = Vec::new();
-    for (id, _) in store.iter() {
-        let nodes = Node::all_of(store, id)?;
-        nested.extend(
-            nodes
-                .into_iter()
-                .filter(|n| leaking.iter().any(|a| n.nested_in(a))),
-        );
+    // World prefixes and pod or node addresses inside a leaking prefix. Addresses are looked up
+    // by range, so the cost follows the addresses inside those prefixes, not the cluster.
+    let mut nested: Vec<Node> = store
+        .world_prefixes()
+        .map(|(prefix, id)| Node {
+            id: *id,
+            prefix: *prefix,
+            host: false,
+        })
+        .filter(|n| leaking.iter().any(|a| n.nested_in(a)))
+        .collect();
+    let mut hosts: BTreeSet<IpAddr> = BTreeSet::new();
+    for outer in &leaking {
+        for (address, id) in store.hosts_in(outer.prefix) {
+            if hosts.insert(address) {
+                nested.push(Node {
+                    id,
+                    prefix: IpNet::from(address),
+                    host: true,
+                });
+            }
+        }
     }
     // Enclosing identities first, so an identity's ancestors are decided before it.
     nested.sort_by_key(|n| (n.depth(), n.id, n.prefix));
