@@ -91,5 +91,7 @@ pub mod selector;
 pub mod translate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
-pub use object::{parse_values, parse_yaml, yaml_options, Object, YamlError, DEFAULT_NAMESPACE};
+pub use object::{
+    parse_values, parse_yaml, yaml_options, yaml_options_for, Object, YamlError, DEFAULT_NAMESPACE,
+};
 pub use translate::{translate, Translation};

@@ -314,8 +314,9 @@ pub struct YamlError(pub String);
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
 /// whole stream.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
-    let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(text, yaml_options())
-        .map_err(|e| YamlError(e.to_string()))?;
+    let documents: Vec<Value> =
+        serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
+            .map_err(|e| YamlError(e.to_string()))?;
     Ok(parse_values(documents))
 }
 
@@ -327,6 +328,23 @@ pub fn yaml_options() -> serde_saphyr::Options {
         // One-line messages: callers print one line per problem.
         with_snippet: false,
     }
+}
+
+/// [`yaml_options`] with limits that grow with the text. serde-saphyr's default budget refuses
+/// more than 1,024 documents or 250,000 nodes in a stream, which ordinary files exceed (10,000 pods
+/// in one `kubectl get pods -A -o yaml`). Documents, nodes and events cannot outnumber the bytes that
+/// write them, so limits of the text's length refuse nothing that is really there, while the
+/// alias and anchor limits that stop expansion bombs stay at their defaults.
+pub fn yaml_options_for(text_len: usize) -> serde_saphyr::Options {
+    let linear = text_len.saturating_add(1024);
+    let mut options = yaml_options();
+    options.budget = serde_saphyr::budget! {
+        max_documents: linear,
+        max_nodes: linear,
+        max_events: linear,
+        max_total_scalar_bytes: linear,
+    };
+    options
 }
 
 /// Reads objects from JSON values, flattening lists and `kind: List` objects, skipping nulls.
