@@ -4,3 +4,4 @@
 pub mod agent;
 pub mod cli;
 pub mod scenario;
+pub mod synth;

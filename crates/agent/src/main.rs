@@ -30,6 +30,8 @@ enum Command {
     Agent(agent::command::Args),
     /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
     Crds,
+    /// Write a synthetic cluster of the usual shape as YAML files (for scale tests).
+    Synth(netpol_agent::synth::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,13 @@ fn main() -> ExitCode {
         Command::Explain(args) => explain::run(args, &mut out, &mut err),
         Command::Acls(args) => acls::run(args, &mut out, &mut err),
         Command::Crds => agent::crds::run(&mut out),
+        Command::Synth(args) => match netpol_agent::synth::run(args, &mut out) {
+            Ok(()) => Ok(Outcome::Success),
+            Err(error) => {
+                let _ = writeln!(err, "netpol synth: {error:#}");
+                Ok(Outcome::Invalid)
+            }
+        },
         Command::Agent(_) => Ok(Outcome::Success), // ran above
     };
     match result.and_then(|outcome| out.flush().map(|()| outcome)) {

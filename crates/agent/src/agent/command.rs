@@ -199,6 +199,7 @@ fn report_problems(scan: &Scan, metrics: &Metrics) {
 /// `--once`: sync, retrying failed endpoints a few times, print the summary.
 fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     const ATTEMPTS: usize = 5;
+    let started = Instant::now();
     let dir = args.from_dir.as_ref().context("--once needs --from-dir")?;
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
@@ -231,6 +232,7 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     let mut out = std::io::stdout().lock();
+    summary::write_sync_cost(&mut out, &pipeline, started.elapsed())?;
     summary::write(
         &mut out,
         &args.node,

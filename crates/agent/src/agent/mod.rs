@@ -20,5 +20,6 @@ pub mod metrics;
 pub mod reconciler;
 pub mod sources;
 pub mod summary;
+pub mod usage;
 
 pub use kind::SourceKind;

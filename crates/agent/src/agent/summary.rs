@@ -3,6 +3,7 @@
 
 use std::io::{self, Write};
 use std::net::IpAddr;
+use std::time::Duration;
 
 use netpol_engine::flow::AddressOracle;
 use netpol_engine::{Direction, Protocol};
@@ -11,7 +12,30 @@ use netpol_hcn::schema::AclAction;
 use netpol_hcn::sim::HcnSim;
 
 use super::reconciler::Pipeline;
+use super::usage::Usage;
 use crate::cli::matrix::{render, Matrix};
+
+/// One line on what the initial sync cost and what it holds: time, CPU, peak memory, identities
+/// and MapState entries.
+pub fn write_sync_cost(out: &mut dyn Write, pipeline: &Pipeline, wall: Duration) -> io::Result<()> {
+    let engine = pipeline.engine();
+    let store = engine.identities();
+    let entries: usize = engine.endpoints().map(|(_, map)| map.len()).sum();
+    let usage = Usage::of_this_process().map_or(String::new(), |u| {
+        format!(
+            ", {:.2} s CPU, peak RSS {} MB",
+            u.cpu.as_secs_f64(),
+            u.peak_rss / 1_000_000
+        )
+    });
+    writeln!(
+        out,
+        "synced in {:.2} s{usage}: {} identities for {} pod and node addresses, {entries} MapState entries",
+        wall.as_secs_f64(),
+        store.len(),
+        store.address_count(),
+    )
+}
 
 /// Writes the summary. With a simulator the matrix is evaluated on the rules it holds; without
 /// one (a real host) it is the engine's verdict.
