@@ -87,11 +87,15 @@ pub mod cluster;
 pub mod crd;
 pub mod error;
 pub mod object;
+pub mod pod;
+mod prune;
 pub mod selector;
+mod stream;
 pub mod translate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use object::{
     parse_values, parse_yaml, yaml_options, yaml_options_for, Object, YamlError, DEFAULT_NAMESPACE,
 };
+pub use pod::Pod;
 pub use translate::{translate, Translation};

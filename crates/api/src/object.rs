@@ -1,6 +1,6 @@
 //! API objects of every supported kind, read from JSON values or YAML text.
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -13,6 +13,9 @@ use crate::crd::{
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
 use crate::error::{ObjectRef, ValidationError};
+use crate::pod::Pod;
+use crate::prune::keep_read_fields;
+use crate::stream::{is_list_kind, Document};
 
 /// The namespace `kubectl apply` puts a namespaced object in when it names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -180,6 +183,7 @@ impl Object {
         if info.kind == "Pod" {
             default_pod_containers(map);
         }
+        keep_read_fields(info.kind, map);
 
         let object = (info.read)(value, &object)?;
         object.validate()?;
@@ -314,10 +318,10 @@ pub struct YamlError(pub String);
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
 /// whole stream.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
-    let documents: Vec<Value> =
+    let documents: Vec<Document> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
             .map_err(|e| YamlError(e.to_string()))?;
-    Ok(parse_values(documents))
+    Ok(documents.into_iter().flat_map(|d| d.0).collect())
 }
 
 /// How netpol reads YAML. Booleans follow YAML 1.2 (`true`/`false` only): under YAML 1.1 rules
@@ -357,7 +361,10 @@ pub fn parse_values(
             Value::Null => {}
             Value::Array(items) => out.extend(parse_values(items)),
             Value::Object(ref map)
-                if map.get("kind").and_then(Value::as_str) == Some("List")
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(is_list_kind)
                     && map.get("items").is_some_and(Value::is_array) =>
             {
                 if let Some(Value::Array(items)) = value.get("items") {

@@ -1,10 +1,9 @@
 //! Pods: each pod's identities (one per address), keyed `namespace/name` as the engine keys its
 //! endpoints.
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_name_labels, pod_identities};
-use netpol_api::DEFAULT_NAMESPACE;
+use netpol_api::{Pod, DEFAULT_NAMESPACE};
 use netpol_engine::{Identity, IdentityKind, Labels};
 
 use super::keyed::{Change, Keyed};
