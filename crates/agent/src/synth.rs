@@ -211,7 +211,7 @@ fn network_policies(shape: &Shape, w: &mut dyn Write) -> io::Result<usize> {
             "{}  podSelector: {{}}\n  policyTypes: [Ingress]\n",
             head("default-deny")
         )?;
-        for app in 0..Shape::apps(ns) {
+        for (app, tier) in TIERS.iter().enumerate().take(Shape::apps(ns)) {
             // The front app takes traffic from every namespace; each further app only from the
             // app in front of it, on its named port.
             let (from, port) = match app {
@@ -221,7 +221,7 @@ fn network_policies(shape: &Shape, w: &mut dyn Write) -> io::Result<usize> {
                         "  - podSelector:\n        matchLabels:\n          app: app-{}\n",
                         app - 1
                     ),
-                    if TIERS[app] == "db" { "db" } else { "http" },
+                    if *tier == "db" { "db" } else { "http" },
                 ),
             };
             write!(
