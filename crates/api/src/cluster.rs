@@ -5,8 +5,9 @@
 
 use std::net::IpAddr;
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 
+use crate::node::Node;
 use crate::pod::Pod;
 use netpol_engine::{Identity, Labels, NamedPort, NodeInfo, PodInfo, NAMESPACE_NAME_LABEL};
 

@@ -86,6 +86,7 @@
 pub mod cluster;
 pub mod crd;
 pub mod error;
+pub mod node;
 pub mod object;
 pub mod pod;
 mod prune;
@@ -94,6 +95,7 @@ mod stream;
 pub mod translate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
+pub use node::Node;
 pub use object::{
     parse_values, parse_yaml, yaml_options, yaml_options_for, Object, YamlError, DEFAULT_NAMESPACE,
 };

@@ -1,6 +1,6 @@
 //! API objects of every supported kind, read from JSON values or YAML text.
 
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
@@ -13,8 +13,9 @@ use crate::crd::{
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
 use crate::error::{ObjectRef, ValidationError};
+use crate::node::Node;
 use crate::pod::Pod;
-use crate::prune::keep_read_fields;
+use crate::prune::drop_unread_metadata;
 use crate::stream::{is_list_kind, Document};
 
 /// The namespace `kubectl apply` puts a namespaced object in when it names none.
@@ -183,7 +184,7 @@ impl Object {
         if info.kind == "Pod" {
             default_pod_containers(map);
         }
-        keep_read_fields(info.kind, map);
+        drop_unread_metadata(map);
 
         let object = (info.read)(value, &object)?;
         object.validate()?;

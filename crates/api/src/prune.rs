@@ -1,9 +1,9 @@
 //! Dropping the fields of an object that netpol never reads, before it is deserialized.
 //!
 //! An object from `kubectl get -o yaml` or a watch carries managed fields and annotations (the
-//! last-applied annotation repeats the whole object), and a node its image list: kilobytes that
-//! no part of netpol reads, kept for every object of a large cluster. Pods need no pruning here:
-//! [`crate::Pod`] has only the fields netpol reads. Policies are kept whole apart from metadata.
+//! last-applied annotation repeats the whole object): kilobytes that no part of netpol reads,
+//! kept for every object of a large cluster. Pods and nodes need no more than that:
+//! [`crate::Pod`] and [`crate::Node`] have only the fields netpol reads.
 
 use serde_json::{Map, Value};
 
@@ -11,33 +11,13 @@ use serde_json::{Map, Value};
 /// whole object) and that nothing in netpol reads.
 const UNREAD_METADATA: [&str; 2] = ["managedFields", "annotations"];
 
-/// The status fields of a node that netpol reads.
-const NODE_STATUS: [&str; 1] = ["addresses"];
-
-/// Removes from `object` (of kind `kind`) the fields netpol does not read. Fields of the wrong
-/// type are left for deserialization to report.
-pub(crate) fn keep_read_fields(kind: &str, object: &mut Map<String, Value>) {
+/// Removes from `object` the metadata that netpol does not read. A metadata field of the wrong
+/// type is left for deserialization to report.
+pub(crate) fn drop_unread_metadata(object: &mut Map<String, Value>) {
     if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
         for field in UNREAD_METADATA {
             metadata.remove(field);
         }
-    }
-    match kind {
-        "Node" => {
-            object.remove("spec");
-            retain(object.get_mut("status"), &NODE_STATUS);
-        }
-        "Namespace" => {
-            object.remove("spec");
-            object.remove("status");
-        }
-        _ => {}
-    }
-}
-
-fn retain(section: Option<&mut Value>, fields: &[&str]) {
-    if let Some(Value::Object(section)) = section {
-        section.retain(|key, _| fields.contains(&key.as_str()));
     }
 }
 
@@ -101,9 +81,7 @@ mod tests {
             panic!("not a node")
         };
         let status = node.status.as_ref().unwrap();
-        assert_eq!(status.images, None);
         assert_eq!(status.addresses.as_ref().unwrap().len(), 1);
-        assert!(node.spec.is_none());
         assert_eq!(crate::cluster::node_identities(&node).len(), 1);
     }
 

@@ -1,8 +1,8 @@
 //! Nodes: each node's identities (one per InternalIP and ExternalIP address).
 
-use k8s_openapi::api::core::v1::Node;
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::node_identities;
+use netpol_api::Node;
 use netpol_engine::Identity;
 
 use super::keyed::{Change, Keyed};

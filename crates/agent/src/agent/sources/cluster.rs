@@ -10,7 +10,7 @@ use std::fmt::Debug;
 use std::sync::mpsc::Sender;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node};
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -20,7 +20,7 @@ use netpol_api::crd::{
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
 use netpol_api::Object;
-use netpol_api::Pod;
+use netpol_api::{Node, Pod};
 use serde::de::DeserializeOwned;
 
 use crate::agent::driver::Input;
