@@ -9,7 +9,9 @@ use k8s_openapi::api::core::v1::Namespace;
 
 use crate::node::Node;
 use crate::pod::Pod;
-use netpol_engine::{Identity, Labels, NamedPort, NodeInfo, PodInfo, NAMESPACE_NAME_LABEL};
+use netpol_engine::{
+    Identity, Labels, NamedPort, NodeInfo, PodInfo, SharedLabels, NAMESPACE_NAME_LABEL,
+};
 
 use crate::error::{FieldError, FieldPath};
 use crate::object::DEFAULT_NAMESPACE;
@@ -35,21 +37,27 @@ pub fn namespace_name_labels(name: &str) -> Labels {
     Labels::from([(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned())])
 }
 
-/// The pod as policies see it, with its namespace's labels.
-pub fn pod_info(pod: &Pod, namespace_labels: &Labels) -> PodInfo {
+/// The pod as policies see it, with its namespace's labels. The namespace's set is shared
+/// when it carries the pod's namespace name, as the caller's sets do.
+pub fn pod_info(pod: &Pod, namespace_labels: &SharedLabels) -> PodInfo {
     let namespace = pod
         .metadata
         .namespace
         .clone()
         .unwrap_or_else(|| DEFAULT_NAMESPACE.to_owned());
-    let mut namespace_labels = namespace_labels.clone();
     // Whatever the caller knew about the namespace, its name label is the pod's namespace.
-    namespace_labels.insert(NAMESPACE_NAME_LABEL.to_owned(), namespace.clone());
+    let namespace_labels = if namespace_labels.get(NAMESPACE_NAME_LABEL) == Some(&namespace) {
+        namespace_labels.clone()
+    } else {
+        let mut labels = Labels::clone(namespace_labels);
+        labels.insert(NAMESPACE_NAME_LABEL.to_owned(), namespace.clone());
+        labels.into()
+    };
     let spec = pod.spec.as_ref();
     PodInfo {
         namespace,
         name: pod.metadata.name.clone().unwrap_or_default(),
-        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        labels: pod.metadata.labels.clone().unwrap_or_default().into(),
         namespace_labels,
         node: spec.and_then(|s| s.node_name.clone()),
         ports: named_ports(pod),
@@ -58,7 +66,7 @@ pub fn pod_info(pod: &Pod, namespace_labels: &Labels) -> PodInfo {
 
 /// One identity per address of the pod (`status.podIPs`, else `status.podIP`). Pods without an
 /// address, host-network pods (their address is the node's) and finished pods have none.
-pub fn pod_identities(pod: &Pod, namespace_labels: &Labels) -> Vec<Identity> {
+pub fn pod_identities(pod: &Pod, namespace_labels: &SharedLabels) -> Vec<Identity> {
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
     if spec.and_then(|s| s.host_network).unwrap_or(false)
@@ -79,7 +87,7 @@ pub fn pod_identities(pod: &Pod, namespace_labels: &Labels) -> Vec<Identity> {
 pub fn node_identities(node: &Node) -> Vec<Identity> {
     let info = NodeInfo {
         name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default().into(),
     };
     let mut addresses: Vec<IpAddr> = Vec::new();
     let node_addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
@@ -223,7 +231,7 @@ mod tests {
             "podIPs": [{"ip": "10.1.0.11"}, {"ip": "fd00::11"}]
         })));
         let ns_labels = Labels::from([("ns".to_string(), "x".to_string())]);
-        let ids = pod_identities(&p, &ns_labels);
+        let ids = pod_identities(&p, &ns_labels.into());
         assert_eq!(ids.len(), 2);
         assert_eq!(ids[0].prefix, "10.1.0.11/32".parse().unwrap());
         assert_eq!(ids[1].prefix, "fd00::11/128".parse().unwrap());
@@ -255,19 +263,19 @@ mod tests {
     #[test]
     fn pod_ip_is_used_when_pod_ips_is_absent() {
         let p = pod(web_pod(json!({"podIP": "10.1.0.12"})));
-        let ids = pod_identities(&p, &Labels::new());
+        let ids = pod_identities(&p, &Default::default());
         assert_eq!(ids.len(), 1);
         assert_eq!(ids[0].prefix, "10.1.0.12/32".parse().unwrap());
     }
 
     #[test]
     fn pods_without_address_host_network_or_finished_have_no_identity() {
-        assert!(pod_identities(&pod(web_pod(json!({}))), &Labels::new()).is_empty());
+        assert!(pod_identities(&pod(web_pod(json!({}))), &Default::default()).is_empty());
         let finished = pod(web_pod(json!({"phase": "Succeeded", "podIP": "10.1.0.13"})));
-        assert!(pod_identities(&finished, &Labels::new()).is_empty());
+        assert!(pod_identities(&finished, &Default::default()).is_empty());
         let mut host = web_pod(json!({"podIP": "10.0.0.1"}));
         host["spec"]["hostNetwork"] = json!(true);
-        assert!(pod_identities(&pod(host), &Labels::new()).is_empty());
+        assert!(pod_identities(&pod(host), &Default::default()).is_empty());
     }
 
     #[test]

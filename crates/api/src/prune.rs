@@ -57,7 +57,7 @@ mod tests {
         assert_eq!(pod.metadata.managed_fields, None);
         assert_eq!(pod.metadata.uid.as_deref(), Some("u-1"));
 
-        let namespace = crate::cluster::namespace_name_labels("shop");
+        let namespace = crate::cluster::namespace_name_labels("shop").into();
         let info = pod_info(&pod, &namespace);
         assert_eq!(info.node.as_deref(), Some("node-1"));
         assert_eq!(info.labels.get("app").map(String::as_str), Some("web"));

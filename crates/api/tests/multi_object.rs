@@ -111,7 +111,7 @@ fn one_bad_object_does_not_stop_the_others() {
             .find_map(|o| match o {
                 Object::Pod(p) if p.metadata.name.as_deref() == Some(name) => {
                     let ns = p.metadata.namespace.clone().unwrap();
-                    pod_identities(p, &ns_labels(&ns)).pop()
+                    pod_identities(p, &ns_labels(&ns).into()).pop()
                 }
                 _ => None,
             })

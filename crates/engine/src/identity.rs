@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
-use crate::labels::Labels;
+use crate::labels::SharedLabels;
 use crate::ports::NamedPort;
 
 /// A small, stable handle for an identity. Allocated by [`IdentityStore`]; never reused while the
@@ -23,13 +23,17 @@ impl std::fmt::Display for IdentityId {
 }
 
 /// A pod as policies see it: its labels, its namespace's labels and its named ports.
+///
+/// Label sets are shared: the replicas of a workload carry equal labels and the pods of a
+/// namespace its one label set, so holders intern them (see [`SharedLabels`]) and a large cluster
+/// keeps each distinct set once rather than once per pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PodInfo {
     pub namespace: String,
     pub name: String,
-    pub labels: Labels,
+    pub labels: SharedLabels,
     /// The namespace's labels, including `kubernetes.io/metadata.name`.
-    pub namespace_labels: Labels,
+    pub namespace_labels: SharedLabels,
     pub node: Option<String>,
     pub ports: Vec<NamedPort>,
 }
@@ -37,7 +41,7 @@ pub struct PodInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub name: String,
-    pub labels: Labels,
+    pub labels: SharedLabels,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -416,7 +420,7 @@ mod tests {
         let (net28, _) = store.insert(Identity::world("192.0.2.0/28".parse().unwrap()));
         let node = NodeInfo {
             name: "n".into(),
-            labels: Labels::new(),
+            labels: Default::default(),
         };
         let (host, _) = store.insert(Identity::node(node, "192.0.2.1".parse().unwrap()));
         assert_eq!(store.resolve("192.0.2.1".parse().unwrap()), Some(host));
@@ -432,8 +436,8 @@ mod tests {
         PodInfo {
             namespace: "ns".into(),
             name: name.into(),
-            labels: [("app".to_string(), app.to_string())].into(),
-            namespace_labels: Labels::new(),
+            labels: crate::labels::Labels::from([("app".to_string(), app.to_string())]).into(),
+            namespace_labels: Default::default(),
             node: Some(format!("node-{name}")),
             ports: Vec::new(),
         }

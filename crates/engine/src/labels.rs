@@ -8,6 +8,41 @@ use serde::{Deserialize, Serialize};
 /// deterministically.
 pub type Labels = BTreeMap<String, String>;
 
+/// A label set held by reference count: cheap to clone, compared by content.
+pub type SharedLabels = std::sync::Arc<Labels>;
+
+/// Hands out one shared copy of each distinct label set, so that the replicas of a workload hold
+/// one set between them. Sets nobody else holds any more are forgotten once they could make up
+/// half of what is kept, so the interner never grows beyond twice the live sets.
+#[derive(Debug, Default)]
+pub struct LabelInterner {
+    sets: std::collections::HashSet<SharedLabels>,
+    live_after_purge: usize,
+}
+
+impl LabelInterner {
+    pub fn intern(&mut self, labels: SharedLabels) -> SharedLabels {
+        if let Some(shared) = self.sets.get(&labels) {
+            return shared.clone();
+        }
+        if self.sets.len() >= 2 * self.live_after_purge + 64 {
+            self.sets.retain(|l| std::sync::Arc::strong_count(l) > 1);
+            self.live_after_purge = self.sets.len();
+        }
+        self.sets.insert(labels.clone());
+        labels
+    }
+
+    /// How many distinct sets are kept.
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
 /// The label every namespace carries with its own name, as the API server sets it.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
@@ -101,6 +136,21 @@ impl std::fmt::Display for LabelSelector {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_label_sets_are_shared_and_dropped_sets_forgotten() {
+        let mut interner = LabelInterner::default();
+        let set = |v: &str| SharedLabels::new(Labels::from([("app".to_string(), v.to_string())]));
+        let a = interner.intern(set("a"));
+        let a2 = interner.intern(set("a"));
+        assert!(std::sync::Arc::ptr_eq(&a, &a2));
+        for i in 0..1000 {
+            // Held by nobody but the interner once this statement ends.
+            interner.intern(set(&format!("tmp-{i}")));
+        }
+        assert!(interner.len() <= 2 * 2 + 64, "{} sets kept", interner.len());
+        assert!(std::sync::Arc::ptr_eq(&a, &interner.intern(set("a"))));
+    }
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs

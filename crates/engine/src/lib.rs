@@ -25,7 +25,9 @@ pub use engine::{EndpointChanges, Engine, EngineConfig};
 pub use entry::{AuthMode, Direction, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
 pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
-pub use labels::{LabelSelector, Labels, Requirement, NAMESPACE_NAME_LABEL};
+pub use labels::{
+    LabelInterner, LabelSelector, Labels, Requirement, SharedLabels, NAMESPACE_NAME_LABEL,
+};
 pub use mapstate::{MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
 pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};

@@ -126,7 +126,7 @@ impl SubjectIndex {
         if let Some(v) = self.by_namespace.get(&pod.namespace) {
             out.extend(v);
         }
-        for (k, v) in &pod.labels {
+        for (k, v) in pod.labels.iter() {
             for ns in [Some(pod.namespace.clone()), None] {
                 if let Some(list) = self.by_label.get(&(ns, k.clone(), v.clone())) {
                     out.extend(list);

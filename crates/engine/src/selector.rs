@@ -182,8 +182,9 @@ mod tests {
                 labels: labels
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-                namespace_labels: ns_labels,
+                    .collect::<Labels>()
+                    .into(),
+                namespace_labels: ns_labels.into(),
                 node: Some("n1".into()),
                 ports: vec![],
             },
@@ -195,7 +196,7 @@ mod tests {
         Identity::node(
             NodeInfo {
                 name: name.into(),
-                labels: Labels::new(),
+                labels: Default::default(),
             },
             "10.0.0.1".parse().unwrap(),
         )

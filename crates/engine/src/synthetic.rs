@@ -84,8 +84,9 @@ impl SyntheticCluster {
                 ),
             ]
             .into_iter()
-            .collect(),
-            namespace_labels: self.namespace_labels(ns),
+            .collect::<Labels>()
+            .into(),
+            namespace_labels: self.namespace_labels(ns).into(),
             node: Some(self.node_of_pod(i)),
             ports: vec![NamedPort {
                 name: "http".into(),
@@ -98,9 +99,7 @@ impl SyntheticCluster {
     }
 
     pub fn node(&self, i: usize) -> (String, Identity) {
-        let labels = [("zone".to_string(), format!("zone-{}", i % 3))]
-            .into_iter()
-            .collect();
+        let labels = Labels::from([("zone".to_string(), format!("zone-{}", i % 3))]).into();
         let name = self.node_name(i);
         let ip = IpAddr::V4(Ipv4Addr::from(0xac10_0000u32 + i as u32 + 1));
         (name.clone(), Identity::node(NodeInfo { name, labels }, ip))

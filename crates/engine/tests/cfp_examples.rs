@@ -75,7 +75,7 @@ fn fixture(entries: Vec<PolicyEntry>) -> Fixture {
     let mut five = pod_identities(1, &spec("db"), false);
     for (ids, app) in [(&mut target, "target"), (&mut five, "five")] {
         if let IdentityKind::Pod(p) = &mut ids[0].kind {
-            p.labels.insert("app".into(), app.into());
+            std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), app.into());
         }
     }
     engine.set_pod("target", target.clone());
@@ -321,7 +321,7 @@ fn a_new_replica_changes_address_sets_only() {
     };
     let mut replica = pod_identities(7, &spec, false);
     if let IdentityKind::Pod(p) = &mut replica[0].kind {
-        p.labels.insert("app".into(), "five".into());
+        std::sync::Arc::make_mut(&mut p.labels).insert("app".into(), "five".into());
     }
     engine.set_pod("five-2", replica.clone());
     let changes = engine.commit();

@@ -99,11 +99,12 @@ mod tests {
         let info = PodInfo {
             namespace: ns.into(),
             name: name.into(),
-            labels: Labels::from([("pod".to_string(), name.to_string())]),
+            labels: Labels::from([("pod".to_string(), name.to_string())]).into(),
             namespace_labels: Labels::from([(
                 netpol_engine::NAMESPACE_NAME_LABEL.to_string(),
                 ns.to_string(),
-            )]),
+            )])
+            .into(),
             node: Some(node.into()),
             ports: vec![],
         };
@@ -128,7 +129,7 @@ mod tests {
         for (name, ip) in [("n1", "10.0.0.1"), ("n2", "10.0.0.2")] {
             let info = NodeInfo {
                 name: name.into(),
-                labels: Labels::new(),
+                labels: Default::default(),
             };
             cluster.add_node(name, vec![Identity::node(info, ip.parse().unwrap())]);
         }

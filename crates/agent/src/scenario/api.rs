@@ -7,7 +7,7 @@ use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
 use netpol_api::{translate, Diagnostic, Object, ObjectRef};
-use netpol_engine::Labels;
+use netpol_engine::SharedLabels;
 
 use super::cluster::Cluster;
 use super::error::{LoadError, LoadErrors};
@@ -40,10 +40,12 @@ pub fn build_cluster(
     let own = read(own, &mut errors);
     let objects = overlay(topology, own, |p| p.object.object_ref());
 
-    let namespaces: BTreeMap<String, Labels> = objects
+    let namespaces: BTreeMap<String, SharedLabels> = objects
         .iter()
         .filter_map(|p| match &p.object {
-            Object::Namespace(ns) => Some((p.object.object_ref().name, namespace_labels(ns))),
+            Object::Namespace(ns) => {
+                Some((p.object.object_ref().name, namespace_labels(ns).into()))
+            }
             _ => None,
         })
         .collect();
@@ -58,7 +60,7 @@ pub fn build_cluster(
                 let labels = namespaces
                     .get(&pod_ref.namespace)
                     .cloned()
-                    .unwrap_or_else(|| namespace_name_labels(&pod_ref.namespace));
+                    .unwrap_or_else(|| namespace_name_labels(&pod_ref.namespace).into());
                 cluster.add_pod(pod_ref, pod_identities(pod, &labels));
             }
             Object::Node(node) => cluster.add_node(object_ref.name, node_identities(node)),

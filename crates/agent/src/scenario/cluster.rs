@@ -210,8 +210,8 @@ impl Cluster {
 mod tests {
     use super::*;
     use netpol_engine::{
-        AddressScope, CidrSelector, Direction, Labels, NodeInfo, Peer, PodInfo, PodSelector,
-        Priority, Provenance, Tier, Verdict,
+        AddressScope, CidrSelector, Direction, NodeInfo, Peer, PodInfo, PodSelector, Priority,
+        Provenance, Tier, Verdict,
     };
 
     fn pod_ref(ns: &str, name: &str) -> PodRef {
@@ -225,8 +225,8 @@ mod tests {
         let info = PodInfo {
             namespace: ns.into(),
             name: name.into(),
-            labels: Labels::new(),
-            namespace_labels: Labels::new(),
+            labels: Default::default(),
+            namespace_labels: Default::default(),
             node: Some("n1".into()),
             ports: vec![],
         };
@@ -246,7 +246,7 @@ mod tests {
         c.add_pod(pod_ref("x", "pending"), vec![]);
         let node = NodeInfo {
             name: "n1".into(),
-            labels: Labels::new(),
+            labels: Default::default(),
         };
         c.add_node(
             "n1",

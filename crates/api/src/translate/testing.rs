@@ -72,8 +72,8 @@ pub fn pod_with(ns: &str, name: &str, pod_labels: &[(&str, &str)], ip: &str) -> 
         PodInfo {
             namespace: ns.into(),
             name: name.into(),
-            labels: labels(pod_labels),
-            namespace_labels: labels(&[("ns", ns), (NAMESPACE_NAME_LABEL, ns)]),
+            labels: labels(pod_labels).into(),
+            namespace_labels: labels(&[("ns", ns), (NAMESPACE_NAME_LABEL, ns)]).into(),
             node: Some("node-1".into()),
             ports: vec![
                 NamedPort {
@@ -96,7 +96,7 @@ pub fn node(name: &str, zone: &str, ip: &str) -> Identity {
     Identity::node(
         NodeInfo {
             name: name.into(),
-            labels: labels(&[("zone", zone)]),
+            labels: labels(&[("zone", zone)]).into(),
         },
         ip.parse().unwrap(),
     )

@@ -34,10 +34,8 @@ pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<
     let info = PodInfo {
         namespace: NAMESPACES[spec.namespace].into(),
         name: format!("pod{index}"),
-        labels: [("app".to_string(), spec.app.to_string())]
-            .into_iter()
-            .collect(),
-        namespace_labels: namespace_labels(spec.namespace, ns_relabelled),
+        labels: Labels::from([("app".to_string(), spec.app.to_string())]).into(),
+        namespace_labels: namespace_labels(spec.namespace, ns_relabelled).into(),
         node: Some(NODES[spec.node].0.into()),
         ports: vec![
             NamedPort {
@@ -67,9 +65,7 @@ pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<
 
 pub fn node_identities(i: usize) -> Vec<Identity> {
     let (name, ip, zone) = NODES[i];
-    let labels = [("zone".to_string(), zone.to_string())]
-        .into_iter()
-        .collect();
+    let labels = Labels::from([("zone".to_string(), zone.to_string())]).into();
     vec![Identity::node(
         NodeInfo {
             name: name.into(),

@@ -19,8 +19,8 @@ pub fn pod_info(name: &str) -> PodInfo {
     PodInfo {
         namespace: "ns".into(),
         name: name.into(),
-        labels: Labels::new(),
-        namespace_labels: Labels::new(),
+        labels: Labels::new().into(),
+        namespace_labels: Labels::new().into(),
         node: None,
         ports: Vec::new(),
     }

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_labels, namespace_name_labels};
 use netpol_api::{Object, ObjectRef, ValidationError, Warning};
-use netpol_engine::{Engine, Identity, Labels, PolicyEntry};
+use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
 pub use keyed::{Change, Keyed};
 pub use nodes::Nodes;
@@ -101,7 +101,7 @@ impl Applied {
 /// All indexes of one agent.
 #[derive(Debug, Default)]
 pub struct Indexes {
-    namespaces: Keyed<Labels>,
+    namespaces: Keyed<SharedLabels>,
     pods: Pods,
     nodes: Nodes,
     policies: Policies,
@@ -184,7 +184,7 @@ impl Indexes {
         let changes = match event {
             Event::Apply(ns) => self
                 .namespaces
-                .set(name(&ns), namespace_labels(&ns))
+                .set(name(&ns), namespace_labels(&ns).into())
                 .into_iter()
                 .collect(),
             Event::Delete(ns) => self.namespaces.remove(&name(&ns)).into_iter().collect(),
@@ -193,7 +193,8 @@ impl Indexes {
                 Vec::new()
             }
             Event::InitApply(ns) => {
-                self.namespaces.relisted(name(&ns), namespace_labels(&ns));
+                self.namespaces
+                    .relisted(name(&ns), namespace_labels(&ns).into());
                 Vec::new()
             }
             Event::InitDone => self.namespaces.end_relist(),
@@ -205,7 +206,7 @@ impl Indexes {
                 Change::Removed { key, .. } => {
                     // Pods outlive their namespace only briefly; until they go they keep the name
                     // label the API server gave every namespace.
-                    let labels = namespace_name_labels(&key);
+                    let labels = namespace_name_labels(&key).into();
                     (key, labels)
                 }
             };

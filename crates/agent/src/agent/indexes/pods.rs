@@ -4,7 +4,7 @@
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_name_labels, pod_identities};
 use netpol_api::{Pod, DEFAULT_NAMESPACE};
-use netpol_engine::{Identity, IdentityKind, Labels};
+use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::keyed::{Change, Keyed};
 use super::EngineUpdate;
@@ -12,6 +12,8 @@ use super::EngineUpdate;
 #[derive(Debug, Default)]
 pub struct Pods {
     identities: Keyed<Vec<Identity>>,
+    /// Replicas carry equal label sets: each distinct set is kept once, here and in the engine.
+    labels: LabelInterner,
 }
 
 /// A pod's key: `namespace/name`.
@@ -30,8 +32,13 @@ pub fn pod_key(pod: &Pod) -> String {
 impl Pods {
     /// Feeds one pod event. `namespaces` holds the labels of the namespaces seen so far; a pod
     /// whose namespace is not known yet gets the name label alone until it is.
-    pub fn apply(&mut self, event: Event<Pod>, namespaces: &Keyed<Labels>) -> Vec<EngineUpdate> {
-        let derive = |pod: &Pod| {
+    pub fn apply(
+        &mut self,
+        event: Event<Pod>,
+        namespaces: &Keyed<SharedLabels>,
+    ) -> Vec<EngineUpdate> {
+        let interner = &mut self.labels;
+        let mut derive = |pod: &Pod| {
             let namespace = pod
                 .metadata
                 .namespace
@@ -40,8 +47,8 @@ impl Pods {
             let labels = namespaces
                 .get(namespace)
                 .cloned()
-                .unwrap_or_else(|| namespace_name_labels(namespace));
-            pod_identities(pod, &labels)
+                .unwrap_or_else(|| namespace_name_labels(namespace).into());
+            intern(interner, pod_identities(pod, &labels))
         };
         let changes = match event {
             Event::Apply(pod) => self
@@ -64,7 +71,11 @@ impl Pods {
     }
 
     /// Gives every pod of `namespace` the namespace's new labels.
-    pub fn relabel_namespace(&mut self, namespace: &str, labels: &Labels) -> Vec<EngineUpdate> {
+    pub fn relabel_namespace(
+        &mut self,
+        namespace: &str,
+        labels: &SharedLabels,
+    ) -> Vec<EngineUpdate> {
         let relabel = |identities: &Vec<Identity>| {
             identities
                 .iter()
@@ -104,6 +115,17 @@ impl Pods {
     pub fn is_empty(&self) -> bool {
         self.identities.is_empty()
     }
+}
+
+/// The identities with their label sets shared through `interner`.
+fn intern(interner: &mut LabelInterner, mut identities: Vec<Identity>) -> Vec<Identity> {
+    for identity in &mut identities {
+        if let IdentityKind::Pod(info) = &mut identity.kind {
+            info.labels = interner.intern(info.labels.clone());
+            info.namespace_labels = interner.intern(info.namespace_labels.clone());
+        }
+    }
+    identities
 }
 
 fn to_update(change: Change<Vec<Identity>>) -> EngineUpdate {
