@@ -35,7 +35,10 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let mut previous: Option<(u64, f64)> = None;
-    for pods in sizes.split(',').filter_map(|s| s.trim().parse::<u64>().ok()) {
+    for pods in sizes
+        .split(',')
+        .filter_map(|s| s.trim().parse::<u64>().ok())
+    {
         let dir = work.join(pods.to_string());
         let run = run_size(netpol, pods, &dir);
         let _ = std::fs::remove_dir_all(&dir);
@@ -73,7 +76,14 @@ fn run_size(netpol: &str, pods: u64, dir: &Path) -> Run {
     let wrote = String::from_utf8_lossy(&synth.stdout).into_owned();
     let started = Instant::now();
     let agent = Command::new(netpol)
-        .args(["agent", "--datapath", "hcn-sim", "--node", "node-1", "--once"])
+        .args([
+            "agent",
+            "--datapath",
+            "hcn-sim",
+            "--node",
+            "node-1",
+            "--once",
+        ])
         .arg("--from-dir")
         .arg(dir)
         .output()
@@ -95,7 +105,10 @@ fn run_size(netpol: &str, pods: u64, dir: &Path) -> Run {
 /// MapState entries` and `N local endpoints, R ACL rules` from the summary.
 fn parse_summary(stdout: &str) -> Option<Run> {
     let synced = stdout.lines().find(|l| l.starts_with("synced in "))?;
-    let words: Vec<&str> = synced.split([' ', ',', ':']).filter(|w| !w.is_empty()).collect();
+    let words: Vec<&str> = synced
+        .split([' ', ',', ':'])
+        .filter(|w| !w.is_empty())
+        .collect();
     let before = |unit: &str| -> Option<f64> {
         let i = words.iter().position(|w| *w == unit)?;
         words.get(i.checked_sub(1)?)?.parse().ok()

@@ -138,6 +138,33 @@ fn snapshot(pipeline: &Pipeline) -> BTreeMap<String, Vec<String>> {
         .collect()
 }
 
+/// Local replicas (one security identity) share one compiled rule set, and every shared set is
+/// exactly what compiling the endpoint's own MapState gives.
+fn assert_replicas_share_compiled_rules(pipeline: &Pipeline) {
+    let options = netpol_hcn::compile::CompileOptions::default();
+    let mut distinct: Vec<*const netpol_hcn::compile::CompiledAcls> = Vec::new();
+    for (pod, acls) in pipeline.compiled() {
+        let map = pipeline.engine().endpoint(pod).unwrap();
+        let own = netpol_hcn::compile::compile_endpoint_with(
+            map,
+            pipeline.engine().identities(),
+            &options,
+        )
+        .unwrap();
+        assert_eq!(own.rules, acls.rules, "{pod}");
+        let ptr = Arc::as_ptr(acls);
+        if !distinct.contains(&ptr) {
+            distinct.push(ptr);
+        }
+    }
+    let local = pipeline.compiled().len();
+    assert!(
+        distinct.len() < local / 2,
+        "{} compiled rule sets for {local} endpoints",
+        distinct.len()
+    );
+}
+
 #[test]
 fn one_pod_changes_in_a_10k_pod_cluster_modify_only_the_endpoints_they_affect() {
     let sim = new_sim();
@@ -163,6 +190,7 @@ fn one_pod_changes_in_a_10k_pod_cluster_modify_only_the_endpoints_they_affect() 
     assert!(pipeline.reconcile(now).unwrap().complete());
     let local = pipeline.compiled().len();
     assert_eq!(local, PODS / NODES);
+    assert_replicas_share_compiled_rules(&pipeline);
     let initial = sim.calls().take_calls();
     eprintln!(
         "10k-pod cluster, {local} local endpoints: initial sync {} modify, {} query, {} enumerate",

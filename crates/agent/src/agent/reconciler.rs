@@ -15,11 +15,11 @@
 //! modify call, stale rules (of policies deleted or pods gone while the agent was down) are
 //! replaced, and endpoints no pod claims lose their netpol rules.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use netpol_engine::{Engine, EngineConfig};
+use netpol_engine::{Engine, EngineConfig, IdentityId};
 use netpol_hcn::programmer::{ApplyReport, Backoff, Outcome, Programmer};
 use netpol_hcn::schema::AclPolicySetting;
 use netpol_hcn::{
@@ -52,7 +52,7 @@ pub struct Pipeline {
     indexes: Indexes,
     engine: Engine,
     /// Compiled rules of each local pod.
-    compiled: BTreeMap<String, CompiledAcls>,
+    compiled: BTreeMap<String, Arc<CompiledAcls>>,
     discovery: Box<dyn EndpointDiscovery>,
     programmer: Programmer,
     datapath: Arc<dyn Datapath>,
@@ -226,12 +226,13 @@ impl Pipeline {
     /// Commits the engine and recompiles what changed; returns the changed pods.
     fn commit(&mut self) -> Vec<String> {
         let changes = self.engine.commit();
+        let mut memo = CompileMemo::default();
         let mut changed = Vec::new();
         for change in changes {
             if change.removed {
                 self.compiled.remove(&change.endpoint);
             } else {
-                self.compile(&change.endpoint);
+                self.compile(&change.endpoint, &mut memo);
             }
             changed.push(change.endpoint);
         }
@@ -244,7 +245,7 @@ impl Pipeline {
             .map(str::to_owned)
             .collect();
         for key in missing {
-            self.compile(&key);
+            self.compile(&key, &mut memo);
         }
         changed
     }
@@ -260,27 +261,45 @@ impl Pipeline {
                 entries = change.changes.len(),
                 "full recomputation differs from the incremental MapState; using it"
             );
-            self.compile(&change.endpoint);
+            self.compile(&change.endpoint, &mut CompileMemo::default());
             keys.push(change.endpoint);
         }
         keys
     }
 
-    fn compile(&mut self, key: &str) {
+    fn compile(&mut self, key: &str, memo: &mut CompileMemo) {
         let Some(map) = self.engine.endpoint(key) else {
             self.compiled.remove(key);
             return;
         };
+        let identities = self.endpoint_identities(key);
+        if let Some(twin) = memo.compiled_for(&identities) {
+            let same_map = self.engine.endpoint(twin).is_some_and(|m| m == map);
+            if let Some(acls) = self.compiled.get(twin).filter(|_| same_map).cloned() {
+                self.compiled.insert(key.to_owned(), acls);
+                return;
+            }
+        }
         match compile_endpoint_with(map, self.engine.identities(), &self.options) {
             Ok(acls) => {
                 for warning in &acls.warnings {
                     tracing::warn!(endpoint = %key, "{warning}");
                 }
-                self.compiled.insert(key.to_owned(), acls);
+                self.compiled.insert(key.to_owned(), Arc::new(acls));
+                memo.remember(identities, key);
             }
             // The previous rules, if any, stay in force: better than none at all.
             Err(error) => tracing::error!(endpoint = %key, %error, "compiling ACLs failed"),
         }
+    }
+
+    /// The security identities of the endpoint's pod addresses.
+    fn endpoint_identities(&self, key: &str) -> Vec<Option<IdentityId>> {
+        let store = self.engine.identities();
+        self.engine
+            .endpoint_pod(key)
+            .map(|(_, addresses)| addresses.iter().map(|a| store.resolve(*a)).collect())
+            .unwrap_or_default()
     }
 
     fn local_pods(&self) -> LocalPods {
@@ -357,12 +376,35 @@ impl Pipeline {
     }
 
     /// Compiled rules by local pod key.
-    pub fn compiled(&self) -> &BTreeMap<String, CompiledAcls> {
+    pub fn compiled(&self) -> &BTreeMap<String, Arc<CompiledAcls>> {
         &self.compiled
     }
 
     /// The host's endpoints as last discovered, with their pods.
     pub fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
         &self.endpoints
+    }
+}
+
+/// Replicas on one node share a security identity and so a MapState: within one commit each
+/// distinct MapState is compiled once and its rules shared, as Cilium shares one selector policy
+/// per identity. A twin is reused only when the MapStates are equal, so sharing can never change
+/// what is programmed.
+#[derive(Debug, Default)]
+struct CompileMemo {
+    by_identities: HashMap<Vec<Option<IdentityId>>, String>,
+}
+
+impl CompileMemo {
+    fn compiled_for(&self, identities: &[Option<IdentityId>]) -> Option<&str> {
+        self.by_identities.get(identities).map(String::as_str)
+    }
+
+    fn remember(&mut self, identities: Vec<Option<IdentityId>>, key: &str) {
+        if !identities.is_empty() {
+            self.by_identities
+                .entry(identities)
+                .or_insert_with(|| key.to_owned());
+        }
     }
 }
