@@ -348,3 +348,55 @@ fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
     items.sort();
     items.to_vec()
 }
+
+#[test]
+fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
+    use netpol_agent::agent::health::Health;
+    use netpol_agent::agent::sources::files::publish_state;
+
+    let dir = scratch_dir("unreadable-file");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    assert!(agent.sync().complete());
+    let health = Health::default();
+    health.heartbeat();
+    health.set_synced();
+    publish_state(&agent.source, &agent.metrics, &health);
+    assert_eq!(health.readiness(), Ok(()));
+    sim.calls().take_calls();
+
+    // Every policy file is truncated to garbage: nothing in force goes away.
+    let policies: Vec<_> = std::fs::read_dir(dir.join("policies"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    for path in &policies {
+        std::fs::write(path, "spec: {ingress: [unclosed\n").unwrap();
+    }
+    let scan = agent.scan();
+    assert_eq!(scan.problems.len(), policies.len(), "{:?}", scan.problems);
+    agent.reconcile();
+    assert_eq!(modified(&sim.calls().take_calls()), Vec::<String>::new());
+    publish_state(&agent.source, &agent.metrics, &health);
+    let reason = health.readiness().unwrap_err();
+    assert!(reason.contains("unreadable file"), "{reason}");
+    let line = format!("netpol_unreadable_files {}", policies.len());
+    assert!(agent.metrics_text().contains(&line), "{line}");
+
+    // A restart while the files are broken: the new agent holds its first list back, so the
+    // rules the previous agent programmed stay in force meanwhile.
+    let mut restarted = Agent::start(&dir, &sim);
+    restarted.scan();
+    assert!(!restarted.source.is_listed());
+    assert!(!restarted.pipeline.sources_synced());
+    assert!(sim.calls().take_calls().is_empty());
+
+    // Repaired: back to ready, and converged on the repaired files.
+    copy_example_cluster(&dir);
+    agent.sync();
+    publish_state(&agent.source, &agent.metrics, &health);
+    assert_eq!(health.readiness(), Ok(()));
+    assert!(agent.metrics_text().contains("netpol_unreadable_files 0"));
+    assert_converged(&dir, &sim);
+}

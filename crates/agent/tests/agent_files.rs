@@ -2,7 +2,7 @@
 
 mod agent_support;
 
-use agent_support::scratch_dir;
+use agent_support::{scratch_dir, settled_scan};
 use kube::runtime::watcher::Event;
 use netpol_agent::agent::indexes::SourceEvent;
 use netpol_agent::agent::sources::files::{FileProblem, FileSource};
@@ -47,7 +47,7 @@ fn the_first_scan_lists_every_kind_and_later_scans_send_changes() {
     std::fs::write(dir.join("notes.txt"), "not yaml").unwrap();
     let mut source = FileSource::new(&dir);
 
-    let scan = source.scan().unwrap();
+    let scan = settled_scan(&mut source);
     assert!(scan.problems.is_empty(), "{:?}", scan.problems);
     let events = describe(&scan.events);
     assert_eq!(events.len(), 2 * SourceKind::ALL.len() + 2);
@@ -60,7 +60,7 @@ fn the_first_scan_lists_every_kind_and_later_scans_send_changes() {
 
     // Nothing changed: nothing sent.
     assert_eq!(
-        describe(&source.scan().unwrap().events),
+        describe(&settled_scan(&mut source).events),
         Vec::<String>::new()
     );
 
@@ -68,13 +68,13 @@ fn the_first_scan_lists_every_kind_and_later_scans_send_changes() {
     let two = format!("{POLICY}---\n{}", POLICY.replace("name: p", "name: r"));
     std::fs::write(dir.join("nested/policy.yml"), two).unwrap();
     assert_eq!(
-        describe(&source.scan().unwrap().events),
+        describe(&settled_scan(&mut source).events),
         ["NetworkPolicy:Apply:p", "NetworkPolicy:Apply:r"]
     );
 
     std::fs::remove_file(dir.join("nested/policy.yml")).unwrap();
     assert_eq!(
-        describe(&source.scan().unwrap().events),
+        describe(&settled_scan(&mut source).events),
         ["NetworkPolicy:Delete:p", "NetworkPolicy:Delete:r"]
     );
 
@@ -89,7 +89,7 @@ fn a_rewrite_within_the_timestamp_granularity_is_still_seen() {
     let dir = scratch_dir("files-racy");
     let mut source = FileSource::new(&dir);
     std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
-    source.scan().unwrap();
+    settled_scan(&mut source);
     // Same length, written at once: size and (coarse) modification time may well be unchanged.
     std::fs::write(
         dir.join("policy.yaml"),
@@ -97,7 +97,7 @@ fn a_rewrite_within_the_timestamp_granularity_is_still_seen() {
     )
     .unwrap();
     assert_eq!(
-        describe(&source.scan().unwrap().events),
+        describe(&settled_scan(&mut source).events),
         ["NetworkPolicy:Delete:p", "NetworkPolicy:Apply:s"]
     );
 }
@@ -107,23 +107,23 @@ fn broken_yaml_keeps_the_files_objects_and_invalid_objects_are_left_out() {
     let dir = scratch_dir("files-problems");
     let mut source = FileSource::new(&dir);
     std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
-    source.scan().unwrap();
+    settled_scan(&mut source);
 
     // A half-saved file: reported, and its policy stays.
     std::fs::write(dir.join("policy.yaml"), "apiVersion: [unclosed\n").unwrap();
-    let scan = source.scan().unwrap();
+    let scan = settled_scan(&mut source);
     assert!(matches!(
         scan.problems.as_slice(),
         [FileProblem::Unreadable { .. }]
     ));
     assert!(describe(&scan.events).iter().all(|e| !e.contains("Delete")));
     // Not reported again while the file stays as it is: an unchanged digest is not re-parsed.
-    assert!(source.scan().unwrap().problems.is_empty());
+    assert!(settled_scan(&mut source).problems.is_empty());
 
     // An invalid object is left out, as if absent, and named with its field.
     let bad = POLICY.replace("podSelector: {}", "podSelector: {matchLabels: 3}");
     std::fs::write(dir.join("policy.yaml"), bad).unwrap();
-    let scan = source.scan().unwrap();
+    let scan = settled_scan(&mut source);
     assert_eq!(describe(&scan.events), ["NetworkPolicy:Delete:p"]);
     match scan.problems.as_slice() {
         [FileProblem::InvalidObject { error, .. }] => {
@@ -144,14 +144,14 @@ fn an_object_in_two_files_comes_from_the_first() {
     )
     .unwrap();
     let mut source = FileSource::new(&dir);
-    let scan = source.scan().unwrap();
+    let scan = settled_scan(&mut source);
     assert!(matches!(
         scan.problems.as_slice(),
         [FileProblem::Duplicate { used, .. }] if used.ends_with("a.yaml")
     ));
     // Deleting the first file makes the second one's version current.
     std::fs::remove_file(dir.join("a.yaml")).unwrap();
-    let scan = source.scan().unwrap();
+    let scan = settled_scan(&mut source);
     match scan.events.as_slice() {
         [SourceEvent {
             event: Event::Apply(netpol_api::Object::NetworkPolicy(p)),
@@ -162,4 +162,119 @@ fn an_object_in_two_files_comes_from_the_first() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+/// `count` NetworkPolicies in namespace x, one YAML document each.
+fn policies(count: usize) -> String {
+    (0..count)
+        .map(|i| POLICY.replace("name: p", &format!("name: p{i}")))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[test]
+fn a_file_still_being_written_is_read_only_once_it_stops_changing() {
+    let dir = scratch_dir("files-half-written");
+    let mut source = FileSource::new(&dir);
+    let full = policies(20);
+    std::fs::write(dir.join("ns.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("policies.yaml"), &full).unwrap();
+    let first = settled_scan(&mut source);
+    assert_eq!(
+        describe(&first.events)
+            .iter()
+            .filter(|e| e.starts_with("NetworkPolicy:InitApply"))
+            .count(),
+        20
+    );
+
+    // A writer rewrites the file and has written 45% of it (still valid YAML) at the next poll.
+    let cut = full.len() * 45 / 100;
+    let cut = full[..cut].rfind("---\n").unwrap();
+    std::fs::write(dir.join("policies.yaml"), &full[..cut]).unwrap();
+    let scan = source.scan().unwrap();
+    assert_eq!(scan.settling, 1, "a changed file waits for a second look");
+    assert!(scan.events.is_empty(), "{:?}", describe(&scan.events));
+
+    // Before the next poll the writer writes the rest: the signature moved again, so still nothing.
+    std::fs::write(dir.join("policies.yaml"), &full).unwrap();
+    let scan = source.scan().unwrap();
+    assert!(scan.events.is_empty(), "{:?}", describe(&scan.events));
+    assert!(scan.settling <= 1);
+
+    // Unchanged since the last look: read, and no policy ever went away.
+    let scan = settled_scan(&mut source);
+    assert!(
+        describe(&scan.events).iter().all(|e| !e.contains("Delete")),
+        "{:?}",
+        describe(&scan.events)
+    );
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+}
+
+#[test]
+fn an_unreadable_file_holds_the_first_list_until_the_caller_stops_waiting() {
+    let dir = scratch_dir("files-unreadable-at-start");
+    std::fs::write(dir.join("ns.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("policy.yaml"), "kind: [unclosed\n").unwrap();
+    let mut source = FileSource::new(&dir);
+    let scan = settled_scan(&mut source);
+    assert!(
+        scan.events.is_empty(),
+        "nothing listed while a file is unreadable"
+    );
+    assert!(matches!(
+        scan.problems.as_slice(),
+        [FileProblem::Unreadable { path, .. }] if path.ends_with("policy.yaml")
+    ));
+    assert!(!source.is_listed());
+    assert_eq!(source.unreadable().len(), 1);
+    // Waiting longer changes nothing and reports nothing new.
+    let scan = source.scan().unwrap();
+    assert!(scan.events.is_empty() && scan.problems.is_empty());
+
+    // The caller stops waiting: what could be read is listed, the file still counts as unreadable.
+    source.accept_partial();
+    let events = describe(&source.scan().unwrap().events);
+    assert!(events.contains(&"Namespace:InitApply:x".to_owned()));
+    assert!(events.contains(&"NetworkPolicy:InitDone".to_owned()));
+    assert!(source.is_listed());
+    assert_eq!(source.unreadable().len(), 1);
+
+    // Repaired: its objects arrive and it no longer counts.
+    std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
+    let scan = settled_scan(&mut source);
+    assert_eq!(describe(&scan.events), ["NetworkPolicy:Apply:p"]);
+    assert!(source.unreadable().is_empty());
+}
+
+#[test]
+fn an_idle_poll_builds_nothing_whatever_the_number_of_objects() {
+    let dir = scratch_dir("files-idle");
+    std::fs::write(dir.join("ns.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("policies.yaml"), policies(2000)).unwrap();
+    let mut source = FileSource::new(&dir);
+    let first = settled_scan(&mut source);
+    assert!(first.events.len() > 2000);
+    for _ in 0..3 {
+        let idle = source.scan().unwrap();
+        assert!(idle.events.is_empty());
+        assert_eq!(idle.objects_mapped, 0, "an idle poll maps no object");
+    }
+    // A rename over the file (same size, possibly the same time) is seen through its inode.
+    let replacement = dir.join(".policies.yaml.tmp");
+    std::fs::write(
+        &replacement,
+        policies(2000).replace("name: p1,", "name: q1,"),
+    )
+    .unwrap();
+    std::fs::rename(&replacement, dir.join("policies.yaml")).unwrap();
+    let scan = settled_scan(&mut source);
+    assert_eq!(
+        describe(&scan.events)
+            .iter()
+            .filter(|e| e.ends_with(":p1") || e.ends_with(":q1"))
+            .collect::<Vec<_>>(),
+        ["NetworkPolicy:Delete:p1", "NetworkPolicy:Apply:q1"]
+    );
 }

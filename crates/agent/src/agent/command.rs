@@ -22,11 +22,12 @@ use super::driver::{self, Input, LoopConfig};
 use super::endpoints::HostEndpoints;
 use super::endpoints::{EndpointDiscovery, SimulatedCni};
 use super::health::{self, Health};
+use super::indexes::SourceEvent;
 use super::instrumented::Instrumented;
 use super::kind::SourceKind;
 use super::metrics::Metrics;
 use super::reconciler::Pipeline;
-use super::sources::files::{FileProblem, FileSource, Scan};
+use super::sources::files::{publish_state, FileProblem, FileSource, Scan, SETTLE_AGE};
 use super::summary;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -71,6 +72,11 @@ pub struct Args {
     /// Milliseconds of quiet that close a batch of changes.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub debounce: u64,
+    /// Seconds to wait at start for every file to be read (embedded mode) or every kind to be
+    /// listed (cluster mode) before programming what could be read; readiness stays false
+    /// until everything is.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub initial_sync_timeout: u64,
     /// Milliseconds between polls of the files in embedded mode.
     #[arg(long, value_name = "MS", default_value_t = 200)]
     pub poll_interval: u64,
@@ -181,7 +187,11 @@ fn backoff() -> Backoff {
 
 /// Logs a scan's problems and counts invalid policies.
 fn report_problems(scan: &Scan, metrics: &Metrics) {
-    for problem in &scan.problems {
+    report_file_problems(&scan.problems, metrics);
+}
+
+fn report_file_problems(problems: &[FileProblem], metrics: &Metrics) {
+    for problem in problems {
         if let FileProblem::InvalidObject { error, .. } = problem {
             if let Some(kind) = SourceKind::ALL
                 .into_iter()
@@ -192,7 +202,33 @@ fn report_problems(scan: &Scan, metrics: &Metrics) {
                 }
             }
         }
-        tracing::warn!("{problem}");
+        tracing::warn!("{}", super::logline::bounded(&problem.to_string()));
+    }
+}
+
+/// `--once`'s first list: waits (boundedly) for files still being written, then lists what
+/// could be read. Returns the events and every problem met.
+fn read_once(
+    source: &mut FileSource,
+    poll: Duration,
+) -> anyhow::Result<(Vec<SourceEvent>, Vec<FileProblem>)> {
+    let started = Instant::now();
+    let mut problems = Vec::new();
+    loop {
+        let scan = source
+            .scan()
+            .with_context(|| format!("reading {}", source.root().display()))?;
+        problems.extend(scan.problems);
+        if source.is_listed() {
+            return Ok((scan.events, problems));
+        }
+        // Only files still changing are worth waiting for, and not for long; unreadable ones
+        // are reported and the rest is listed.
+        if scan.settling == 0 || started.elapsed() > 2 * SETTLE_AGE {
+            source.accept_partial();
+        } else {
+            std::thread::sleep(poll);
+        }
     }
 }
 
@@ -211,11 +247,9 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     } = datapaths(args.datapath, &metrics, &health)?;
     let mut pipeline = Pipeline::new(&args.node, datapath, discovery, backoff(), metrics.clone());
     let mut source = FileSource::new(dir);
-    let mut scan = source
-        .scan()
-        .with_context(|| format!("reading {}", dir.display()))?;
-    report_problems(&scan, &metrics);
-    for event in std::mem::take(&mut scan.events) {
+    let (events, problems) = read_once(&mut source, Duration::from_millis(args.poll_interval))?;
+    report_file_problems(&problems, &metrics);
+    for event in events {
         pipeline.ingest(event);
     }
     let mut complete = false;
@@ -243,14 +277,35 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     // The process ends here: freeing a large cluster's state piece by piece would only add
     // to the time `--once` reports and takes.
+    let unreadable = source.unreadable().len();
+    let invalid = problems
+        .iter()
+        .filter(|p| matches!(p, FileProblem::InvalidObject { .. }))
+        .count()
+        + invalid_policies(&pipeline);
     std::mem::forget(pipeline);
     std::mem::forget(source);
-    if complete {
+    if !complete {
+        tracing::error!("some endpoints could not be programmed after {ATTEMPTS} attempts");
+    }
+    if unreadable > 0 || invalid > 0 {
+        tracing::error!(
+            unreadable_files = unreadable,
+            invalid_objects = invalid,
+            "not every object was read: the rules above leave out what could not be"
+        );
+    }
+    if complete && unreadable == 0 && invalid == 0 {
         Ok(ExitCode::SUCCESS)
     } else {
-        tracing::error!("some endpoints could not be programmed after {ATTEMPTS} attempts");
         Ok(ExitCode::from(1))
     }
+}
+
+/// Policies read but refused by translation (their errors were logged).
+fn invalid_policies(pipeline: &Pipeline) -> usize {
+    let counts = pipeline.indexes().policy_counts();
+    counts.values().map(|c| c.invalid).sum()
 }
 
 /// The long-running agent: HTTP endpoints and watches on a small async runtime, the reconcile loop
@@ -303,10 +358,18 @@ fn run_daemon(args: &Args) -> anyhow::Result<ExitCode> {
                 let source = FileSource::new(dir);
                 let poll = Duration::from_millis(args.poll_interval.max(10));
                 let relist = config.resync_period;
-                let (inputs, metrics, stop) = (inputs.clone(), metrics.clone(), stop.clone());
+                let follow = FollowFiles {
+                    inputs: inputs.clone(),
+                    metrics: metrics.clone(),
+                    health: health.clone(),
+                    poll,
+                    relist,
+                    initial_wait: Duration::from_secs(args.initial_sync_timeout),
+                };
+                let stop = stop.clone();
                 std::thread::Builder::new()
                     .name("files".into())
-                    .spawn(move || follow_files(source, &inputs, &metrics, poll, relist, &stop))?;
+                    .spawn(move || follow.run(source, &stop))?;
             }
             None => {
                 let client = kube_client(args.kubeconfig.as_ref()).await?;
@@ -328,37 +391,57 @@ fn run_daemon(args: &Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Polls the files, sending what changed; relists everything every `relist` period.
-fn follow_files(
-    mut source: FileSource,
-    inputs: &Sender<Input>,
-    metrics: &Metrics,
+/// The embedded mode's polling loop and what it reports to.
+struct FollowFiles {
+    inputs: Sender<Input>,
+    metrics: Metrics,
+    health: Arc<Health>,
     poll: Duration,
+    /// How often every file is read again and every kind relisted.
     relist: Duration,
-    stop: &AtomicBool,
-) {
-    let mut next_relist = Instant::now() + relist;
-    while !stop.load(Ordering::Relaxed) {
-        let scan = if Instant::now() >= next_relist {
-            next_relist = Instant::now() + relist;
-            source.relist()
-        } else {
-            source.scan()
-        };
-        match scan {
-            Ok(scan) => {
-                report_problems(&scan, metrics);
-                for event in scan.events {
-                    if inputs.send(Input::Event(Box::new(event))).is_err() {
-                        return;
+    /// How long the first list waits for unreadable or still-changing files.
+    initial_wait: Duration,
+}
+
+impl FollowFiles {
+    /// Polls the files, sending what changed, until `stop`.
+    fn run(self, mut source: FileSource, stop: &AtomicBool) {
+        let started = Instant::now();
+        let mut next_relist = started + self.relist;
+        while !stop.load(Ordering::Relaxed) {
+            if !source.is_listed() && started.elapsed() >= self.initial_wait {
+                tracing::warn!(
+                    waited_s = self.initial_wait.as_secs(),
+                    "some files are still unreadable or changing: programming what could be read"
+                );
+                source.accept_partial();
+            }
+            let scan = if source.is_listed() && Instant::now() >= next_relist {
+                next_relist = Instant::now() + self.relist;
+                source.relist()
+            } else {
+                source.scan()
+            };
+            match scan {
+                Ok(scan) => {
+                    report_problems(&scan, &self.metrics);
+                    publish_state(&source, &self.metrics, &self.health);
+                    for event in scan.events {
+                        if self.inputs.send(Input::Event(Box::new(event))).is_err() {
+                            return;
+                        }
                     }
                 }
+                Err(error) => {
+                    tracing::warn!(dir = %source.root().display(), %error, "reading the files failed");
+                    self.health.set_source_problem(
+                        "files",
+                        Some(format!("listing the files failed: {error}")),
+                    );
+                }
             }
-            Err(error) => {
-                tracing::warn!(dir = %source.root().display(), %error, "reading the files failed")
-            }
+            std::thread::sleep(self.poll);
         }
-        std::thread::sleep(poll);
     }
 }
 

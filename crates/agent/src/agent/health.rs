@@ -1,8 +1,10 @@
 //! The agent's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the reconcile loop is
-//! alive) and `/readyz` (a first full sync completed and the datapath answers).
+//! alive) and `/readyz` (a first full sync completed, every source is complete and the datapath
+//! answers).
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::extract::State;
@@ -25,6 +27,8 @@ pub struct Health {
     stopped: AtomicBool,
     synced: AtomicBool,
     datapath_answers: AtomicBool,
+    /// Sources that are incomplete (an unreadable file, a kind not listed), with why.
+    source_problems: Mutex<BTreeMap<String, String>>,
 }
 
 impl Default for Health {
@@ -35,6 +39,7 @@ impl Default for Health {
             stopped: AtomicBool::new(false),
             synced: AtomicBool::new(false),
             datapath_answers: AtomicBool::new(true),
+            source_problems: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -58,6 +63,19 @@ impl Health {
     /// Whether the last datapath call got an answer.
     pub fn set_datapath_answers(&self, answers: bool) {
         self.datapath_answers.store(answers, Ordering::Relaxed);
+    }
+
+    /// Records whether the source `name` is complete: `Some(reason)` while it is not (the agent
+    /// then enforces what it could read, and says it is not ready), `None` once it is.
+    pub fn set_source_problem(&self, name: &str, problem: Option<String>) {
+        let mut problems = self
+            .source_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match problem {
+            Some(reason) => problems.insert(name.to_owned(), reason),
+            None => problems.remove(name),
+        };
     }
 
     /// Why the agent is not alive, if it is not.
@@ -84,6 +102,14 @@ impl Health {
         }
         if !self.datapath_answers.load(Ordering::Relaxed) {
             return Err("the datapath does not answer".into());
+        }
+        let problems = self
+            .source_problems
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if !problems.is_empty() {
+            let reasons: Vec<String> = problems.iter().map(|(n, r)| format!("{n}: {r}")).collect();
+            return Err(format!("incomplete sources: {}", reasons.join("; ")));
         }
         Ok(())
     }

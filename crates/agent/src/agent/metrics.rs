@@ -94,6 +94,10 @@ pub struct Metrics {
     pub endpoint_programs: Family<OutcomeLabels, Counter>,
     pub reconcile_seconds: Histogram,
     pub last_sync_seconds: Gauge<f64, AtomicU64>,
+    pub unreadable_files: Gauge,
+    pub kind_synced: Family<KindLabels, Gauge>,
+    pub watch_errors: Family<KindLabels, Counter>,
+    pub relists: Family<KindLabels, Counter>,
 }
 
 fn call_histogram() -> Histogram {
@@ -117,6 +121,10 @@ impl Metrics {
             endpoint_programs: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
             last_sync_seconds: Gauge::default(),
+            unreadable_files: Gauge::default(),
+            kind_synced: Family::default(),
+            watch_errors: Family::default(),
+            relists: Family::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -179,7 +187,49 @@ impl Metrics {
             "Unix time of the last reconcile that left every endpoint programmed",
             metrics.last_sync_seconds.clone(),
         );
+        r.register(
+            "unreadable_files",
+            "Files (embedded mode) that cannot be read or parsed; their previous objects are kept",
+            metrics.unreadable_files.clone(),
+        );
+        r.register(
+            "kind_synced",
+            "1 while the kind's objects are listed and watched, 0 while its list or watch fails",
+            metrics.kind_synced.clone(),
+        );
+        r.register(
+            "watch_errors",
+            "Failed lists and watches, by kind",
+            metrics.watch_errors.clone(),
+        );
+        r.register(
+            "relists",
+            "Complete lists of a kind after the first (410 Gone, a failed watch, a CRD installed)",
+            metrics.relists.clone(),
+        );
         metrics
+    }
+
+    fn kind_labels(kind: SourceKind) -> KindLabels {
+        KindLabels {
+            kind: kind.as_str().to_owned(),
+        }
+    }
+
+    pub fn set_kind_synced(&self, kind: SourceKind, synced: bool) {
+        self.kind_synced
+            .get_or_create(&Self::kind_labels(kind))
+            .set(i64::from(synced));
+    }
+
+    pub fn count_watch_error(&self, kind: SourceKind) {
+        self.watch_errors
+            .get_or_create(&Self::kind_labels(kind))
+            .inc();
+    }
+
+    pub fn count_relist(&self, kind: SourceKind) {
+        self.relists.get_or_create(&Self::kind_labels(kind)).inc();
     }
 
     pub fn set_policy_counts(&self, counts: &PolicyCounts) {
@@ -200,9 +250,7 @@ impl Metrics {
 
     pub fn count_rejection(&self, kind: SourceKind) {
         self.policy_rejections
-            .get_or_create(&KindLabels {
-                kind: kind.as_str().to_owned(),
-            })
+            .get_or_create(&Self::kind_labels(kind))
             .inc();
     }
 

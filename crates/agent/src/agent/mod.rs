@@ -16,6 +16,7 @@ pub mod health;
 pub mod indexes;
 pub mod instrumented;
 pub mod kind;
+pub mod logline;
 pub mod metrics;
 pub mod reconciler;
 pub mod sources;

@@ -116,7 +116,7 @@ impl Pipeline {
                     object = %error.object,
                     field = %error.field,
                     "invalid policy skipped: {}",
-                    error.message
+                    super::logline::bounded(&error.message)
                 );
             }
         }

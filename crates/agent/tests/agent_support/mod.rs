@@ -111,7 +111,7 @@ impl Agent {
 
     /// Reads what changed in the files and feeds it to the pipeline, without reconciling.
     pub fn scan(&mut self) -> Scan {
-        let mut scan = self.source.scan().unwrap();
+        let mut scan = settled_scan(&mut self.source);
         for event in std::mem::take(&mut scan.events) {
             self.pipeline.ingest(event);
         }
@@ -188,6 +188,22 @@ pub fn modified(calls: &[Call]) -> Vec<String> {
     endpoints
 }
 
+/// Scans until no file is left settling (a second look at a file written before the scan sees
+/// it unchanged and reads it), returning every event and problem of those scans.
+pub fn settled_scan(source: &mut FileSource) -> Scan {
+    let mut all = Scan::default();
+    for _ in 0..3 {
+        let scan = source.scan().unwrap();
+        all.events.extend(scan.events);
+        all.problems.extend(scan.problems);
+        all.settling = scan.settling;
+        if scan.settling == 0 {
+            return all;
+        }
+    }
+    panic!("files still changing after three looks: {:?}", all.problems);
+}
+
 /// An engine built from scratch from the files in `dir`: what a fresh agent would compute.
 pub fn fresh_engine(dir: &Path) -> Engine {
     let mut source = FileSource::new(dir);
@@ -196,7 +212,12 @@ pub fn fresh_engine(dir: &Path) -> Engine {
         local_node: Some(NODE.to_owned()),
         ..EngineConfig::default()
     });
-    for event in source.scan().unwrap().events {
+    let mut events = settled_scan(&mut source).events;
+    if !source.is_listed() {
+        source.accept_partial();
+        events.extend(source.scan().unwrap().events);
+    }
+    for event in events {
         for update in indexes.apply(event).updates {
             update.stage(&mut engine);
         }

@@ -1,16 +1,29 @@
 //! The embedded mode's source: Kubernetes objects from the YAML files of a directory tree, turned
 //! into the same watch events a cluster would send.
 //!
-//! The first scan lists every kind (`Init`, `InitApply`..., `InitDone`); later scans send `Apply`
-//! for every object of a file that changed and `Delete` for objects that disappeared. Files are
-//! polled: a file is read again when its size or modification time changes, or while its
-//! modification time is too recent to trust (a second write within the filesystem's timestamp
-//! granularity leaves both unchanged, so such "racy" files are re-read, as git does, until they
-//! are older than the granularity). A content digest then decides whether anything changed.
+//! The first complete scan lists every kind (`Init`, `InitApply`..., `InitDone`); later scans send
+//! `Apply` for every object of a file that changed and `Delete` for objects that disappeared.
 //!
-//! A file whose YAML does not parse keeps its previous objects (a half-saved file must not drop
-//! the policies it held); an object that fails validation is left out, as if absent. Both are
-//! reported once per change of the file.
+//! Files are polled. A poll costs one `stat` per file: a file is read again only when its size,
+//! modification time or inode changes, or while its modification time is too recent to trust (a
+//! second write within the filesystem's timestamp granularity leaves both unchanged, so such
+//! "racy" files are re-read, as git does, until they are older than the granularity). A content
+//! digest then decides whether anything changed, and a poll that changed nothing builds nothing:
+//! the idle cost depends on the number of files, not on the number of objects they hold.
+//!
+//! A file being written is not read half-way: a changed file is read only once two looks in a row
+//! (two polls) saw the same size, modification time and inode, or once it has not been modified
+//! for [`SETTLE_AGE`]. A writer that pauses longer than one poll interval can still be caught
+//! half-way; writing a temporary file and renaming it over the old one (atomic on every local
+//! filesystem, and what `kubectl`-style tools and ConfigMap volumes do) is the safe way to update
+//! a file, and is what the documentation recommends.
+//!
+//! A file that cannot be read, or whose YAML does not parse, keeps its previous objects (a
+//! half-saved file must not drop the policies it held) and counts as unreadable until it reads
+//! again. Before the first list, an unreadable or still-changing file holds the list back: the
+//! caller decides how long to wait ([`FileSource::accept_partial`]) before listing what could be
+//! read. An object that fails validation is left out, as if absent. Problems are reported once
+//! per change of the file.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,11 +35,16 @@ use std::time::{Duration, SystemTime};
 use kube::runtime::watcher::Event;
 use netpol_api::{parse_yaml, Object, ObjectRef, ValidationError};
 
+use crate::agent::health::Health;
 use crate::agent::indexes::SourceEvent;
 use crate::agent::kind::SourceKind;
+use crate::agent::metrics::{gauge_value, Metrics};
 
 /// File timestamps closer than this to the scan that read them are not trusted.
 const TIMESTAMP_GRANULARITY: Duration = Duration::from_secs(2);
+
+/// A file not modified for this long is taken as completely written at first sight.
+pub const SETTLE_AGE: Duration = Duration::from_secs(2);
 
 /// A problem with one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,12 +96,42 @@ impl std::fmt::Display for FileProblem {
 pub struct Scan {
     pub events: Vec<SourceEvent>,
     pub problems: Vec<FileProblem>,
+    /// Files that changed since the last look and are left for the next one (possibly being
+    /// written).
+    pub settling: usize,
+    /// Files read (and digested) by this scan.
+    pub files_read: usize,
+    /// Objects this scan looked up to build its events: zero when nothing changed, so that an
+    /// idle poll costs nothing per object.
+    pub objects_mapped: usize,
+}
+
+/// What a `stat` says of a file: a change of any part means the file may have changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Signature {
+    modified: SystemTime,
+    len: u64,
+    /// Renaming a new file over the old one changes the inode even when size and time agree.
+    inode: u64,
+}
+
+impl Signature {
+    fn of(metadata: &std::fs::Metadata) -> io::Result<Signature> {
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(metadata);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Ok(Signature {
+            modified: metadata.modified()?,
+            len: metadata.len(),
+            inode,
+        })
+    }
 }
 
 #[derive(Debug)]
 struct FileState {
-    modified: SystemTime,
-    len: u64,
+    signature: Signature,
     /// When the scan that read the file started.
     read_at: SystemTime,
     digest: u64,
@@ -95,7 +143,13 @@ struct FileState {
 pub struct FileSource {
     root: PathBuf,
     files: BTreeMap<PathBuf, FileState>,
+    /// Changed files seen once, with what the look saw; read when the next look sees the same.
+    settling: BTreeMap<PathBuf, Signature>,
+    /// Files whose last read failed, with why.
+    unreadable: BTreeMap<PathBuf, String>,
     listed: bool,
+    /// List even while some file is unreadable or still changing (the caller stopped waiting).
+    partial_ok: bool,
 }
 
 impl FileSource {
@@ -103,7 +157,10 @@ impl FileSource {
         FileSource {
             root: root.into(),
             files: BTreeMap::new(),
+            settling: BTreeMap::new(),
+            unreadable: BTreeMap::new(),
             listed: false,
+            partial_ok: false,
         }
     }
 
@@ -111,7 +168,23 @@ impl FileSource {
         &self.root
     }
 
-    /// Reads what changed since the last scan. The first scan lists every kind.
+    /// Whether every kind has been listed (the first complete scan happened).
+    pub fn is_listed(&self) -> bool {
+        self.listed
+    }
+
+    /// The files that could not be read or parsed at their last read, with why.
+    pub fn unreadable(&self) -> &BTreeMap<PathBuf, String> {
+        &self.unreadable
+    }
+
+    /// Stops holding the first list back for unreadable or still-changing files: the next scan
+    /// lists what could be read.
+    pub fn accept_partial(&mut self) {
+        self.partial_ok = true;
+    }
+
+    /// Reads what changed since the last scan. The first complete scan lists every kind.
     pub fn scan(&mut self) -> io::Result<Scan> {
         let relist = !self.listed;
         self.read(relist)
@@ -126,7 +199,7 @@ impl FileSource {
     fn read(&mut self, relist: bool) -> io::Result<Scan> {
         let started = SystemTime::now();
         let paths = yaml_files(&self.root)?;
-        let mut problems = Vec::new();
+        let mut scan = Scan::default();
         // The objects of files that changed or went, as they were, and the keys they hold now.
         let mut old: BTreeMap<ObjectRef, Object> = BTreeMap::new();
         let mut touched: BTreeSet<ObjectRef> = BTreeSet::new();
@@ -134,49 +207,62 @@ impl FileSource {
         let removed: Vec<PathBuf> = self
             .files
             .keys()
+            .chain(self.unreadable.keys())
             .filter(|p| !paths.contains(*p))
             .cloned()
             .collect();
         for path in removed {
+            self.unreadable.remove(&path);
             if let Some(state) = self.files.remove(&path) {
                 old.extend(state.objects);
             }
         }
+        self.settling.retain(|path, _| paths.contains(path));
         for path in &paths {
-            let metadata = match std::fs::metadata(path) {
-                Ok(m) => m,
+            let signature = match std::fs::metadata(path).and_then(|m| Signature::of(&m)) {
+                Ok(signature) => signature,
                 // Deleted between the listing and now: the next scan sees it gone.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    problems.push(unreadable(path, &e));
+                    self.note_unreadable(path, &e, &mut scan.problems);
                     continue;
                 }
             };
-            let modified = metadata.modified()?;
-            let len = metadata.len();
-            if !relist {
-                if let Some(state) = self.files.get(path) {
-                    let racy = modified + TIMESTAMP_GRANULARITY >= state.read_at;
-                    if state.modified == modified && state.len == len && !racy {
-                        continue;
-                    }
+            if let Some(state) = self.files.get(path) {
+                let racy = signature.modified + TIMESTAMP_GRANULARITY >= state.read_at;
+                if state.signature == signature && !(racy || relist) {
+                    continue;
                 }
+            }
+            if !self.settled(path, signature, started) {
+                scan.settling += 1;
+                continue;
             }
             let text = match std::fs::read_to_string(path) {
                 Ok(text) => text,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    problems.push(unreadable(path, &e));
+                    self.note_unreadable(path, &e, &mut scan.problems);
                     continue;
                 }
             };
+            scan.files_read += 1;
             let digest = digest(&text);
             let previous = self.files.remove(path);
             let objects = match previous {
                 Some(state) if state.digest == digest => state.objects,
                 previous => {
                     let kept = previous.map(|s| s.objects).unwrap_or_default();
-                    let objects = parse_file(path, &text, kept.clone(), &mut problems);
+                    let objects = match parse_file(path, &text, &mut scan.problems) {
+                        Ok(objects) => {
+                            self.unreadable.remove(path);
+                            objects
+                        }
+                        Err(message) => {
+                            self.unreadable.insert(path.clone(), message);
+                            kept.clone()
+                        }
+                    };
                     touched.extend(objects.keys().cloned());
                     old.extend(kept);
                     objects
@@ -185,8 +271,7 @@ impl FileSource {
             self.files.insert(
                 path.clone(),
                 FileState {
-                    modified,
-                    len,
+                    signature,
                     read_at: started,
                     digest,
                     objects,
@@ -194,18 +279,76 @@ impl FileSource {
             );
         }
 
-        touched.extend(old.keys().cloned());
-        if !touched.is_empty() {
-            problems.extend(self.duplicates());
+        let blocked = scan.settling > 0 || !self.unreadable.is_empty();
+        if !self.listed && blocked && !self.partial_ok {
+            // The first list waits for every file (or for the caller to stop waiting).
+            return Ok(scan);
         }
-        let after = self.effective();
-        let events = if relist {
-            relist_events(&after)
+        if !self.listed {
+            for path in self.settling.keys() {
+                scan.problems.push(unreadable(path, &"still being written"));
+            }
+        }
+        touched.extend(old.keys().cloned());
+        if touched.is_empty() && !relist {
+            // Nothing changed: no object map to build.
+            return Ok(scan);
+        }
+        scan.problems.extend(self.duplicates());
+        scan.events = if relist {
+            relist_events(&self.effective())
         } else {
+            // Looking keys up file by file is cheaper than the whole map when few changed.
+            let after = if touched.len() <= 1024 {
+                self.effective_of(&touched)
+            } else {
+                self.effective()
+            };
             delta_events(&touched, &old, &after)
         };
+        scan.objects_mapped = scan.events.len();
         self.listed = true;
-        Ok(Scan { events, problems })
+        Ok(scan)
+    }
+
+    /// Whether `path`, found at `signature`, may be read now: it was already read before (a
+    /// rewrite is then caught by the next change of its signature), or this look saw what the
+    /// previous look saw, or it has not been modified for [`SETTLE_AGE`].
+    fn settled(&mut self, path: &Path, signature: Signature, now: SystemTime) -> bool {
+        let known = self
+            .files
+            .get(path)
+            .is_some_and(|state| state.signature == signature);
+        let seen = self.settling.get(path) == Some(&signature);
+        let old = now
+            .duration_since(signature.modified)
+            .is_ok_and(|age| age >= SETTLE_AGE);
+        if known || seen || old {
+            self.settling.remove(path);
+            true
+        } else {
+            self.settling.insert(path.to_owned(), signature);
+            false
+        }
+    }
+
+    /// Records a read failure, reporting it only when it is new or different.
+    fn note_unreadable(&mut self, path: &Path, error: &io::Error, problems: &mut Vec<FileProblem>) {
+        let message = error.to_string();
+        if self.unreadable.get(path) != Some(&message) {
+            problems.push(unreadable(path, &message));
+            self.unreadable.insert(path.to_owned(), message);
+        }
+    }
+
+    /// The current object of each of `keys`: the first file's, in path order.
+    fn effective_of(&self, keys: &BTreeSet<ObjectRef>) -> BTreeMap<ObjectRef, &Object> {
+        keys.iter()
+            .filter_map(|key| {
+                let object = self.files.values().find_map(|s| s.objects.get(key))?;
+                Some((key.clone(), object))
+            })
+            .collect()
     }
 
     /// The object each key stands for: the first file's, in path order.
@@ -240,6 +383,32 @@ impl FileSource {
     }
 }
 
+/// Publishes the files' state: the unreadable-files gauge, and readiness held back while any
+/// file is unreadable.
+pub fn publish_state(source: &FileSource, metrics: &Metrics, health: &Health) {
+    let unreadable = source.unreadable();
+    metrics.unreadable_files.set(gauge_value(unreadable.len()));
+    let problem = (!unreadable.is_empty()).then(|| {
+        let names: Vec<String> = unreadable
+            .keys()
+            .take(3)
+            .map(|p| p.display().to_string())
+            .collect();
+        let more = unreadable.len().saturating_sub(names.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!(
+            "{} unreadable file(s), previous objects kept: {}{more}",
+            unreadable.len(),
+            names.join(", ")
+        )
+    });
+    health.set_source_problem("files", problem);
+}
+
 fn unreadable(path: &Path, error: &dyn std::fmt::Display) -> FileProblem {
     FileProblem::Unreadable {
         path: path.to_owned(),
@@ -253,18 +422,17 @@ fn digest(text: &str) -> u64 {
     hasher.finish()
 }
 
-/// Parses one file's objects; on a YAML error the file keeps `kept`.
+/// Parses one file's objects; a YAML error (reported) leaves the file unreadable.
 fn parse_file(
     path: &Path,
     text: &str,
-    kept: BTreeMap<ObjectRef, Object>,
     problems: &mut Vec<FileProblem>,
-) -> BTreeMap<ObjectRef, Object> {
+) -> Result<BTreeMap<ObjectRef, Object>, String> {
     let parsed = match parse_yaml(text) {
         Ok(parsed) => parsed,
         Err(error) => {
             problems.push(unreadable(path, &error));
-            return kept;
+            return Err(error.to_string());
         }
     };
     let mut objects = BTreeMap::new();
@@ -288,7 +456,7 @@ fn parse_file(
             }),
         }
     }
-    objects
+    Ok(objects)
 }
 
 /// Every `*.yaml`, `*.yml` and `*.json` file under `root`, in path order. Hidden files and
