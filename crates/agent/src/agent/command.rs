@@ -27,6 +27,7 @@ use super::instrumented::Instrumented;
 use super::kind::SourceKind;
 use super::metrics::Metrics;
 use super::reconciler::Pipeline;
+use super::sources::cluster::{spawn_watches, Sinks, WatchConfig};
 use super::sources::files::{publish_state, FileProblem, FileSource, Scan, SETTLE_AGE};
 use super::summary;
 
@@ -373,7 +374,16 @@ fn run_daemon(args: &Args) -> anyhow::Result<ExitCode> {
             }
             None => {
                 let client = kube_client(args.kubeconfig.as_ref()).await?;
-                super::sources::cluster::spawn_watches(&client, &inputs);
+                let sinks = Sinks {
+                    inputs: inputs.clone(),
+                    metrics: metrics.clone(),
+                    health: health.clone(),
+                };
+                let config = WatchConfig {
+                    initial_wait: Duration::from_secs(args.initial_sync_timeout),
+                    ..WatchConfig::default()
+                };
+                spawn_watches(&client, &sinks, config);
             }
         }
         health::serve(listener, health.clone(), registry, shutdown_signal())

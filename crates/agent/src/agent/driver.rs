@@ -6,8 +6,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kube::runtime::watcher::Event;
+use netpol_api::ValidationError;
+
 use super::health::Health;
 use super::indexes::SourceEvent;
+use super::kind::SourceKind;
 use super::reconciler::{Pipeline, ReconcileReport};
 
 /// The longest the loop sleeps, so that its heartbeat stays fresh.
@@ -17,6 +21,8 @@ const HEARTBEAT: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub enum Input {
     Event(Box<SourceEvent>),
+    /// A policy its source could not read as its kind, in place of its event.
+    Rejected(SourceKind, Box<Event<ValidationError>>),
     /// Re-read every endpoint (the datapath may have lost state).
     Resync,
     Shutdown,
@@ -99,6 +105,7 @@ pub fn run(
 fn take(pipeline: &mut Pipeline, input: Input) -> bool {
     match input {
         Input::Event(event) => pipeline.ingest(*event),
+        Input::Rejected(kind, event) => pipeline.ingest_rejected(kind, *event),
         Input::Resync => pipeline.request_resync(),
         Input::Shutdown => return false,
     }

@@ -19,6 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use kube::runtime::watcher::Event;
+use netpol_api::ValidationError;
 use netpol_engine::{Engine, EngineConfig, IdentityId};
 use netpol_hcn::programmer::{ApplyReport, Backoff, Outcome, Programmer};
 use netpol_hcn::schema::AclPolicySetting;
@@ -27,7 +29,8 @@ use netpol_hcn::{
 };
 
 use super::endpoints::{match_pods, EndpointDiscovery, LocalPods};
-use super::indexes::{Indexes, SourceEvent};
+use super::indexes::{Applied, Indexes, SourceEvent};
+use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 
 /// What one reconcile did.
@@ -106,6 +109,17 @@ impl Pipeline {
     /// Feeds one watch event: updates the indexes and stages the resulting engine updates.
     pub fn ingest(&mut self, event: SourceEvent) {
         let applied = self.indexes.apply(event);
+        self.stage(applied);
+    }
+
+    /// Feeds the event of a policy its source could not read: it counts as invalid and replaces
+    /// what its key held.
+    pub fn ingest_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) {
+        let applied = self.indexes.apply_rejected(kind, event);
+        self.stage(applied);
+    }
+
+    fn stage(&mut self, applied: Applied) {
         if let Some(mismatch) = applied.mismatched {
             tracing::warn!("{mismatch}");
         }

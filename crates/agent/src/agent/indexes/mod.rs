@@ -148,6 +148,17 @@ impl Indexes {
         })
     }
 
+    /// Feeds the event of a policy the source could not read as its kind (see
+    /// [`Policies::apply_rejected`]). Other kinds have no invalid state: their sources send an
+    /// unreadable object as absent.
+    pub fn apply_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) -> Applied {
+        if kind.is_policy() {
+            self.policies.apply_rejected(kind, event)
+        } else {
+            Applied::default()
+        }
+    }
+
     /// Whether every kind has been listed completely at least once.
     pub fn is_synced(&self) -> bool {
         self.namespaces.is_synced()
@@ -213,6 +224,17 @@ impl Indexes {
             updates.extend(self.pods.relabel_namespace(&namespace, &labels));
         }
         updates
+    }
+}
+
+/// The same event with its object mapped.
+pub fn map_event<A, B>(event: Event<A>, f: impl FnOnce(A) -> B) -> Event<B> {
+    match event {
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
     }
 }
 

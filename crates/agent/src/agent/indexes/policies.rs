@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use kube::runtime::watcher::Event;
-use netpol_api::{translate, Object, Translation};
+use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError};
 
 use super::keyed::{Change, Keyed};
 use super::{Applied, EngineUpdate, Rejection};
@@ -30,7 +30,11 @@ pub struct Policies {
 
 /// A policy's engine key.
 pub fn policy_key(object: &Object) -> String {
-    let object = object.object_ref();
+    policy_key_of(&object.object_ref())
+}
+
+/// The engine key of the policy `object` names.
+pub fn policy_key_of(object: &ObjectRef) -> String {
     match &object.namespace {
         Some(ns) => format!("{}/{ns}/{}", object.kind, object.name),
         None => format!("{}/{}", object.kind, object.name),
@@ -40,19 +44,42 @@ pub fn policy_key(object: &Object) -> String {
 impl Policies {
     /// Feeds one event of a policy kind; every object in it is of that kind.
     pub fn apply(&mut self, kind: SourceKind, event: Event<Object>) -> Applied {
+        let translated =
+            super::map_event(event, |object| (policy_key(&object), translate(&object)));
+        self.apply_translated(kind, translated)
+    }
+
+    /// Feeds an event of an object the source could not read as its kind (its shape does not
+    /// fit): it stands in the index as an invalid policy, so that it replaces (and stops
+    /// enforcing) an earlier valid version, is counted, and goes when deleted or not relisted.
+    pub fn apply_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) -> Applied {
+        let translated = super::map_event(event, |error| {
+            let key = policy_key_of(&error.object);
+            let translation = Translation {
+                entries: Vec::new(),
+                warnings: Vec::new(),
+                errors: vec![error],
+            };
+            (key, translation)
+        });
+        self.apply_translated(kind, translated)
+    }
+
+    fn apply_translated(
+        &mut self,
+        kind: SourceKind,
+        event: Event<(String, Translation)>,
+    ) -> Applied {
         let keyed = self.by_kind.entry(kind).or_default();
         let changes = match event {
-            Event::Apply(object) => keyed
-                .set(policy_key(&object), translate(&object))
-                .into_iter()
-                .collect(),
-            Event::Delete(object) => keyed.remove(&policy_key(&object)).into_iter().collect(),
+            Event::Apply((key, translation)) => keyed.set(key, translation).into_iter().collect(),
+            Event::Delete((key, _)) => keyed.remove(&key).into_iter().collect(),
             Event::Init => {
                 keyed.begin_relist();
                 Vec::new()
             }
-            Event::InitApply(object) => {
-                keyed.relisted(policy_key(&object), translate(&object));
+            Event::InitApply((key, translation)) => {
+                keyed.relisted(key, translation);
                 Vec::new()
             }
             Event::InitDone => keyed.end_relist(),

@@ -1,203 +1,406 @@
-//! The cluster mode's source: one `kube::runtime::watcher` per kind, with the default backoff, each
-//! forwarding its events to the reconcile loop.
+//! The cluster mode's source: one list-then-watch loop per kind, on raw JSON, forwarding each
+//! kind's events to the reconcile loop.
 //!
-//! A custom resource kind whose CRD is not installed answers 404. The kind then counts as listed
-//! and empty (so that the agent does not wait for it forever), a warning says it is skipped, and
-//! the watcher keeps retrying with its backoff: once the CRD appears, the next list succeeds and
-//! its objects arrive like any others. Should a CRD be deleted, its objects go with it.
+//! Per kind:
+//! - **List** in pages of [`WatchConfig::page_size`], the whole list within
+//!   [`WatchConfig::list_timeout`]; each object is read on its own ([`super::decode`]), so an
+//!   object that does not fit its kind is rejected alone (a policy counts as invalid, logged
+//!   once with object and field) and every other object of the kind is enforced.
+//! - **Watch** from the list's resourceVersion, with bookmarks. A watch that ends (the server's
+//!   time-out, a dropped connection) is resumed from the last resourceVersion seen, without a
+//!   list; a 410 Gone lists again, and the new list's end removes what was deleted meanwhile.
+//! - **Failures** (403, 500, time-outs, refused connections) are retried with a growing, capped
+//!   backoff that only a watch that works resets (not a list that merely started), counted in
+//!   `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in `/readyz`.
+//! - **A kind never listed** holds programming back for [`WatchConfig::initial_wait`] (the
+//!   datapath keeps what a previous agent programmed); then the kind is sent as an empty list,
+//!   so that what is synced gets enforced, while readiness stays false until the kind lists.
+//!   A kind listed before keeps its last good objects however long its lists fail.
+//! - **A CRD not installed** (a plain-text 404) counts as listed and empty, with a warning; the
+//!   list is retried at the capped backoff, and once the CRD appears its objects arrive like any
+//!   others. Should a CRD be deleted, its objects go with it.
 
-use std::fmt::Debug;
+use std::collections::BTreeSet;
+use std::pin::pin;
 use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::{Api, Client, Resource};
+use kube::api::ApiResource;
+use kube::runtime::watcher::Event;
+use kube::Client;
 use netpol_api::crd::{
     AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
-use netpol_api::Object;
-use netpol_api::{Node, Pod};
-use serde::de::DeserializeOwned;
+use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
+use serde_json::Value;
+use tokio::time::Instant;
 
+use super::decode::{decode, skeleton, Decoded};
+use super::kube_api::{resource_version, CallError, KindApi, WatchItem};
 use crate::agent::driver::Input;
+use crate::agent::health::Health;
 use crate::agent::indexes::SourceEvent;
 use crate::agent::kind::SourceKind;
+use crate::agent::metrics::Metrics;
+use netpol_hcn::programmer::Backoff;
 
-/// Starts one watch task per kind on the current tokio runtime.
-pub fn spawn_watches(client: &Client, inputs: &Sender<Input>) {
-    spawn::<Namespace>(client, inputs, SourceKind::Namespace, Object::Namespace);
-    spawn::<Pod>(client, inputs, SourceKind::Pod, Object::Pod);
-    spawn::<Node>(client, inputs, SourceKind::Node, Object::Node);
-    spawn::<NetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::NetworkPolicy,
-        Object::NetworkPolicy,
-    );
-    spawn::<AdminNetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::AdminNetworkPolicy,
-        Object::AdminNetworkPolicy,
-    );
-    spawn::<BaselineAdminNetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::BaselineAdminNetworkPolicy,
-        Object::BaselineAdminNetworkPolicy,
-    );
-    spawn::<ClusterNetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::ClusterNetworkPolicy,
-        Object::ClusterNetworkPolicy,
-    );
-    spawn::<CiliumNetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::CiliumNetworkPolicy,
-        Object::CiliumNetworkPolicy,
-    );
-    spawn::<CiliumClusterwideNetworkPolicy>(
-        client,
-        inputs,
-        SourceKind::CiliumClusterwideNetworkPolicy,
-        Object::CiliumClusterwideNetworkPolicy,
-    );
+/// How the watches list, watch and retry.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchConfig {
+    /// Objects per list page (`limit`).
+    pub page_size: u32,
+    /// The longest a whole (paged) list may take.
+    pub list_timeout: Duration,
+    /// The server ends each watch call after this many seconds; it is then resumed.
+    pub watch_timeout_s: u32,
+    /// Delays between failed calls: doubling from `initial` up to `max`.
+    pub backoff: Backoff,
+    /// How long a kind never listed holds programming back.
+    pub initial_wait: Duration,
 }
 
-fn spawn<K>(client: &Client, inputs: &Sender<Input>, kind: SourceKind, wrap: fn(K) -> Object)
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let inputs = inputs.clone();
-    tokio::spawn(async move { watch(api, kind, wrap, inputs).await });
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            page_size: 500,
+            list_timeout: Duration::from_secs(60),
+            watch_timeout_s: 290,
+            backoff: Backoff {
+                initial: Duration::from_millis(500),
+                max: Duration::from_secs(30),
+            },
+            initial_wait: Duration::from_secs(30),
+        }
+    }
 }
 
-/// Forwards one kind's events until the loop goes away.
-async fn watch<K>(api: Api<K>, kind: SourceKind, wrap: fn(K) -> Object, inputs: Sender<Input>)
-where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    K::DynamicType: Default,
-{
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    let mut absent = false;
-    while let Some(result) = stream.next().await {
-        let events = match result {
-            Ok(event) => {
-                if absent && matches!(event, Event::InitDone) {
-                    tracing::info!(%kind, "the kind's CRD is installed now; following it");
-                    absent = false;
+/// Where a follower reports.
+#[derive(Clone)]
+pub struct Sinks {
+    pub inputs: Sender<Input>,
+    pub metrics: Metrics,
+    pub health: Arc<Health>,
+}
+
+/// Every watched kind with its API resource.
+pub fn resources() -> Vec<(SourceKind, ApiResource)> {
+    vec![
+        (SourceKind::Namespace, ApiResource::erase::<Namespace>(&())),
+        (SourceKind::Pod, ApiResource::erase::<Pod>(&())),
+        (SourceKind::Node, ApiResource::erase::<Node>(&())),
+        (
+            SourceKind::NetworkPolicy,
+            ApiResource::erase::<NetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::AdminNetworkPolicy,
+            ApiResource::erase::<AdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::BaselineAdminNetworkPolicy,
+            ApiResource::erase::<BaselineAdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::ClusterNetworkPolicy,
+            ApiResource::erase::<ClusterNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumNetworkPolicy,
+            ApiResource::erase::<CiliumNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumClusterwideNetworkPolicy,
+            ApiResource::erase::<CiliumClusterwideNetworkPolicy>(&()),
+        ),
+    ]
+}
+
+/// Starts one follower per kind on the current tokio runtime.
+pub fn spawn_watches(
+    client: &Client,
+    sinks: &Sinks,
+    config: WatchConfig,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    resources()
+        .into_iter()
+        .map(|(kind, resource)| {
+            let follower =
+                Follower::new(KindApi::new(client.clone(), resource), kind, sinks, config);
+            tokio::spawn(follower.run())
+        })
+        .collect()
+}
+
+/// The receiver went away: the agent is stopping.
+struct Stopped;
+
+/// Why a watch loop ended.
+enum WatchEnd {
+    Relist,
+}
+
+struct Follower {
+    api: KindApi,
+    kind: SourceKind,
+    sinks: Sinks,
+    config: WatchConfig,
+    deadline: Instant,
+    /// Consecutive failed calls; reset only by a watch that starts.
+    failures: u32,
+    /// A complete list (or the empty stand-in after the initial wait) was sent.
+    listed: bool,
+    /// Lists since start that succeeded.
+    lists: u64,
+    /// The CRD is not installed; an empty list was sent for it.
+    absent: bool,
+    /// Invalid objects of a kind without invalid state (pods...), logged once each.
+    logged_invalid: BTreeSet<ObjectRef>,
+}
+
+impl Follower {
+    fn new(api: KindApi, kind: SourceKind, sinks: &Sinks, config: WatchConfig) -> Follower {
+        sinks.metrics.set_kind_synced(kind, false);
+        Follower {
+            api,
+            kind,
+            sinks: sinks.clone(),
+            config,
+            deadline: Instant::now() + config.initial_wait,
+            failures: 0,
+            listed: false,
+            lists: 0,
+            absent: false,
+            logged_invalid: BTreeSet::new(),
+        }
+    }
+
+    async fn run(mut self) {
+        let _ = self.follow().await;
+    }
+
+    async fn follow(&mut self) -> Result<(), Stopped> {
+        loop {
+            match self
+                .api
+                .list(self.config.page_size, self.config.list_timeout)
+                .await
+            {
+                Ok(listing) => {
+                    if self.absent {
+                        tracing::info!(kind = %self.kind, "the kind's CRD is installed now; following it");
+                        self.absent = false;
+                    }
+                    self.send_list(listing.items)?;
+                    let WatchEnd::Relist = self.watch(listing.resource_version).await?;
+                    self.sinks.metrics.count_relist(self.kind);
                 }
-                vec![map_event(event, wrap)]
+                Err(CallError::NotInstalled) => {
+                    if !self.absent {
+                        tracing::warn!(kind = %self.kind, "CRD not installed: skipping this kind until it appears");
+                        self.absent = true;
+                        // No objects of a kind that does not exist: an empty, complete list.
+                        self.send_list(Vec::new())?;
+                    }
+                    self.failures = self.failures.saturating_add(1);
+                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+                }
+                Err(error) => {
+                    self.failed("list", &error);
+                    self.stand_in_if_due()?;
+                    let mut delay = self.config.backoff.delay(self.failures);
+                    if !self.listed {
+                        // Wake at the deadline, so that the stand-in is not late.
+                        delay = delay.min(self.deadline.saturating_duration_since(Instant::now()));
+                    }
+                    tokio::time::sleep(delay).await;
+                }
             }
-            Err(error) if is_not_installed(&error) => {
-                if absent {
+        }
+    }
+
+    /// Watches from `resource_version` until a list is needed again.
+    async fn watch(&mut self, mut resource_version: String) -> Result<WatchEnd, Stopped> {
+        // Consecutive watches that ended without delivering anything: resumed with a backoff so
+        // that a server closing every watch at once is not hammered.
+        let mut quiet = 0;
+        loop {
+            let events = match self
+                .api
+                .watch(&resource_version, self.config.watch_timeout_s)
+                .await
+            {
+                Ok(events) => events,
+                Err(CallError::Expired | CallError::NotInstalled) => return Ok(WatchEnd::Relist),
+                Err(error) => {
+                    self.failed("watch", &error);
+                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
                     continue;
                 }
-                absent = true;
-                tracing::warn!(%kind, "CRD not installed: skipping this kind until it appears");
-                // No objects of a kind that does not exist: an empty, complete list.
-                vec![Event::Init, Event::InitDone]
+            };
+            self.working();
+            let mut delivered = false;
+            let mut events = pin!(events);
+            while let Some(item) = events.next().await {
+                delivered = true;
+                match item {
+                    Ok(WatchItem::Bookmark(version)) => resource_version = version,
+                    Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
+                        resource_version = version_of(&object, resource_version);
+                        self.send_object(object, Event::Apply, Event::Apply)?;
+                    }
+                    Ok(WatchItem::Deleted(object)) => {
+                        resource_version = version_of(&object, resource_version);
+                        self.send_object(object, Event::Delete, Event::Delete)?;
+                    }
+                    Err(CallError::Expired) => return Ok(WatchEnd::Relist),
+                    Err(error) => {
+                        self.failed("watch", &error);
+                        break;
+                    }
+                }
             }
-            Err(error) => {
-                tracing::warn!(%kind, %error, "watch failed; retrying with backoff");
-                continue;
+            // The connection ended: resume from the last resourceVersion seen.
+            if delivered {
+                quiet = 0;
+            } else {
+                quiet += 1;
+                tokio::time::sleep(self.config.backoff.delay(quiet)).await;
             }
+        }
+    }
+
+    /// Sends a complete list of the kind.
+    fn send_list(&mut self, items: Vec<Value>) -> Result<(), Stopped> {
+        if self.lists > 0 || self.listed {
+            tracing::info!(kind = %self.kind, objects = items.len(), "listed again");
+        }
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::Init,
+        ))))?;
+        for item in items {
+            self.send_object(item, Event::InitApply, Event::InitApply)?;
+        }
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::InitDone,
+        ))))?;
+        self.listed = true;
+        self.lists += 1;
+        self.working();
+        Ok(())
+    }
+
+    /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
+    /// or as absent (other kinds).
+    fn send_object(
+        &mut self,
+        value: Value,
+        valid: fn(Object) -> Event<Object>,
+        invalid: fn(ValidationError) -> Event<ValidationError>,
+    ) -> Result<(), Stopped> {
+        match decode(self.kind, &self.api.resource, value) {
+            Decoded::Valid(object) => {
+                self.logged_invalid.remove(&object.object_ref());
+                self.send(Input::Event(Box::new(SourceEvent::new(
+                    self.kind,
+                    valid(object),
+                ))))
+            }
+            // The reconcile loop logs and counts it once per change, as it does any invalid policy.
+            Decoded::Invalid(error) if self.kind.is_policy() => {
+                self.send(Input::Rejected(self.kind, Box::new(invalid(error))))
+            }
+            Decoded::Invalid(error) => {
+                if self.logged_invalid.insert(error.object.clone()) {
+                    tracing::warn!(
+                        object = %error.object,
+                        field = %error.field,
+                        "unreadable object treated as absent: {}",
+                        crate::agent::logline::bounded(&error.message)
+                    );
+                }
+                let event = invalid(error);
+                let (Event::Apply(error) | Event::Delete(error)) = event else {
+                    return Ok(()); // not in a list: absent
+                };
+                match skeleton(&self.api.resource, &error) {
+                    Some(object) => self.send(Input::Event(Box::new(SourceEvent::new(
+                        self.kind,
+                        Event::Delete(object),
+                    )))),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn send(&self, input: Input) -> Result<(), Stopped> {
+        self.sinks.inputs.send(input).map_err(|_| Stopped)
+    }
+
+    /// A call failed: count it, back off, and say the kind is not in sync.
+    fn failed(&mut self, call: &str, error: &CallError) {
+        self.failures = self.failures.saturating_add(1);
+        let retry_in = self.config.backoff.delay(self.failures);
+        tracing::warn!(
+            kind = %self.kind,
+            call,
+            failures = self.failures,
+            retry_in_ms = retry_in.as_millis(),
+            "{error}"
+        );
+        let metrics = &self.sinks.metrics;
+        metrics.count_watch_error(self.kind);
+        metrics.set_kind_synced(self.kind, false);
+        let state = if self.listed {
+            "last good objects kept"
+        } else {
+            "never listed"
         };
-        for event in events {
-            if inputs
-                .send(Input::Event(Box::new(SourceEvent::new(kind, event))))
-                .is_err()
-            {
-                return;
-            }
+        self.sinks.health.set_source_problem(
+            &format!("kind {}", self.kind),
+            Some(format!("{call} failing ({state}): {error}")),
+        );
+    }
+
+    /// The kind is listed and watched: in sync.
+    fn working(&mut self) {
+        self.sinks.metrics.set_kind_synced(self.kind, true);
+        self.sinks
+            .health
+            .set_source_problem(&format!("kind {}", self.kind), None);
+    }
+
+    /// After the initial wait, a kind never listed is sent as an empty list so that the other
+    /// kinds get enforced; its failure stays visible in readiness and metrics.
+    fn stand_in_if_due(&mut self) -> Result<(), Stopped> {
+        if self.listed || Instant::now() < self.deadline {
+            return Ok(());
         }
+        tracing::warn!(
+            kind = %self.kind,
+            waited_s = self.config.initial_wait.as_secs(),
+            "the kind cannot be listed: enforcing the other kinds without it meanwhile"
+        );
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::Init,
+        ))))?;
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::InitDone,
+        ))))?;
+        self.listed = true;
+        Ok(())
     }
 }
 
-fn map_event<K>(event: Event<K>, wrap: fn(K) -> Object) -> Event<Object> {
-    match event {
-        Event::Apply(o) => Event::Apply(wrap(o)),
-        Event::Delete(o) => Event::Delete(wrap(o)),
-        Event::InitApply(o) => Event::InitApply(wrap(o)),
-        Event::Init => Event::Init,
-        Event::InitDone => Event::InitDone,
-    }
-}
-
-/// Whether the API server answered that the resource does not exist. For a resource type it
-/// does not serve (a CRD not installed) it answers a plain-text 404, which kube turns into a
-/// `Status` with the code but not the `NotFound` reason, so the code is what counts.
-fn is_not_installed(error: &watcher::Error) -> bool {
-    let not_found = |status: &kube::core::Status| status.code == 404 || status.is_not_found();
-    match error {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => {
-            matches!(e, kube::Error::Api(status) if not_found(status))
-        }
-        watcher::Error::WatchError(status) => not_found(status),
-        watcher::Error::NoResourceVersion => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kube::core::Status;
-
-    /// An error as kube builds it from a plain-text answer, such as the API server's
-    /// `404 page not found` for a resource type it does not serve.
-    fn api_error(code: u16) -> kube::Error {
-        let status = Status::failure("404 page not found", "Failed to parse error data");
-        kube::Error::Api(status.with_code(code).boxed())
-    }
-
-    #[test]
-    fn a_missing_crd_is_told_apart_from_other_failures() {
-        assert!(is_not_installed(&watcher::Error::InitialListFailed(
-            api_error(404)
-        )));
-        assert!(is_not_installed(&watcher::Error::WatchStartFailed(
-            api_error(404)
-        )));
-        assert!(is_not_installed(&watcher::Error::WatchError(
-            Status::failure("gone", "NotFound").with_code(404).boxed()
-        )));
-        // Forbidden (missing RBAC) and server errors are not "not installed": they are retried
-        // without pretending the kind is empty.
-        assert!(!is_not_installed(&watcher::Error::InitialListFailed(
-            api_error(403)
-        )));
-        assert!(!is_not_installed(&watcher::Error::WatchFailed(api_error(
-            500
-        ))));
-        assert!(!is_not_installed(&watcher::Error::NoResourceVersion));
-    }
-
-    #[test]
-    fn events_keep_their_shape_when_wrapped() {
-        let ns = Namespace::default();
-        assert!(matches!(
-            map_event(Event::InitApply(ns.clone()), Object::Namespace),
-            Event::InitApply(Object::Namespace(_))
-        ));
-        assert!(matches!(
-            map_event(Event::<Namespace>::InitDone, Object::Namespace),
-            Event::InitDone
-        ));
-        assert!(matches!(
-            map_event(Event::Delete(ns), Object::Namespace),
-            Event::Delete(Object::Namespace(_))
-        ));
-    }
+fn version_of(object: &Value, current: String) -> String {
+    resource_version(object).map_or(current, str::to_owned)
 }

@@ -1,4 +1,6 @@
 //! Where watch events come from: the YAML files of the embedded mode, or the API server.
 
 pub mod cluster;
+pub mod decode;
 pub mod files;
+pub mod kube_api;
