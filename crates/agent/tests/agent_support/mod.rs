@@ -3,6 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of the harness
 
+pub mod apiserver;
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -297,13 +299,33 @@ pub fn flow_allowed(
     protocol: Protocol,
     port: u16,
 ) -> bool {
+    flow_allowed_in(&agent.pipeline, sim, from, to, protocol, port)
+}
+
+/// [`flow_allowed`] for any pipeline.
+pub fn flow_allowed_in(
+    pipeline: &Pipeline,
+    sim: &HcnSim,
+    from: &str,
+    to: &str,
+    protocol: Protocol,
+    port: u16,
+) -> bool {
     let address = |pod: &str| {
-        let (_, addresses) = agent.pipeline.engine().endpoint_pod(pod).unwrap();
+        let (_, addresses) = pipeline.engine().endpoint_pod(pod).unwrap();
         addresses[0]
+    };
+    let endpoint_of = |pod: &str| {
+        pipeline
+            .endpoints()
+            .iter()
+            .find(|(_, owner)| owner.as_deref() == Some(pod))
+            .map(|(e, _)| e.id.clone())
+            .unwrap_or_else(|| panic!("no endpoint for {pod}"))
     };
     let allows = |endpoint: &str, direction, remote| {
         sim.evaluate(
-            &agent.endpoint_of(endpoint),
+            &endpoint_of(endpoint),
             &packet(direction, remote, protocol, port),
         )
         .unwrap()

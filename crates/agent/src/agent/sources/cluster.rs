@@ -309,7 +309,7 @@ impl Follower {
                 self.logged_invalid.remove(&object.object_ref());
                 self.send(Input::Event(Box::new(SourceEvent::new(
                     self.kind,
-                    valid(object),
+                    valid(*object),
                 ))))
             }
             // The reconcile loop logs and counts it once per change, as it does any invalid policy.

@@ -10,7 +10,7 @@ use crate::agent::kind::SourceKind;
 /// One object as read.
 #[derive(Debug)]
 pub enum Decoded {
-    Valid(Object),
+    Valid(Box<Object>),
     /// The object could not be read as its kind.
     Invalid(ValidationError),
 }
@@ -26,7 +26,7 @@ pub fn decode(kind: SourceKind, resource: &ApiResource, mut value: Value) -> Dec
     }
     let fallback = object_ref(kind, &value);
     match Object::from_value(value) {
-        Ok(object) if SourceKind::of(&object) == kind => Decoded::Valid(object),
+        Ok(object) if SourceKind::of(&object) == kind => Decoded::Valid(Box::new(object)),
         Ok(object) => Decoded::Invalid(ValidationError {
             object: object.object_ref(),
             field: "kind".into(),
@@ -96,7 +96,7 @@ mod tests {
         });
         assert!(matches!(
             decode(SourceKind::NetworkPolicy, &resource, good),
-            Decoded::Valid(Object::NetworkPolicy(_))
+            Decoded::Valid(o) if matches!(*o, Object::NetworkPolicy(_))
         ));
     }
 
