@@ -11,7 +11,7 @@
 //! - Equal priorities with different actions have undefined order in HCN. The simulator refuses
 //!   a policy list where two overlapping rules of different actions share a priority.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -103,14 +103,95 @@ pub struct Evaluation {
     pub rule: Option<(String, u16)>,
 }
 
-#[derive(Debug, Default)]
+/// The log of calls: the most recent ones in full, within a bound on their number and on the
+/// bytes of their requests, and a count of every call ever made. A long-running agent on the
+/// simulator makes calls forever; its memory must not grow with them.
+#[derive(Debug)]
+struct CallLog {
+    recent: VecDeque<Call>,
+    /// Bytes of the modify requests held in `recent`.
+    bytes: usize,
+    max_calls: usize,
+    max_bytes: usize,
+    counts: CallCounts,
+}
+
+/// How many calls of each kind were made, and how many the log no longer holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub enumerate: u64,
+    pub query: u64,
+    pub modify: u64,
+    /// Calls dropped from the log to keep it within its bounds.
+    pub forgotten: u64,
+}
+
+/// The log's default bounds: room for every call of a test or a `--once` run on a large node,
+/// and a few MB at most in a long run.
+pub const DEFAULT_LOG_CALLS: usize = 100_000;
+pub const DEFAULT_LOG_BYTES: usize = 16 << 20;
+
+fn request_bytes(call: &Call) -> usize {
+    match call {
+        Call::Modify { request, .. } => request.len(),
+        Call::Enumerate | Call::Query { .. } => 0,
+    }
+}
+
+impl CallLog {
+    fn new(max_calls: usize, max_bytes: usize) -> CallLog {
+        CallLog {
+            recent: VecDeque::new(),
+            bytes: 0,
+            max_calls: max_calls.max(1),
+            max_bytes,
+            counts: CallCounts::default(),
+        }
+    }
+
+    fn push(&mut self, call: Call) {
+        match call.kind() {
+            CallKind::Enumerate => self.counts.enumerate += 1,
+            CallKind::Query => self.counts.query += 1,
+            CallKind::Modify => self.counts.modify += 1,
+        }
+        self.bytes += request_bytes(&call);
+        self.recent.push_back(call);
+        while self.recent.len() > self.max_calls
+            || (self.bytes > self.max_bytes && self.recent.len() > 1)
+        {
+            if let Some(old) = self.recent.pop_front() {
+                self.bytes -= request_bytes(&old);
+                self.counts.forgotten += 1;
+            }
+        }
+    }
+
+    fn take(&mut self) -> Vec<Call> {
+        self.bytes = 0;
+        self.recent.drain(..).collect()
+    }
+}
+
+#[derive(Debug)]
 struct State {
     endpoints: BTreeMap<String, SimEndpoint>,
     /// Parsed and sorted ACLs per endpoint, filled on first evaluation and dropped whenever the
     /// endpoint's policies change.
     parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
-    calls: Vec<Call>,
+    calls: CallLog,
     faults: Vec<Fault>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            endpoints: BTreeMap::new(),
+            parsed: HashMap::new(),
+            calls: CallLog::new(DEFAULT_LOG_CALLS, DEFAULT_LOG_BYTES),
+            faults: Vec::new(),
+        }
+    }
 }
 
 impl State {
@@ -159,6 +240,17 @@ impl HcnSim {
         }
     }
 
+    /// Keeps at most `calls` calls, and modify requests of at most `bytes` bytes, in the log
+    /// (the most recent ones); counts stay complete.
+    pub fn with_call_log_limits(self, calls: usize, bytes: usize) -> Self {
+        let mut state = self.lock();
+        let counts = state.calls.counts;
+        state.calls = CallLog::new(calls, bytes);
+        state.calls.counts = counts;
+        drop(state);
+        self
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -198,14 +290,19 @@ impl HcnSim {
         self.resync.raise();
     }
 
-    /// Every call so far.
+    /// The calls in the log (every call, unless the log's bounds made it forget the oldest).
     pub fn calls(&self) -> Vec<Call> {
-        self.lock().calls.clone()
+        self.lock().calls.recent.iter().cloned().collect()
     }
 
-    /// The calls so far, clearing the log.
+    /// The calls in the log, clearing it.
     pub fn take_calls(&self) -> Vec<Call> {
-        std::mem::take(&mut self.lock().calls)
+        self.lock().calls.take()
+    }
+
+    /// How many calls of each kind were ever made.
+    pub fn call_counts(&self) -> CallCounts {
+        self.lock().calls.counts
     }
 
     /// Evaluates `packet` on an endpoint with HCN semantics.

@@ -215,3 +215,40 @@ fn a_restart_drops_every_policy_and_raises_the_resync_signal() {
     assert_eq!(sim.resync_signal().generation(), before + 1);
     assert!(woken.load(std::sync::atomic::Ordering::SeqCst));
 }
+
+#[test]
+fn the_call_log_stays_bounded_in_a_long_run_and_counts_every_call() {
+    let sim = sim_with(&[]).with_call_log_limits(100, 20_000);
+    let rules = [acl("a", 100, AclAction::Allow, "6", "10.1.0.0/16", "80")];
+    let request = update(&rules);
+    let query = r#"{"SchemaVersion":{"Major":2,"Minor":0},"Flags":0}"#;
+    for _ in 0..10_000 {
+        sim.modify_endpoint("ep", &request).unwrap();
+        sim.query_endpoint("ep", query).unwrap();
+    }
+    let counts = sim.call_counts();
+    assert_eq!((counts.modify, counts.query), (10_000, 10_000));
+    let kept = sim.calls();
+    // Within both bounds: at most 100 calls, and modify requests of at most 20,000 bytes.
+    assert!(kept.len() <= 100, "{}", kept.len());
+    let bytes: usize = kept
+        .iter()
+        .map(|c| match c {
+            Call::Modify { request, .. } => request.len(),
+            _ => 0,
+        })
+        .sum();
+    assert!(bytes <= 20_000, "{bytes}");
+    assert_eq!(counts.forgotten, 20_000 - kept.len() as u64);
+    // The most recent calls are the ones kept.
+    assert_eq!(
+        kept.last(),
+        Some(&Call::Query {
+            endpoint: "ep".into()
+        })
+    );
+    // Taking the log empties it; the counts stay.
+    assert_eq!(sim.take_calls().len(), kept.len());
+    assert!(sim.calls().is_empty());
+    assert_eq!(sim.call_counts().modify, 10_000);
+}
