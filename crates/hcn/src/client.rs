@@ -16,6 +16,10 @@ pub enum RawError {
     /// `HCN_E_ENDPOINT_NOT_FOUND` or `ERROR_NOT_FOUND`.
     #[error("not found")]
     NotFound,
+    /// The handle or registration the call went through belongs to an HNS service instance that
+    /// is gone (the service restarted): nothing works until the client is re-created.
+    #[error("the HNS service restarted: the client's handles are invalid")]
+    Disconnected,
     /// Any other failure, with HCN's error record where it gave one.
     #[error("{message}")]
     Failed { message: String },
@@ -69,6 +73,7 @@ fn classify(call: &'static str, endpoint: Option<&str>, error: RawError) -> Data
         (RawError::NotFound, Some(endpoint)) => DatapathError::NotFound {
             endpoint: endpoint.to_string(),
         },
+        (RawError::Disconnected, _) => DatapathError::Disconnected { call },
         (error, endpoint) => DatapathError::Call {
             call,
             endpoint: endpoint.map(str::to_string),

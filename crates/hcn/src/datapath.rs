@@ -33,6 +33,10 @@ pub enum DatapathError {
         endpoint: Option<String>,
         message: String,
     },
+    /// The client's connection to HNS is gone (the service restarted): the client must be
+    /// re-created, and every endpoint read again.
+    #[error("{call} failed: the HNS service restarted; the client must reconnect")]
+    Disconnected { call: &'static str },
     /// HCN returned something netpol cannot read.
     #[error("{call} returned unreadable JSON{}: {message}", endpoint_suffix(.endpoint))]
     BadResponse {
@@ -51,6 +55,10 @@ fn endpoint_suffix(endpoint: &Option<String>) -> String {
 impl DatapathError {
     pub fn is_not_found(&self) -> bool {
         matches!(self, DatapathError::NotFound { .. })
+    }
+
+    pub fn is_disconnected(&self) -> bool {
+        matches!(self, DatapathError::Disconnected { .. })
     }
 }
 

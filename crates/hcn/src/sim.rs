@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::client::{HcnCalls, RawError};
 use crate::datapath::{EndpointInfo, ResyncSignal};
@@ -181,6 +181,13 @@ struct State {
     parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
     calls: CallLog,
     faults: Vec<Fault>,
+    /// Which instance of the HNS service runs: bumped by each restart, which invalidates the
+    /// handles of every [`SimSession`] opened before.
+    service: u64,
+    /// The sessions' service-callback registrations; a restart notifies and forgets them.
+    registrations: Vec<Weak<ResyncSignal>>,
+    /// Sessions connect without a callback registration (as when registering fails).
+    refuse_registrations: bool,
 }
 
 impl Default for State {
@@ -190,6 +197,9 @@ impl Default for State {
             parsed: HashMap::new(),
             calls: CallLog::new(DEFAULT_LOG_CALLS, DEFAULT_LOG_BYTES),
             faults: Vec::new(),
+            service: 0,
+            registrations: Vec::new(),
+            refuse_registrations: false,
         }
     }
 }
@@ -278,16 +288,42 @@ impl HcnSim {
         self.lock().faults.push(fault);
     }
 
-    /// An HNS restart: every policy is dropped and clients are told to resync.
+    /// An HNS restart: every policy is dropped, every [`SimSession`]'s handles become invalid
+    /// and its service callback fires once and is forgotten (as a restarted HNS forgets
+    /// registrations), and session-less users are told to resync.
     pub fn restart(&self) {
-        {
+        let registrations = {
             let mut state = self.lock();
             state.parsed.clear();
             for endpoint in state.endpoints.values_mut() {
                 endpoint.policies.clear();
             }
+            state.service += 1;
+            std::mem::take(&mut state.registrations)
+        };
+        // Outside the lock: a listener may call back into the simulator.
+        for registration in registrations.iter().filter_map(Weak::upgrade) {
+            registration.raise();
         }
         self.resync.raise();
+    }
+
+    /// Makes new sessions connect without a service-callback registration (HNS refusing it), so
+    /// that they learn of a restart only from their failing calls.
+    pub fn refuse_registrations(&self, refuse: bool) {
+        self.lock().refuse_registrations = refuse;
+    }
+
+    /// The running HNS service instance (bumped by each restart).
+    pub fn service_instance(&self) -> u64 {
+        self.lock().service
+    }
+
+    /// How many service-callback registrations the running instance holds.
+    pub fn registrations(&self) -> usize {
+        let mut state = self.lock();
+        state.registrations.retain(|r| r.strong_count() > 0);
+        state.registrations.len()
     }
 
     /// The calls in the log (every call, unless the log's bounds made it forget the oldest).
@@ -401,6 +437,67 @@ fn apply_request(
     };
     check_priorities(&next).map_err(|e| e.to_string())?;
     Ok(next)
+}
+
+/// A client's connection to the simulated HNS, as the Windows client holds one: calls go
+/// through handles of the service instance that was running when it connected, and a service
+/// callback registered then reports that instance's end. After a restart every call fails with
+/// [`RawError::Disconnected`] and the callback never fires again: the client must connect anew.
+#[derive(Debug)]
+pub struct SimSession {
+    sim: Arc<crate::HcnDatapath<HcnSim>>,
+    service: u64,
+    disconnect: Arc<ResyncSignal>,
+}
+
+impl SimSession {
+    /// Connects to the running service instance and registers for its disconnect callback.
+    pub fn connect(sim: &Arc<crate::HcnDatapath<HcnSim>>) -> SimSession {
+        let disconnect = Arc::new(ResyncSignal::default());
+        let service = {
+            let mut state = sim.calls().lock();
+            if !state.refuse_registrations {
+                state.registrations.push(Arc::downgrade(&disconnect));
+            }
+            state.service
+        };
+        SimSession {
+            sim: sim.clone(),
+            service,
+            disconnect,
+        }
+    }
+
+    fn live(&self) -> Result<&HcnSim, RawError> {
+        let sim = self.sim.calls();
+        if sim.service_instance() == self.service {
+            Ok(sim)
+        } else {
+            Err(RawError::Disconnected)
+        }
+    }
+}
+
+impl HcnCalls for SimSession {
+    fn enumerate_endpoints(&self, query: &str) -> Result<String, RawError> {
+        self.live()?.enumerate_endpoints(query)
+    }
+
+    fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError> {
+        self.live()?.query_endpoint(endpoint, query)
+    }
+
+    fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError> {
+        self.live()?.modify_endpoint(endpoint, request)
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.sim.calls().capabilities
+    }
+
+    fn resync_signal(&self) -> &ResyncSignal {
+        &self.disconnect
+    }
 }
 
 impl HcnCalls for HcnSim {

@@ -252,3 +252,43 @@ fn the_call_log_stays_bounded_in_a_long_run_and_counts_every_call() {
     assert!(sim.calls().is_empty());
     assert_eq!(sim.call_counts().modify, 10_000);
 }
+
+#[test]
+fn a_restart_invalidates_every_session_and_forgets_its_registration() {
+    use netpol_hcn::client::RawError;
+    use netpol_hcn::sim::SimSession;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let rules = [acl("a", 100, AclAction::Allow, "6", "10.1.0.0/16", "80")];
+    let sim = Arc::new(netpol_hcn::HcnDatapath::new(sim_with(&rules)));
+    let query = r#"{"SchemaVersion":{"Major":2,"Minor":0},"Flags":0}"#;
+    let old = SimSession::connect(&sim);
+    let heard = Arc::new(AtomicUsize::new(0));
+    {
+        let heard = heard.clone();
+        old.resync_signal()
+            .subscribe(move || _ = heard.fetch_add(1, Ordering::SeqCst));
+    }
+    assert!(old.query_endpoint("ep", query).is_ok());
+
+    sim.calls().restart();
+    assert_eq!(heard.load(Ordering::SeqCst), 1, "the callback fires once");
+    assert_eq!(old.query_endpoint("ep", query), Err(RawError::Disconnected));
+    assert_eq!(
+        old.modify_endpoint("ep", &update(&rules)),
+        Err(RawError::Disconnected)
+    );
+    // The restarted service lost every policy and knows nothing of the old session.
+    assert!(sim.calls().endpoint("ep").unwrap().policies.is_empty());
+    sim.calls().restart();
+    assert_eq!(
+        heard.load(Ordering::SeqCst),
+        1,
+        "a forgotten registration stays silent"
+    );
+
+    let new = SimSession::connect(&sim);
+    assert!(new.modify_endpoint("ep", &update(&rules)).is_ok());
+    assert_eq!(sim.calls().endpoint("ep").unwrap().policies.len(), 1);
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use netpol_engine::Protocol;
 use netpol_hcn::programmer::Backoff;
-use netpol_hcn::sim::HcnSim;
+use netpol_hcn::sim::{HcnSim, SimSession};
 use netpol_hcn::{Datapath, HcnDatapath};
 use prometheus_client::registry::Registry;
 
@@ -27,6 +27,7 @@ use super::instrumented::Instrumented;
 use super::kind::SourceKind;
 use super::metrics::Metrics;
 use super::reconciler::Pipeline;
+use super::reconnect::Reconnecting;
 use super::sources::cluster::{spawn_watches, Sinks, WatchConfig};
 use super::sources::files::{publish_state, FileProblem, FileSource, Scan, SETTLE_AGE};
 use super::summary;
@@ -155,8 +156,14 @@ fn datapaths(
     match kind {
         DatapathKind::HcnSim => {
             let sim = Arc::new(HcnDatapath::new(HcnSim::new()));
+            let host = sim.clone();
+            // The agent talks to the simulator through sessions an HNS restart invalidates, as
+            // it talks to the real HNS; the stand-in CNI plugin keeps its own view.
+            let sessions = Reconnecting::new(Box::new(move || {
+                Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn Datapath>)
+            }))?;
             Ok(Datapaths {
-                datapath: instrument(sim.clone()),
+                datapath: instrument(Arc::new(sessions)),
                 discovery: Box::new(SimulatedCni::new(sim.clone())),
                 sim: Some(sim),
             })
@@ -169,9 +176,20 @@ fn datapaths(
 fn host_datapath(
     instrument: impl Fn(Arc<dyn Datapath>) -> Arc<dyn Datapath>,
 ) -> anyhow::Result<Datapaths> {
-    let client = netpol_hcn::windows::HcnClient::connect().context("connecting to HNS")?;
+    // Re-created (registering for notifications again) after every HNS restart.
+    let client = Reconnecting::new(Box::new(|| {
+        let client = netpol_hcn::windows::HcnClient::connect().map_err(|e| {
+            netpol_hcn::DatapathError::Call {
+                call: "connecting to HNS",
+                endpoint: None,
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Arc::new(HcnDatapath::new(client)) as Arc<dyn Datapath>)
+    }))
+    .context("connecting to HNS")?;
     Ok(Datapaths {
-        datapath: instrument(Arc::new(HcnDatapath::new(client))),
+        datapath: instrument(Arc::new(client)),
         discovery: Box::new(HostEndpoints::default()),
         sim: None,
     })

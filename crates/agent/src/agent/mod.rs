@@ -19,6 +19,7 @@ pub mod kind;
 pub mod logline;
 pub mod metrics;
 pub mod reconciler;
+pub mod reconnect;
 pub mod sources;
 pub mod summary;
 pub mod usage;

@@ -90,9 +90,13 @@ pub fn backoff() -> Backoff {
 impl Agent {
     /// Starts an agent over `dir`, programming `sim` (a restart when `sim` was used before).
     pub fn start(dir: &Path, sim: &Arc<HcnDatapath<HcnSim>>) -> Agent {
+        Agent::start_over(dir, sim, sim.clone())
+    }
+
+    /// Starts an agent programming `sim` through `raw` (a wrapper or session of it).
+    pub fn start_over(dir: &Path, sim: &Arc<HcnDatapath<HcnSim>>, raw: Arc<dyn Datapath>) -> Agent {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
-        let raw: Arc<dyn Datapath> = sim.clone();
         let datapath = Arc::new(Instrumented::new(raw, metrics.clone()));
         let pipeline = Pipeline::new(
             NODE,
