@@ -70,7 +70,7 @@ impl std::fmt::Display for FileProblem {
             FileProblem::Unreadable { path, message } => {
                 write!(
                     f,
-                    "{}: {message}; keeping its previous objects",
+                    "{}: {message}; its previous objects (if any) stay in force",
                     path.display()
                 )
             }
