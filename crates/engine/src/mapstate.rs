@@ -283,30 +283,58 @@ impl MapState {
         let old = old.unwrap_or_default();
         let empty = ClassEntries::default();
         let new = self.classes.get(&class).unwrap_or(&empty);
-        for (pk, old_value) in old.iter() {
-            match new.get(pk) {
-                None => changes.push(MapChange::Removed(
-                    MapKey::new(class, *pk),
-                    old_value.clone(),
-                )),
-                Some(v) if v != old_value => changes.push(MapChange::Updated {
-                    key: MapKey::new(class, *pk),
-                    old: old_value.clone(),
-                    new: v.clone(),
-                }),
-                Some(_) => {}
+        class_changes(class, &old, new, changes);
+    }
+
+    /// The changes that turn this map into `new`.
+    pub fn changes_to(&self, new: &MapState) -> Vec<MapChange> {
+        let empty = ClassEntries::default();
+        let mut changes = Vec::new();
+        for (class, old) in &self.classes {
+            let now = new.classes.get(class).unwrap_or(&empty);
+            if old != now {
+                class_changes(*class, old, now, &mut changes);
             }
         }
-        for (pk, v) in new.iter() {
-            if old.get(pk).is_none() {
-                changes.push(MapChange::Added(MapKey::new(class, *pk), v.clone()));
+        for (class, now) in &new.classes {
+            if !self.classes.contains_key(class) {
+                class_changes(*class, &empty, now, &mut changes);
             }
         }
+        changes
     }
 
     /// Identity classes present, for full recomputes.
     pub fn class_keys(&self) -> impl Iterator<Item = ClassKey> + '_ {
         self.classes.keys().copied()
+    }
+}
+
+/// The changes that turn one class's entries `old` into `new`.
+fn class_changes(
+    class: ClassKey,
+    old: &ClassEntries,
+    new: &ClassEntries,
+    changes: &mut Vec<MapChange>,
+) {
+    for (pk, old_value) in old.iter() {
+        match new.get(pk) {
+            None => changes.push(MapChange::Removed(
+                MapKey::new(class, *pk),
+                old_value.clone(),
+            )),
+            Some(v) if v != old_value => changes.push(MapChange::Updated {
+                key: MapKey::new(class, *pk),
+                old: old_value.clone(),
+                new: v.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    for (pk, v) in new.iter() {
+        if old.get(pk).is_none() {
+            changes.push(MapChange::Added(MapKey::new(class, *pk), v.clone()));
+        }
     }
 }
 
