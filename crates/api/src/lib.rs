@@ -91,6 +91,7 @@ pub mod object;
 pub mod pod;
 mod prune;
 pub mod selector;
+mod split;
 mod stream;
 pub mod translate;
 

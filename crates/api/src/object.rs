@@ -16,6 +16,7 @@ use crate::error::{ObjectRef, ValidationError};
 use crate::node::Node;
 use crate::pod::Pod;
 use crate::prune::drop_unread_metadata;
+use crate::split::{split_list, MIN_SPLIT_BYTES};
 use crate::stream::{is_list_kind, Document};
 
 /// The namespace `kubectl apply` puts a namespaced object in when it names none.
@@ -319,10 +320,61 @@ pub struct YamlError(pub String);
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
 /// whole stream.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+    match parse_list_in_parallel(text) {
+        Some(objects) => Ok(objects),
+        None => parse_whole(text),
+    }
+}
+
+fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
     let documents: Vec<Document> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
             .map_err(|e| YamlError(e.to_string()))?;
     Ok(documents.into_iter().flat_map(|d| d.0).collect())
+}
+
+/// A large `kind: List` parsed on every core (see [`crate::split`]); `None` when the text is
+/// small, has another shape, or any piece fails, and is then parsed whole.
+fn parse_list_in_parallel(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    if text.len() < MIN_SPLIT_BYTES || cores < 2 {
+        return None;
+    }
+    let split = split_list(text, cores)?;
+    let head: Value =
+        serde_saphyr::from_str_with_options(&split.head, yaml_options_for(split.head.len()))
+            .ok()?;
+    if !head
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(is_list_kind)
+    {
+        return None;
+    }
+    let parsed: Vec<Option<Document>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = split
+            .items
+            .iter()
+            .map(|run| {
+                scope.spawn(move || {
+                    serde_saphyr::from_str_with_options::<Document>(
+                        run,
+                        yaml_options_for(run.len()),
+                    )
+                    .ok()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().ok().flatten())
+            .collect()
+    });
+    let mut objects = Vec::new();
+    for document in parsed {
+        objects.extend(document?.0);
+    }
+    Some(objects)
 }
 
 /// How netpol reads YAML. Booleans follow YAML 1.2 (`true`/`false` only): under YAML 1.1 rules
@@ -421,6 +473,58 @@ spec: {podSelector: {}}
                 ObjectRef::new("CiliumNetworkPolicy", Some("y"), "cnp"),
             ]
         );
+    }
+
+    /// A `kind: List` over the split threshold, as kubectl prints it, with one invalid item.
+    fn large_list() -> String {
+        let mut text = String::from("apiVersion: v1\nitems:\n");
+        for i in 0..12_000 {
+            if i == 7_777 {
+                text.push_str("- apiVersion: v1\n  kind: Namespace\n  metadata:\n    labels: {}\n");
+                continue;
+            }
+            text.push_str(&format!(
+                "- apiVersion: v1\n  kind: Namespace\n  metadata:\n    name: ns-{i}\n    labels:\n      team: t-{}\n",
+                i % 7
+            ));
+        }
+        text.push_str("kind: List\nmetadata:\n  resourceVersion: \"\"\n");
+        assert!(text.len() > crate::split::MIN_SPLIT_BYTES);
+        text
+    }
+
+    #[test]
+    fn a_large_list_parsed_in_parallel_equals_the_whole_parse() {
+        let text = large_list();
+        if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
+            assert!(parse_list_in_parallel(&text).is_some(), "not split");
+        }
+        let parallel = parse_yaml(&text).unwrap();
+        let whole = parse_whole(&text).unwrap();
+        assert_eq!(parallel.len(), 12_000);
+        assert_eq!(parallel, whole);
+        assert_eq!(parallel.iter().filter(|o| o.is_err()).count(), 1);
+    }
+
+    #[test]
+    fn a_list_whose_piece_fails_is_parsed_whole_and_reports_the_error() {
+        // An alias to an anchor of another piece parses only whole; a syntax error fails both.
+        let mut text = large_list().replacen("team: t-0", "team: &t0 t-0", 1);
+        let last = text.rfind("team: t-3").unwrap();
+        text.replace_range(last..last + "team: t-3".len(), "team: *t0");
+        let objects = parse_yaml(&text).unwrap();
+        assert_eq!(objects, parse_whole(&text).unwrap());
+        // The last namespace of team t-3 is ns-11994; its team is now the alias.
+        let aliased = objects
+            .iter()
+            .flatten()
+            .find(|o| o.metadata().name.as_deref() == Some("ns-11994"))
+            .unwrap();
+        let labels = aliased.metadata().labels.as_ref().unwrap();
+        assert_eq!(labels["team"], "t-0", "the alias resolved across pieces");
+        let broken = large_list().replacen("  kind: Namespace\n", "  kind: [Namespace\n", 1);
+        assert_eq!(parse_yaml(&broken), parse_whole(&broken));
+        assert!(parse_yaml(&broken).is_err());
     }
 
     #[test]

@@ -134,10 +134,74 @@ fn bench_identity_churn(c: &mut Criterion) {
     );
 }
 
+/// One pod change at Kubernetes' published limits (150,000 pods, 5,000 nodes, 36,000 policies):
+/// a new replica of an existing workload (its label set has an identity already) and a pod with
+/// a label set of its own. The replica must change address sets only: no MapState entry.
+fn bench_one_pod_change_150k(c: &mut Criterion) {
+    let size = ClusterSize {
+        namespaces: 7_500,
+        pods: 150_000,
+        nodes: 5_000,
+        policies: 36_000,
+    };
+    let cluster = SyntheticCluster::new(size);
+    let mut engine = Engine::new(EngineConfig {
+        local_node: Some(cluster.node_name(0)),
+        allow_node_probes: true,
+    });
+    let started = std::time::Instant::now();
+    cluster.stage_into(&mut engine);
+    engine.commit();
+    let entries: usize = engine.endpoints().map(|(_, m)| m.len()).sum();
+    eprintln!(
+        "150k pods: built in {:.1} s; {} endpoints, {entries} MapState entries, {} identities for {} addresses",
+        started.elapsed().as_secs_f64(),
+        engine.endpoints().count(),
+        engine.identities().len(),
+        engine.identities().address_count()
+    );
+    // Pod 7,501 (ns-1, app-1, tier back, on node-250) is a replica of local pod 1: a new pod
+    // like it on another node has its label set's identity already.
+    let (_, template) = cluster.pod(7_501);
+    let mut replica = template.clone();
+    replica.prefix = "10.250.0.1/32".parse().unwrap();
+    let mut mapstate_changes = 0;
+    c.bench_function("one_pod_change_150k/add_and_remove_a_replica", |b| {
+        b.iter(|| {
+            engine.set_pod("ns-1/replica".to_string(), vec![replica.clone()]);
+            let added = engine.commit();
+            engine.set_pod("ns-1/replica".to_string(), vec![]);
+            let removed = engine.commit();
+            mapstate_changes += added
+                .iter()
+                .chain(&removed)
+                .map(|c| c.changes.len())
+                .sum::<usize>();
+        })
+    });
+    assert_eq!(mapstate_changes, 0, "a replica changed MapState entries");
+    let mut unique = template.clone();
+    unique.prefix = "10.250.0.2/32".parse().unwrap();
+    if let IdentityKind::Pod(info) = &mut unique.kind {
+        let mut labels = Labels::clone(&info.labels);
+        labels.insert("canary".into(), "true".into());
+        info.labels = labels.into();
+    }
+    c.bench_function("one_pod_change_150k/add_and_remove_a_new_label_set", |b| {
+        b.iter(|| {
+            engine.set_pod("ns-1/canary".to_string(), vec![unique.clone()]);
+            engine.commit();
+            engine.set_pod("ns-1/canary".to_string(), vec![]);
+            engine.commit();
+        })
+    });
+}
+
 criterion_group!(
     benches,
     bench_cidr_workload,
     bench_unselected_rules,
-    bench_identity_churn
+    bench_identity_churn,
+    bench_one_pod_change_150k
 );
 criterion_main!(benches);

@@ -335,12 +335,25 @@ impl Engine {
             .copied()
             .filter(|id| self.store.get(*id).is_some_and(|i| i.as_pod().is_some()))
             .collect();
+        // Replicas on this node share a security identity and so a MapState: each distinct one
+        // is computed once per commit and copied to its twins.
+        let mut computed: HashMap<PodInfo, String> = HashMap::new();
         for key in wanted {
             let full = policies_changed
                 || changed_pods.contains(&key)
                 || !self.endpoints.contains_key(&key);
             let changes = if full {
-                self.recompute_endpoint(&key)
+                let twin_key = self.twin_key(&key);
+                match twin_key.as_ref().and_then(|t| computed.get(t)) {
+                    Some(twin) => self.adopt_twin(&key, twin),
+                    None => {
+                        let changes = self.recompute_endpoint(&key);
+                        if let Some(twin_key) = twin_key {
+                            computed.insert(twin_key, key.clone());
+                        }
+                        changes
+                    }
+                }
             } else {
                 let classes = self.affected_classes(&key, &deltas, &added_pods, &removed_identity);
                 self.recompute_classes(&key, classes)
@@ -523,6 +536,53 @@ impl Engine {
         pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
     }
 
+    /// What an endpoint's MapState is a function of, besides the policies and the identities: its
+    /// pod without its name. Endpoints with equal twin keys have equal MapStates.
+    fn twin_key(&self, key: &str) -> Option<PodInfo> {
+        let mut pod = self.pods.get(key)?.first()?.as_pod()?.clone();
+        pod.name.clear();
+        Some(pod)
+    }
+
+    /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
+    fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
+            return Vec::new();
+        };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let Some(source) = self.endpoints.get(twin) else {
+            return self.recompute_endpoint(key);
+        };
+        let state = EndpointState {
+            pod,
+            addresses,
+            policy: source.policy.clone(),
+            wildcard: source.wildcard.clone(),
+            map: source.map.clone(),
+        };
+        let old = self.endpoints.remove(key);
+        self.readdress_endpoint(
+            key,
+            old.as_ref().map(|o| &o.addresses[..]),
+            &state.addresses,
+        );
+        let old_map = old.map(|o| o.map).unwrap_or_default();
+        let changes = old_map.changes_to(&state.map);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// Points the endpoint's addresses, and no longer its old ones, at it.
+    fn readdress_endpoint(&mut self, key: &str, old: Option<&[IpAddr]>, new: &[IpAddr]) {
+        for address in old.unwrap_or_default() {
+            self.endpoint_addresses.remove(address);
+        }
+        for address in new {
+            self.endpoint_addresses.insert(*address, key.to_owned());
+        }
+    }
+
     fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
         let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
@@ -547,12 +607,7 @@ impl Engine {
             wildcard: HashMap::new(),
             map: MapState::default(),
         });
-        for address in &state.addresses {
-            self.endpoint_addresses.remove(address);
-        }
-        for address in &addresses {
-            self.endpoint_addresses.insert(*address, key.to_owned());
-        }
+        self.readdress_endpoint(key, Some(&state.addresses), &addresses);
         state.pod = pod;
         state.addresses = addresses;
         state.policy = policy;

@@ -144,7 +144,40 @@ pub type ClassKey = (Direction, Option<IdentityId>);
 /// One endpoint's map: visible entries grouped by identity class.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MapState {
-    classes: HashMap<ClassKey, HashMap<PortKey, MapValue>>,
+    classes: HashMap<ClassKey, ClassEntries>,
+}
+
+/// The entries of one class, sorted by port key. Most classes hold one to three entries: a
+/// sorted slice of exactly that size costs a quarter of a hash map's smallest table, which
+/// matters when an endpoint has an entry for each of tens of thousands of remote identities.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassEntries(Box<[(PortKey, MapValue)]>);
+
+impl ClassEntries {
+    fn from_map(map: HashMap<PortKey, MapValue>) -> Self {
+        let mut entries: Vec<(PortKey, MapValue)> = map.into_iter().collect();
+        entries.sort_unstable_by_key(|(key, _)| *key);
+        ClassEntries(entries.into_boxed_slice())
+    }
+
+    pub fn get(&self, key: &PortKey) -> Option<&MapValue> {
+        self.0
+            .binary_search_by_key(key, |(k, _)| *k)
+            .ok()
+            .map(|i| &self.0[i].1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&PortKey, &MapValue)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// One change to a MapState, as a datapath consumes it.
@@ -169,7 +202,7 @@ impl MapState {
     }
 
     pub fn len(&self) -> usize {
-        self.classes.values().map(HashMap::len).sum()
+        self.classes.values().map(ClassEntries::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -231,7 +264,7 @@ impl MapState {
         PortKey::lookup_chain(protocol, port).find_map(|k| entries.get(&k).map(|v| (k, v)))
     }
 
-    pub fn class(&self, class: ClassKey) -> Option<&HashMap<PortKey, MapValue>> {
+    pub fn class(&self, class: ClassKey) -> Option<&ClassEntries> {
         self.classes.get(&class)
     }
 
@@ -245,35 +278,63 @@ impl MapState {
         let old = if new.is_empty() {
             self.classes.remove(&class)
         } else {
-            self.classes.insert(class, new)
+            self.classes.insert(class, ClassEntries::from_map(new))
         };
         let old = old.unwrap_or_default();
-        let empty = HashMap::new();
+        let empty = ClassEntries::default();
         let new = self.classes.get(&class).unwrap_or(&empty);
-        for (pk, old_value) in &old {
-            match new.get(pk) {
-                None => changes.push(MapChange::Removed(
-                    MapKey::new(class, *pk),
-                    old_value.clone(),
-                )),
-                Some(v) if v != old_value => changes.push(MapChange::Updated {
-                    key: MapKey::new(class, *pk),
-                    old: old_value.clone(),
-                    new: v.clone(),
-                }),
-                Some(_) => {}
+        class_changes(class, &old, new, changes);
+    }
+
+    /// The changes that turn this map into `new`.
+    pub fn changes_to(&self, new: &MapState) -> Vec<MapChange> {
+        let empty = ClassEntries::default();
+        let mut changes = Vec::new();
+        for (class, old) in &self.classes {
+            let now = new.classes.get(class).unwrap_or(&empty);
+            if old != now {
+                class_changes(*class, old, now, &mut changes);
             }
         }
-        for (pk, v) in new {
-            if !old.contains_key(pk) {
-                changes.push(MapChange::Added(MapKey::new(class, *pk), v.clone()));
+        for (class, now) in &new.classes {
+            if !self.classes.contains_key(class) {
+                class_changes(*class, &empty, now, &mut changes);
             }
         }
+        changes
     }
 
     /// Identity classes present, for full recomputes.
     pub fn class_keys(&self) -> impl Iterator<Item = ClassKey> + '_ {
         self.classes.keys().copied()
+    }
+}
+
+/// The changes that turn one class's entries `old` into `new`.
+fn class_changes(
+    class: ClassKey,
+    old: &ClassEntries,
+    new: &ClassEntries,
+    changes: &mut Vec<MapChange>,
+) {
+    for (pk, old_value) in old.iter() {
+        match new.get(pk) {
+            None => changes.push(MapChange::Removed(
+                MapKey::new(class, *pk),
+                old_value.clone(),
+            )),
+            Some(v) if v != old_value => changes.push(MapChange::Updated {
+                key: MapKey::new(class, *pk),
+                old: old_value.clone(),
+                new: v.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+    for (pk, v) in new.iter() {
+        if old.get(pk).is_none() {
+            changes.push(MapChange::Added(MapKey::new(class, *pk), v.clone()));
+        }
     }
 }
 
