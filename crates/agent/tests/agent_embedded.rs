@@ -209,18 +209,7 @@ fn an_invalid_policy_is_skipped_and_reported_once() {
     let sim = new_sim();
     let mut agent = Agent::start(&dir, &sim);
     agent.sync();
-    agent.write(
-        "policies/broken.yaml",
-        "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: broken, namespace: shop}
-spec:
-  podSelector: {}
-  ingress:
-  - from:
-    - ipBlock: {cidr: 10.0.0.0/33}
-",
-    );
+    agent.write("policies/broken.yaml", INVALID_POLICY);
     agent.sync();
     assert_converged(&dir, &sim);
     let text = agent.metrics_text();

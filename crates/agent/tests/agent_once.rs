@@ -6,7 +6,7 @@ mod agent_support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use agent_support::{copy_example_cluster, scratch_dir, NODE};
+use agent_support::{copy_example_cluster, scratch_dir, INVALID_POLICY, NODE};
 
 fn once(dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_netpol"))
@@ -56,23 +56,11 @@ fn a_file_that_does_not_parse_exits_1_after_the_summary() {
 fn an_invalid_object_exits_1() {
     let dir = scratch_dir("once-invalid");
     copy_example_cluster(&dir);
-    std::fs::write(
-        dir.join("policies/invalid.yaml"),
-        "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: invalid, namespace: shop}
-spec:
-  podSelector: {}
-  ingress:
-  - from:
-    - ipBlock: {cidr: 10.0.0.0/33}
-",
-    )
-    .unwrap();
+    std::fs::write(dir.join("policies/invalid.yaml"), INVALID_POLICY).unwrap();
     let output = once(&dir);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     let summary = summary_line(&output);
     assert!(summary.contains("(1 invalid, skipped)"), "{summary}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("NetworkPolicy shop/invalid"), "{stderr}");
+    assert!(stderr.contains("NetworkPolicy shop/broken"), "{stderr}");
 }

@@ -161,12 +161,7 @@ impl Agent {
 
     /// The HCN endpoint holding `pod`'s address.
     pub fn endpoint_of(&self, pod: &str) -> String {
-        self.pipeline
-            .endpoints()
-            .iter()
-            .find(|(_, owner)| owner.as_deref() == Some(pod))
-            .map(|(e, _)| e.id.clone())
-            .unwrap_or_else(|| panic!("no endpoint for {pod}"))
+        endpoint_of(&self.pipeline, pod)
     }
 
     pub fn metrics_text(&self) -> String {
@@ -306,6 +301,27 @@ pub fn flow_allowed(
     flow_allowed_in(&agent.pipeline, sim, from, to, protocol, port)
 }
 
+/// The HCN endpoint the pipeline matched to `pod`.
+pub fn endpoint_of(pipeline: &Pipeline, pod: &str) -> String {
+    pipeline
+        .endpoints()
+        .iter()
+        .find(|(_, owner)| owner.as_deref() == Some(pod))
+        .map(|(e, _)| e.id.clone())
+        .unwrap_or_else(|| panic!("no endpoint for {pod}"))
+}
+
+/// A NetworkPolicy that fails validation: its CIDR has a /33 prefix.
+pub const INVALID_POLICY: &str = "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: broken, namespace: shop}
+spec:
+  podSelector: {}
+  ingress:
+  - from:
+    - ipBlock: {cidr: 10.0.0.0/33}
+";
+
 /// [`flow_allowed`] for any pipeline.
 pub fn flow_allowed_in(
     pipeline: &Pipeline,
@@ -319,17 +335,9 @@ pub fn flow_allowed_in(
         let (_, addresses) = pipeline.engine().endpoint_pod(pod).unwrap();
         addresses[0]
     };
-    let endpoint_of = |pod: &str| {
-        pipeline
-            .endpoints()
-            .iter()
-            .find(|(_, owner)| owner.as_deref() == Some(pod))
-            .map(|(e, _)| e.id.clone())
-            .unwrap_or_else(|| panic!("no endpoint for {pod}"))
-    };
     let allows = |endpoint: &str, direction, remote| {
         sim.evaluate(
-            &endpoint_of(endpoint),
+            &endpoint_of(pipeline, endpoint),
             &packet(direction, remote, protocol, port),
         )
         .unwrap()
