@@ -3,38 +3,10 @@
 
 mod agent_support;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
-use std::time::Duration;
 
 use agent_support::*;
 use netpol_agent::agent::health::{self, Health};
-
-/// One `GET`, returning the status code and the body.
-fn get(address: SocketAddr, path: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
-}
 
 #[test]
 fn metrics_and_probes_are_served_over_http() {
@@ -63,7 +35,7 @@ fn metrics_and_probes_are_served_over_http() {
     // The runtime serves on its own thread while this one makes blocking requests.
     let serving = std::thread::spawn(move || runtime.block_on(server));
 
-    let (status, metrics) = get(address, "/metrics");
+    let (status, metrics) = http_get(address, "/metrics");
     assert_eq!(status, 200);
     for line in [
         "netpol_endpoints 6",
@@ -89,21 +61,21 @@ fn metrics_and_probes_are_served_over_http() {
     }
     assert!(metrics.trim_end().ends_with("# EOF"));
 
-    assert_eq!(get(address, "/healthz").0, 200);
-    let (status, reason) = get(address, "/readyz");
+    assert_eq!(http_get(address, "/healthz").0, 200);
+    let (status, reason) = http_get(address, "/readyz");
     assert_eq!(status, 503);
     assert!(reason.contains("first full sync"), "{reason}");
     health.set_synced();
-    assert_eq!(get(address, "/readyz").0, 200);
+    assert_eq!(http_get(address, "/readyz").0, 200);
     health.set_datapath_answers(false);
-    let (status, reason) = get(address, "/readyz");
+    let (status, reason) = http_get(address, "/readyz");
     assert_eq!(
         (status, reason.trim()),
         (503, "the datapath does not answer")
     );
     health.stopped();
-    assert_eq!(get(address, "/healthz").0, 503);
-    assert_eq!(get(address, "/nothing-here").0, 404);
+    assert_eq!(http_get(address, "/healthz").0, 503);
+    assert_eq!(http_get(address, "/nothing-here").0, 404);
 
     stop.send(()).unwrap();
     serving.join().unwrap().unwrap().unwrap();

@@ -89,8 +89,8 @@ struct Store {
     compacted: u64,
     /// Resource paths answered with a plain-text 404 (CRDs not installed).
     not_installed: BTreeSet<&'static str>,
-    /// Status codes to answer the next list requests of a path with, in order.
-    list_failures: BTreeMap<&'static str, VecDeque<u16>>,
+    /// Status codes (and messages) to answer the next list requests of a path with, in order.
+    list_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
     /// Request paths with their query, in arrival order, with when they came.
     requests: Vec<(Instant, String)>,
 }
@@ -279,12 +279,26 @@ impl ApiServer {
     /// Answers the next `codes.len()` list requests of `kind` with these status codes; a code
     /// of 0 hangs the request (an API server that never answers).
     pub fn fail_lists(&self, kind: &str, codes: &[u16]) {
+        self.fail_lists_saying(kind, codes, "scripted failure");
+    }
+
+    /// [`ApiServer::fail_lists`] with `message` in each failure's Status.
+    pub fn fail_lists_saying(&self, kind: &str, codes: &[u16], message: &str) {
         let path = resource_of(kind).2;
         self.store()
             .list_failures
             .entry(path)
             .or_default()
-            .extend(codes.iter().copied());
+            .extend(codes.iter().map(|c| (*c, message.to_owned())));
+    }
+
+    /// A kubeconfig for this server, written to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster: {{server: \"http://{}\"}}\nusers:\n- name: anyone\n  user: {{}}\ncontexts:\n- name: stand-in\n  context: {{cluster: stand-in, user: anyone}}\ncurrent-context: stand-in\n",
+            self.address
+        );
+        std::fs::write(path, text).unwrap();
     }
 
     /// The requests so far (path and query), in order.
@@ -446,15 +460,15 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         scripted.filter(|_| !watch).and_then(VecDeque::pop_front)
     };
     match failure {
-        Some(0) => {
+        Some((0, _)) => {
             // Hangs until the client gives up (or the test ends).
             tokio::time::sleep(Duration::from_secs(3600)).await;
             (StatusCode::GATEWAY_TIMEOUT, "never").into_response()
         }
-        Some(code) => {
+        Some((code, message)) => {
             let code = StatusCode::from_u16(code).unwrap();
             let reason = code.canonical_reason().unwrap_or("Failure");
-            json_response(code, status(code.as_u16(), reason, "scripted failure"))
+            json_response(code, status(code.as_u16(), reason, &message))
         }
         None if watch => serve_watch(&shared, resource.2, &query),
         None => serve_list(&shared, resource, &query),
