@@ -10,7 +10,7 @@
 //!   time-out, a dropped connection) is resumed from the last resourceVersion seen, without a
 //!   list; a 410 Gone lists again, and the new list's end removes what was deleted meanwhile.
 //! - **Failures** (403, 500, time-outs, refused connections) are retried with a growing, capped
-//!   backoff that only a watch that works resets (not a list that merely started), counted in
+//!   backoff that only a watch delivering events resets (not a list that merely started), counted in
 //!   `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in `/readyz`.
 //! - **A kind never listed** holds programming back for [`WatchConfig::initial_wait`] (the
 //!   datapath keeps what a previous agent programmed); then the kind is sent as an empty list,
@@ -150,7 +150,8 @@ struct Follower {
     sinks: Sinks,
     config: WatchConfig,
     deadline: Instant,
-    /// Consecutive failed calls; reset only by a watch that starts.
+    /// Consecutive failed calls; reset only by a watch that delivers (not by a list, so that a
+    /// kind whose lists succeed and watches fail still backs off).
     failures: u32,
     /// A complete list (or the empty stand-in after the initial wait) was sent.
     listed: bool,
@@ -244,9 +245,9 @@ impl Follower {
             };
             self.working();
             let mut delivered = false;
+            let mut broke = false;
             let mut events = pin!(events);
             while let Some(item) = events.next().await {
-                delivered = true;
                 match item {
                     Ok(WatchItem::Bookmark(version)) => resource_version = version,
                     Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
@@ -260,12 +261,19 @@ impl Follower {
                     Err(CallError::Expired) => return Ok(WatchEnd::Relist),
                     Err(error) => {
                         self.failed("watch", &error);
+                        broke = true;
                         break;
                     }
                 }
+                // The watch works: only now is the backoff reset.
+                delivered = true;
+                self.failures = 0;
             }
-            // The connection ended: resume from the last resourceVersion seen.
-            if delivered {
+            // The connection ended: resume from the last resourceVersion seen, after a pause if
+            // it broke or brought nothing (a server closing every watch at once).
+            if broke {
+                tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+            } else if delivered {
                 quiet = 0;
             } else {
                 quiet += 1;
