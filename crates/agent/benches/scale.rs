@@ -8,7 +8,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const DEFAULT_SIZES: &str = "2500,5000,10000,20000,40000";
 
@@ -74,6 +74,11 @@ fn run_size(netpol: &str, pods: u64, dir: &Path) -> Run {
         .expect("netpol synth runs");
     assert!(synth.status.success(), "netpol synth failed: {synth:?}");
     let wrote = String::from_utf8_lossy(&synth.stdout).into_owned();
+    // Files modified in the last 2 s are looked at twice, a poll apart, before they are read (a
+    // writer may still be at work): let them age, so that the curve measures the sync alone.
+    std::thread::sleep(
+        netpol_agent::agent::sources::files::SETTLE_AGE + Duration::from_millis(100),
+    );
     let started = Instant::now();
     let agent = Command::new(netpol)
         .args([
