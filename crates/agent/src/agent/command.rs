@@ -268,6 +268,10 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     let mut source = FileSource::new(dir);
     let (events, problems) = read_once(&mut source, Duration::from_millis(args.poll_interval))?;
     report_file_problems(&problems, &metrics);
+    let unreadable = source.unreadable().len();
+    // Nothing reads the files again: the source's copy of every object would only add to the
+    // peak while the engine and compiler work.
+    drop(source);
     for event in events {
         pipeline.ingest(event);
     }
@@ -296,14 +300,12 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     out.flush()?;
     // The process ends here: freeing a large cluster's state piece by piece would only add
     // to the time `--once` reports and takes.
-    let unreadable = source.unreadable().len();
     let invalid = problems
         .iter()
         .filter(|p| matches!(p, FileProblem::InvalidObject { .. }))
         .count()
         + invalid_policies(&pipeline);
     std::mem::forget(pipeline);
-    std::mem::forget(source);
     if !complete {
         tracing::error!("some endpoints could not be programmed after {ATTEMPTS} attempts");
     }
