@@ -13,7 +13,7 @@ use netpol_hcn::sim::HcnSim;
 
 use super::reconciler::Pipeline;
 use super::usage::Usage;
-use crate::cli::matrix::{render, Matrix};
+use crate::cli::matrix::render;
 
 /// One line on what the initial sync cost and what it holds: time, CPU, peak memory, identities
 /// and MapState entries.
@@ -93,15 +93,22 @@ pub fn write(
             out,
             "{protocol}/{port} between local pods, as {source} decide it (. allowed, X denied):"
         )?;
-        for line in render(&matrix(pipeline, sim, *protocol, *port)) {
+        let (pods, symbols) = matrix(pipeline, sim, *protocol, *port);
+        for line in render(&pods, &symbols) {
             writeln!(out, "  {line}")?;
         }
     }
     Ok(())
 }
 
-/// One cell per ordered pair of local pods: the source's egress and the destination's ingress.
-fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u16) -> Matrix {
+/// The local pods, and one cell per ordered pair of them: the source's egress and the
+/// destination's ingress (`.` allowed, `X` denied, `-` undefined).
+fn matrix(
+    pipeline: &Pipeline,
+    sim: Option<&HcnSim>,
+    protocol: Protocol,
+    port: u16,
+) -> (Vec<String>, Vec<Vec<char>>) {
     let engine = pipeline.engine();
     let pods: Vec<(&str, IpAddr)> = engine
         .endpoints()
@@ -145,8 +152,8 @@ fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u
                 .collect()
         })
         .collect();
-    Matrix {
-        pods: pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
+    (
+        pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
         cells,
-    }
+    )
 }
