@@ -1,7 +1,7 @@
 //! Where a command's cluster comes from: a scenario file, or manifests named with `-f` (files,
 //! folders searched recursively, `-` for stdin), as `kubectl apply -f` reads them.
 
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::scenario::{Input, Scenario};
@@ -29,7 +29,16 @@ impl ManifestArgs {
 /// Loads an input, reporting its warnings, or every problem that keeps it from loading, on `err`.
 /// Stdin is read only if the input names `-`.
 pub fn load(input: &Input, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
-    match input.load(&mut io::stdin().lock()) {
+    load_with_stdin(input, &mut io::stdin().lock(), err)
+}
+
+/// [`load`], reading `-` from `stdin`.
+pub fn load_with_stdin(
+    input: &Input,
+    stdin: &mut dyn Read,
+    err: &mut dyn Write,
+) -> io::Result<Option<Scenario>> {
+    match input.load(stdin) {
         Ok(scenario) => {
             for warning in &scenario.warnings {
                 writeln!(err, "warning: {warning}")?;

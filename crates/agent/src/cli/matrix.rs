@@ -250,7 +250,7 @@ mod tests {
         let flows: Vec<(&str, &str, &str)> = json.matrices[0]
             .flows
             .iter()
-            .map(|f| (f.from.as_str(), f.to.as_str(), f.verdict))
+            .map(|f| (f.from.as_str(), f.to.as_str(), f.decision.verdict))
             .collect();
         assert_eq!(
             flows,

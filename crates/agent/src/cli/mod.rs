@@ -4,6 +4,7 @@
 pub mod acls;
 pub mod check;
 pub mod describe;
+pub mod diff;
 pub mod engine;
 pub mod explain;
 pub mod html;

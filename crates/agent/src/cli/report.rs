@@ -88,6 +88,32 @@ impl From<&Decision> for DirectionJson {
     }
 }
 
+/// How a whole flow was decided.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DecisionJson {
+    /// `allow` or `deny`: the whole flow's verdict.
+    pub verdict: &'static str,
+    /// Absent where the source is not a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<DirectionJson>,
+    /// Absent where the destination is not a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ingress: Option<DirectionJson>,
+    /// The rule behind the verdict in words: the denying direction, or both allowing ones.
+    pub deciding_rule: String,
+}
+
+impl From<&FlowDecision> for DecisionJson {
+    fn from(decision: &FlowDecision) -> Self {
+        DecisionJson {
+            verdict: describe::verdict_word(decision.allowed()),
+            egress: decision.egress.as_ref().map(Into::into),
+            ingress: decision.ingress.as_ref().map(Into::into),
+            deciding_rule: describe::deciding_rules(decision),
+        }
+    }
+}
+
 /// One flow and how it was decided.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FlowJson {
@@ -103,16 +129,8 @@ pub struct FlowJson {
     /// `TCP`, `UDP` or `SCTP`.
     pub protocol: String,
     pub port: u16,
-    /// `allow` or `deny`: the whole flow's verdict.
-    pub verdict: &'static str,
-    /// Absent where the source is not a pod.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub egress: Option<DirectionJson>,
-    /// Absent where the destination is not a pod.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ingress: Option<DirectionJson>,
-    /// The rule behind the verdict in words: the denying direction, or both allowing ones.
-    pub deciding_rule: String,
+    #[serde(flatten)]
+    pub decision: DecisionJson,
 }
 
 impl FlowJson {
@@ -130,10 +148,7 @@ impl FlowJson {
             destination: None,
             protocol: protocol.to_string(),
             port,
-            verdict: describe::verdict_word(decision.allowed()),
-            egress: decision.egress.as_ref().map(Into::into),
-            ingress: decision.ingress.as_ref().map(Into::into),
-            deciding_rule: describe::deciding_rules(decision),
+            decision: decision.into(),
         }
     }
 }
