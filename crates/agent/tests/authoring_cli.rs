@@ -365,3 +365,118 @@ fn matrix_json_has_one_flow_per_defined_cell() {
         ]
     );
 }
+
+#[test]
+fn check_json_lists_every_expectation_with_its_decision() {
+    let output = netpol(&[
+        "check",
+        &scenario("mismatch.yaml"),
+        &scenario("malformed-object.yaml"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "a file does not load");
+    let report = json(&output);
+    assert_eq!(
+        report["summary"],
+        serde_json::json!({"scenarios": 1, "flows": 2, "mismatches": 1, "invalid_files": 1})
+    );
+    let expectations = report["scenarios"][0]["expectations"].as_array().unwrap();
+    let summary: Vec<String> = expectations
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} -> {} {}/{} expected {} decided {} passed {}",
+                e["field"].as_str().unwrap(),
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+                e["protocol"].as_str().unwrap(),
+                e["port"],
+                e["expected"].as_str().unwrap(),
+                e["verdict"].as_str().unwrap(),
+                e["passed"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "expect[0].matrix x/a -> x/b TCP/80 expected allow decided deny passed false",
+            "expect[0].matrix x/b -> x/a TCP/80 expected allow decided allow passed true",
+        ]
+    );
+    assert_eq!(expectations[0]["ingress"]["policy"]["name"], "isolate-b");
+    let load_error = &report["load_errors"][0];
+    assert!(load_error["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("malformed-object.yaml"));
+    assert!(
+        load_error["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("spec.ingress[0].ports[0].port: port 70000 is outside 1-65535"),
+        "{load_error}"
+    );
+}
+
+#[test]
+fn check_junit_has_a_testcase_per_expectation_and_failures_carry_the_rule() {
+    let output = netpol(&[
+        "check",
+        &scenario("mismatch.yaml"),
+        &scenario("malformed-object.yaml"),
+        "-o",
+        "junit",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let xml = stdout(&output);
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(
+        (
+            root.attribute("tests"),
+            root.attribute("failures"),
+            root.attribute("errors")
+        ),
+        (Some("3"), Some("1"), Some("1"))
+    );
+    let cases: Vec<roxmltree::Node> = root
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let names: Vec<&str> = cases.iter().map(|c| c.attribute("name").unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "expect[0].matrix: x/a -> x/b TCP/80 is allow",
+            "expect[0].matrix: x/b -> x/a TCP/80 is allow",
+            "loads",
+        ]
+    );
+    let failure = cases[0]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("the mismatch fails");
+    assert_eq!(
+        failure.attribute("message"),
+        Some("expected allow, decided deny")
+    );
+    assert!(
+        failure.text().unwrap().ends_with(
+            "expect[0].matrix: x/a -> x/b TCP/80: expected allow, decided deny \
+             (ingress: deny: no Normal-tier rule matched and NetworkPolicy x/isolate-b isolates the pod)"
+        ),
+        "{xml}"
+    );
+    assert_eq!(cases[1].children().filter(|n| n.is_element()).count(), 0);
+    let error = cases[2]
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .unwrap();
+    assert!(error
+        .text()
+        .unwrap()
+        .contains("port 70000 is outside 1-65535"));
+}

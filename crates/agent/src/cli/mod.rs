@@ -9,6 +9,7 @@ pub mod engine;
 pub mod explain;
 pub mod html;
 pub mod input;
+pub mod junit;
 pub mod matrix;
 pub mod probes;
 pub mod report;
