@@ -8,13 +8,15 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+/// The example manifests (`examples/manifests`), or the broken ones among the test fixtures.
 fn manifests(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/manifests")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_owned()
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = if name == "broken" {
+        root.join("tests/fixtures/manifests")
+    } else {
+        root.join("../../examples/manifests")
+    };
+    dir.join(name).to_str().unwrap().to_owned()
 }
 
 fn scenario(name: &str) -> String {

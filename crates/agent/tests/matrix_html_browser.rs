@@ -11,9 +11,10 @@ use serde_json::Value;
 
 const BROWSER: &str = "chromium";
 
+/// A file or folder of the example manifests (`examples/manifests`).
 fn manifests(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/manifests")
+        .join("../../examples/manifests")
         .join(name)
         .to_str()
         .unwrap()
