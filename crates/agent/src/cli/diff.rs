@@ -18,10 +18,10 @@ use serde::Serialize;
 use super::describe;
 use super::engine::EngineArgs;
 use super::input::{load_with_stdin, ManifestArgs};
-use super::probes::probe_ports;
-use super::report::{write_json, DecisionJson};
+use super::probes::ProbeArgs;
+use super::report::{write_json, DecisionJson, TextOrJson};
 use super::{decider, Outcome};
-use crate::scenario::{parse_protocol, Endpoint, Input, PodRef, Scenario, STDIN};
+use crate::scenario::{Endpoint, Input, PodRef, Scenario, STDIN};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,25 +33,14 @@ pub struct Args {
     /// to AFTER; these need BEFORE and AFTER to be manifests too.
     #[command(flatten)]
     pub shared: ManifestArgs,
-    /// Only this protocol: TCP, UDP or SCTP.
-    #[arg(long, value_parser = parse_protocol)]
-    pub protocol: Option<Protocol>,
-    /// Only this destination port. Without `--protocol` and `--port`, every port the policies of
-    /// either side mention.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub port: Option<u16>,
+    /// Probe ports: every port the policies of either side mention, unless narrowed.
+    #[command(flatten)]
+    pub probes: ProbeArgs,
     /// `text` or `json`.
     #[arg(long, short = 'o', value_enum, default_value_t)]
-    pub output: Format,
+    pub output: TextOrJson,
     #[command(flatten)]
     pub engine: EngineArgs,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    #[default]
-    Text,
-    Json,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
@@ -93,10 +82,10 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             oracle: after_oracle.as_ref(),
         },
     ];
-    let report = compare(&sides, args.protocol, args.port);
+    let report = compare(&sides, args.probes);
     match args.output {
-        Format::Text => write_text(out, &report)?,
-        Format::Json => write_json(out, &report)?,
+        TextOrJson::Text => write_text(out, &report)?,
+        TextOrJson::Json => write_json(out, &report)?,
     }
     Ok(if report.changes.is_empty() {
         Outcome::Success
@@ -187,13 +176,9 @@ pub struct ChangeJson {
 
 /// Decides every flow between pods both sides have, on every probe port, and keeps those whose
 /// verdict differs.
-pub fn compare(sides: &[Side; 2], protocol: Option<Protocol>, port: Option<u16>) -> DiffJson {
+pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
     let [before, after] = sides;
-    let probes = probe_ports(
-        &[&before.scenario.cluster, &after.scenario.cluster],
-        protocol,
-        port,
-    );
+    let probes = probes.ports(&[&before.scenario.cluster, &after.scenario.cluster]);
     let (before_pods, after_pods) = (before.pods(), after.pods());
     let common: Vec<&PodRef> = before_pods.intersection(&after_pods).collect();
     let names = |pods: std::collections::btree_set::Difference<PodRef>| {

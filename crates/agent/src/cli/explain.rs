@@ -12,7 +12,7 @@ use netpol_engine::{IdentityId, Protocol};
 use super::describe;
 use super::engine::EngineArgs;
 use super::input::{self, ManifestArgs};
-use super::report::{write_json, FlowJson};
+use super::report::{write_json, FlowJson, TextOrJson};
 use super::{decider, Outcome};
 use crate::scenario::{parse_port, parse_protocol, Endpoint};
 
@@ -27,16 +27,9 @@ pub struct Args {
     pub manifests: ManifestArgs,
     /// `text` or `json`.
     #[arg(long, short = 'o', value_enum, default_value_t)]
-    pub output: Format,
+    pub output: TextOrJson,
     #[command(flatten)]
     pub engine: EngineArgs,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    #[default]
-    Text,
-    Json,
 }
 
 /// The positional arguments, read.
@@ -114,7 +107,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             .get(id)
             .map_or_else(|| id.to_string(), ToString::to_string)
     };
-    if args.output == Format::Json {
+    if args.output == TextOrJson::Json {
         let mut flow = FlowJson::new(&query.from, &query.to, protocol, port, &decision);
         flow.source = Some(name(src));
         flow.destination = Some(name(dst));

@@ -11,10 +11,10 @@ use serde::Serialize;
 
 use super::engine::EngineArgs;
 use super::input::{self, ManifestArgs};
-use super::probes::probe_ports;
+use super::probes::ProbeArgs;
 use super::report::{write_json, FlowJson};
 use super::{decider, html, Outcome};
-use crate::scenario::{parse_protocol, Cluster, Endpoint};
+use crate::scenario::{Cluster, Endpoint};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,13 +23,8 @@ pub struct Args {
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub manifests: ManifestArgs,
-    /// Only this protocol: TCP, UDP or SCTP.
-    #[arg(long, value_parser = parse_protocol)]
-    pub protocol: Option<Protocol>,
-    /// Only this destination port. Without `--protocol` and `--port`, every port the policies
-    /// mention.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub port: Option<u16>,
+    #[command(flatten)]
+    pub probes: ProbeArgs,
     /// `text` (scenario `expect` items), `json` or `html` (one self-contained page).
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Format,
@@ -57,7 +52,9 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         return Ok(Outcome::Invalid);
     };
     let cluster = &scenario.cluster;
-    let matrices: Vec<Matrix> = probe_ports(&[cluster], args.protocol, args.port)
+    let matrices: Vec<Matrix> = args
+        .probes
+        .ports(&[cluster])
         .into_iter()
         .map(|(protocol, port)| compute(cluster, oracle.as_ref(), protocol, port))
         .collect();

@@ -6,7 +6,26 @@ use std::collections::BTreeSet;
 
 use netpol_engine::{PortMatch, Protocol};
 
-use crate::scenario::Cluster;
+use crate::scenario::{parse_protocol, Cluster};
+
+/// `--protocol` and `--port`, which narrow the probe ports.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct ProbeArgs {
+    /// Only this protocol: TCP, UDP or SCTP.
+    #[arg(long, value_parser = parse_protocol)]
+    pub protocol: Option<Protocol>,
+    /// Only this destination port. Without `--protocol` and `--port`, every port the policies
+    /// mention.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+}
+
+impl ProbeArgs {
+    /// The probe ports of `clusters`, narrowed as the user asked.
+    pub fn ports(self, clusters: &[&Cluster]) -> Vec<(Protocol, u16)> {
+        probe_ports(clusters, self.protocol, self.port)
+    }
+}
 
 /// The protocols that have ports.
 const PORT_PROTOCOLS: [Protocol; 3] = [Protocol::Tcp, Protocol::Udp, Protocol::Sctp];

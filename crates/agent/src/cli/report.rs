@@ -8,6 +8,14 @@ use serde::Serialize;
 
 use super::describe;
 
+/// `--output` of the commands that print text or JSON.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TextOrJson {
+    #[default]
+    Text,
+    Json,
+}
+
 /// The policy rule behind a decision.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct RuleJson {

@@ -37,7 +37,9 @@ impl Walk {
     };
 
     fn enters(self, folder_name: &str) -> bool {
-        !folder_name.starts_with('.') && !(self.skip_topologies && folder_name == "topologies")
+        let hidden = folder_name.starts_with('.');
+        let shared_objects = self.skip_topologies && folder_name == "topologies";
+        !hidden && !shared_objects
     }
 
     fn collects(self, path: &Path) -> bool {
