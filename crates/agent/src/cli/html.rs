@@ -2,12 +2,62 @@
 //! showing each protocol/port's matrix as a coloured grid grouped by namespace, one tab per
 //! protocol/port, the deciding rule in each cell's tooltip and, on click, in a detail line.
 //!
-//! The page carries the same data as `--output json` and builds its tables from it in the
-//! browser, so the two cannot disagree. When it has drawn every table it writes a marker,
+//! The page carries the cells of `--output json` (pods, and per flow `from`, `to`, `verdict`
+//! and `deciding_rule`; the per-direction detail is left out to keep large clusters' pages small)
+//! and builds its tables from them in the browser, so the two cannot disagree. When it has drawn every table it writes a marker,
 //! `<p id="netpol-status" data-cells="N">`; a script error is written into `#netpol-errors`
 //! instead, so a headless browser can tell that the page worked.
 
 use serde::Serialize;
+
+use super::describe;
+use super::matrix::Matrix;
+
+/// What the page draws: [`super::matrix::MatricesJson`] with each flow cut to the fields the
+/// page shows.
+#[derive(Debug, Serialize)]
+pub struct PageData {
+    pub matrices: Vec<PageMatrix>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PageMatrix {
+    pub protocol: String,
+    pub port: u16,
+    pub pods: Vec<String>,
+    pub flows: Vec<PageFlow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PageFlow {
+    pub from: String,
+    pub to: String,
+    pub verdict: &'static str,
+    pub deciding_rule: String,
+}
+
+impl PageData {
+    pub fn new(matrices: &[Matrix]) -> Self {
+        let matrices = matrices
+            .iter()
+            .map(|m| PageMatrix {
+                protocol: m.protocol.to_string(),
+                port: m.port,
+                pods: m.pods.clone(),
+                flows: m
+                    .defined_cells()
+                    .map(|(from, to, d)| PageFlow {
+                        from: from.clone(),
+                        to: to.clone(),
+                        verdict: describe::verdict_word(d.allowed()),
+                        deciding_rule: describe::deciding_rules(d),
+                    })
+                    .collect(),
+            })
+            .collect();
+        PageData { matrices }
+    }
+}
 
 const STYLE: &str = r#"
 body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }

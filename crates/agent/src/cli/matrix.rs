@@ -72,7 +72,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         Format::Json => write_json(out, &MatricesJson::new(&matrices))?,
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
-            out.write_all(html::page(&title, &MatricesJson::new(&matrices)).as_bytes())?;
+            out.write_all(html::page(&title, &html::PageData::new(&matrices)).as_bytes())?;
         }
     }
     Ok(Outcome::Success)
@@ -96,6 +96,19 @@ impl Matrix {
             Some(_) => 'X',
             None => '-',
         }
+    }
+
+    /// Every cell with a flow, row by row: source, destination and decision.
+    pub fn defined_cells(&self) -> impl Iterator<Item = (&String, &String, &FlowDecision)> {
+        self.pods
+            .iter()
+            .zip(&self.cells)
+            .flat_map(move |(from, row)| {
+                self.pods
+                    .iter()
+                    .zip(row)
+                    .filter_map(move |(to, cell)| cell.as_ref().map(|d| (from, to, d)))
+            })
     }
 
     /// Every cell's symbol, row by row.
@@ -190,15 +203,8 @@ impl MatricesJson {
                 port: m.port,
                 pods: m.pods.clone(),
                 flows: m
-                    .pods
-                    .iter()
-                    .zip(&m.cells)
-                    .flat_map(|(from, row)| {
-                        m.pods.iter().zip(row).filter_map(move |(to, cell)| {
-                            cell.as_ref()
-                                .map(|d| FlowJson::new(from, to, m.protocol, m.port, d))
-                        })
-                    })
+                    .defined_cells()
+                    .map(|(from, to, d)| FlowJson::new(from, to, m.protocol, m.port, d))
                     .collect(),
             })
             .collect();
