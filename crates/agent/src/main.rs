@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use netpol_agent::agent;
-use netpol_agent::cli::{acls, check, explain, matrix, Outcome};
+use netpol_agent::cli::{acls, check, diff, explain, matrix, Outcome};
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
 /// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
@@ -20,10 +20,12 @@ struct Cli {
 enum Command {
     /// Check scenario files: print every flow whose verdict differs from the expectation.
     Check(check::Args),
-    /// Print the computed connectivity matrix of a scenario's pods.
+    /// Print the computed connectivity matrix of a scenario's or manifests' pods.
     Matrix(matrix::Args),
     /// Explain the verdict of one flow: the rule that decided each direction.
     Explain(explain::Args),
+    /// Print the flows whose verdict changes from BEFORE to AFTER, with the deciding rules.
+    Diff(diff::Args),
     /// Print the HCN ACL requests the agent would send for a scenario's pods, with rule counts.
     Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::run(args, &mut out, &mut err),
         Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
         Command::Explain(args) => explain::run(args, &mut out, &mut err),
+        Command::Diff(args) => diff::run(args, &mut out, &mut err),
         Command::Acls(args) => acls::run(args, &mut out, &mut err),
         Command::Crds => agent::crds::run(&mut out),
         Command::Synth(args) => match netpol_agent::synth::run(args, &mut out) {

@@ -98,7 +98,8 @@ pub mod translate;
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use node::Node;
 pub use object::{
-    parse_values, parse_yaml, yaml_options, yaml_options_for, Object, YamlError, DEFAULT_NAMESPACE,
+    parse_values, parse_yaml, unpack_lists, yaml_options, yaml_options_for, Object, YamlError,
+    DEFAULT_NAMESPACE,
 };
 pub use pod::Pod;
 pub use translate::{translate, Translation};

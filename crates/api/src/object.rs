@@ -404,30 +404,52 @@ pub fn yaml_options_for(text_len: usize) -> serde_saphyr::Options {
     options
 }
 
-/// Reads objects from JSON values, flattening lists and `kind: List` objects, skipping nulls.
+/// Reads objects from JSON values, unpacking lists and `kind: List` objects, skipping nulls.
 pub fn parse_values(
     values: impl IntoIterator<Item = Value>,
 ) -> Vec<Result<Object, ValidationError>> {
+    values
+        .into_iter()
+        .flat_map(|value| unpack_lists(value, String::new()))
+        .map(|(_, value)| Object::from_value(value))
+        .collect()
+}
+
+/// The objects a value holds, each with its path below `at` so that an error can point at it:
+/// the value itself, or the items of a YAML sequence (`at[2]`) or of a `kind: List` or typed list
+/// such as `PodList` (`at.items[2]`), recursively, as `kubectl apply` unpacks them. Nulls hold
+/// nothing.
+pub fn unpack_lists(value: Value, at: String) -> Vec<(String, Value)> {
     let mut out = Vec::new();
-    for value in values {
-        match value {
-            Value::Null => {}
-            Value::Array(items) => out.extend(parse_values(items)),
-            Value::Object(ref map)
-                if map
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .is_some_and(is_list_kind)
-                    && map.get("items").is_some_and(Value::is_array) =>
-            {
-                if let Some(Value::Array(items)) = value.get("items") {
-                    out.extend(parse_values(items.clone()));
+    unpack_into(value, at, &mut out);
+    out
+}
+
+fn unpack_into(value: Value, at: String, out: &mut Vec<(String, Value)>) {
+    match value {
+        Value::Null => {}
+        Value::Array(items) => {
+            for (i, item) in items.into_iter().enumerate() {
+                unpack_into(item, format!("{at}[{i}]"), out);
+            }
+        }
+        Value::Object(mut map) if is_list_object(&map) => {
+            if let Some(Value::Array(items)) = map.remove("items") {
+                for (i, item) in items.into_iter().enumerate() {
+                    unpack_into(item, format!("{at}.items[{i}]"), out);
                 }
             }
-            other => out.push(Object::from_value(other)),
         }
+        other => out.push((at, other)),
     }
-    out
+}
+
+/// Whether an object is a list of objects: a list kind with an `items` sequence.
+fn is_list_object(map: &serde_json::Map<String, Value>) -> bool {
+    map.get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(is_list_kind)
+        && map.get("items").is_some_and(Value::is_array)
 }
 
 #[cfg(test)]
@@ -525,6 +547,33 @@ spec: {podSelector: {}}
         let broken = large_list().replacen("  kind: Namespace\n", "  kind: [Namespace\n", 1);
         assert_eq!(parse_yaml(&broken), parse_whole(&broken));
         assert!(parse_yaml(&broken).is_err());
+    }
+
+    #[test]
+    fn unpacked_lists_name_each_item_by_its_path() {
+        let unpacked = unpack_lists(
+            json!([
+                {"kind": "List", "items": [{"kind": "Namespace"}, null,
+                    {"kind": "NetworkPolicyList", "items": [{"kind": "NetworkPolicy"}]}]},
+                {"kind": "Node"}
+            ]),
+            "objects".into(),
+        );
+        let paths: Vec<&str> = unpacked.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "objects[0].items[0]",
+                "objects[0].items[2].items[0]",
+                "objects[1]"
+            ]
+        );
+        assert_eq!(unpacked[1].1["kind"], "NetworkPolicy");
+        // A list kind without items is an object like any other.
+        assert_eq!(
+            unpack_lists(json!({"kind": "List"}), String::new()).len(),
+            1
+        );
     }
 
     #[test]

@@ -85,6 +85,10 @@ pub struct Args {
     /// Flows the --once summary shows a matrix for, as PROTOCOL/PORT (repeatable).
     #[arg(long = "probe", value_name = "PROTOCOL/PORT", value_parser = parse_probe, default_value = "TCP/80")]
     pub probes: Vec<(Protocol, u16)>,
+    /// In the --once summary, list every local endpoint and print the full connectivity matrix
+    /// of each probe, not only the counts of allowed and denied pairs.
+    #[arg(long, requires = "once")]
+    pub matrix: bool,
 }
 
 fn default_datapath() -> DatapathKind {
@@ -296,6 +300,7 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
         &pipeline,
         sim.as_ref().map(|s| s.calls()),
         &args.probes,
+        args.matrix,
     )?;
     out.flush()?;
     // The process ends here: freeing a large cluster's state piece by piece would only add

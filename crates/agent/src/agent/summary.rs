@@ -1,5 +1,7 @@
 //! The `--once` summary: the local endpoints, their rules, and the connectivity between the local
-//! pods as the programmed rules decide it.
+//! pods as the programmed rules decide it. It stays a screenful on a node with hundreds of pods:
+//! counts of allowed and denied pairs per probe, the per-endpoint table only up to
+//! [`LISTED_ENDPOINTS`] endpoints, and the full matrices only with `--matrix`.
 
 use std::io::{self, Write};
 use std::net::IpAddr;
@@ -13,7 +15,7 @@ use netpol_hcn::sim::HcnSim;
 
 use super::reconciler::Pipeline;
 use super::usage::Usage;
-use crate::cli::matrix::{render, Matrix};
+use crate::cli::matrix::render;
 
 /// One line on what the initial sync cost and what it holds: time, CPU, peak memory, identities
 /// and MapState entries.
@@ -37,14 +39,19 @@ pub fn write_sync_cost(out: &mut dyn Write, pipeline: &Pipeline, wall: Duration)
     )
 }
 
-/// Writes the summary. With a simulator the matrix is evaluated on the rules it holds; without
-/// one (a real host) it is the engine's verdict.
+/// Up to this many local endpoints the summary lists each one without `--matrix`.
+pub const LISTED_ENDPOINTS: usize = 20;
+
+/// Writes the summary. With a simulator the flows are evaluated on the rules it holds; without
+/// one (a real host) they are the engine's verdict. `full` lists every endpoint and prints each
+/// probe's matrix.
 pub fn write(
     out: &mut dyn Write,
     node: &str,
     pipeline: &Pipeline,
     sim: Option<&HcnSim>,
     probes: &[(Protocol, u16)],
+    full: bool,
 ) -> io::Result<()> {
     let compiled = pipeline.compiled();
     let rules: usize = compiled.values().map(|c| c.rules.len()).sum();
@@ -64,6 +71,49 @@ pub fn write(
         )?;
     }
     writeln!(out)?;
+    if full || compiled.len() <= LISTED_ENDPOINTS {
+        write_endpoints(out, pipeline)?;
+    } else {
+        writeln!(
+            out,
+            "{} local endpoints (--matrix lists each with its rule counts)",
+            compiled.len()
+        )?;
+    }
+    let source = if sim.is_some() {
+        "the programmed HCN rules"
+    } else {
+        "the engine"
+    };
+    for (protocol, port) in probes {
+        let (pods, symbols) = matrix(pipeline, sim, *protocol, *port);
+        let count = |symbol: char| symbols.iter().flatten().filter(|&&s| s == symbol).count();
+        let (allowed, denied) = (count('.'), count('X'));
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{protocol}/{port} between the {} local pods, as {source} decide it: \
+             {allowed} of {} pairs allowed, {denied} denied",
+            pods.len(),
+            allowed + denied
+        )?;
+        if full {
+            writeln!(out, "(. allowed, X denied)")?;
+            for line in render(&pods, &symbols) {
+                writeln!(out, "  {line}")?;
+            }
+        }
+    }
+    if !full && !compiled.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "--matrix prints every pair.")?;
+    }
+    Ok(())
+}
+
+/// One line per local endpoint: its pod, endpoint id and rule counts.
+fn write_endpoints(out: &mut dyn Write, pipeline: &Pipeline) -> io::Result<()> {
+    let compiled = pipeline.compiled();
     let width = compiled.keys().map(String::len).max().unwrap_or(3).max(3);
     writeln!(
         out,
@@ -82,26 +132,17 @@ pub fn write(
             acls.count.ingress, acls.count.egress
         )?;
     }
-    for (protocol, port) in probes {
-        writeln!(out)?;
-        let source = if sim.is_some() {
-            "the programmed HCN rules"
-        } else {
-            "the engine"
-        };
-        writeln!(
-            out,
-            "{protocol}/{port} between local pods, as {source} decide it (. allowed, X denied):"
-        )?;
-        for line in render(&matrix(pipeline, sim, *protocol, *port)) {
-            writeln!(out, "  {line}")?;
-        }
-    }
     Ok(())
 }
 
-/// One cell per ordered pair of local pods: the source's egress and the destination's ingress.
-fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u16) -> Matrix {
+/// The local pods, and one cell per ordered pair of them: the source's egress and the
+/// destination's ingress (`.` allowed, `X` denied, `-` undefined).
+fn matrix(
+    pipeline: &Pipeline,
+    sim: Option<&HcnSim>,
+    protocol: Protocol,
+    port: u16,
+) -> (Vec<String>, Vec<Vec<char>>) {
     let engine = pipeline.engine();
     let pods: Vec<(&str, IpAddr)> = engine
         .endpoints()
@@ -145,8 +186,8 @@ fn matrix(pipeline: &Pipeline, sim: Option<&HcnSim>, protocol: Protocol, port: u
                 .collect()
         })
         .collect();
-    Matrix {
-        pods: pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
+    (
+        pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
         cells,
-    }
+    )
 }

@@ -4,9 +4,15 @@
 pub mod acls;
 pub mod check;
 pub mod describe;
+pub mod diff;
 pub mod engine;
 pub mod explain;
+pub mod html;
+pub mod input;
+pub mod junit;
 pub mod matrix;
+pub mod probes;
+pub mod report;
 
 use std::io::{self, Write};
 use std::path::Path;
@@ -14,7 +20,7 @@ use std::process::ExitCode;
 
 use netpol_engine::flow::DirectionOracle;
 
-use crate::scenario::Scenario;
+use crate::scenario::{Input, Scenario};
 use engine::EngineArgs;
 
 /// How a command ended, as its exit status.
@@ -38,23 +44,10 @@ impl From<Outcome> for ExitCode {
     }
 }
 
-/// Loads a scenario, reporting its warnings, or every problem that keeps it from loading, on
-/// `err`.
+/// Loads a scenario file, reporting its warnings, or every problem that keeps it from loading,
+/// on `err`.
 fn load_scenario(file: &Path, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
-    match Scenario::load(file) {
-        Ok(scenario) => {
-            for warning in &scenario.warnings {
-                writeln!(err, "warning: {warning}")?;
-            }
-            Ok(Some(scenario))
-        }
-        Err(errors) => {
-            for error in errors.0 {
-                writeln!(err, "error: {error}")?;
-            }
-            Ok(None)
-        }
-    }
+    input::load(&Input::Scenario(file.to_owned()), err)
 }
 
 /// The decider the user chose for `scenario`, or the reason there is none, reported on `err`.

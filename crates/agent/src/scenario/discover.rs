@@ -1,4 +1,4 @@
-//! Finding scenario files under the paths a user names.
+//! Finding scenario files and manifest files under the paths a user names.
 
 use std::path::{Path, PathBuf};
 
@@ -8,6 +8,48 @@ use super::error::LoadError;
 /// each folder, recursively and in name order, skipping `topologies/` (which hold shared objects,
 /// not scenarios) and hidden folders.
 pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    files_under(paths, Walk::SCENARIOS)
+}
+
+/// The manifest files named by `paths`, as `kubectl apply -f -R` finds them: each file as given,
+/// and every `.yaml`, `.yml` and `.json` file under each folder, recursively and in name order,
+/// skipping hidden folders.
+pub fn manifest_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    files_under(paths, Walk::MANIFESTS)
+}
+
+/// Which files a folder walk collects.
+#[derive(Clone, Copy)]
+struct Walk {
+    extensions: &'static [&'static str],
+    /// Whether `topologies/` folders are skipped (they hold shared objects, not scenarios).
+    skip_topologies: bool,
+}
+
+impl Walk {
+    const SCENARIOS: Walk = Walk {
+        extensions: &["yaml", "yml"],
+        skip_topologies: true,
+    };
+    const MANIFESTS: Walk = Walk {
+        extensions: &["yaml", "yml", "json"],
+        skip_topologies: false,
+    };
+
+    fn enters(self, folder_name: &str) -> bool {
+        let hidden = folder_name.starts_with('.');
+        let shared_objects = self.skip_topologies && folder_name == "topologies";
+        !hidden && !shared_objects
+    }
+
+    fn collects(self, path: &Path) -> bool {
+        path.extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| self.extensions.contains(&e))
+    }
+}
+
+fn files_under(paths: &[PathBuf], how: Walk) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
         let metadata = std::fs::metadata(path).map_err(|source| LoadError::Read {
@@ -15,7 +57,7 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
             source,
         })?;
         if metadata.is_dir() {
-            walk(path, &mut files)?;
+            walk(path, how, &mut files)?;
         } else {
             files.push(path.clone());
         }
@@ -23,7 +65,7 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     Ok(files)
 }
 
-fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+fn walk(dir: &Path, how: Walk, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
     let read_error = |source| LoadError::Read {
         file: dir.to_owned(),
         source,
@@ -37,20 +79,14 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), LoadError> {
     for path in entries {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if path.is_dir() {
-            if name != "topologies" && !name.starts_with('.') {
-                walk(&path, files)?;
+            if how.enters(name) {
+                walk(&path, how, files)?;
             }
-        } else if is_yaml(&path) {
+        } else if how.collects(&path) {
             files.push(path);
         }
     }
     Ok(())
-}
-
-fn is_yaml(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e == "yaml" || e == "yml")
 }
 
 #[cfg(test)]
@@ -84,6 +120,31 @@ mod tests {
             relative,
             ["a/nested/two.yaml", "b/one.yml", "z.yaml", "README.md"]
         );
+    }
+
+    #[test]
+    fn manifest_folders_include_json_and_topologies() {
+        let root = std::env::temp_dir().join(format!("netpol-manifests-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        for dir in ["topologies", ".hidden"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        for file in [
+            "b.json",
+            "a.yaml",
+            "notes.txt",
+            "topologies/t.yml",
+            ".hidden/x.yaml",
+        ] {
+            std::fs::write(root.join(file), "").unwrap();
+        }
+        let found = manifest_files(std::slice::from_ref(&root)).unwrap();
+        let relative: Vec<String> = found
+            .iter()
+            .map(|p| p.strip_prefix(&root).unwrap().display().to_string())
+            .collect();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(relative, ["a.yaml", "b.json", "topologies/t.yml"]);
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub fn read_yaml<T: DeserializeOwned>(file: &Path) -> Result<T, LoadError> {
 }
 
 pub fn parse_yaml<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, LoadError> {
-    serde_saphyr::from_str_with_options(text, netpol_api::yaml_options())
+    serde_saphyr::from_str_with_options(text, netpol_api::yaml_options_for(text.len()))
         .map_err(|e| LoadError::syntax(file, e))
 }
 

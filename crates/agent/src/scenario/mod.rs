@@ -1,5 +1,6 @@
 //! Scenario files: the cluster objects the API server would hold and the connectivity that must
-//! result (see `shared/scenarios/FORMAT.md`). Loading one yields a [`Cluster`] in engine terms and
+//! result (see `shared/scenarios/FORMAT.md`). Manifests (see [`manifests`]) load into the same
+//! [`Scenario`], without expectations. Loading one yields a [`Cluster`] in engine terms and
 //! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
 //! fail half-way.
 
@@ -9,16 +10,19 @@ mod discover;
 mod document;
 mod error;
 mod expect;
+mod manifests;
 mod objects;
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use netpol_engine::IdentityId;
 
 pub use cluster::Cluster;
-pub use discover::scenario_files;
+pub use discover::{manifest_files, scenario_files};
 pub use error::{LoadError, LoadErrors};
 pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
+pub use manifests::{is_scenario_file, STDIN};
 
 use document::{read_yaml, ScenarioDocument};
 
@@ -75,6 +79,58 @@ impl Scenario {
             description: document.description,
             cluster: built.cluster,
             flows,
+            warnings: built.warnings,
+        })
+    }
+}
+
+/// What a command reads its cluster from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A scenario file (with its topology).
+    Scenario(PathBuf),
+    /// Manifest files, folders and `-` for stdin.
+    Manifests(Vec<PathBuf>),
+}
+
+impl Input {
+    /// A path given alone: manifests when it is a folder, `-` or a file of Kubernetes objects,
+    /// otherwise a scenario file.
+    pub fn detect(path: &Path) -> Input {
+        if is_scenario_file(path) {
+            Input::Scenario(path.to_owned())
+        } else {
+            Input::Manifests(vec![path.to_owned()])
+        }
+    }
+
+    /// Loads the cluster (and, for a scenario, its expectations), reading `stdin` for `-`.
+    pub fn load(&self, stdin: &mut dyn Read) -> Result<Scenario, LoadErrors> {
+        match self {
+            Input::Scenario(file) => Scenario::load(file),
+            Input::Manifests(paths) => Scenario::from_manifests(paths, stdin),
+        }
+    }
+}
+
+impl Scenario {
+    /// A cluster of the objects in manifests, without expectations. As with `kubectl apply`, an
+    /// object given twice (same kind, namespace and name) is the last one given. Its `file` and
+    /// `name` are the paths, joined, so that messages name them.
+    pub fn from_manifests(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Scenario, LoadErrors> {
+        let objects = manifests::load_objects(paths, stdin)?;
+        let built = api::build_cluster(&[], &objects)?;
+        let label = paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Scenario {
+            file: PathBuf::from(&label),
+            name: label,
+            description: String::new(),
+            cluster: built.cluster,
+            flows: Vec::new(),
             warnings: built.warnings,
         })
     }

@@ -12,8 +12,8 @@ use super::error::LoadError;
 #[derive(Clone, Debug)]
 pub struct SourcedObject {
     pub file: PathBuf,
-    /// Position in the file's `objects` list.
-    pub index: usize,
+    /// Where in the file: `objects[3]`, or `objects[2].items[0]` for an item of a `kind: List`.
+    pub at: String,
     pub value: Value,
 }
 
@@ -29,17 +29,23 @@ impl SourcedObject {
             (None, Some(name)) => format!(" {name}"),
             _ => String::new(),
         };
-        format!("objects[{}] ({kind}{name})", self.index)
+        format!("{} ({kind}{name})", self.at)
     }
 }
 
+/// The objects of a file's `objects` list, with the items of `kind: List` objects unpacked as
+/// kubectl does.
 pub fn sourced(file: &Path, values: Vec<Value>) -> Vec<SourcedObject> {
-    values
+    sourced_at(file, Value::Array(values), "objects")
+}
+
+/// The objects in `value`, a document of `file` found at `at`, lists unpacked.
+pub fn sourced_at(file: &Path, value: Value, at: &str) -> Vec<SourcedObject> {
+    netpol_api::unpack_lists(value, at.to_owned())
         .into_iter()
-        .enumerate()
-        .map(|(index, value)| SourcedObject {
+        .map(|(at, value)| SourcedObject {
             file: file.to_owned(),
-            index,
+            at,
             value,
         })
         .collect()
@@ -113,6 +119,29 @@ mod tests {
         );
         assert_eq!(o[0].describe(), "objects[0] (Pod x/a)");
         assert_eq!(o[1].describe(), "objects[1] (Node n1)");
+    }
+
+    #[test]
+    fn list_items_are_unpacked_and_named_by_their_path() {
+        let o = sourced(
+            Path::new("s.yaml"),
+            vec![
+                json!({"kind": "Namespace", "metadata": {"name": "x"}}),
+                json!({"apiVersion": "v1", "kind": "List", "items": [
+                    {"kind": "Pod", "metadata": {"namespace": "x", "name": "a"}},
+                    {"kind": "Pod", "metadata": {"namespace": "x", "name": "b"}},
+                ]}),
+            ],
+        );
+        let described: Vec<String> = o.iter().map(SourcedObject::describe).collect();
+        assert_eq!(
+            described,
+            [
+                "objects[0] (Namespace x)",
+                "objects[1].items[0] (Pod x/a)",
+                "objects[1].items[1] (Pod x/b)"
+            ]
+        );
     }
 
     #[test]

@@ -1,0 +1,97 @@
+//! Which protocol/port pairs to probe when no single one is asked for: every port the policies
+//! mention, so that a matrix or a diff shows each port some rule treats differently. A port a
+//! rule does not name is decided like every other unnamed port, so probing one stands for all.
+
+use std::collections::BTreeSet;
+
+use netpol_engine::{PortMatch, Protocol};
+
+use crate::scenario::{parse_protocol, Cluster};
+
+/// `--protocol` and `--port`, which narrow the probe ports.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct ProbeArgs {
+    /// Only this protocol: TCP, UDP or SCTP.
+    #[arg(long, value_parser = parse_protocol)]
+    pub protocol: Option<Protocol>,
+    /// Only this destination port. Without `--protocol` and `--port`, every port the policies
+    /// mention.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: Option<u16>,
+}
+
+impl ProbeArgs {
+    /// The probe ports of `clusters`, narrowed as the user asked.
+    pub fn ports(self, clusters: &[&Cluster]) -> Vec<(Protocol, u16)> {
+        probe_ports(clusters, self.protocol, self.port)
+    }
+}
+
+/// The protocols that have ports.
+const PORT_PROTOCOLS: [Protocol; 3] = [Protocol::Tcp, Protocol::Udp, Protocol::Sctp];
+
+/// The port every matrix probes when the policies name none (and the one a rule that names no
+/// port stands for).
+pub const FALLBACK_PORT: (Protocol, u16) = (Protocol::Tcp, 80);
+
+/// The probe ports of `clusters`, narrowed to `protocol` and `port` where given (both given: just
+/// that pair), in protocol then port order. Numbered ports and both ends of ranges are taken as written; a rule without a
+/// protocol stands for TCP, UDP and SCTP; a named port is every number some pod declares under
+/// that name. When nothing is left, the user's port (TCP if no protocol) or [`FALLBACK_PORT`].
+pub fn probe_ports(
+    clusters: &[&Cluster],
+    protocol: Option<Protocol>,
+    port: Option<u16>,
+) -> Vec<(Protocol, u16)> {
+    if let (Some(protocol), Some(port)) = (protocol, port) {
+        return vec![(protocol, port)];
+    }
+    let mut found = BTreeSet::new();
+    for cluster in clusters {
+        collect(cluster, &mut found);
+    }
+    let narrowed: Vec<(Protocol, u16)> = found
+        .into_iter()
+        .filter(|(p, n)| protocol.is_none_or(|w| w == *p) && port.is_none_or(|w| w == *n))
+        .collect();
+    if !narrowed.is_empty() {
+        return narrowed;
+    }
+    match (protocol, port) {
+        (p, Some(n)) => vec![(p.unwrap_or(Protocol::Tcp), n)],
+        (Some(p), None) => vec![(p, FALLBACK_PORT.1)],
+        (None, None) => vec![FALLBACK_PORT],
+    }
+}
+
+fn collect(cluster: &Cluster, found: &mut BTreeSet<(Protocol, u16)>) {
+    let protocols = |p: Option<Protocol>| -> Vec<Protocol> {
+        match p {
+            Some(p) if p.has_ports() => vec![p],
+            Some(_) => vec![],
+            None => PORT_PROTOCOLS.to_vec(),
+        }
+    };
+    for rule in cluster.policy_entries().iter().flat_map(|e| &e.ports) {
+        match &rule.port {
+            PortMatch::Any => {}
+            PortMatch::Range(low, high) => {
+                for p in protocols(rule.protocol) {
+                    found.insert((p, *low));
+                    found.insert((p, *high));
+                }
+            }
+            PortMatch::Named(name) => {
+                let declared = cluster
+                    .pods()
+                    .flat_map(|(_, ids)| ids)
+                    .filter_map(|identity| identity.as_pod())
+                    .flat_map(|pod| &pod.ports)
+                    .filter(|p| &p.name == name)
+                    .filter(|p| rule.protocol.is_none_or(|w| w == p.protocol))
+                    .map(|p| (p.protocol, p.port));
+                found.extend(declared);
+            }
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! The policy author's tools on manifests, run as a user runs them: `matrix` and `explain` on
+//! `-f` files, folders and stdin, `diff` between two sets of policies, and every output form
+//! (text, JSON, JUnit, HTML in a real headless chromium).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The example manifests (`examples/manifests`), or the broken ones among the test fixtures.
+fn manifests(name: &str) -> String {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = if name == "broken" {
+        root.join("tests/fixtures/manifests")
+    } else {
+        root.join("../../examples/manifests")
+    };
+    dir.join(name).to_str().unwrap().to_owned()
+}
+
+fn scenario(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/scenarios")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn netpol_with_stdin(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the netpol binary runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn netpol(args: &[&str]) -> Output {
+    netpol_with_stdin(args, "")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(output)))
+}
+
+/// The matrix the shop cluster has after its proposed policies, on TCP/8080 and the named
+/// port `pg` (5432).
+const AFTER_MATRIX: &str = "\
+- protocol: TCP
+  port: 5432
+  matrix: |
+    -           ops/prober  shop/db     shop/web
+    ops/prober  -           X           X
+    shop/db     .           -           X
+    shop/web    .           .           -
+- protocol: TCP
+  port: 8080
+  matrix: |
+    -           ops/prober  shop/db     shop/web
+    ops/prober  -           X           X
+    shop/db     .           -           .
+    shop/web    .           X           -
+";
+
+#[test]
+fn matrix_reads_a_kubectl_list_and_a_policy_folder() {
+    let output = netpol(&[
+        "matrix",
+        "-f",
+        &manifests("cluster.yaml"),
+        "-f",
+        &manifests("policies-after"),
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), AFTER_MATRIX);
+}
+
+#[test]
+fn matrix_reads_manifests_from_stdin() {
+    let list = std::fs::read_to_string(manifests("cluster.yaml")).unwrap();
+    let output = netpol_with_stdin(
+        &["matrix", "-f", "-", "-f", &manifests("policies-after")],
+        &list,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(stdout(&output), AFTER_MATRIX);
+}
+
+#[test]
+fn a_bad_manifest_is_named_by_file_object_and_field() {
+    let output = netpol(&[
+        "matrix",
+        "-f",
+        &manifests("cluster.yaml"),
+        "-f",
+        &manifests("broken"),
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stdout(&output).is_empty(),
+        "nothing is decided on a broken input"
+    );
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "broken/bad.yaml: documents[0] (NetworkPolicy shop/bad-port): \
+             spec.ingress[0].ports[0].endPort: endPort 70 is below port 80"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn scenario_objects_may_be_a_kind_list() {
+    // The same cluster as `mismatch.yaml`, its objects wrapped in a `kind: List`.
+    let dir = std::env::temp_dir().join(format!("netpol-list-scenario-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("listed.yaml");
+    let original = std::fs::read_to_string(scenario("mismatch.yaml")).unwrap();
+    let objects_at = original.find("objects:\n").unwrap() + "objects:\n".len();
+    let expect_at = original.find("expect:").unwrap();
+    let indented: String = original[objects_at..expect_at]
+        .lines()
+        .map(|l| format!("    {l}\n"))
+        .collect();
+    let listed =
+        format!("name: listed\nobjects:\n- apiVersion: v1\n  kind: List\n  items:\n{indented}");
+    std::fs::write(&file, listed).unwrap();
+    let output = netpol(&["matrix", file.to_str().unwrap(), "--port", "80"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).ends_with("    -    x/a  x/b\n    x/a  -    X\n    x/b  .    -\n"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn explain_reads_manifests_and_prints_json() {
+    let cluster = manifests("cluster.yaml");
+    let after = manifests("policies-after");
+    let output = netpol(&[
+        "explain",
+        "-f",
+        &cluster,
+        "-f",
+        &after,
+        "ops/prober",
+        "shop/web",
+        "TCP/8080",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.starts_with("ops/prober -> shop/web TCP/8080: deny\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "ingress:     deny: no Normal-tier rule matched and NetworkPolicy \
+             shop/web-from-shop rule ingress[0] isolates the pod"
+        ),
+        "{out}"
+    );
+
+    let output = netpol(&[
+        "explain", "-f", &cluster, "-f", &after, "shop/db", "shop/web", "TCP/8080", "-o", "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let flow = json(&output);
+    assert_eq!(flow["verdict"], "allow");
+    assert_eq!(flow["source"], "pod shop/db (10.244.1.11)");
+    assert_eq!(flow["ingress"]["reason"], "rule");
+    assert_eq!(flow["ingress"]["tier"], "Normal");
+    assert_eq!(
+        flow["ingress"]["policy"],
+        serde_json::json!({"kind": "NetworkPolicy", "namespace": "shop", "name": "web-from-shop", "rule": "ingress[0]"})
+    );
+    assert_eq!(flow["egress"]["reason"], "default");
+}
+
+#[test]
+fn explain_without_a_file_or_manifests_is_a_usage_error() {
+    let output = netpol(&["explain", "x/a", "x/b", "TCP/80"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("give FILE FROM TO PROTO/PORT, or -f PATH"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
+    let output = netpol(&[
+        "diff",
+        "-f",
+        &manifests("cluster.yaml"),
+        &manifests("policies-before"),
+        &manifests("policies-after"),
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let out = stdout(&output);
+    let default = "no rule matched and nothing isolates the pod: default allow";
+    let isolated = "ingress: deny: no Normal-tier rule matched and NetworkPolicy \
+                    shop/web-from-shop rule ingress[0] isolates the pod";
+    let expected: String = [
+        "ops/prober -> shop/web TCP/5432",
+        "shop/db -> shop/web TCP/5432",
+        "ops/prober -> shop/web TCP/8080",
+    ]
+    .iter()
+    .map(|flow| {
+        format!(
+            "{flow}: allow -> deny\n  before: egress: allow: {default}; ingress: allow: {default}\n  after:  {isolated}\n"
+        )
+    })
+    .collect();
+    assert_eq!(
+        out,
+        format!(
+            "{expected}3 flows change (3 newly denied, 0 newly allowed) between 3 pods on TCP/5432, TCP/8080\n"
+        )
+    );
+}
+
+#[test]
+fn diff_narrows_to_a_port_and_prints_json() {
+    let output = netpol(&[
+        "diff",
+        "-f",
+        &manifests("cluster.yaml"),
+        &manifests("policies-before"),
+        &manifests("policies-after"),
+        "--port",
+        "8080",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let diff = json(&output);
+    assert_eq!(diff["probes"], serde_json::json!(["TCP/8080"]));
+    assert_eq!(diff["pods_compared"], 3);
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff:#}");
+    let change = &changes[0];
+    assert_eq!(
+        (&change["from"], &change["to"], &change["port"]),
+        (&"ops/prober".into(), &"shop/web".into(), &8080.into())
+    );
+    assert_eq!(change["before"]["verdict"], "allow");
+    assert_eq!(change["after"]["verdict"], "deny");
+    assert_eq!(change["after"]["ingress"]["reason"], "isolated");
+    assert_eq!(
+        change["after"]["ingress"]["policy"]["name"],
+        "web-from-shop"
+    );
+}
+
+#[test]
+fn diff_of_equal_policies_changes_nothing_and_a_broken_side_is_exit_2() {
+    let cluster = manifests("cluster.yaml");
+    let before = manifests("policies-before");
+    let output = netpol(&["diff", "-f", &cluster, &before, &before]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "0 flows change (0 newly denied, 0 newly allowed) between 3 pods on TCP/5432\n"
+    );
+
+    let output = netpol(&["diff", "-f", &cluster, &before, &manifests("broken")]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("bad.yaml"), "{}", stderr(&output));
+}
+
+#[test]
+fn diff_compares_two_scenario_files() {
+    // mismatch.yaml isolates x/b; a copy without its policy allows everything.
+    let dir = std::env::temp_dir().join(format!("netpol-diff-scenarios-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let original = std::fs::read_to_string(scenario("mismatch.yaml")).unwrap();
+    let open = original[..original.find("- apiVersion: networking.k8s.io/v1").unwrap()].to_owned();
+    let open_file = dir.join("open.yaml");
+    std::fs::write(&open_file, open).unwrap();
+    let output = netpol(&[
+        "diff",
+        open_file.to_str().unwrap(),
+        &scenario("mismatch.yaml"),
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.starts_with("x/a -> x/b TCP/80: allow -> deny\n"),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(
+            "1 flows change (1 newly denied, 0 newly allowed) between 2 pods on TCP/80\n"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn matrix_json_has_one_flow_per_defined_cell() {
+    let output = netpol(&[
+        "matrix",
+        "-f",
+        &manifests("cluster.yaml"),
+        "-f",
+        &manifests("policies-after"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let matrices = json(&output)["matrices"].as_array().unwrap().clone();
+    assert_eq!(matrices.len(), 2);
+    assert_eq!(matrices[1]["protocol"], "TCP");
+    assert_eq!(matrices[1]["port"], 8080);
+    assert_eq!(
+        matrices[1]["pods"],
+        serde_json::json!(["ops/prober", "shop/db", "shop/web"])
+    );
+    let verdicts: Vec<String> = matrices[1]["flows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {} {}",
+                f["from"].as_str().unwrap(),
+                f["to"].as_str().unwrap(),
+                f["verdict"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "ops/prober shop/db deny",
+            "ops/prober shop/web deny",
+            "shop/db ops/prober allow",
+            "shop/db shop/web allow",
+            "shop/web ops/prober allow",
+            "shop/web shop/db deny",
+        ]
+    );
+}
+
+#[test]
+fn check_json_lists_every_expectation_with_its_decision() {
+    let output = netpol(&[
+        "check",
+        &scenario("mismatch.yaml"),
+        &scenario("malformed-object.yaml"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(2), "a file does not load");
+    let report = json(&output);
+    assert_eq!(
+        report["summary"],
+        serde_json::json!({"scenarios": 1, "flows": 2, "mismatches": 1, "invalid_files": 1})
+    );
+    let expectations = report["scenarios"][0]["expectations"].as_array().unwrap();
+    let summary: Vec<String> = expectations
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {} -> {} {}/{} expected {} decided {} passed {}",
+                e["field"].as_str().unwrap(),
+                e["from"].as_str().unwrap(),
+                e["to"].as_str().unwrap(),
+                e["protocol"].as_str().unwrap(),
+                e["port"],
+                e["expected"].as_str().unwrap(),
+                e["verdict"].as_str().unwrap(),
+                e["passed"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            "expect[0].matrix x/a -> x/b TCP/80 expected allow decided deny passed false",
+            "expect[0].matrix x/b -> x/a TCP/80 expected allow decided allow passed true",
+        ]
+    );
+    assert_eq!(expectations[0]["ingress"]["policy"]["name"], "isolate-b");
+    let load_error = &report["load_errors"][0];
+    assert!(load_error["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("malformed-object.yaml"));
+    assert!(
+        load_error["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("spec.ingress[0].ports[0].port: port 70000 is outside 1-65535"),
+        "{load_error}"
+    );
+}
+
+#[test]
+fn check_junit_has_a_testcase_per_expectation_and_failures_carry_the_rule() {
+    let output = netpol(&[
+        "check",
+        &scenario("mismatch.yaml"),
+        &scenario("malformed-object.yaml"),
+        "-o",
+        "junit",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let xml = stdout(&output);
+    let doc = roxmltree::Document::parse(&xml).unwrap_or_else(|e| panic!("{e}:\n{xml}"));
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(
+        (
+            root.attribute("tests"),
+            root.attribute("failures"),
+            root.attribute("errors")
+        ),
+        (Some("3"), Some("1"), Some("1"))
+    );
+    let cases: Vec<roxmltree::Node> = root
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let names: Vec<&str> = cases.iter().map(|c| c.attribute("name").unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "expect[0].matrix: x/a -> x/b TCP/80 is allow",
+            "expect[0].matrix: x/b -> x/a TCP/80 is allow",
+            "loads",
+        ]
+    );
+    let failure = cases[0]
+        .children()
+        .find(|n| n.has_tag_name("failure"))
+        .expect("the mismatch fails");
+    assert_eq!(
+        failure.attribute("message"),
+        Some("expected allow, decided deny")
+    );
+    assert!(
+        failure.text().unwrap().ends_with(
+            "expect[0].matrix: x/a -> x/b TCP/80: expected allow, decided deny \
+             (ingress: deny: no Normal-tier rule matched and NetworkPolicy x/isolate-b isolates the pod)"
+        ),
+        "{xml}"
+    );
+    assert_eq!(cases[1].children().filter(|n| n.is_element()).count(), 0);
+    let error = cases[2]
+        .children()
+        .find(|n| n.has_tag_name("error"))
+        .unwrap();
+    assert!(error
+        .text()
+        .unwrap()
+        .contains("port 70000 is outside 1-65535"));
+}
