@@ -41,10 +41,7 @@ pub fn evaluate<'a>(ruleset: &'a Ruleset, packet: &Packet) -> Evaluation<'a> {
         let Some((key, chains)) = ruleset.endpoint_at(address) else {
             continue;
         };
-        let rule = chains
-            .chain(direction)
-            .iter()
-            .find(|r| matches(r, packet));
+        let rule = chains.chain(direction).iter().find(|r| matches(r, packet));
         out.chains.push((key, direction, rule));
         if rule.is_some_and(|r| r.verdict == ChainVerdict::Drop) {
             out.accepted = false;

@@ -6,8 +6,8 @@
 //! - [`script`]: the model as an `nft -f` script that replaces the table in one transaction.
 //! - [`eval`]: an in-process evaluation of the model with nftables semantics, for tests and for
 //!   explaining a real packet's fate.
-//! - `netns`, `probe` (Linux only): private network namespaces, `nft` and `ip` run inside them,
-//!   and real TCP/UDP probes between them.
+//! - `netns`, `topology`, `probe` (Linux only): private network namespaces, `nft` and `ip` run
+//!   inside them, a routed network of hosts, and real TCP/UDP probes between them.
 //!
 //! ## Hooks, priorities, conntrack
 //!
@@ -24,8 +24,14 @@
 //! flow between two local pods needs both sides' allow; block rules `drop`.
 
 pub mod eval;
+#[cfg(target_os = "linux")]
+pub mod netns;
+#[cfg(target_os = "linux")]
+pub mod probe;
 pub mod ruleset;
 pub mod script;
+#[cfg(target_os = "linux")]
+pub mod topology;
 
 pub use eval::{Evaluation, Packet};
 pub use ruleset::{ChainRule, ChainVerdict, EndpointChains, RemoteMatch, Ruleset};

@@ -102,10 +102,8 @@ fn chain_rules(rule: &OrderedRule) -> Vec<ChainRule> {
         return vec![make(None)];
     }
     let source = rule.direction == Direction::Ingress;
-    let (v4, v6): (Vec<IpNet>, Vec<IpNet>) = rule
-        .remotes
-        .iter()
-        .partition(|n| matches!(n, IpNet::V4(_)));
+    let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
+        rule.remotes.iter().partition(|n| matches!(n, IpNet::V4(_)));
     [v4, v6]
         .into_iter()
         .filter(|nets| !nets.is_empty())

@@ -187,7 +187,10 @@ mod tests {
         let rule = ChainRule {
             remote: Some(RemoteMatch {
                 source: true,
-                nets: vec!["10.0.0.0/8".parse().unwrap(), "192.168.1.1/32".parse().unwrap()],
+                nets: vec![
+                    "10.0.0.0/8".parse().unwrap(),
+                    "192.168.1.1/32".parse().unwrap(),
+                ],
             }),
             protocol: Some(Protocol::Tcp),
             dports: vec![(80, 80), (8000, 8080)],

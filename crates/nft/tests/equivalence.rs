@@ -86,8 +86,18 @@ fn an_except_hole_and_a_pod_inside_a_cidr_keep_their_own_decisions() {
     let (store, ids) = store_with(&["10.0.0.0/8", "10.1.0.0/16"], &["10.1.2.3", "10.2.0.1"]);
     let mut b = MapBuilder::new(Verdict::Deny);
     let allow = value(1, Verdict::Allow, None);
-    b.set(Direction::Ingress, Some(ids["10.0.0.0/8"]), key(Some(Protocol::Tcp), 80, 16), allow.clone());
-    b.set(Direction::Ingress, Some(ids["10.1.2.3"]), key(Some(Protocol::Tcp), 80, 16), allow);
+    b.set(
+        Direction::Ingress,
+        Some(ids["10.0.0.0/8"]),
+        key(Some(Protocol::Tcp), 80, 16),
+        allow.clone(),
+    );
+    b.set(
+        Direction::Ingress,
+        Some(ids["10.1.2.3"]),
+        key(Some(Protocol::Tcp), 80, 16),
+        allow,
+    );
     let map = b.build();
     assert_eq!(first_mismatch(&map, &store), None);
 }

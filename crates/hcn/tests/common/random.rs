@@ -21,7 +21,6 @@ pub fn proptest_config() -> ProptestConfig {
     }
 }
 
-
 pub const WORLDS: [&str; 7] = [
     "10.0.0.0/8",
     "10.1.0.0/16",
@@ -150,4 +149,3 @@ pub fn build(entries: &[RandomEntry], roots: [(u128, Verdict); 2]) -> (MapState,
     }
     (b.build(), store)
 }
-
