@@ -3,15 +3,22 @@
 //! Prints one line per mismatch (the flow, what was expected, what was decided, and the rule that
 //! decided it), warnings and load errors on stderr, and finally exactly
 //! `checked N scenarios, M flows: K mismatches`.
+//!
+//! With `--datapath nftables` flows are decided by real packets (see [`super::nftables`]). Flows
+//! no packet can decide here (SCTP, ...) are listed one per line, `not probed: ...`, and counted on
+//! a line of their own before the summary; the summary's M counts decided flows only. A probe
+//! that fails (an error, not a verdict) is listed the same way and makes the exit status 2.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle};
 
 use super::describe;
-use super::engine::EngineArgs;
+use super::engine::{DatapathKind, EngineArgs};
+use super::nftables::{self, Fate, ProbeSettings};
 use super::{decider, load_scenario, Outcome};
 use crate::scenario::{scenario_files, ExpectedFlow, Scenario};
 
@@ -23,6 +30,13 @@ pub struct Args {
     pub paths: Vec<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// With `--datapath nftables`: how long a probe waits for an answer before it counts the
+    /// flow as dropped, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub probe_timeout: u64,
+    /// With `--datapath nftables`: how many probes run at once.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub probe_parallel: usize,
 }
 
 #[derive(Debug, Default)]
@@ -31,6 +45,8 @@ struct Tally {
     flows: usize,
     mismatches: usize,
     invalid: usize,
+    unprobed: usize,
+    failed: usize,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
@@ -49,7 +65,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             tally.invalid += 1;
             continue;
         };
-        let Some(oracle) = decider(args.engine, &scenario, err)? else {
+        let Some(fates) = fates(args, &scenario, err)? else {
             tally.invalid += 1;
             continue;
         };
@@ -66,20 +82,48 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             }
         }
         tally.scenarios += 1;
-        for flow in &scenario.flows {
-            tally.flows += 1;
-            if let Some(line) = mismatch(&scenario, oracle.as_ref(), flow) {
-                tally.mismatches += 1;
-                writeln!(out, "{line}")?;
+        for (flow, fate) in scenario.flows.iter().zip(fates) {
+            match fate {
+                Fate::Decided {
+                    allowed,
+                    explanation,
+                } => {
+                    tally.flows += 1;
+                    if allowed != flow.expectation.expected.allowed() {
+                        tally.mismatches += 1;
+                        writeln!(out, "{}", mismatch(&scenario, flow, allowed, &explanation))?;
+                    }
+                }
+                Fate::Unprobed(why) => {
+                    tally.unprobed += 1;
+                    writeln!(out, "not probed: {}: {why}", flow_name(&scenario, flow))?;
+                }
+                Fate::Failed(why) => {
+                    tally.failed += 1;
+                    writeln!(
+                        out,
+                        "not probed: {}: probe failed: {why}",
+                        flow_name(&scenario, flow)
+                    )?;
+                }
             }
         }
+    }
+    if tally.unprobed + tally.failed > 0 {
+        writeln!(
+            out,
+            "not probed: {} flows ({} cannot be probed here, {} probes failed)",
+            tally.unprobed + tally.failed,
+            tally.unprobed,
+            tally.failed
+        )?;
     }
     writeln!(
         out,
         "checked {} scenarios, {} flows: {} mismatches",
         tally.scenarios, tally.flows, tally.mismatches
     )?;
-    Ok(if tally.invalid > 0 {
+    Ok(if tally.invalid + tally.failed > 0 {
         Outcome::Invalid
     } else if tally.mismatches > 0 {
         Outcome::Mismatch
@@ -88,12 +132,42 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     })
 }
 
-/// The report line for `flow` if the engine decides it otherwise than expected.
-fn mismatch(
-    scenario: &Scenario,
-    oracle: &dyn DirectionOracle,
-    flow: &ExpectedFlow,
-) -> Option<String> {
+/// The fate of every flow of `scenario` under the decider the user chose, or None (reported on
+/// `err`) if there is none.
+fn fates(args: &Args, scenario: &Scenario, err: &mut dyn Write) -> io::Result<Option<Vec<Fate>>> {
+    if args.engine.datapath == Some(DatapathKind::Nftables)
+        && args.engine.engine == Default::default()
+    {
+        let settings = ProbeSettings {
+            timeout: Duration::from_millis(args.probe_timeout),
+            parallel: args.probe_parallel,
+        };
+        return match nftables::decide(scenario, settings) {
+            Ok(fates) => Ok(Some(fates)),
+            Err(e) => {
+                writeln!(
+                    err,
+                    "error: {}: --datapath nftables: {e}",
+                    scenario.file.display()
+                )?;
+                Ok(None)
+            }
+        };
+    }
+    let Some(oracle) = decider(args.engine, scenario, err)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        scenario
+            .flows
+            .iter()
+            .map(|flow| engine_fate(scenario, oracle.as_ref(), flow))
+            .collect(),
+    ))
+}
+
+/// A flow as the engine or a simulated datapath decides it.
+fn engine_fate(scenario: &Scenario, oracle: &dyn DirectionOracle, flow: &ExpectedFlow) -> Fate {
     let e = &flow.expectation;
     let decision = decide_flow(
         oracle,
@@ -103,19 +177,32 @@ fn mismatch(
         e.protocol,
         e.port,
     );
-    let allowed = decision.allowed();
-    (allowed != e.expected.allowed()).then(|| {
-        format!(
-            "{}: {}: {} -> {} {}/{}: expected {}, decided {} ({})",
-            scenario.file.display(),
-            e.field,
-            e.from,
-            e.to,
-            e.protocol,
-            e.port,
-            e.expected,
-            describe::verdict_word(allowed),
-            describe::deciding_rules(&decision),
-        )
-    })
+    Fate::Decided {
+        allowed: decision.allowed(),
+        explanation: describe::deciding_rules(&decision),
+    }
+}
+
+/// `file: field: from -> to protocol/port`.
+fn flow_name(scenario: &Scenario, flow: &ExpectedFlow) -> String {
+    let e = &flow.expectation;
+    format!(
+        "{}: {}: {} -> {} {}/{}",
+        scenario.file.display(),
+        e.field,
+        e.from,
+        e.to,
+        e.protocol,
+        e.port
+    )
+}
+
+/// The report line of a flow decided otherwise than expected.
+fn mismatch(scenario: &Scenario, flow: &ExpectedFlow, allowed: bool, explanation: &str) -> String {
+    format!(
+        "{}: expected {}, decided {} ({explanation})",
+        flow_name(scenario, flow),
+        flow.expectation.expected,
+        describe::verdict_word(allowed),
+    )
 }

@@ -7,6 +7,7 @@ pub mod describe;
 pub mod engine;
 pub mod explain;
 pub mod matrix;
+pub mod nftables;
 
 use std::io::{self, Write};
 use std::path::Path;
