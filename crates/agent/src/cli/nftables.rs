@@ -18,7 +18,7 @@ use netpol_nft::{EndpointChains, Ruleset};
 
 use super::describe;
 use super::engine::load_engine;
-use crate::scenario::{ExpectedFlow, Scenario};
+use crate::scenario::{Endpoint, ExpectedFlow, Scenario};
 
 /// How one flow of a scenario came out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -220,14 +220,21 @@ pub fn decide(scenario: &Scenario, _options: ProbeSettings) -> Result<Vec<Fate>,
     ))
 }
 
+/// The addresses a flow's packets carry: the address the flow names, else the pod's own address
+/// of the flow's family (its identity's representative address).
 fn flow_addresses(scenario: &Scenario) -> Vec<FlowAddresses> {
-    let addresses = scenario.cluster.store().representative_addresses();
+    let representative = scenario.cluster.store().representative_addresses();
+    let address = |endpoint: &Endpoint, id: IdentityId| match endpoint {
+        Endpoint::Address(ip) => Some(*ip),
+        Endpoint::Pod(_) => representative.get(&id).copied(),
+    };
     scenario
         .flows
         .iter()
-        .map(
-            |flow| match (addresses.get(&flow.src), addresses.get(&flow.dst)) {
-                (Some(&from), Some(&to)) => FlowAddresses {
+        .map(|flow| {
+            let e = &flow.expectation;
+            match (address(&e.from, flow.src), address(&e.to, flow.dst)) {
+                (Some(from), Some(to)) => FlowAddresses {
                     from,
                     to,
                     unprobeable: unprobeable(flow, from, to),
@@ -237,8 +244,8 @@ fn flow_addresses(scenario: &Scenario) -> Vec<FlowAddresses> {
                     to: IpAddr::from([0, 0, 0, 0]),
                     unprobeable: Some("an endpoint of the flow has no address of its own".into()),
                 },
-            },
-        )
+            }
+        })
         .collect()
 }
 
