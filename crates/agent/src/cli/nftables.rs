@@ -6,19 +6,28 @@
 //! The explanation of a flow's fate comes from evaluating the same rules in process; if the kernel
 //! and that evaluation disagree, the line says so.
 
+#[cfg(target_os = "linux")]
 use std::collections::{BTreeMap, HashSet};
+#[cfg(target_os = "linux")]
 use std::net::IpAddr;
 use std::time::Duration;
 
+#[cfg(target_os = "linux")]
 use netpol_engine::flow::FlowDecision;
+#[cfg(target_os = "linux")]
 use netpol_engine::reference::{Decision, Reason};
+#[cfg(target_os = "linux")]
 use netpol_engine::{Direction, IdentityId, Protocol, Verdict};
+#[cfg(target_os = "linux")]
 use netpol_nft::eval::{evaluate, Evaluation, Packet};
 use netpol_nft::{EndpointChains, Ruleset};
 
+#[cfg(target_os = "linux")]
 use super::describe;
 use super::engine::load_engine;
-use crate::scenario::{Endpoint, ExpectedFlow, Scenario};
+use crate::scenario::Scenario;
+#[cfg(target_os = "linux")]
+use crate::scenario::{Endpoint, ExpectedFlow};
 
 /// How one flow of a scenario came out.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +82,7 @@ pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
 }
 
 /// A flow as packets: addresses, and what keeps it from being probed, if anything.
+#[cfg(target_os = "linux")]
 struct FlowAddresses {
     from: IpAddr,
     to: IpAddr,
@@ -81,6 +91,7 @@ struct FlowAddresses {
 
 /// Each host of the scenario's network by name, with its addresses: every pod and node, then
 /// one host per other address a flow names.
+#[cfg(target_os = "linux")]
 fn hosts(scenario: &Scenario, flows: &[FlowAddresses]) -> Vec<(String, Vec<IpAddr>)> {
     let store = scenario.cluster.store();
     let addresses_of = |ids: Vec<IdentityId>| -> Vec<IpAddr> {
@@ -120,6 +131,7 @@ fn hosts(scenario: &Scenario, flows: &[FlowAddresses]) -> Vec<(String, Vec<IpAdd
 }
 
 /// Why a flow cannot be decided by a packet here, if it cannot.
+#[cfg(target_os = "linux")]
 fn unprobeable(flow: &ExpectedFlow, from: IpAddr, to: IpAddr) -> Option<String> {
     let e = &flow.expectation;
     let usable = |a: IpAddr| !(a.is_unspecified() || a.is_loopback() || a.is_multicast());
@@ -222,6 +234,7 @@ pub fn decide(scenario: &Scenario, _options: ProbeSettings) -> Result<Vec<Fate>,
 
 /// The addresses a flow's packets carry: the address the flow names, else the pod's own address
 /// of the flow's family (its identity's representative address).
+#[cfg(target_os = "linux")]
 fn flow_addresses(scenario: &Scenario) -> Vec<FlowAddresses> {
     let representative = scenario.cluster.store().representative_addresses();
     let address = |endpoint: &Endpoint, id: IdentityId| match endpoint {
@@ -250,6 +263,7 @@ fn flow_addresses(scenario: &Scenario) -> Vec<FlowAddresses> {
 }
 
 /// The rules behind a packet's fate, from the in-process evaluation of the loaded rules.
+#[cfg(target_os = "linux")]
 fn explain(
     scenario: &Scenario,
     flow: &ExpectedFlow,
