@@ -4,6 +4,8 @@
 //! - [`ruleset`]: the model: per endpoint an ingress and an egress chain of first-match rules,
 //!   jumped to from one forward-hook base chain by the endpoint's addresses.
 //! - [`script`]: the model as an `nft -f` script that replaces the table in one transaction.
+//! - [`programmer`]: diff-based programming: reads back netpol's chain names, adds what is new,
+//!   deletes what is obsolete, all in one transaction; nothing if nothing changed.
 //! - [`eval`]: an in-process evaluation of the model with nftables semantics, for tests and for
 //!   explaining a real packet's fate.
 //! - `netns`, `topology`, `probe` (Linux only): private network namespaces, `nft` and `ip` run
@@ -28,6 +30,7 @@ pub mod eval;
 pub mod netns;
 #[cfg(target_os = "linux")]
 pub mod probe;
+pub mod programmer;
 pub mod ruleset;
 pub mod script;
 #[cfg(target_os = "linux")]
@@ -35,4 +38,4 @@ pub mod topology;
 
 pub use eval::{Evaluation, Packet};
 pub use ruleset::{ChainRule, ChainVerdict, EndpointChains, RemoteMatch, Ruleset};
-pub use script::{chain_name, TABLE};
+pub use script::{chain_name, Table, TABLE};

@@ -1,5 +1,5 @@
-//! The ruleset as an `nft -f` script. The script deletes and re-creates netpol's table in one
-//! transaction: the kernel swaps the whole table atomically or, on any error, keeps the old one.
+//! The ruleset as `nft -f` scripts: one that deletes and re-creates netpol's table, and one that
+//! applies a diff. Either is one transaction: the kernel applies all of it or, on any error, none.
 //! Nothing outside table `inet netpol` is named.
 
 use std::collections::BTreeMap;
@@ -15,9 +15,6 @@ use crate::ruleset::{ChainRule, ChainVerdict, Ruleset};
 /// The family and name of the one table netpol owns.
 pub const TABLE: &str = "inet netpol";
 
-/// The name of the base chain on the forward hook.
-pub const FORWARD_CHAIN: &str = "forward";
-
 /// Why a ruleset cannot be written as a script.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScriptError {
@@ -29,50 +26,138 @@ pub enum ScriptError {
     },
 }
 
-/// The chain of one endpoint direction: `ep_` plus 64 bits of the SHA-256 of the endpoint key, so
-/// names are stable across restarts and valid whatever characters the key holds.
-pub fn chain_name(endpoint: &str, direction: Direction) -> String {
-    let digest = Sha256::digest(endpoint.as_bytes());
-    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+/// netpol's table as chains named by their content: a chain's name ends in a hash of its lines,
+/// so a changed chain is a new chain, an unchanged one keeps its name, and comparing the chain
+/// names in the kernel with these is a complete diff (see [`crate::programmer`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Table {
+    /// Endpoint chains by name: their lines (a comment, then the rules).
+    pub chains: BTreeMap<String, Vec<String>>,
+    /// The forward-hook base chain: its name and lines.
+    pub base: (String, Vec<String>),
+}
+
+/// The prefix of the base chain's name (`forward_<hash>`).
+pub const BASE_PREFIX: &str = "forward_";
+
+/// 64 bits of the SHA-256 of `parts`, in hex.
+fn hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
+    let mut digest = Sha256::new();
+    for part in parts {
+        digest.update(part.as_bytes());
+        digest.update(b"\n");
+    }
+    digest.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The chain of one endpoint direction with these lines: `ep_` plus a hash of the endpoint key
+/// (stable across restarts, valid whatever characters the key holds), the direction, and a hash
+/// of the lines.
+pub fn chain_name(endpoint: &str, direction: Direction, lines: &[String]) -> String {
     let suffix = match direction {
         Direction::Ingress => "in",
         Direction::Egress => "out",
     };
-    format!("ep_{hex}_{suffix}")
+    let content = hash(lines.iter().map(String::as_str));
+    format!("ep_{}_{suffix}_{content}", hash([endpoint]))
 }
 
-/// The script that replaces netpol's table with `ruleset`.
+impl Table {
+    pub fn new(ruleset: &Ruleset) -> Result<Table, ScriptError> {
+        let mut table = Table::default();
+        let mut names: BTreeMap<(&str, Direction), String> = BTreeMap::new();
+        for (key, chains) in &ruleset.endpoints {
+            for direction in Direction::BOTH {
+                let mut lines = vec![format!(
+                    "comment \"{direction} of {}\"",
+                    key.replace('"', "'")
+                )];
+                lines.extend(chains.chain(direction).iter().map(render_rule));
+                let name = chain_name(key, direction, &lines);
+                names.insert((key.as_str(), direction), name.clone());
+                table.chains.insert(name, lines);
+            }
+        }
+        let lines = base_chain(ruleset, &names)?;
+        let name = format!("{BASE_PREFIX}{}", hash(lines.iter().map(String::as_str)));
+        table.base = (name, lines);
+        Ok(table)
+    }
+
+    /// Every chain name, the base chain's included.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.chains
+            .keys()
+            .map(String::as_str)
+            .chain([self.base.0.as_str()])
+    }
+}
+
+/// `chain NAME { lines }`, indented for a table block.
+fn chain_block(name: &str, lines: &[String]) -> String {
+    let mut out = format!("\tchain {name} {{\n");
+    for line in lines {
+        let _ = writeln!(out, "\t\t{line}");
+    }
+    out.push_str("\t}\n");
+    out
+}
+
+/// The script that replaces netpol's table with `ruleset` in one transaction.
 pub fn render(ruleset: &Ruleset) -> Result<String, ScriptError> {
+    let table = Table::new(ruleset)?;
     let mut out = format!("add table {TABLE}\ndelete table {TABLE}\ntable {TABLE} {{\n");
-    out.push_str(&render_chains(ruleset));
-    out.push_str(&render_base_chain(ruleset)?);
+    // Endpoint chains come before the base chain that jumps to them.
+    for (name, lines) in &table.chains {
+        out.push_str(&chain_block(name, lines));
+    }
+    out.push_str(&chain_block(&table.base.0, &table.base.1));
     out.push_str("}\n");
     Ok(out)
 }
 
-/// Every endpoint chain (they come before the base chain that jumps to them).
-pub fn render_chains(ruleset: &Ruleset) -> String {
+/// A script that adds `chains` (by name, from `table`) and deletes `obsolete` chain names, in
+/// an order the kernel accepts in one transaction: new chains, then the new base chain, then
+/// deletions (the old base chain first, which releases its jumps).
+pub fn render_changes(
+    table: &Table,
+    create_table: bool,
+    add: &[&str],
+    obsolete: &[&str],
+) -> String {
     let mut out = String::new();
-    for (key, chains) in &ruleset.endpoints {
-        for direction in Direction::BOTH {
-            let comment = format!("{direction} of {}", key.replace('"', "'"));
-            let _ = writeln!(
-                out,
-                "\tchain {} {{\n\t\tcomment \"{comment}\"",
-                chain_name(key, direction)
-            );
-            for rule in chains.chain(direction) {
-                let _ = writeln!(out, "\t\t{}", render_rule(rule));
-            }
-            out.push_str("\t}\n");
+    if create_table {
+        let _ = writeln!(out, "add table {TABLE}");
+    }
+    let mut block = String::new();
+    for name in add.iter().filter(|n| **n != table.base.0) {
+        if let Some(lines) = table.chains.get(*name) {
+            block.push_str(&chain_block(name, lines));
         }
+    }
+    if add.contains(&table.base.0.as_str()) {
+        block.push_str(&chain_block(&table.base.0, &table.base.1));
+    }
+    if !block.is_empty() {
+        let _ = write!(out, "table {TABLE} {{\n{block}}}\n");
+    }
+    let mut obsolete: Vec<&&str> = obsolete.iter().collect();
+    obsolete.sort_by_key(|n| !n.starts_with(BASE_PREFIX));
+    for name in obsolete {
+        let _ = writeln!(out, "delete chain {TABLE} {name}");
     }
     out
 }
 
 /// The forward-hook base chain: replies first, then the source's egress chain, then the
 /// destination's ingress chain.
-pub fn render_base_chain(ruleset: &Ruleset) -> Result<String, ScriptError> {
+fn base_chain(
+    ruleset: &Ruleset,
+    names: &BTreeMap<(&str, Direction), String>,
+) -> Result<Vec<String>, ScriptError> {
     let mut owner: BTreeMap<IpAddr, &str> = BTreeMap::new();
     for (key, chains) in &ruleset.endpoints {
         for address in &chains.addresses {
@@ -85,29 +170,27 @@ pub fn render_base_chain(ruleset: &Ruleset) -> Result<String, ScriptError> {
             }
         }
     }
-    let mut out = format!(
-        "\tchain {FORWARD_CHAIN} {{\n\t\ttype filter hook forward priority filter; policy accept;\n\
-         \t\tct state established,related accept\n"
-    );
+    let mut lines = vec![
+        "type filter hook forward priority filter; policy accept;".to_string(),
+        "ct state established,related accept".to_string(),
+    ];
     for (direction, field) in [(Direction::Egress, "saddr"), (Direction::Ingress, "daddr")] {
         for v6 in [false, true] {
             let elements: Vec<String> = owner
                 .iter()
                 .filter(|(a, _)| a.is_ipv6() == v6)
-                .map(|(a, key)| format!("{a} : jump {}", chain_name(key, direction)))
+                .map(|(a, key)| format!("{a} : jump {}", names[&(*key, direction)]))
                 .collect();
             if !elements.is_empty() {
                 let family = if v6 { "ip6" } else { "ip" };
-                let _ = writeln!(
-                    out,
-                    "\t\t{family} {field} vmap {{ {} }}",
+                lines.push(format!(
+                    "{family} {field} vmap {{ {} }}",
                     elements.join(", ")
-                );
+                ));
             }
         }
     }
-    out.push_str("\t}\n");
-    Ok(out)
+    Ok(lines)
 }
 
 /// One chain rule, e.g. `ip saddr { 10.0.0.0/8, 10.1.0.1 } meta l4proto tcp th dport { 80, 8000-8080 } return`.
@@ -215,10 +298,15 @@ mod tests {
     }
 
     #[test]
-    fn chain_names_are_stable_identifiers() {
-        let name = chain_name("x/a \"quoted\"", Direction::Ingress);
-        assert_eq!(name, chain_name("x/a \"quoted\"", Direction::Ingress));
-        assert!(name.starts_with("ep_") && name.ends_with("_in"));
+    fn chain_names_are_stable_identifiers_that_change_with_content() {
+        let lines = vec!["drop".to_string()];
+        let name = chain_name("x/a \"quoted\"", Direction::Ingress, &lines);
+        assert_eq!(
+            name,
+            chain_name("x/a \"quoted\"", Direction::Ingress, &lines)
+        );
+        assert_ne!(name, chain_name("x/a \"quoted\"", Direction::Ingress, &[]));
+        assert!(name.starts_with("ep_") && name.contains("_in_"));
         assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
     }
 }
