@@ -45,18 +45,24 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Runs `check --datapath nftables path`, asserting its exit status; returns stdout.
+fn check_on_packets(path: &Path, status: i32) -> String {
+    let output = netpol(&["check", "--datapath", "nftables", path.to_str().unwrap()]);
+    let out = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(status),
+        "{out}{}",
+        text(&output.stderr)
+    );
+    out
+}
+
 #[test]
 fn a_wrong_expectation_is_caught_by_real_packets() {
     require_kernel!("a_wrong_expectation_is_caught_by_real_packets");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/scenarios/mismatch.yaml");
-    let output = netpol(&["check", "--datapath", "nftables", file.to_str().unwrap()]);
-    let out = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(1),
-        "{out}{}",
-        text(&output.stderr)
-    );
+    let out = check_on_packets(&file, 1);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     assert!(
@@ -71,14 +77,7 @@ fn a_wrong_expectation_is_caught_by_real_packets() {
 fn sctp_flows_are_listed_and_counted_never_passed() {
     require_kernel!("sctp_flows_are_listed_and_counted_never_passed");
     let file = repo_root().join("examples/scenarios/np-sctp-is-not-tcp.yaml");
-    let output = netpol(&["check", "--datapath", "nftables", file.to_str().unwrap()]);
-    let out = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{out}{}",
-        text(&output.stderr)
-    );
+    let out = check_on_packets(&file, 0);
     let unprobed: Vec<&str> = out
         .lines()
         .filter(|l| l.ends_with("SCTP: this kernel has no SCTP sockets"))
@@ -109,14 +108,7 @@ fn sctp_flows_are_listed_and_counted_never_passed() {
 fn the_projects_examples_pass_on_real_packets() {
     require_kernel!("the_projects_examples_pass_on_real_packets");
     let dir = repo_root().join("examples/scenarios");
-    let output = netpol(&["check", "--datapath", "nftables", dir.to_str().unwrap()]);
-    let out = text(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{out}{}",
-        text(&output.stderr)
-    );
+    let out = check_on_packets(&dir, 0);
     assert!(
         out.lines()
             .last()

@@ -81,15 +81,8 @@ fn the_kernel_forwards_exactly_what_the_rules_allow() {
         eprintln!("SKIPPED the_kernel_forwards_exactly_what_the_rules_allow: {why}");
         return;
     }
-    let hosts = vec![
-        Host {
-            name: "x/a".into(),
-            addresses: vec![ip("10.1.0.1"), ip("fd00:1::1")],
-        },
-        Host {
-            name: "x/b".into(),
-            addresses: vec![ip("10.1.0.2")],
-        },
+    let mut hosts = hosts();
+    hosts.extend([
         Host {
             name: "outside".into(),
             addresses: vec![ip("8.8.8.8")],
@@ -98,7 +91,7 @@ fn the_kernel_forwards_exactly_what_the_rules_allow() {
             name: "outside6".into(),
             addresses: vec![ip("fd00:2::7")],
         },
-    ];
+    ]);
     let topology = Topology::build(hosts).expect("the network builds");
     let ruleset = ruleset();
     let text = script::render(&ruleset).unwrap();
