@@ -4,17 +4,23 @@
 //! the rule that decided it), warnings and load errors on stderr, and finally exactly
 //! `checked N scenarios, M flows: K mismatches`. `--output json` and `--output junit` print
 //! every expectation, passed or not, for CI systems (see [`super::junit`]).
+//!
+//! With `--datapath nftables` flows are decided by real packets (see [`super::nftables`]). Flows
+//! no packet can decide here (SCTP, ...) are listed one per line, `not probed: ...`, and counted on
+//! a line of their own before the summary; the summary's M counts decided flows only. A probe
+//! that fails (an error, not a verdict) is listed the same way and makes the exit status 2.
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::time::Duration;
 
-use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
+use netpol_engine::flow::{decide_flow, DirectionOracle};
 use serde::Serialize;
 
-use super::describe;
-use super::engine::EngineArgs;
+use super::engine::{DatapathKind, EngineArgs};
 use super::junit;
+use super::nftables::{self, ProbeSettings};
 use super::report::{write_json, DecisionJson};
 use super::{decider, load_scenario, Outcome};
 use crate::scenario::{scenario_files, ExpectedFlow, FlowExpectation, Scenario};
@@ -30,6 +36,13 @@ pub struct Args {
     pub output: Format,
     #[command(flatten)]
     pub engine: EngineArgs,
+    /// With `--datapath nftables`: how long a probe waits for an answer before it counts the
+    /// flow as dropped, in milliseconds.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub probe_timeout: u64,
+    /// With `--datapath nftables`: how many probes run at once.
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub probe_parallel: usize,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -53,27 +66,54 @@ pub struct Report {
 pub struct Checked {
     pub file: PathBuf,
     pub name: String,
-    pub flows: Vec<(FlowExpectation, FlowDecision)>,
+    pub flows: Vec<(FlowExpectation, Fate)>,
+}
+
+/// How one expectation came out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Decided by the engine, a simulated datapath or a real packet, with the rules that decided it.
+    Decided(Box<DecisionJson>),
+    /// Not decided by a packet, and why (no SCTP sockets here, no port to listen on, ...).
+    Unprobed(String),
+    /// The probe itself went wrong (an error, not a verdict).
+    Failed(String),
 }
 
 impl Report {
+    /// How many flows were decided (probed, on the nftables datapath).
     pub fn flows(&self) -> usize {
-        self.scenarios.iter().map(|s| s.flows.len()).sum()
+        self.fates()
+            .filter(|(_, _, f)| matches!(f, Fate::Decided(_)))
+            .count()
     }
 
-    pub fn mismatches(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &FlowDecision)> {
-        self.scenarios.iter().flat_map(|s| {
-            s.flows
-                .iter()
-                .filter(|(e, d)| !passed(e, d))
-                .map(move |(e, d)| (s, e, d))
+    pub fn mismatches(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &DecisionJson)> {
+        self.fates().filter_map(|(s, e, fate)| match fate {
+            Fate::Decided(d) if d.allowed() != e.expected.allowed() => Some((s, e, &**d)),
+            _ => None,
         })
+    }
+
+    /// Flows no packet decided: (scenario, flow, why, whether the probe itself failed).
+    pub fn not_probed(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &str, bool)> {
+        self.fates().filter_map(|(s, e, fate)| match fate {
+            Fate::Decided(_) => None,
+            Fate::Unprobed(why) => Some((s, e, why.as_str(), false)),
+            Fate::Failed(why) => Some((s, e, why.as_str(), true)),
+        })
+    }
+
+    fn fates(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &Fate)> {
+        self.scenarios
+            .iter()
+            .flat_map(|s| s.flows.iter().map(move |(e, f)| (s, e, f)))
     }
 }
 
-/// Whether the engine decided a flow as expected.
-pub fn passed(expectation: &FlowExpectation, decision: &FlowDecision) -> bool {
-    decision.allowed() == expectation.expected.allowed()
+/// Whether a flow was decided as expected (a flow no packet decided has not passed).
+pub fn passed(expectation: &FlowExpectation, fate: &Fate) -> bool {
+    matches!(fate, Fate::Decided(d) if d.allowed() == expectation.expected.allowed())
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
@@ -84,12 +124,29 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             return Ok(Outcome::Invalid);
         }
     };
-    let report = evaluate(args.engine, files, err)?;
+    let report = evaluate(args, files, err)?;
     let mismatches = report.mismatches().count();
+    let probe_failures = report.not_probed().filter(|n| n.3).count();
     match args.output {
         Format::Text => {
             for (scenario, expectation, decision) in report.mismatches() {
                 writeln!(out, "{}", mismatch_line(scenario, expectation, decision))?;
+            }
+            let not_probed = report.not_probed().count();
+            for (scenario, e, why, failed) in report.not_probed() {
+                let why = if failed {
+                    format!("probe failed: {why}")
+                } else {
+                    why.to_string()
+                };
+                writeln!(out, "not probed: {}: {why}", flow_name(scenario, e))?;
+            }
+            if not_probed > 0 {
+                writeln!(
+                    out,
+                    "not probed: {not_probed} flows ({} cannot be probed here, {probe_failures} probes failed)",
+                    not_probed - probe_failures
+                )?;
             }
             writeln!(
                 out,
@@ -101,7 +158,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         Format::Json => write_json(out, &CheckJson::new(&report))?,
         Format::Junit => out.write_all(junit::document(&report).as_bytes())?,
     }
-    Ok(if !report.invalid.is_empty() {
+    Ok(if !report.invalid.is_empty() || probe_failures > 0 {
         Outcome::Invalid
     } else if mismatches > 0 {
         Outcome::Mismatch
@@ -111,7 +168,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
 }
 
 /// Loads and decides every scenario, reporting load errors and warnings on `err` as they come.
-fn evaluate(engine: EngineArgs, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result<Report> {
+fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result<Report> {
     let mut report = Report::default();
     // Scenario names are unique, so that a report can name a scenario unambiguously.
     let mut names: HashMap<String, PathBuf> = HashMap::new();
@@ -132,7 +189,7 @@ fn evaluate(engine: EngineArgs, files: Vec<PathBuf>, err: &mut dyn Write) -> io:
             continue;
         };
         let mut errors = Vec::new();
-        let Some(oracle) = decider(engine, &scenario, &mut errors)? else {
+        let Some(fates) = fates(args, &scenario, &mut errors)? else {
             err.write_all(&errors)?;
             report.invalid.push((file, error_lines(&errors)));
             continue;
@@ -152,12 +209,8 @@ fn evaluate(engine: EngineArgs, files: Vec<PathBuf>, err: &mut dyn Write) -> io:
         let flows = scenario
             .flows
             .iter()
-            .map(|flow| {
-                (
-                    flow.expectation.clone(),
-                    decide(&scenario, oracle.as_ref(), flow),
-                )
-            })
+            .map(|flow| flow.expectation.clone())
+            .zip(fates)
             .collect();
         report.scenarios.push(Checked {
             file,
@@ -168,31 +221,75 @@ fn evaluate(engine: EngineArgs, files: Vec<PathBuf>, err: &mut dyn Write) -> io:
     Ok(report)
 }
 
-fn decide(scenario: &Scenario, oracle: &dyn DirectionOracle, flow: &ExpectedFlow) -> FlowDecision {
+/// The fate of every flow of `scenario` under the decider the user chose, or None (reported on
+/// `err`) if there is none.
+fn fates(args: &Args, scenario: &Scenario, err: &mut dyn Write) -> io::Result<Option<Vec<Fate>>> {
+    if args.engine.datapath == Some(DatapathKind::Nftables)
+        && args.engine.engine == Default::default()
+    {
+        let settings = ProbeSettings {
+            timeout: Duration::from_millis(args.probe_timeout),
+            parallel: args.probe_parallel,
+        };
+        return match nftables::decide(scenario, settings) {
+            Ok(fates) => Ok(Some(fates)),
+            Err(e) => {
+                writeln!(
+                    err,
+                    "error: {}: --datapath nftables: {e}",
+                    scenario.file.display()
+                )?;
+                Ok(None)
+            }
+        };
+    }
+    let Some(oracle) = decider(args.engine, scenario, err)? else {
+        return Ok(None);
+    };
+    Ok(Some(
+        scenario
+            .flows
+            .iter()
+            .map(|flow| engine_fate(scenario, oracle.as_ref(), flow))
+            .collect(),
+    ))
+}
+
+/// A flow as the engine or a simulated datapath decides it.
+fn engine_fate(scenario: &Scenario, oracle: &dyn DirectionOracle, flow: &ExpectedFlow) -> Fate {
     let e = &flow.expectation;
-    decide_flow(
+    let decision = decide_flow(
         oracle,
         scenario.cluster.store(),
         flow.src,
         flow.dst,
         e.protocol,
         e.port,
-    )
+    );
+    Fate::Decided(Box::new((&decision).into()))
 }
 
-/// The report line of a flow decided otherwise than expected.
-pub fn mismatch_line(scenario: &Checked, e: &FlowExpectation, decision: &FlowDecision) -> String {
+/// `file: field: from -> to protocol/port`.
+fn flow_name(scenario: &Checked, e: &FlowExpectation) -> String {
     format!(
-        "{}: {}: {} -> {} {}/{}: expected {}, decided {} ({})",
+        "{}: {}: {} -> {} {}/{}",
         scenario.file.display(),
         e.field,
         e.from,
         e.to,
         e.protocol,
-        e.port,
+        e.port
+    )
+}
+
+/// The report line of a flow decided otherwise than expected.
+pub fn mismatch_line(scenario: &Checked, e: &FlowExpectation, decision: &DecisionJson) -> String {
+    format!(
+        "{}: expected {}, decided {} ({})",
+        flow_name(scenario, e),
         e.expected,
-        describe::verdict_word(decision.allowed()),
-        describe::deciding_rules(decision),
+        decision.verdict,
+        decision.deciding_rule,
     )
 }
 
@@ -223,9 +320,14 @@ pub struct ExpectationJson {
     pub port: u16,
     /// `allow` or `deny`.
     pub expected: String,
+    /// False for a flow no packet decided.
     pub passed: bool,
+    /// Absent for a flow no packet decided.
     #[serde(flatten)]
-    pub decided: DecisionJson,
+    pub decided: Option<DecisionJson>,
+    /// `--datapath nftables` only: why no packet decided this flow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_probed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -240,6 +342,9 @@ pub struct SummaryJson {
     pub flows: usize,
     pub mismatches: usize,
     pub invalid_files: usize,
+    /// Flows no packet decided (`--datapath nftables`), failed probes included.
+    pub not_probed: usize,
+    pub probe_failures: usize,
 }
 
 impl CheckJson {
@@ -262,7 +367,15 @@ impl CheckJson {
                             port: e.port,
                             expected: e.expected.to_string(),
                             passed: passed(e, d),
-                            decided: d.into(),
+                            decided: match d {
+                                Fate::Decided(d) => Some((**d).clone()),
+                                _ => None,
+                            },
+                            not_probed: match d {
+                                Fate::Decided(_) => None,
+                                Fate::Unprobed(why) => Some(why.clone()),
+                                Fate::Failed(why) => Some(format!("probe failed: {why}")),
+                            },
                         })
                         .collect(),
                 })
@@ -280,6 +393,8 @@ impl CheckJson {
                 flows: report.flows(),
                 mismatches: report.mismatches().count(),
                 invalid_files: report.invalid.len(),
+                not_probed: report.not_probed().count(),
+                probe_failures: report.not_probed().filter(|n| n.3).count(),
             },
         }
     }

@@ -21,6 +21,10 @@ pub enum EngineKind {
 pub enum DatapathKind {
     /// Compile each pod's MapState to HCN ACLs and evaluate them in the HCN simulator.
     HcnSim,
+    /// Compile each pod's MapState to nftables, load it into a real kernel inside private
+    /// network namespaces and decide each flow by a real packet (Linux, as root; `netpol check`
+    /// only).
+    Nftables,
 }
 
 #[derive(Clone, Copy, Debug, clap::Args)]
@@ -41,6 +45,10 @@ pub enum OracleError {
     DatapathNeedsMapState,
     #[error("the HCN simulator could not be programmed: {0}")]
     Simulator(#[from] SimOracleError),
+    #[error(
+        "--datapath nftables decides whole flows by real packets; only `netpol check` runs it"
+    )]
+    PacketsOnly,
 }
 
 /// A decider for flows of `cluster`, as the user chose. Identity ids are those of
@@ -63,6 +71,7 @@ pub fn oracle(
                 Some(DatapathKind::HcnSim) => {
                     Box::new(ByAddress::new(store, SimOracle::from_engine(&engine)?))
                 }
+                Some(DatapathKind::Nftables) => return Err(OracleError::PacketsOnly),
             })
         }
     }

@@ -1,29 +1,41 @@
 //! `check --output junit`: the JUnit XML that CI systems (GitLab, Jenkins, GitHub test
 //! reporters) show as unit tests. One `<testsuite>` per scenario, one `<testcase>` per
 //! expectation; a mismatch is a `<failure>` carrying the flow and the deciding rule, a file that
-//! does not load is a test case with an `<error>`.
+//! does not load is a test case with an `<error>`. On `--datapath nftables` a flow no packet could
+//! decide is `<skipped>` with the reason, and a probe that failed is an `<error>`.
 
 use std::fmt::Write as _;
 
-use super::check::{mismatch_line, passed, Report};
-use super::describe;
+use super::check::{mismatch_line, Fate, Report};
 
 /// The whole XML document.
 pub fn document(report: &Report) -> String {
     let failures = report.mismatches().count();
+    let not_probed = report.not_probed().count();
+    let probe_failures = report.not_probed().filter(|n| n.3).count();
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         xml,
-        "<testsuites name=\"netpol check\" tests=\"{}\" failures=\"{failures}\" errors=\"{}\">",
-        report.flows() + report.invalid.len(),
-        report.invalid.len()
+        "<testsuites name=\"netpol check\" tests=\"{}\" failures=\"{failures}\" errors=\"{}\" skipped=\"{}\">",
+        report.flows() + not_probed + report.invalid.len(),
+        report.invalid.len() + probe_failures,
+        not_probed - probe_failures,
     );
     for scenario in &report.scenarios {
         let file = scenario.file.display().to_string();
-        let failed = scenario.flows.iter().filter(|(e, d)| !passed(e, d)).count();
+        let count = |wanted: fn(&Fate, bool) -> bool| {
+            scenario
+                .flows
+                .iter()
+                .filter(|(e, f)| wanted(f, e.expected.allowed()))
+                .count()
+        };
+        let failed = count(|f, expected| matches!(f, Fate::Decided(d) if d.allowed() != expected));
+        let errors = count(|f, _| matches!(f, Fate::Failed(_)));
+        let skipped = count(|f, _| matches!(f, Fate::Unprobed(_)));
         let _ = writeln!(
             xml,
-            "  <testsuite name=\"{}\" file=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"0\">",
+            "  <testsuite name=\"{}\" file=\"{}\" tests=\"{}\" failures=\"{failed}\" errors=\"{errors}\" skipped=\"{skipped}\">",
             escape(&scenario.name),
             escape(&file),
             scenario.flows.len()
@@ -39,20 +51,29 @@ pub fn document(report: &Report) -> String {
                 escape(&name),
                 escape(&file)
             );
-            if passed(e, d) {
-                let _ = writeln!(xml, "{open}/>");
-            } else {
-                let message = format!(
-                    "expected {}, decided {}",
-                    e.expected,
-                    describe::verdict_word(d.allowed())
-                );
-                let _ = writeln!(
-                    xml,
-                    "{open}>\n      <failure type=\"mismatch\" message=\"{}\">{}</failure>\n    </testcase>",
-                    escape(&message),
+            let body = match d {
+                Fate::Decided(d) if d.allowed() == e.expected.allowed() => None,
+                Fate::Decided(d) => Some(format!(
+                    "<failure type=\"mismatch\" message=\"{}\">{}</failure>",
+                    escape(&format!("expected {}, decided {}", e.expected, d.verdict)),
                     escape(&mismatch_line(scenario, e, d))
-                );
+                )),
+                Fate::Unprobed(why) => Some(format!(
+                    "<skipped message=\"{}\"/>",
+                    escape(&format!("not probed: {why}"))
+                )),
+                Fate::Failed(why) => Some(format!(
+                    "<error type=\"probe\" message=\"the probe failed\">{}</error>",
+                    escape(why)
+                )),
+            };
+            match body {
+                None => {
+                    let _ = writeln!(xml, "{open}/>");
+                }
+                Some(body) => {
+                    let _ = writeln!(xml, "{open}>\n      {body}\n    </testcase>");
+                }
             }
         }
         xml.push_str("  </testsuite>\n");

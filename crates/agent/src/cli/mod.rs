@@ -11,6 +11,7 @@ pub mod html;
 pub mod input;
 pub mod junit;
 pub mod matrix;
+pub mod nftables;
 pub mod probes;
 pub mod report;
 

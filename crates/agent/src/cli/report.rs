@@ -111,6 +111,12 @@ pub struct DecisionJson {
     pub deciding_rule: String,
 }
 
+impl DecisionJson {
+    pub fn allowed(&self) -> bool {
+        self.verdict == describe::verdict_word(true)
+    }
+}
+
 impl From<&FlowDecision> for DecisionJson {
     fn from(decision: &FlowDecision) -> Self {
         DecisionJson {

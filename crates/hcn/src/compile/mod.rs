@@ -30,6 +30,7 @@
 
 mod entries;
 mod nesting;
+pub mod ordered;
 mod render;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ use netpol_engine::mapstate::{MapKey, MapValue};
 use netpol_engine::reference::Reason;
 use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 
+pub use ordered::{Family, OrderedRule, RuleAction};
 pub use render::{rule_id, MAX_ADDRESSES_PER_RULE};
 
 use crate::naive::naive_rule_count;
@@ -145,6 +147,9 @@ impl RuleCount {
 pub struct CompiledAcls {
     /// Ingress rules, then egress rules, each by ascending priority.
     pub rules: Vec<AclPolicySetting>,
+    /// The same rules in the datapath-neutral form (ingress, then egress, by ascending
+    /// priority), before HCN's limit of addresses per rule splits them.
+    pub ordered: Vec<OrderedRule>,
     pub count: RuleCount,
     /// What the plan's naive expansion would emit for the same MapState: one rule per remote
     /// identity and port, with every port of a range a rule of its own.
@@ -234,6 +239,7 @@ pub fn compile_entries<'a>(
             });
         }
         out.count.add(*direction, rendered.rules.len());
+        out.ordered.extend(rendered.ordered);
         for rule in rendered.rules {
             out.reasons
                 .insert(rule.setting.id.clone(), rule.explained_by.reason.clone());

@@ -14,9 +14,8 @@ use netpol_engine::{Direction, Protocol};
 use sha2::{Digest, Sha256};
 
 use super::entries::{Entry, Rank};
-use crate::schema::{
-    AclAction, AclDirection, AclPolicySetting, RuleType, NETPOL_ID_PREFIX, PROTOCOL_ANY,
-};
+use super::ordered::{Family, OrderedRule, ALL_PORTS};
+use crate::schema::{AclDirection, AclPolicySetting, RuleType, NETPOL_ID_PREFIX, PROTOCOL_ANY};
 
 /// Microsoft advises at most a few thousand addresses per rule; Calico splits at 4000.
 pub const MAX_ADDRESSES_PER_RULE: usize = 4000;
@@ -68,20 +67,6 @@ struct RuleShape {
     addresses: Vec<IpNet>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Family {
-    Any,
-    V4,
-    V6,
-}
-
-fn family(address: &IpNet) -> Family {
-    match address {
-        IpNet::V4(_) => Family::V4,
-        IpNet::V6(_) => Family::V6,
-    }
-}
-
 /// A compiled rule with the entry that explains it.
 #[derive(Clone, Debug)]
 pub(crate) struct RenderedRule<'a> {
@@ -92,6 +77,8 @@ pub(crate) struct RenderedRule<'a> {
 /// What rendering one direction produced.
 #[derive(Debug, Default)]
 pub(crate) struct Rendered<'a> {
+    /// The datapath-neutral rules, before HCN's per-rule address limit.
+    pub ordered: Vec<OrderedRule>,
     pub rules: Vec<RenderedRule<'a>>,
     pub dropped_ipv6: usize,
     pub levels: usize,
@@ -123,7 +110,7 @@ pub(crate) fn render<'a>(
             Some(_) => vec![RuleShape {
                 family: Family::Any,
                 protocol: None,
-                ports: vec![(0, u16::MAX)],
+                ports: vec![ALL_PORTS],
                 addresses: Vec::new(),
             }],
             None => merge_level(level),
@@ -135,13 +122,23 @@ pub(crate) fn render<'a>(
             }
             let explained_by =
                 catch_all.map_or_else(|| explaining_entry(level, &shape), |p| p.entry);
-            for chunk in chunks(&shape.addresses) {
-                let setting = to_setting(direction, action, priority, &shape, chunk);
+            let rule = OrderedRule {
+                direction,
+                action: action.into(),
+                priority,
+                family: shape.family,
+                protocol: shape.protocol,
+                ports: shape.ports,
+                remotes: shape.addresses,
+                reason: explained_by.reason.clone(),
+            };
+            for chunk in chunks(&rule.remotes) {
                 out.rules.push(RenderedRule {
-                    setting,
+                    setting: to_setting(&rule, chunk),
                     explained_by,
                 });
             }
+            out.ordered.push(rule);
         }
         if catch_all.is_some() {
             // Everything after a catch-all is unreachable.
@@ -201,7 +198,7 @@ fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
         }
         for (protocol, ranges) in protocols {
             groups
-                .entry((family(&address), protocol, merge_ranges(ranges)))
+                .entry((Family::of(&address), protocol, merge_ranges(ranges)))
                 .or_default()
                 .push(address);
         }
@@ -262,7 +259,7 @@ fn render_address(net: &IpNet) -> String {
 }
 
 fn render_ports(ranges: &[(u16, u16)]) -> String {
-    if ranges == [(0, u16::MAX)] {
+    if ranges == [ALL_PORTS] {
         return String::new();
     }
     ranges
@@ -278,25 +275,20 @@ fn render_ports(ranges: &[(u16, u16)]) -> String {
         .join(",")
 }
 
-fn to_setting(
-    direction: Direction,
-    action: AclAction,
-    priority: u16,
-    shape: &RuleShape,
-    addresses: &[IpNet],
-) -> AclPolicySetting {
-    let ports = render_ports(&shape.ports);
-    let (acl_direction, local_ports, remote_ports) = match direction {
+/// The HCN setting of one neutral rule, carrying `addresses` (a chunk of its remotes).
+fn to_setting(rule: &OrderedRule, addresses: &[IpNet]) -> AclPolicySetting {
+    let ports = render_ports(&rule.ports);
+    let (acl_direction, local_ports, remote_ports) = match rule.direction {
         // Ingress: the remote is the source, the port is the endpoint's own.
         Direction::Ingress => (AclDirection::In, ports, String::new()),
         Direction::Egress => (AclDirection::Out, String::new(), ports),
     };
     let mut setting = AclPolicySetting {
         id: String::new(),
-        protocols: shape
+        protocols: rule
             .protocol
             .map_or(PROTOCOL_ANY.to_string(), |p| p.number().to_string()),
-        action,
+        action: rule.action.into(),
         direction: acl_direction,
         local_addresses: String::new(),
         remote_addresses: addresses
@@ -307,7 +299,7 @@ fn to_setting(
         local_ports,
         remote_ports,
         rule_type: Some(RuleType::Switch),
-        priority,
+        priority: rule.priority,
     };
     setting.id = rule_id(&setting);
     setting

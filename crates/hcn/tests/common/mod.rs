@@ -2,6 +2,8 @@
 //! rules, decides every flow as the MapState lookup does.
 #![allow(dead_code)]
 
+pub mod random;
+
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -14,6 +16,8 @@ use netpol_hcn::oracle::packet;
 use netpol_hcn::schema::AclAction;
 use netpol_hcn::sim::check_priorities;
 use netpol_hcn::{CompileOptions, CompiledAcls, EndpointInfo, HcnSim};
+#[allow(unused_imports)]
+pub use random::*;
 
 pub fn pod_info(name: &str) -> PodInfo {
     PodInfo {

@@ -1,0 +1,109 @@
+//! Diff-based programming of netpol's table. Chains are named by their content
+//! ([`crate::script::Table`]), so the chain names in the kernel are the whole state to compare:
+//!
+//! - a new or changed endpoint chain is added under its new name;
+//! - the base chain is swapped (new `forward_<hash>` added, old one deleted) whenever any jump
+//!   target or address changed; both happen in the same transaction, so no packet sees neither;
+//! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
+//!   deleted after the base chain that jumped to them;
+//! - a restart with nothing changed reads the same names back and sends nothing.
+
+use std::collections::BTreeSet;
+use std::io;
+
+use crate::ruleset::Ruleset;
+use crate::script::{self, ScriptError, Table};
+
+/// Where the table lives: runs scripts and lists netpol's chains.
+pub trait NftBackend {
+    /// Applies an `nft -f` script as one transaction.
+    fn apply(&self, script: &str) -> io::Result<()>;
+    /// The chain names of table `inet netpol`, or None if the table does not exist.
+    fn chains(&self) -> io::Result<Option<Vec<String>>>;
+}
+
+/// What one [`program`] call did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgramReport {
+    pub added: Vec<String>,
+    pub deleted: Vec<String>,
+    pub unchanged: usize,
+    /// The script sent, if anything was sent.
+    pub script: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    #[error("nft: {0}")]
+    Nft(#[from] io::Error),
+}
+
+/// Brings the table to `ruleset` with the fewest changes, in one transaction.
+pub fn program(backend: &dyn NftBackend, ruleset: &Ruleset) -> Result<ProgramReport, ProgramError> {
+    let table = Table::new(ruleset)?;
+    let existing = backend.chains()?;
+    let have: BTreeSet<String> = existing.iter().flatten().cloned().collect();
+    let want: BTreeSet<&str> = table.names().collect();
+    let added: Vec<&str> = want
+        .iter()
+        .copied()
+        .filter(|n| !have.contains(*n))
+        .collect();
+    let deleted: Vec<&str> = have
+        .iter()
+        .map(String::as_str)
+        .filter(|n| !want.contains(n))
+        .collect();
+    let mut report = ProgramReport {
+        added: added.iter().map(|n| n.to_string()).collect(),
+        deleted: deleted.iter().map(|n| n.to_string()).collect(),
+        unchanged: want.len() - added.len(),
+        script: None,
+    };
+    if added.is_empty() && deleted.is_empty() && existing.is_some() {
+        return Ok(report);
+    }
+    let text = script::render_changes(&table, existing.is_none(), &added, &deleted);
+    backend.apply(&text)?;
+    report.script = Some(text);
+    Ok(report)
+}
+
+/// Parses `nft list table inet netpol` output: the name of every `chain NAME {` line.
+pub fn parse_chain_names(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("chain "))
+        .filter_map(|rest| rest.strip_suffix(" {"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+impl NftBackend for crate::netns::Netns {
+    fn apply(&self, script: &str) -> io::Result<()> {
+        self.nft(script)
+    }
+
+    fn chains(&self) -> io::Result<Option<Vec<String>>> {
+        let tables = self.run("nft", &["list", "tables", "inet"], "")?;
+        if !tables.lines().any(|l| l.trim() == "table inet netpol") {
+            return Ok(None);
+        }
+        let listing = self.run("nft", &["list", "table", "inet", "netpol"], "")?;
+        Ok(Some(parse_chain_names(&listing)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_names_are_read_from_a_listing() {
+        let listing = "table inet netpol {\n\tchain ep_1_in_2 {\n\t}\n\tchain forward_3 {\n\t\ttype filter hook forward priority filter; policy accept;\n\t}\n}\n";
+        assert_eq!(parse_chain_names(listing), vec!["ep_1_in_2", "forward_3"]);
+    }
+}

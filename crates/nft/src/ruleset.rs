@@ -1,0 +1,132 @@
+//! The nftables model of netpol's table: one ingress and one egress chain per endpoint, built
+//! from the compiler's ordered rules.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use netpol_engine::reference::Reason;
+use netpol_engine::{Direction, Protocol};
+use netpol_hcn::compile::{OrderedRule, RuleAction};
+
+/// What a matching chain rule does. Allow is `return` (to the base chain, which then consults the
+/// other side of the flow), block is `drop`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChainVerdict {
+    Return,
+    Drop,
+}
+
+/// A remote-address match: the packet's source (ingress) or destination (egress) in a set.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RemoteMatch {
+    /// True for `saddr` (the remote sends: ingress), false for `daddr` (egress).
+    pub source: bool,
+    /// Non-empty, all of one family.
+    pub nets: Vec<IpNet>,
+}
+
+impl RemoteMatch {
+    pub fn is_v6(&self) -> bool {
+        matches!(self.nets[0], IpNet::V6(_))
+    }
+}
+
+/// One rule of an endpoint chain; every present match must hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainRule {
+    pub remote: Option<RemoteMatch>,
+    pub protocol: Option<Protocol>,
+    /// Destination port ranges; empty: every port.
+    pub dports: Vec<(u16, u16)>,
+    pub verdict: ChainVerdict,
+    /// Why the rule exists (not rendered; explains a packet's fate).
+    pub reason: Arc<Reason>,
+}
+
+/// One endpoint's chains.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointChains {
+    pub addresses: Vec<IpAddr>,
+    pub ingress: Vec<ChainRule>,
+    pub egress: Vec<ChainRule>,
+}
+
+impl EndpointChains {
+    /// The chains for `rules` (any order; they are sorted by priority, stable within one).
+    pub fn new(addresses: Vec<IpAddr>, rules: &[OrderedRule]) -> Self {
+        let mut sorted: Vec<&OrderedRule> = rules.iter().collect();
+        sorted.sort_by_key(|r| r.priority);
+        let chain = |direction: Direction| -> Vec<ChainRule> {
+            sorted
+                .iter()
+                .filter(|r| r.direction == direction)
+                .flat_map(|r| chain_rules(r))
+                .collect()
+        };
+        EndpointChains {
+            addresses,
+            ingress: chain(Direction::Ingress),
+            egress: chain(Direction::Egress),
+        }
+    }
+
+    pub fn chain(&self, direction: Direction) -> &[ChainRule] {
+        match direction {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+}
+
+/// The chain rules of one ordered rule: one, or one per family if its remotes mix families.
+fn chain_rules(rule: &OrderedRule) -> Vec<ChainRule> {
+    let verdict = match rule.action {
+        RuleAction::Allow => ChainVerdict::Return,
+        RuleAction::Block => ChainVerdict::Drop,
+    };
+    let dports = if rule.names_ports() && rule.protocol.is_some_and(Protocol::has_ports) {
+        rule.ports.clone()
+    } else {
+        Vec::new()
+    };
+    let make = |remote| ChainRule {
+        remote,
+        protocol: rule.protocol,
+        dports: dports.clone(),
+        verdict,
+        reason: rule.reason.clone(),
+    };
+    if rule.remotes.is_empty() {
+        return vec![make(None)];
+    }
+    let source = rule.direction == Direction::Ingress;
+    let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
+        rule.remotes.iter().partition(|n| matches!(n, IpNet::V4(_)));
+    [v4, v6]
+        .into_iter()
+        .filter(|nets| !nets.is_empty())
+        .map(|nets| make(Some(RemoteMatch { source, nets })))
+        .collect()
+}
+
+/// netpol's whole table: every endpoint's chains, by endpoint key.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ruleset {
+    pub endpoints: BTreeMap<String, EndpointChains>,
+}
+
+impl Ruleset {
+    pub fn insert(&mut self, key: impl Into<String>, chains: EndpointChains) {
+        self.endpoints.insert(key.into(), chains);
+    }
+
+    /// The endpoint holding `address`, if any.
+    pub fn endpoint_at(&self, address: IpAddr) -> Option<(&str, &EndpointChains)> {
+        self.endpoints
+            .iter()
+            .find(|(_, e)| e.addresses.contains(&address))
+            .map(|(k, e)| (k.as_str(), e))
+    }
+}

@@ -1,0 +1,123 @@
+//! A routed test network: one router namespace, and one namespace per host (a pod, a node, an
+//! outside address) joined to it by a veth pair. Every packet between two hosts crosses the
+//! router's forward hook, where netpol's table is loaded.
+//!
+//! Addressing, Calico-style: a host holds its addresses as /32 and /128 on `eth0` and routes
+//! everything to the router through the link-local next hops 169.254.1.1 and fe80::1, which every
+//! router-side veth carries; the router has a host route per address. Duplicate address detection
+//! is off so IPv6 addresses work at once.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::io;
+use std::net::IpAddr;
+
+use crate::netns::Netns;
+
+const NEXT_HOP_V4: &str = "169.254.1.1";
+const NEXT_HOP_V6: &str = "fe80::1";
+const SYSCTLS: [&str; 4] = [
+    "net.ipv6.conf.all.accept_dad=0",
+    "net.ipv6.conf.default.accept_dad=0",
+    "net.ipv4.ip_forward=1",
+    "net.ipv6.conf.all.forwarding=1",
+];
+
+/// One host of the network: a name for messages and its addresses (the first of each family is
+/// the source of what it sends).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Host {
+    pub name: String,
+    pub addresses: Vec<IpAddr>,
+}
+
+/// The built network. Dropping it removes every namespace and everything in them.
+pub struct Topology {
+    router: Netns,
+    hosts: Vec<(Host, Netns)>,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+impl Topology {
+    pub fn build(hosts: Vec<Host>) -> io::Result<Topology> {
+        let mut by_address = HashMap::new();
+        for (i, host) in hosts.iter().enumerate() {
+            for address in &host.addresses {
+                if let Some(j) = by_address.insert(*address, i) {
+                    return Err(io::Error::other(format!(
+                        "address {address} is on both {} and {}",
+                        hosts[j].name, host.name
+                    )));
+                }
+            }
+        }
+        let router = Netns::new()?;
+        router.run(
+            "sysctl",
+            &["-q", "-w"]
+                .iter()
+                .chain(&SYSCTLS)
+                .copied()
+                .collect::<Vec<_>>(),
+            "",
+        )?;
+        let mut router_batch = String::from("link set lo up\n");
+        let mut built = Vec::with_capacity(hosts.len());
+        for (i, host) in hosts.into_iter().enumerate() {
+            let ns = Netns::new()?;
+            ns.run("sysctl", &["-q", "-w", SYSCTLS[0], SYSCTLS[1]], "")?;
+            ns.ip_batch(&host_batch(&host, &format!("h{i}"), router.tid()))
+                .map_err(|e| io::Error::other(format!("host {}: {e}", host.name)))?;
+            let _ = writeln!(
+                router_batch,
+                "addr add {NEXT_HOP_V4}/32 dev h{i}\naddr add {NEXT_HOP_V6}/64 dev h{i} nodad\nlink set h{i} up"
+            );
+            for address in &host.addresses {
+                let _ = writeln!(router_batch, "route add {address} dev h{i}");
+            }
+            built.push((host, ns));
+        }
+        router.ip_batch(&router_batch)?;
+        Ok(Topology {
+            router,
+            hosts: built,
+            by_address,
+        })
+    }
+
+    /// The router, where the filter runs.
+    pub fn router(&self) -> &Netns {
+        &self.router
+    }
+
+    /// The namespace holding `address`.
+    pub fn host_at(&self, address: IpAddr) -> Option<&Netns> {
+        self.by_address.get(&address).map(|&i| &self.hosts[i].1)
+    }
+}
+
+/// The `ip -batch` script that wires one host: its end of the veth, addresses, routes.
+fn host_batch(host: &Host, router_side: &str, router_tid: i32) -> String {
+    let mut batch = format!(
+        "link set lo up\nlink add eth0 type veth peer name {router_side} netns {router_tid}\n"
+    );
+    for address in &host.addresses {
+        let (len, flags) = if address.is_ipv6() {
+            (128, " nodad")
+        } else {
+            (32, "")
+        };
+        let _ = writeln!(batch, "addr add {address}/{len} dev eth0{flags}");
+    }
+    batch.push_str("link set eth0 up\n");
+    if let Some(v4) = host.addresses.iter().find(|a| a.is_ipv4()) {
+        let _ = writeln!(
+            batch,
+            "route add {NEXT_HOP_V4} dev eth0 scope link\nroute add default via {NEXT_HOP_V4} dev eth0 src {v4}"
+        );
+    }
+    if let Some(v6) = host.addresses.iter().find(|a| a.is_ipv6()) {
+        let _ = writeln!(batch, "route add ::/0 via {NEXT_HOP_V6} dev eth0 src {v6}");
+    }
+    batch
+}
