@@ -78,27 +78,7 @@ impl Netns {
 
     /// Runs `program args...` inside the namespace with `stdin`, failing with its stderr.
     pub fn run(&self, program: &str, args: &[&str], stdin: &str) -> io::Result<String> {
-        let mut child = self
-            .command(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| io::Error::new(e.kind(), format!("{program}: {e}")))?;
-        if let Some(mut input) = child.stdin.take() {
-            input.write_all(stdin.as_bytes())?;
-        }
-        let output = child.wait_with_output()?;
-        if !output.status.success() {
-            return Err(io::Error::other(format!(
-                "{program} {}: {}: {}",
-                args.join(" "),
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        run_piped(self.command(program), program, args, stdin)
     }
 
     /// Runs an `ip -batch` script inside the namespace.
@@ -110,6 +90,35 @@ impl Netns {
     pub fn nft(&self, script: &str) -> io::Result<()> {
         self.run("nft", &["-f", "-"], script).map(drop)
     }
+}
+
+/// Runs `command args...` with `stdin`, returning its output or failing with its stderr.
+pub fn run_piped(
+    mut command: Command,
+    program: &str,
+    args: &[&str],
+    stdin: &str,
+) -> io::Result<String> {
+    let mut child = command
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| io::Error::new(e.kind(), format!("{program}: {e}")))?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.as_bytes())?;
+    }
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        return Err(io::Error::other(format!(
+            "{program} {}: {}: {}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 impl Drop for Netns {

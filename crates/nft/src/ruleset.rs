@@ -72,6 +72,11 @@ impl EndpointChains {
         }
     }
 
+    /// How many rules both chains hold.
+    pub fn rules(&self) -> usize {
+        self.ingress.len() + self.egress.len()
+    }
+
     pub fn chain(&self, direction: Direction) -> &[ChainRule] {
         match direction {
             Direction::Ingress => &self.ingress,

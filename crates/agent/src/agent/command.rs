@@ -20,7 +20,8 @@ use prometheus_client::registry::Registry;
 use super::driver::{self, Input, LoopConfig};
 #[cfg(windows)]
 use super::endpoints::HostEndpoints;
-use super::endpoints::{EndpointDiscovery, SimulatedCni};
+use super::endpoints::SimulatedCni;
+use super::enforcer::{Enforcer, HcnEnforcer};
 use super::health::{self, Health};
 use super::indexes::SourceEvent;
 use super::instrumented::Instrumented;
@@ -38,6 +39,10 @@ pub enum DatapathKind {
     Hcn,
     /// An in-process HCN simulator; local endpoints are the pods scheduled on --node.
     HcnSim,
+    /// The Linux kernel's nftables, in the agent's network namespace (the node's, with
+    /// hostNetwork and CAP_NET_ADMIN): table `inet netpol`, local pods matched by address on the
+    /// forward hook, whatever the CNI.
+    Nftables,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -142,11 +147,26 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-/// The datapath, its endpoint discovery and, for the simulator, a handle on it.
+/// The enforcer of the chosen datapath and, for HCN, the datapath whose resync signal (an HNS
+/// restart) the daemon follows and, for the simulator, a handle on it.
 struct Datapaths {
-    datapath: Arc<dyn Datapath>,
-    discovery: Box<dyn EndpointDiscovery>,
+    enforcer: Box<dyn Enforcer>,
+    hcn: Option<Arc<dyn Datapath>>,
     sim: Option<Arc<HcnDatapath<HcnSim>>>,
+}
+
+impl Datapaths {
+    fn hcn(
+        datapath: Arc<dyn Datapath>,
+        discovery: Box<dyn super::endpoints::EndpointDiscovery>,
+        sim: Option<Arc<HcnDatapath<HcnSim>>>,
+    ) -> Self {
+        Datapaths {
+            enforcer: Box::new(HcnEnforcer::new(datapath.clone(), discovery, backoff())),
+            hcn: Some(datapath),
+            sim,
+        }
+    }
 }
 
 fn datapaths(
@@ -166,14 +186,31 @@ fn datapaths(
             let sessions = Reconnecting::new(Box::new(move || {
                 Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn Datapath>)
             }))?;
-            Ok(Datapaths {
-                datapath: instrument(Arc::new(sessions)),
-                discovery: Box::new(SimulatedCni::new(sim.clone())),
-                sim: Some(sim),
-            })
+            Ok(Datapaths::hcn(
+                instrument(Arc::new(sessions)),
+                Box::new(SimulatedCni::new(sim.clone())),
+                Some(sim),
+            ))
         }
         DatapathKind::Hcn => host_datapath(instrument),
+        DatapathKind::Nftables => nftables_datapath(),
     }
+}
+
+#[cfg(target_os = "linux")]
+fn nftables_datapath() -> anyhow::Result<Datapaths> {
+    use super::enforcer::NftEnforcer;
+    use netpol_nft::programmer::HostNft;
+    Ok(Datapaths {
+        enforcer: Box::new(NftEnforcer::new(Box::new(HostNft), backoff())),
+        hcn: None,
+        sim: None,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn nftables_datapath() -> anyhow::Result<Datapaths> {
+    bail!("the nftables datapath exists only on Linux")
 }
 
 #[cfg(windows)]
@@ -192,11 +229,11 @@ fn host_datapath(
         Ok(Arc::new(HcnDatapath::new(client)) as Arc<dyn Datapath>)
     }))
     .context("connecting to HNS")?;
-    Ok(Datapaths {
-        datapath: instrument(Arc::new(client)),
-        discovery: Box::new(HostEndpoints::default()),
-        sim: None,
-    })
+    Ok(Datapaths::hcn(
+        instrument(Arc::new(client)),
+        Box::new(HostEndpoints::default()),
+        None,
+    ))
 }
 
 #[cfg(not(windows))]
@@ -263,12 +300,8 @@ fn run_once(args: &Args) -> anyhow::Result<ExitCode> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let Datapaths {
-        datapath,
-        discovery,
-        sim,
-    } = datapaths(args.datapath, &metrics, &health)?;
-    let mut pipeline = Pipeline::new(&args.node, datapath, discovery, backoff(), metrics.clone());
+    let Datapaths { enforcer, sim, .. } = datapaths(args.datapath, &metrics, &health)?;
+    let mut pipeline = Pipeline::with_enforcer(&args.node, enforcer, metrics.clone());
     let mut source = FileSource::new(dir);
     let (events, problems) = read_once(&mut source, Duration::from_millis(args.poll_interval))?;
     report_file_problems(&problems, &metrics);
@@ -340,14 +373,10 @@ fn run_daemon(args: &Args) -> anyhow::Result<ExitCode> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let Datapaths {
-        datapath,
-        discovery,
-        sim: _,
-    } = datapaths(args.datapath, &metrics, &health)?;
+    let Datapaths { enforcer, hcn, .. } = datapaths(args.datapath, &metrics, &health)?;
 
     let (inputs, receiver) = mpsc::channel();
-    {
+    if let Some(datapath) = hcn {
         // An HNS restart loses every policy: read everything back at once.
         let inputs = std::sync::Mutex::new(inputs.clone());
         datapath.resync_signal().subscribe(move || {
@@ -357,7 +386,7 @@ fn run_daemon(args: &Args) -> anyhow::Result<ExitCode> {
                 .send(Input::Resync);
         });
     }
-    let pipeline = Pipeline::new(&args.node, datapath, discovery, backoff(), metrics.clone());
+    let pipeline = Pipeline::with_enforcer(&args.node, enforcer, metrics.clone());
     let config = LoopConfig {
         debounce: Duration::from_millis(args.debounce),
         max_batch_delay: Duration::from_secs(1).max(Duration::from_millis(args.debounce)),

@@ -12,6 +12,7 @@ pub mod command;
 pub mod crds;
 pub mod driver;
 pub mod endpoints;
+pub mod enforcer;
 pub mod health;
 pub mod indexes;
 pub mod instrumented;

@@ -1,8 +1,9 @@
-//! The pipeline: indexes → engine → compiler → programmer → datapath, driven one step at a time.
+//! The pipeline: indexes → engine → compiler → enforcer (HCN or nftables), driven one step at a
+//! time.
 //!
 //! [`Pipeline::ingest`] stages the engine updates of one watch event; [`Pipeline::reconcile`]
-//! commits them, recompiles the endpoints whose MapState changed and hands every endpoint's
-//! desired rules to the programmer, which calls the datapath only for endpoints whose rules differ
+//! commits them, recompiles the endpoints whose MapState changed and hands every local pod's
+//! compiled rules to the [`Enforcer`], which changes the datapath only where its rules differ
 //! from what it knows (or reads back) to be there. The caller decides when to reconcile (after a
 //! debounce) and when to resync, so the pipeline itself needs no clock and no thread, and tests
 //! drive it step by step.
@@ -22,13 +23,13 @@ use std::time::{Instant, SystemTime};
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_engine::{Engine, EngineConfig, IdentityId};
-use netpol_hcn::programmer::{ApplyReport, Backoff, Outcome, Programmer};
-use netpol_hcn::schema::AclPolicySetting;
+use netpol_hcn::programmer::{ApplyReport, Backoff, Outcome};
 use netpol_hcn::{
     compile_endpoint_with, CompileOptions, CompiledAcls, Datapath, DatapathError, EndpointInfo,
 };
 
-use super::endpoints::{match_pods, EndpointDiscovery, LocalPods};
+use super::endpoints::{EndpointDiscovery, LocalPods};
+use super::enforcer::{Enforcer, HcnEnforcer};
 use super::indexes::{Applied, Indexes, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
@@ -38,7 +39,7 @@ use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 pub struct ReconcileReport {
     /// Local endpoints (pod keys) whose MapState changed in this reconcile.
     pub changed_pods: Vec<String>,
-    /// The programmer's per-endpoint outcomes (by HCN endpoint id).
+    /// The enforcer's per-endpoint outcomes (by HCN endpoint id, or pod key on nftables).
     pub apply: ApplyReport,
     /// Set when the endpoints could not be listed; nothing was programmed.
     pub discovery_error: Option<DatapathError>,
@@ -56,26 +57,19 @@ pub struct Pipeline {
     engine: Engine,
     /// Compiled rules of each local pod.
     compiled: BTreeMap<String, Arc<CompiledAcls>>,
-    discovery: Box<dyn EndpointDiscovery>,
-    programmer: Programmer,
-    datapath: Arc<dyn Datapath>,
+    enforcer: Box<dyn Enforcer>,
     metrics: Metrics,
     options: CompileOptions,
     /// Engine updates are staged and not yet committed.
     staged: bool,
     /// A full resync is due: re-read every endpoint and list them afresh.
     resync_due: bool,
-    /// The host's endpoints, as last discovered, with the pod each belongs to.
-    endpoints: Vec<(EndpointInfo, Option<String>)>,
-    /// Consecutive failures to list the endpoints, and when to try again.
-    discovery_failures: u32,
-    discovery_retry: Option<Instant>,
-    backoff: Backoff,
     synced: bool,
 }
 
 impl Pipeline {
-    /// A pipeline for the pods of `node`, programming through `datapath` (already instrumented).
+    /// A pipeline for the pods of `node`, programming HCN through `datapath` (already
+    /// instrumented).
     pub fn new(
         node: &str,
         datapath: Arc<dyn Datapath>,
@@ -83,7 +77,13 @@ impl Pipeline {
         backoff: Backoff,
         metrics: Metrics,
     ) -> Self {
-        let options = datapath.capabilities().compile_options();
+        let enforcer = HcnEnforcer::new(datapath, discovery, backoff);
+        Self::with_enforcer(node, Box::new(enforcer), metrics)
+    }
+
+    /// A pipeline for the pods of `node`, enforcing through `enforcer`.
+    pub fn with_enforcer(node: &str, enforcer: Box<dyn Enforcer>, metrics: Metrics) -> Self {
+        let options = enforcer.compile_options();
         Pipeline {
             indexes: Indexes::new(),
             engine: Engine::new(EngineConfig {
@@ -91,17 +91,11 @@ impl Pipeline {
                 ..EngineConfig::default()
             }),
             compiled: BTreeMap::new(),
-            discovery,
-            programmer: Programmer::new(backoff),
-            backoff,
-            datapath,
+            enforcer,
             metrics,
             options,
             staged: false,
             resync_due: false,
-            endpoints: Vec::new(),
-            discovery_failures: 0,
-            discovery_retry: None,
             synced: false,
         }
     }
@@ -169,14 +163,7 @@ impl Pipeline {
     /// When the pipeline wants to run again on its own: a retry after a failure, or a look for
     /// endpoints still missing.
     pub fn next_wakeup(&self) -> Option<Instant> {
-        [
-            self.programmer.next_retry(),
-            self.discovery.next_look(),
-            self.discovery_retry,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        self.enforcer.next_wakeup()
     }
 
     /// Commits staged changes and programs every endpoint whose rules differ. Returns None while
@@ -195,40 +182,16 @@ impl Pipeline {
         }
         if refresh {
             report.changed_pods.extend(self.check_engine_drift());
-            self.programmer.resync();
         }
 
         let pods = self.local_pods();
-        match self
-            .discovery
-            .endpoints(self.datapath.as_ref(), &pods, refresh, now)
-        {
-            Ok(endpoints) => {
-                self.discovery_failures = 0;
-                self.discovery_retry = None;
-                let owners = match_pods(&endpoints, &pods);
-                self.endpoints = endpoints
-                    .into_iter()
-                    .map(|e| {
-                        let pod = owners.get(&e.id).cloned().flatten();
-                        (e, pod)
-                    })
-                    .collect();
-            }
+        match self.enforcer.enforce(&pods, &self.compiled, refresh, now) {
+            Ok(apply) => report.apply = apply,
             Err(error) => {
-                self.discovery_failures += 1;
-                let delay = self.backoff.delay(self.discovery_failures);
-                self.discovery_retry = Some(now + delay);
-                tracing::warn!(%error, retry_in_ms = delay.as_millis(), "listing the host's endpoints failed");
                 self.resync_due = refresh;
                 report.discovery_error = Some(error);
-                self.record(&report, started);
-                return Some(report);
             }
         }
-
-        let desired = self.desired();
-        report.apply = self.programmer.apply(self.datapath.as_ref(), &desired, now);
         self.record(&report, started);
         if report.complete() {
             self.synced = true;
@@ -326,21 +289,6 @@ impl Pipeline {
             .collect()
     }
 
-    /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
-    fn desired(&self) -> BTreeMap<String, Vec<AclPolicySetting>> {
-        self.endpoints
-            .iter()
-            .filter_map(|(endpoint, pod)| {
-                let rules = match pod {
-                    // A pod whose rules failed to compile for the first time: leave it alone.
-                    Some(pod) => self.compiled.get(pod)?.rules.clone(),
-                    None => Vec::new(),
-                };
-                Some((endpoint.id.clone(), rules))
-            })
-            .collect()
-    }
-
     fn record(&self, report: &ReconcileReport, started: Instant) {
         let metrics = &self.metrics;
         metrics.set_policy_counts(&self.indexes.policy_counts());
@@ -351,7 +299,8 @@ impl Pipeline {
         let entries: usize = self.engine.endpoints().map(|(_, map)| map.len()).sum();
         metrics.mapstate_entries.set(gauge_value(entries));
         let programmed: usize = self
-            .endpoints
+            .enforcer
+            .endpoints()
             .iter()
             .filter_map(|(endpoint, pod)| {
                 let outcome = report.apply.outcomes.get(&endpoint.id)?;
@@ -396,7 +345,7 @@ impl Pipeline {
 
     /// The host's endpoints as last discovered, with their pods.
     pub fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
-        &self.endpoints
+        self.enforcer.endpoints()
     }
 }
 
