@@ -5,12 +5,12 @@
 //! `NETPOL_SKIP_KERNEL=1`.
 #![cfg(target_os = "linux")]
 
-use std::path::{Path, PathBuf};
+mod agent_support;
+
+use std::path::Path;
 use std::process::Command;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use agent_support::{copy_example_cluster, scratch_dir};
 
 /// Runs `script` with `sh` in a fresh network namespace; `$NETPOL` is the agent binary. Returns
 /// stdout, failing the test if the script fails.
@@ -54,41 +54,6 @@ fn without_colours(text: &str) -> String {
     out
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
-
-/// A directory of this test's own, removed at the end.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!("netpol-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 const AGENT: &str = "$NETPOL agent --from-dir cluster --node node-1 --datapath nftables --once";
 
 #[test]
@@ -98,14 +63,11 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
     ) {
         return;
     }
-    let dir = TempDir::new("agent-nftables");
-    copy_dir(
-        &repo_root().join("examples/cluster"),
-        &dir.path().join("cluster"),
-    );
+    let dir = scratch_dir("agent-nftables");
+    copy_example_cluster(&dir.join("cluster"));
     // Three agent runs in one namespace: the first programs, the second (a restart with nothing
     // changed) must send nothing, the third follows a deleted policy file.
-    let policies = dir.path().join("cluster/policies");
+    let policies = dir.join("cluster/policies");
     let doomed = std::fs::read_dir(&policies)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -123,8 +85,8 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
          nft list tables",
         doomed.display()
     );
-    let tables = in_private_namespace(&script, dir.path());
-    let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+    let tables = in_private_namespace(&script, &dir);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
 
     // Nothing but netpol's own table exists.
     assert_eq!(tables.trim(), "table inet netpol");

@@ -29,8 +29,8 @@ pub mod windows;
 
 pub use client::{HcnCalls, HcnDatapath};
 pub use compile::{
-    compile_endpoint, compile_endpoint_with, compile_entries, CompileError, CompileOptions,
-    CompileWarning, CompiledAcls, RuleCount,
+    compile_endpoint, compile_endpoint_with, compile_engine, compile_entries, CompileError,
+    CompileOptions, CompileWarning, CompiledAcls, CompiledEndpoint, RuleCount,
 };
 pub use datapath::{Datapath, DatapathError, EndpointInfo, ResyncSignal};
 pub use oracle::SimOracle;

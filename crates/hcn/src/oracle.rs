@@ -13,7 +13,9 @@ use netpol_engine::reference::{Decision, Reason};
 use netpol_engine::{Direction, Engine, Protocol, Verdict};
 
 use crate::client::HcnDatapath;
-use crate::compile::{compile_endpoint_with, CompileError, CompileOptions, CompiledAcls};
+use crate::compile::{
+    compile_engine, CompileError, CompileOptions, CompiledAcls, CompiledEndpoint,
+};
 use crate::datapath::{Datapath, EndpointInfo};
 use crate::matcher::Packet;
 use crate::programmer::{Outcome, Programmer};
@@ -53,21 +55,17 @@ impl SimOracle {
         engine: &Engine,
         options: &CompileOptions,
     ) -> Result<Self, SimOracleError> {
-        let store = engine.identities();
         let sim = HcnSim::new();
         let mut endpoints = HashMap::new();
         let mut compiled = BTreeMap::new();
-        for (key, map) in engine.endpoints() {
-            let acls = compile_endpoint_with(map, store, options).map_err(|error| {
-                SimOracleError::Compile {
-                    endpoint: key.to_string(),
-                    error,
-                }
-            })?;
-            let addresses = engine
-                .endpoint_pod(key)
-                .map(|(_, addresses)| addresses.to_vec())
-                .unwrap_or_default();
+        let all = compile_engine(engine, options)
+            .map_err(|(endpoint, error)| SimOracleError::Compile { endpoint, error })?;
+        for CompiledEndpoint {
+            key,
+            addresses,
+            acls,
+        } in all
+        {
             for address in &addresses {
                 endpoints.insert(*address, key.to_string());
             }

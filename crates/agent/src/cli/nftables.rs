@@ -56,19 +56,12 @@ pub enum NftCheckError {
 /// The scenario's rules in netpol's nftables model.
 pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
     let engine = load_engine(&scenario.cluster);
+    let compiled = netpol_hcn::compile_engine(&engine, &Default::default())
+        .map_err(|(endpoint, error)| NftCheckError::Compile { endpoint, error })?;
     let mut ruleset = Ruleset::default();
-    for (key, map) in engine.endpoints() {
-        let compiled = netpol_hcn::compile_endpoint(map, engine.identities()).map_err(|error| {
-            NftCheckError::Compile {
-                endpoint: key.to_string(),
-                error,
-            }
-        })?;
-        let addresses = engine
-            .endpoint_pod(key)
-            .map(|(_, addresses)| addresses.to_vec())
-            .unwrap_or_default();
-        ruleset.insert(key, EndpointChains::new(addresses, &compiled.ordered));
+    for endpoint in compiled {
+        let chains = EndpointChains::new(endpoint.addresses, &endpoint.acls.ordered);
+        ruleset.insert(endpoint.key, chains);
     }
     Ok(ruleset)
 }

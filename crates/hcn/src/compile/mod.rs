@@ -195,6 +195,38 @@ pub fn compile_endpoint_with(
     compile_entries(map.iter(), store, options)
 }
 
+/// One endpoint of an engine, compiled: its key, its pod's addresses and its rules.
+#[derive(Debug)]
+pub struct CompiledEndpoint<'a> {
+    pub key: &'a str,
+    pub addresses: Vec<std::net::IpAddr>,
+    pub acls: CompiledAcls,
+}
+
+/// Compiles every endpoint of `engine` in key order, stopping at the first that cannot be
+/// compiled (returned with its key).
+pub fn compile_engine<'a>(
+    engine: &'a netpol_engine::Engine,
+    options: &CompileOptions,
+) -> Result<Vec<CompiledEndpoint<'a>>, (String, CompileError)> {
+    engine
+        .endpoints()
+        .map(|(key, map)| {
+            let acls = compile_endpoint_with(map, engine.identities(), options)
+                .map_err(|error| (key.to_string(), error))?;
+            let addresses = engine
+                .endpoint_pod(key)
+                .map(|(_, addresses)| addresses.to_vec())
+                .unwrap_or_default();
+            Ok(CompiledEndpoint {
+                key,
+                addresses,
+                acls,
+            })
+        })
+        .collect()
+}
+
 /// Compiles MapState entries (the form [`MapState::iter`] yields).
 pub fn compile_entries<'a>(
     entries: impl IntoIterator<Item = (MapKey, &'a MapValue)>,
