@@ -2,12 +2,17 @@
 //! showing each protocol/port's matrix as a coloured grid grouped by namespace, one tab per
 //! protocol/port, the deciding rule in each cell's tooltip and, on click, in a detail line.
 //!
-//! The page carries the cells of `--output json` (pods, and per flow `from`, `to`, `verdict`
-//! and `deciding_rule`; the per-direction detail is left out to keep large clusters' pages small)
-//! and builds its tables from them in the browser, so the two cannot disagree. When it has drawn every table it writes a marker,
+//! The page carries the cells of `--output json` compactly (per matrix the pods, each distinct
+//! deciding rule once, and one number per cell naming its verdict and rule; the per-direction
+//! detail is left out) and builds its tables from them in the browser, so the two cannot
+//! disagree, and a large cluster's page grows by a few bytes per cell rather than by the text of
+//! a rule per cell. When it has drawn every table it writes a marker,
 //! `<p id="netpol-status" data-cells="N">`; a script error is written into `#netpol-errors`
 //! instead, so a headless browser can tell that the page worked.
 
+use std::collections::HashMap;
+
+use netpol_engine::flow::FlowDecision;
 use serde::Serialize;
 
 use super::describe;
@@ -25,37 +30,53 @@ pub struct PageMatrix {
     pub protocol: String,
     pub port: u16,
     pub pods: Vec<String>,
-    pub flows: Vec<PageFlow>,
+    /// Each distinct deciding rule, once.
+    pub rules: Vec<String>,
+    /// `cells[from][to]` by position in `pods`: [`UNDEFINED`], or `2 * rule + 1` when allowed
+    /// and `2 * rule` when denied, `rule` indexing `rules`.
+    pub cells: Vec<Vec<i64>>,
 }
 
-#[derive(Debug, Serialize)]
-pub struct PageFlow {
-    pub from: String,
-    pub to: String,
-    pub verdict: &'static str,
-    pub deciding_rule: String,
+/// A cell with no flow (a pod to itself, or across address families).
+pub const UNDEFINED: i64 = -1;
+
+impl PageMatrix {
+    fn new(matrix: &Matrix) -> Self {
+        let mut rules: Vec<String> = Vec::new();
+        let mut rule_index: HashMap<String, i64> = HashMap::new();
+        let mut code = |decision: &FlowDecision| {
+            let rule = describe::deciding_rules(decision);
+            let next = rule_index.len() as i64;
+            let index = *rule_index.entry(rule.clone()).or_insert_with(|| {
+                rules.push(rule);
+                next
+            });
+            2 * index + i64::from(decision.allowed())
+        };
+        let cells = matrix
+            .cells
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .map(|cell| cell.as_ref().map_or(UNDEFINED, &mut code))
+                    .collect()
+            })
+            .collect();
+        PageMatrix {
+            protocol: matrix.protocol.to_string(),
+            port: matrix.port,
+            pods: matrix.pods.clone(),
+            rules,
+            cells,
+        }
+    }
 }
 
 impl PageData {
     pub fn new(matrices: &[Matrix]) -> Self {
-        let matrices = matrices
-            .iter()
-            .map(|m| PageMatrix {
-                protocol: m.protocol.to_string(),
-                port: m.port,
-                pods: m.pods.clone(),
-                flows: m
-                    .defined_cells()
-                    .map(|(from, to, d)| PageFlow {
-                        from: from.clone(),
-                        to: to.clone(),
-                        verdict: describe::verdict_word(d.allowed()),
-                        deciding_rule: describe::deciding_rules(d),
-                    })
-                    .collect(),
-            })
-            .collect();
-        PageData { matrices }
+        PageData {
+            matrices: matrices.iter().map(PageMatrix::new).collect(),
+        }
     }
 }
 
@@ -122,7 +143,6 @@ function draw(data) {
     });
     if (index === 0) { button.classList.add("active"); section.classList.add("active"); }
     nav.appendChild(button);
-    const byPair = new Map(m.flows.map((f) => [f.from + " " + f.to, f]));
     const table = el("table");
     const nsRow = el("tr");
     nsRow.appendChild(el("th", { colspan: "2", rowspan: "2" }, "from \\ to"));
@@ -137,8 +157,10 @@ function draw(data) {
         const tr = el("tr");
         if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(g.count) }, g.ns));
         tr.appendChild(el("th", { class: "pod", title: from }, podName(from)));
-        for (const to of m.pods) {
-          const flow = byPair.get(from + " " + to);
+        m.pods.forEach((to, column) => {
+          const code = m.cells[row][column];
+          const flow = code < 0 ? null
+            : { verdict: code % 2 ? "allow" : "deny", deciding_rule: m.rules[code >> 1] };
           const verdict = flow ? flow.verdict : "none";
           const td = el("td", {
             class: "cell " + verdict,
@@ -155,7 +177,7 @@ function draw(data) {
           });
           tr.appendChild(td);
           cells++;
-        }
+        });
         table.appendChild(tr);
       }
     }
