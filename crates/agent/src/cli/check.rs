@@ -80,6 +80,17 @@ pub enum Fate {
     Failed(String),
 }
 
+impl Fate {
+    /// Why no packet decided the flow, as reports word it; None for a decided flow.
+    pub fn not_probed_reason(&self) -> Option<String> {
+        match self {
+            Fate::Decided(_) => None,
+            Fate::Unprobed(why) => Some(why.clone()),
+            Fate::Failed(why) => Some(format!("probe failed: {why}")),
+        }
+    }
+}
+
 impl Report {
     /// How many flows were decided (probed, on the nftables datapath).
     pub fn flows(&self) -> usize {
@@ -95,13 +106,17 @@ impl Report {
         })
     }
 
-    /// Flows no packet decided: (scenario, flow, why, whether the probe itself failed).
-    pub fn not_probed(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &str, bool)> {
-        self.fates().filter_map(|(s, e, fate)| match fate {
-            Fate::Decided(_) => None,
-            Fate::Unprobed(why) => Some((s, e, why.as_str(), false)),
-            Fate::Failed(why) => Some((s, e, why.as_str(), true)),
-        })
+    /// Flows no packet decided, each with why.
+    pub fn not_probed(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, String)> {
+        self.fates()
+            .filter_map(|(s, e, fate)| Some((s, e, fate.not_probed_reason()?)))
+    }
+
+    /// Flows whose probe itself failed (counted among [`Report::not_probed`]).
+    pub fn probe_failures(&self) -> usize {
+        self.fates()
+            .filter(|(_, _, f)| matches!(f, Fate::Failed(_)))
+            .count()
     }
 
     fn fates(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &Fate)> {
@@ -126,19 +141,14 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     };
     let report = evaluate(args, files, err)?;
     let mismatches = report.mismatches().count();
-    let probe_failures = report.not_probed().filter(|n| n.3).count();
+    let probe_failures = report.probe_failures();
     match args.output {
         Format::Text => {
             for (scenario, expectation, decision) in report.mismatches() {
                 writeln!(out, "{}", mismatch_line(scenario, expectation, decision))?;
             }
             let not_probed = report.not_probed().count();
-            for (scenario, e, why, failed) in report.not_probed() {
-                let why = if failed {
-                    format!("probe failed: {why}")
-                } else {
-                    why.to_string()
-                };
+            for (scenario, e, why) in report.not_probed() {
                 writeln!(out, "not probed: {}: {why}", flow_name(scenario, e))?;
             }
             if not_probed > 0 {
@@ -371,11 +381,7 @@ impl CheckJson {
                                 Fate::Decided(d) => Some((**d).clone()),
                                 _ => None,
                             },
-                            not_probed: match d {
-                                Fate::Decided(_) => None,
-                                Fate::Unprobed(why) => Some(why.clone()),
-                                Fate::Failed(why) => Some(format!("probe failed: {why}")),
-                            },
+                            not_probed: d.not_probed_reason(),
                         })
                         .collect(),
                 })
@@ -394,7 +400,7 @@ impl CheckJson {
                 mismatches: report.mismatches().count(),
                 invalid_files: report.invalid.len(),
                 not_probed: report.not_probed().count(),
-                probe_failures: report.not_probed().filter(|n| n.3).count(),
+                probe_failures: report.probe_failures(),
             },
         }
     }

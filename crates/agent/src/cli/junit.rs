@@ -12,7 +12,7 @@ use super::check::{mismatch_line, Fate, Report};
 pub fn document(report: &Report) -> String {
     let failures = report.mismatches().count();
     let not_probed = report.not_probed().count();
-    let probe_failures = report.not_probed().filter(|n| n.3).count();
+    let probe_failures = report.probe_failures();
     let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         xml,

@@ -79,26 +79,25 @@ struct FlowAddresses {
 #[cfg(target_os = "linux")]
 fn hosts(scenario: &Scenario, flows: &[FlowAddresses]) -> Vec<(String, Vec<IpAddr>)> {
     let store = scenario.cluster.store();
-    let addresses_of = |ids: Vec<IdentityId>| -> Vec<IpAddr> {
-        ids.into_iter()
-            .flat_map(|id| store.members(id).iter().map(|net| net.addr()))
-            .collect()
-    };
-    let mut hosts: Vec<(String, Vec<IpAddr>)> = Vec::new();
-    for (pod, identities) in scenario.cluster.pods() {
-        let ids = identities
-            .into_iter()
-            .filter_map(|i| store.id_of(i))
-            .collect();
-        hosts.push((pod.to_string(), addresses_of(ids)));
-    }
-    for (node, identities) in scenario.cluster.nodes() {
-        let ids = identities
-            .into_iter()
-            .filter_map(|i| store.id_of(i))
-            .collect();
-        hosts.push((format!("node {node}"), addresses_of(ids)));
-    }
+    let pods = scenario
+        .cluster
+        .pods()
+        .map(|(pod, ids)| (pod.to_string(), ids));
+    let nodes = scenario
+        .cluster
+        .nodes()
+        .map(|(node, ids)| (format!("node {node}"), ids));
+    let mut hosts: Vec<(String, Vec<IpAddr>)> = pods
+        .chain(nodes)
+        .map(|(name, identities)| {
+            let addresses = identities
+                .into_iter()
+                .filter_map(|i| store.id_of(i))
+                .flat_map(|id| store.members(id).iter().map(|net| net.addr()))
+                .collect();
+            (name, addresses)
+        })
+        .collect();
     // An address belongs to the first host that has it (a host-network pod shares its node's).
     let mut taken: HashSet<IpAddr> = HashSet::new();
     for (_, addresses) in &mut hosts {
