@@ -1,7 +1,42 @@
-//! The `netpol` command: the scenario checker (`check`, `matrix`, `explain`) and, later, the
-//! Windows node agent. The binary in `main.rs` only parses arguments and dispatches here.
+//! The node agent: keeps every local endpoint's datapath rules equal to what the policies say.
+//!
+//! ```text
+//! sources ──watch events──▶ indexes ──updates──▶ engine ──MapState changes──▶ compiler ──▶ Enforcer ──▶ datapath
+//! (kube watches or files)   (pure)               (incremental)                (neutral)     (HCN or nftables: diff, retry)
+//! ```
+//!
+//! The cluster mode and the embedded mode differ only in their source: both feed the same
+//! [`indexes::SourceEvent`]s through the same [`reconciler::Pipeline`]. This crate is a library;
+//! the `netpol` command (crate `netpol-cli`) parses arguments and calls [`daemon::run`] or
+//! [`once::sync`].
+//!
+//! | module | job |
+//! |---|---|
+//! | [`sources`] | cluster watches (list/watch, paging, bookmarks, backoff) and the embedded mode's files |
+//! | [`indexes`] | pure state machines from watch events to engine updates |
+//! | [`reconciler`] | the pipeline: commit the engine, compile what changed, hand it to the enforcer |
+//! | [`driver`] | runs the pipeline on its own thread: debounce, retries, periodic resync |
+//! | [`datapaths`] | builds the chosen datapath's enforcer |
+//! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; its calls counted and timed |
+//! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
+//! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
-pub mod agent;
-pub mod cli;
-pub mod scenario;
-pub mod synth;
+pub mod config;
+pub mod daemon;
+pub mod datapaths;
+pub mod driver;
+pub mod follow_files;
+pub mod health;
+pub mod indexes;
+pub mod instrumented;
+pub mod kind;
+pub mod logline;
+pub mod metrics;
+pub mod once;
+pub mod reconciler;
+pub mod reconnect;
+pub mod sources;
+pub mod usage;
+
+pub use config::{AgentConfig, DatapathKind, SourceConfig};
+pub use kind::SourceKind;

@@ -305,7 +305,7 @@ fn changes_made_while_the_agent_was_down_are_repaired_at_start() {
     // no pod claims any more.
     let stray_rules = sim.calls().endpoint(&db).unwrap().policies;
     sim.calls().add_endpoint(
-        netpol_hcn::EndpointInfo {
+        netpol_datapath::EndpointInfo {
             id: "stray".into(),
             name: "stray".into(),
             addresses: vec![ip("10.244.1.99")],
@@ -340,8 +340,8 @@ fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
 
 #[test]
 fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
-    use netpol_agent::agent::health::Health;
-    use netpol_agent::agent::sources::files::publish_state;
+    use netpol_agent::health::Health;
+    use netpol_agent::sources::files::publish_state;
 
     let dir = scratch_dir("unreadable-file");
     copy_example_cluster(&dir);

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use agent_support::*;
-use netpol_agent::agent::reconnect::Reconnecting;
+use netpol_agent::reconnect::Reconnecting;
 use netpol_hcn::sim::{HcnSim, SimSession};
-use netpol_hcn::{Datapath, HcnDatapath};
+use netpol_hcn::{HcnApi, HcnDatapath};
 
 /// A reconnecting datapath over simulator sessions, and how many sessions it opened.
 fn sessions(sim: &Arc<HcnDatapath<HcnSim>>) -> (Arc<Reconnecting>, Arc<AtomicUsize>) {
@@ -18,7 +18,7 @@ fn sessions(sim: &Arc<HcnDatapath<HcnSim>>) -> (Arc<Reconnecting>, Arc<AtomicUsi
     let (host, count) = (sim.clone(), opened.clone());
     let datapath = Reconnecting::new(Box::new(move || {
         count.fetch_add(1, Ordering::SeqCst);
-        Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn Datapath>)
+        Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
     }))
     .unwrap();
     (Arc::new(datapath), opened)

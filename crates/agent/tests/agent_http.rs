@@ -6,7 +6,7 @@ mod agent_support;
 use std::sync::Arc;
 
 use agent_support::*;
-use netpol_agent::agent::health::{self, Health};
+use netpol_agent::health::{self, Health};
 
 #[test]
 fn metrics_and_probes_are_served_over_http() {

@@ -9,12 +9,12 @@ use std::sync::Arc;
 
 use agent_support::*;
 use kube::runtime::watcher::Event;
-use netpol_agent::agent::endpoints::SimulatedCni;
-use netpol_agent::agent::indexes::SourceEvent;
-use netpol_agent::agent::metrics::Metrics;
-use netpol_agent::agent::reconciler::Pipeline;
-use netpol_agent::agent::SourceKind;
+use netpol_agent::indexes::SourceEvent;
+use netpol_agent::metrics::Metrics;
+use netpol_agent::reconciler::Pipeline;
+use netpol_agent::SourceKind;
 use netpol_api::Object;
+use netpol_hcn::discovery::SimulatedCni;
 use netpol_hcn::sim::{Call, CallKind};
 use serde_json::{json, Value};
 
@@ -132,7 +132,11 @@ fn snapshot(pipeline: &Pipeline) -> BTreeMap<String, Vec<String>> {
         .map(|(pod, acls)| {
             (
                 pod.clone(),
-                acls.rules.iter().map(|r| r.id.clone()).collect(),
+                netpol_hcn::HcnAcls::render(acls)
+                    .rules
+                    .iter()
+                    .map(|r| r.id.clone())
+                    .collect(),
             )
         })
         .collect()
@@ -141,16 +145,13 @@ fn snapshot(pipeline: &Pipeline) -> BTreeMap<String, Vec<String>> {
 /// Local replicas (one security identity) share one compiled rule set, and every shared set is
 /// exactly what compiling the endpoint's own MapState gives.
 fn assert_replicas_share_compiled_rules(pipeline: &Pipeline) {
-    let options = netpol_hcn::compile::CompileOptions::default();
-    let mut distinct: Vec<*const netpol_hcn::compile::CompiledAcls> = Vec::new();
+    let options = netpol_datapath::CompileOptions::default();
+    let mut distinct: Vec<*const netpol_datapath::CompiledRules> = Vec::new();
     for (pod, acls) in pipeline.compiled() {
         let map = pipeline.engine().endpoint(pod).unwrap();
-        let own = netpol_hcn::compile::compile_endpoint_with(
-            map,
-            pipeline.engine().identities(),
-            &options,
-        )
-        .unwrap();
+        let own =
+            netpol_datapath::compile_endpoint_with(map, pipeline.engine().identities(), &options)
+                .unwrap();
         assert_eq!(own.rules, acls.rules, "{pod}");
         let ptr = Arc::as_ptr(acls);
         if !distinct.contains(&ptr) {
@@ -172,7 +173,7 @@ fn one_pod_changes_in_a_10k_pod_cluster_modify_only_the_endpoints_they_affect() 
     let metrics = Metrics::register(&mut registry);
     let mut pipeline = Pipeline::new(
         NODE,
-        Arc::new(netpol_agent::agent::instrumented::Instrumented::new(
+        Arc::new(netpol_agent::instrumented::Instrumented::new(
             sim.clone(),
             metrics.clone(),
         )),

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
 use netpol_engine::{Engine, EngineConfig};
-use netpol_hcn::compile_endpoint;
+use netpol_hcn::compile_acls;
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -32,12 +32,12 @@ fn main() {
     let started = Instant::now();
     let mut rows = Vec::new();
     for (key, map) in engine.endpoints() {
-        match compile_endpoint(map, engine.identities()) {
+        match compile_acls(map, engine.identities()) {
             Ok(acls) => rows.push((
                 key.to_string(),
                 map.len(),
                 acls.count.total(),
-                acls.naive.total(),
+                netpol_hcn::naive::naive_rule_counts(map).total(),
             )),
             Err(e) => eprintln!("{key}: {e}"),
         }

@@ -6,7 +6,10 @@
 
 use std::net::IpAddr;
 
-use crate::datapath::{Datapath, DatapathError, EndpointInfo, ResyncSignal};
+use netpol_datapath::{DatapathError, EndpointInfo};
+
+use crate::api::HcnApi;
+use crate::resync::ResyncSignal;
 use crate::schema::{EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest};
 use crate::version::Capabilities;
 
@@ -37,7 +40,7 @@ pub trait HcnCalls: Send + Sync {
     fn resync_signal(&self) -> &ResyncSignal;
 }
 
-/// A [`Datapath`] over raw HCN calls.
+/// The [`HcnApi`] over raw HCN calls.
 #[derive(Debug)]
 pub struct HcnDatapath<C> {
     calls: C,
@@ -100,7 +103,7 @@ fn addresses(props: &EndpointProperties) -> Vec<IpAddr> {
         .collect()
 }
 
-impl<C: HcnCalls> Datapath for HcnDatapath<C> {
+impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
     fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
         let query = serde_json::to_string(&HostComputeQuery::default())
             .expect("an HCN query serializes to JSON");

@@ -1,39 +1,47 @@
-//! netpol's Windows datapath: per-endpoint HCN ACLs compiled from the engine's MapState.
+//! netpol's Windows datapath: the neutral ordered rules (`netpol-datapath`) as per-endpoint HCN
+//! ACLs.
 //!
 //! - [`schema`]: the HCN JSON wire types.
-//! - [`compile`]: MapState to an ordered ACL list that first-match evaluates exactly as the
-//!   MapState lookup decides.
-//! - [`sim`]: an in-process HCN with HCN's evaluation semantics, a call log and fault injection.
-//! - [`datapath`]: the trait the agent programs endpoints through, implemented by the simulator
-//!   and (on Windows) by the HCN client.
+//! - [`render`]: ordered rules to ACL settings (HCN's syntax, its per-rule address limit, rule
+//!   ids), and [`naive`] the plan's naive expansion, counted for comparison.
+//! - [`api`]: the HCN API as netpol uses it ([`HcnApi`]: endpoints and their policy lists),
+//!   implemented by [`client::HcnDatapath`] over raw calls: the simulator ([`sim`]) or, on
+//!   Windows, the FFI (`windows`). [`client`] holds everything above the raw calls, so all but
+//!   the FFI is tested here.
 //! - [`programmer`]: diffs desired rules against the rules read back and updates only the
 //!   endpoints that changed, with per-endpoint retry and backoff.
+//! - [`discovery`]: the host's endpoints and the pods they belong to (a stand-in CNI on the
+//!   simulator).
+//! - [`enforcer`]: [`HcnEnforcer`], the neutral `Enforcer` over all of the above.
 //! - [`oracle`]: decides flows through the simulator, for `netpol check --datapath hcn-sim`.
-//! - [`client`]: the HCN client logic above the raw calls, shared by the simulator and the
-//!   Windows FFI (`windows`, on Windows only), so everything but the FFI is tested here.
 //!
-//! Every [`Datapath`] call blocks: the agent runs them with `tokio::task::spawn_blocking`.
+//! Every [`HcnApi`] call blocks: the agent makes them from its reconcile thread, never on its
+//! async runtime.
 
+pub mod api;
 pub mod client;
-pub mod compile;
-pub mod datapath;
+pub mod discovery;
+pub mod enforcer;
 pub mod matcher;
 pub mod naive;
 pub mod oracle;
 pub mod programmer;
+pub mod render;
+pub mod resync;
 pub mod schema;
 pub mod sim;
 pub mod version;
 #[cfg(windows)]
 pub mod windows;
 
+pub use api::HcnApi;
 pub use client::{HcnCalls, HcnDatapath};
-pub use compile::{
-    compile_endpoint, compile_endpoint_with, compile_engine, compile_entries, CompileError,
-    CompileOptions, CompileWarning, CompiledAcls, CompiledEndpoint, RuleCount,
-};
-pub use datapath::{Datapath, DatapathError, EndpointInfo, ResyncSignal};
+pub use enforcer::HcnEnforcer;
 pub use oracle::SimOracle;
-pub use programmer::{ApplyReport, Backoff, Outcome, Programmer};
+pub use programmer::Programmer;
+pub use render::{
+    compile_acls, compile_acls_with, compile_entries_acls, rule_id, HcnAcls, MAX_ADDRESSES_PER_RULE,
+};
+pub use resync::ResyncSignal;
 pub use sim::HcnSim;
 pub use version::{Capabilities, HnsVersion};

@@ -12,3 +12,12 @@ pub fn naive_rule_count(key: &MapKey) -> usize {
         1usize << (16 - u32::from(key.port_prefix_len.min(16)))
     }
 }
+
+/// The naive expansion's rule count for a whole MapState, per direction.
+pub fn naive_rule_counts(map: &netpol_engine::MapState) -> netpol_datapath::RuleCount {
+    let mut count = netpol_datapath::RuleCount::default();
+    for (key, _) in map.iter() {
+        count.add(key.direction, naive_rule_count(&key));
+    }
+    count
+}

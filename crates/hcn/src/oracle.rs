@@ -12,13 +12,15 @@ use netpol_engine::flow::AddressOracle;
 use netpol_engine::reference::{Decision, Reason};
 use netpol_engine::{Direction, Engine, Protocol, Verdict};
 
-use crate::client::HcnDatapath;
-use crate::compile::{
-    compile_engine, CompileError, CompileOptions, CompiledAcls, CompiledEndpoint,
+use netpol_datapath::{
+    compile_engine, CompileError, CompileOptions, CompiledEndpoint, EndpointInfo, Outcome,
 };
-use crate::datapath::{Datapath, EndpointInfo};
+
+use crate::api::HcnApi;
+use crate::client::HcnDatapath;
 use crate::matcher::Packet;
-use crate::programmer::{Outcome, Programmer};
+use crate::programmer::Programmer;
+use crate::render::HcnAcls;
 use crate::schema::{AclAction, AclDirection};
 use crate::sim::{Evaluation, HcnSim};
 
@@ -42,7 +44,7 @@ pub struct SimOracle {
     datapath: HcnDatapath<HcnSim>,
     /// Each local pod address to the endpoint holding it.
     endpoints: HashMap<IpAddr, String>,
-    compiled: BTreeMap<String, CompiledAcls>,
+    compiled: BTreeMap<String, HcnAcls>,
 }
 
 impl SimOracle {
@@ -63,7 +65,7 @@ impl SimOracle {
         for CompiledEndpoint {
             key,
             addresses,
-            acls,
+            rules,
         } in all
         {
             for address in &addresses {
@@ -77,7 +79,7 @@ impl SimOracle {
                 },
                 Vec::new(),
             );
-            compiled.insert(key.to_string(), acls);
+            compiled.insert(key.to_string(), HcnAcls::render(&rules));
         }
         let datapath = HcnDatapath::new(sim);
         let desired = compiled
@@ -100,7 +102,7 @@ impl SimOracle {
     }
 
     /// The compiled rules of each endpoint, by engine endpoint key.
-    pub fn compiled(&self) -> &BTreeMap<String, CompiledAcls> {
+    pub fn compiled(&self) -> &BTreeMap<String, HcnAcls> {
         &self.compiled
     }
 
@@ -108,7 +110,7 @@ impl SimOracle {
         self.datapath.calls()
     }
 
-    pub fn datapath(&self) -> &dyn Datapath {
+    pub fn datapath(&self) -> &dyn HcnApi {
         &self.datapath
     }
 

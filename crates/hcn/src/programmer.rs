@@ -10,83 +10,18 @@
 //! - **Failures** are per endpoint: a failed endpoint is retried with exponential backoff on
 //!   later [`Programmer::apply`] calls and never holds others back. An endpoint that no longer
 //!   exists is reported as gone and not retried (HCN endpoint ids are never reused).
-//! - **Resync.** When the datapath's [`ResyncSignal`](crate::datapath::ResyncSignal) is raised
+//! - **Resync.** When the datapath's [`ResyncSignal`](crate::resync::ResyncSignal) is raised
 //!   (HNS restarted), everything cached is forgotten and every endpoint is read back again.
 //!
 //! Time is passed in (`now`), so callers decide when to retry and tests need no clocks.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::datapath::{Datapath, DatapathError};
+use netpol_datapath::{ApplyReport, Backoff, DatapathError, Outcome};
+
+use crate::api::HcnApi;
 use crate::schema::{AclPolicySetting, EndpointPolicy};
-
-/// Retry delays: `initial`, doubling per consecutive failure, at most `max`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Backoff {
-    pub initial: Duration,
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Backoff {
-            initial: Duration::from_millis(500),
-            max: Duration::from_secs(60),
-        }
-    }
-}
-
-impl Backoff {
-    /// The delay after `failures` consecutive failures (1 for the first).
-    pub fn delay(&self, failures: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(failures.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.initial.saturating_mul(factor).min(self.max)
-    }
-}
-
-/// What happened to one endpoint in one apply.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// Its netpol rules already were the desired ones.
-    Unchanged,
-    /// Its netpol rules were replaced.
-    Updated { added: usize, removed: usize },
-    /// The call failed; retried after `retry_at`.
-    Failed {
-        error: DatapathError,
-        failures: u32,
-        retry_at: Instant,
-    },
-    /// Skipped: still backing off from an earlier failure.
-    Deferred { retry_at: Instant },
-    /// The endpoint no longer exists.
-    Gone,
-    /// The desired rules include one netpol does not own (no `netpol-` id); nothing was sent.
-    Refused { rule: String },
-}
-
-/// Per-endpoint outcomes of one apply.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ApplyReport {
-    pub outcomes: BTreeMap<String, Outcome>,
-}
-
-impl ApplyReport {
-    pub fn updated(&self) -> usize {
-        self.count(|o| matches!(o, Outcome::Updated { .. }))
-    }
-
-    pub fn failed(&self) -> usize {
-        self.count(|o| matches!(o, Outcome::Failed { .. } | Outcome::Deferred { .. }))
-    }
-
-    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
-        self.outcomes.values().filter(|o| f(o)).count()
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Known {
@@ -132,7 +67,7 @@ impl Programmer {
     /// Endpoints not in `desired` are not touched.
     pub fn apply(
         &mut self,
-        datapath: &dyn Datapath,
+        datapath: &dyn HcnApi,
         desired: &BTreeMap<String, Vec<AclPolicySetting>>,
         now: Instant,
     ) -> ApplyReport {
@@ -166,7 +101,7 @@ impl Programmer {
 
     fn apply_one(
         &mut self,
-        datapath: &dyn Datapath,
+        datapath: &dyn HcnApi,
         endpoint: &str,
         rules: &[AclPolicySetting],
         now: Instant,
@@ -223,7 +158,7 @@ impl Programmer {
     /// Reads the endpoint back and updates it if its netpol rules differ.
     fn sync(
         &self,
-        datapath: &dyn Datapath,
+        datapath: &dyn HcnApi,
         endpoint: &str,
         rules: &[AclPolicySetting],
         wanted: &[String],
@@ -242,23 +177,5 @@ impl Programmer {
         policies.extend(rules.iter().map(EndpointPolicy::acl));
         datapath.update_policies(endpoint, policies)?;
         Ok(Outcome::Updated { added, removed })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_up_to_the_cap() {
-        let b = Backoff {
-            initial: Duration::from_secs(1),
-            max: Duration::from_secs(10),
-        };
-        assert_eq!(b.delay(1), Duration::from_secs(1));
-        assert_eq!(b.delay(2), Duration::from_secs(2));
-        assert_eq!(b.delay(4), Duration::from_secs(8));
-        assert_eq!(b.delay(5), Duration::from_secs(10));
-        assert_eq!(b.delay(100), Duration::from_secs(10));
     }
 }

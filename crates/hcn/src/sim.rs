@@ -16,8 +16,10 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::client::{HcnCalls, RawError};
-use crate::datapath::{EndpointInfo, ResyncSignal};
+use netpol_datapath::EndpointInfo;
+
 use crate::matcher::{AclMatcher, AclParseError, Packet};
+use crate::resync::ResyncSignal;
 use crate::schema::{
     AclAction, EndpointPolicy, EndpointProperties, IpConfig, ModifyEndpointRequest, RequestType,
     ResourceType,

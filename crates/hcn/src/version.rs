@@ -81,10 +81,10 @@ impl Capabilities {
     }
 
     /// Compile options that respect these capabilities.
-    pub fn compile_options(&self) -> crate::CompileOptions {
-        crate::CompileOptions {
+    pub fn compile_options(&self) -> netpol_datapath::CompileOptions {
+        netpol_datapath::CompileOptions {
             dual_stack: self.dual_stack,
-            ..crate::CompileOptions::default()
+            ..netpol_datapath::CompileOptions::default()
         }
     }
 }

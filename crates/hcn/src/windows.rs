@@ -2,8 +2,8 @@
 //! here; building requests, parsing responses and classifying errors are shared with the
 //! simulator in [`crate::client`], and everything above that in [`crate::programmer`].
 //!
-//! - Every call blocks and may take seconds under load. The agent runs them with
-//!   `tokio::task::spawn_blocking` (through [`HcnDatapath`](crate::client::HcnDatapath)).
+//! - Every call blocks and may take seconds under load. The agent makes them from its reconcile
+//!   thread (through [`HcnDatapath`](crate::client::HcnDatapath)), never on its async runtime.
 //! - Every output string and every error record HCN allocates is freed with `CoTaskMemFree`,
 //!   on success and on failure alike; endpoint handles are closed by a guard.
 //! - The HNS version comes from the V1 globals query (`HNSCall GET /globals/version` in
@@ -27,7 +27,7 @@ use windows::Win32::System::HostComputeNetwork::{
 };
 
 use crate::client::{HcnCalls, RawError};
-use crate::datapath::ResyncSignal;
+use crate::resync::ResyncSignal;
 use crate::schema::HnsResponse;
 use crate::version::{Capabilities, HnsVersion, Unsupported};
 

@@ -15,10 +15,12 @@ mod engine_common;
 use std::net::IpAddr;
 
 use common::*;
+use netpol_datapath::testing::*;
+use netpol_datapath::CompileOptions;
 use netpol_engine::flow::AddressOracle;
 use netpol_engine::*;
 use netpol_hcn::schema::AclAction;
-use netpol_hcn::{CompileOptions, SimOracle};
+use netpol_hcn::SimOracle;
 use proptest::prelude::*;
 
 proptest! {

@@ -1,19 +1,16 @@
 //! The programmer over the simulator: idempotence, per-endpoint diffs, faults and convergence,
 //! and never touching policies netpol does not own.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::*;
+use netpol_datapath::testing::*;
+use netpol_datapath::{Backoff, EndpointInfo, Outcome};
 use netpol_engine::*;
-use netpol_hcn::datapath::Datapath;
 use netpol_hcn::schema::{AclAction, AclDirection, AclPolicySetting, EndpointPolicy, RuleType};
 use netpol_hcn::sim::{Call, CallKind, Fault};
-use netpol_hcn::{
-    compile_endpoint, Backoff, EndpointInfo, HcnDatapath, HcnSim, Outcome, Programmer,
-};
+use netpol_hcn::HcnApi;
+use netpol_hcn::{compile_acls, HcnDatapath, HcnSim, Programmer};
 use serde_json::json;
 
 const EPS: [&str; 3] = ["ep-a", "ep-b", "ep-c"];
@@ -72,7 +69,7 @@ fn rules(port: u16) -> Vec<AclPolicySetting> {
         key(Some(Protocol::Tcp), port, 16),
         value(5, Verdict::Allow, None),
     );
-    compile_endpoint(&b.build(), &store).unwrap().rules
+    compile_acls(&b.build(), &store).unwrap().rules
 }
 
 fn desired(port: u16) -> BTreeMap<String, Vec<AclPolicySetting>> {

@@ -1,12 +1,13 @@
 //! The simulator's HCN semantics, validation and call log.
 
+use netpol_datapath::EndpointInfo;
 use netpol_hcn::client::HcnCalls;
 use netpol_hcn::matcher::Packet;
 use netpol_hcn::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, ModifyEndpointRequest, RequestType,
 };
 use netpol_hcn::sim::{Call, CallKind, Fault};
-use netpol_hcn::{EndpointInfo, HcnSim};
+use netpol_hcn::HcnSim;
 
 fn acl(
     id: &str,

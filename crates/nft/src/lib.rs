@@ -1,5 +1,5 @@
 //! netpol's Linux datapath: each endpoint's ordered rules (the compiler's datapath-neutral form,
-//! [`netpol_hcn::compile::OrderedRule`]) as chains of one nftables table, `inet netpol`.
+//! [`netpol_datapath::OrderedRule`]) as chains of one nftables table, `inet netpol`.
 //!
 //! - [`ruleset`]: the model: per endpoint an ingress and an egress chain of first-match rules,
 //!   jumped to from one forward-hook base chain by the endpoint's addresses.
@@ -8,8 +8,11 @@
 //!   deletes what is obsolete, all in one transaction; nothing if nothing changed.
 //! - [`eval`]: an in-process evaluation of the model with nftables semantics, for tests and for
 //!   explaining a real packet's fate.
-//! - `netns`, `topology`, `probe` (Linux only): private network namespaces, `nft` and `ip` run
-//!   inside them, a routed network of hosts, and real TCP/UDP probes between them.
+//! - [`enforcer`]: [`NftEnforcer`], the neutral `Enforcer` over the programmer; `host` (Linux):
+//!   the node's own kernel through the `nft` command.
+//!
+//! Real packets through these tables (private namespaces, topologies, probes) are the test rigs
+//! of crate `netpol-testbed`, which the node agent does not link.
 //!
 //! ## Hooks, priorities, conntrack
 //!
@@ -25,17 +28,15 @@
 //! chain of the destination's endpoint (verdict maps keyed by address). Allow rules `return`, so a
 //! flow between two local pods needs both sides' allow; block rules `drop`.
 
+pub mod enforcer;
 pub mod eval;
 #[cfg(target_os = "linux")]
-pub mod netns;
-#[cfg(target_os = "linux")]
-pub mod probe;
+pub mod host;
 pub mod programmer;
 pub mod ruleset;
 pub mod script;
-#[cfg(target_os = "linux")]
-pub mod topology;
 
+pub use enforcer::NftEnforcer;
 pub use eval::{Evaluation, Packet};
 pub use ruleset::{ChainRule, ChainVerdict, EndpointChains, RemoteMatch, Ruleset};
 pub use script::{chain_name, Table, TABLE};

@@ -81,45 +81,14 @@ pub fn parse_chain_names(listing: &str) -> Vec<String> {
         .collect()
 }
 
-/// The chain names of netpol's table, read through `nft` (run here or in a namespace).
-#[cfg(target_os = "linux")]
-fn chains_via(nft: impl Fn(&[&str]) -> io::Result<String>) -> io::Result<Option<Vec<String>>> {
+/// The chain names of netpol's table, read through `nft` (run on the host or in a namespace).
+pub fn chains_via(nft: impl Fn(&[&str]) -> io::Result<String>) -> io::Result<Option<Vec<String>>> {
     let tables = nft(&["list", "tables", "inet"])?;
     if !tables.lines().any(|l| l.trim() == "table inet netpol") {
         return Ok(None);
     }
     let listing = nft(&["list", "table", "inet", "netpol"])?;
     Ok(Some(parse_chain_names(&listing)))
-}
-
-#[cfg(target_os = "linux")]
-impl NftBackend for crate::netns::Netns {
-    fn apply(&self, script: &str) -> io::Result<()> {
-        self.nft(script)
-    }
-
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| self.run("nft", args, ""))
-    }
-}
-
-/// The kernel of the network namespace the agent runs in (the node's): the `nft` command on
-/// `PATH`, as the agent's DaemonSet runs it with `hostNetwork` and `CAP_NET_ADMIN`.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HostNft;
-
-#[cfg(target_os = "linux")]
-impl NftBackend for HostNft {
-    fn apply(&self, script: &str) -> io::Result<()> {
-        let nft = std::process::Command::new("nft");
-        crate::netns::run_piped(nft, "nft", &["-f", "-"], script).map(drop)
-    }
-
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| {
-            crate::netns::run_piped(std::process::Command::new("nft"), "nft", args, "")
-        })
-    }
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
+use netpol_datapath::{OrderedRule, RuleAction};
 use netpol_engine::reference::Reason;
 use netpol_engine::{Direction, Protocol};
-use netpol_hcn::compile::{OrderedRule, RuleAction};
 
 /// What a matching chain rule does. Allow is `return` (to the base chain, which then consults the
 /// other side of the flow), block is `drop`.

@@ -4,15 +4,11 @@
 //! into netpol's nftables model for one endpoint, and every probe flow's first packet is run
 //! through the model with nftables semantics. Case counts come from PROPTEST_CASES (default 256).
 
-#[path = "../../hcn/tests/common/mod.rs"]
-mod common;
-
 use std::net::IpAddr;
 
-use common::*;
+use netpol_datapath::testing::*;
+use netpol_datapath::{compile_entries, CompileOptions, RuleAction};
 use netpol_engine::*;
-use netpol_hcn::schema::AclAction;
-use netpol_hcn::CompileOptions;
 use netpol_nft::eval::{evaluate, Packet};
 use netpol_nft::{script, EndpointChains, Ruleset};
 use proptest::prelude::*;
@@ -22,13 +18,13 @@ const ENDPOINT_V6: &str = "fd99::1";
 
 /// The first flow where the nftables model and the lookup disagree.
 fn first_mismatch(map: &MapState, store: &IdentityStore) -> Option<String> {
-    let acls = match netpol_hcn::compile_entries(map.iter(), store, &CompileOptions::default()) {
+    let compiled = match compile_entries(map.iter(), store, &CompileOptions::default()) {
         Ok(a) => a,
         Err(e) => return Some(format!("compile failed: {e}")),
     };
     let local: [IpAddr; 2] = [ENDPOINT_V4.parse().unwrap(), ENDPOINT_V6.parse().unwrap()];
     let mut ruleset = Ruleset::default();
-    ruleset.insert("ep", EndpointChains::new(local.to_vec(), &acls.ordered));
+    ruleset.insert("ep", EndpointChains::new(local.to_vec(), &compiled.rules));
     let script = script::render(&ruleset).expect("one endpoint shares no address");
     for address in probe_addresses(store) {
         let Some(remote) = store.resolve(address) else {
@@ -50,7 +46,7 @@ fn first_mismatch(map: &MapState, store: &IdentityStore) -> Option<String> {
                         dport: port,
                     };
                     let got = evaluate(&ruleset, &packet);
-                    if got.accepted != (want == AclAction::Allow) {
+                    if got.accepted != (want == RuleAction::Allow) {
                         return Some(format!(
                             "{direction} {address} ({}) {protocol}/{port}: nft accepted={} by {:?}, lookup {want:?}\n{script}",
                             store.get(remote).unwrap(),

@@ -1,28 +1,26 @@
 //! Shared harness of the agent's end-to-end tests: an embedded-mode pipeline over files in a
 //! scratch directory, programming an HCN simulator, driven step by step (no clocks, no threads).
 
-#![allow(dead_code)] // each test binary uses a different part of the harness
-
-pub mod apiserver;
+#![allow(dead_code, unused_imports)] // each test binary uses a different part of the harness
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use netpol_agent::agent::endpoints::SimulatedCni;
-use netpol_agent::agent::indexes::Indexes;
-use netpol_agent::agent::instrumented::Instrumented;
-use netpol_agent::agent::metrics::Metrics;
-use netpol_agent::agent::reconciler::{Pipeline, ReconcileReport};
-use netpol_agent::agent::sources::files::{FileSource, Scan};
+use netpol_agent::indexes::Indexes;
+use netpol_agent::instrumented::Instrumented;
+use netpol_agent::metrics::Metrics;
+use netpol_agent::reconciler::{Pipeline, ReconcileReport};
+use netpol_agent::sources::files::{FileSource, Scan};
+use netpol_datapath::Backoff;
 use netpol_engine::flow::AddressOracle;
 use netpol_engine::{Direction, Engine, EngineConfig, Protocol};
+use netpol_hcn::discovery::SimulatedCni;
 use netpol_hcn::oracle::packet;
-use netpol_hcn::programmer::Backoff;
 use netpol_hcn::schema::AclAction;
 use netpol_hcn::sim::{Call, HcnSim};
-use netpol_hcn::{Datapath, HcnDatapath};
+use netpol_hcn::{HcnApi, HcnDatapath};
 use prometheus_client::registry::Registry;
 
 pub const NODE: &str = "node-1";
@@ -41,33 +39,12 @@ pub const PROBES: [(Protocol, u16); 10] = [
     (Protocol::Sctp, 80),
 ];
 
+pub use netpol_testkit::files::{copy_example_cluster, INVALID_POLICY};
+pub use netpol_testkit::http::http_get;
+
 /// A fresh scratch directory for one test.
 pub fn scratch_dir(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("agent")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// Copies the bundled example cluster into `dir`.
-pub fn copy_example_cluster(dir: &Path) {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cluster");
-    copy_tree(&example, dir);
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
+    netpol_testkit::files::scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), test)
 }
 
 /// One agent: a file source and a pipeline over a shared simulator.
@@ -94,7 +71,7 @@ impl Agent {
     }
 
     /// Starts an agent programming `sim` through `raw` (a wrapper or session of it).
-    pub fn start_over(dir: &Path, sim: &Arc<HcnDatapath<HcnSim>>, raw: Arc<dyn Datapath>) -> Agent {
+    pub fn start_over(dir: &Path, sim: &Arc<HcnDatapath<HcnSim>>, raw: Arc<dyn HcnApi>) -> Agent {
         let mut registry = Registry::default();
         let metrics = Metrics::register(&mut registry);
         let datapath = Arc::new(Instrumented::new(raw, metrics.clone()));
@@ -311,17 +288,6 @@ pub fn endpoint_of(pipeline: &Pipeline, pod: &str) -> String {
         .unwrap_or_else(|| panic!("no endpoint for {pod}"))
 }
 
-/// A NetworkPolicy that fails validation: its CIDR has a /33 prefix.
-pub const INVALID_POLICY: &str = "apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: broken, namespace: shop}
-spec:
-  podSelector: {}
-  ingress:
-  - from:
-    - ipBlock: {cidr: 10.0.0.0/33}
-";
-
 /// [`flow_allowed`] for any pipeline.
 pub fn flow_allowed_in(
     pipeline: &Pipeline,
@@ -345,33 +311,6 @@ pub fn flow_allowed_in(
             == AclAction::Allow
     };
     allows(from, Direction::Egress, address(to)) && allows(to, Direction::Ingress, address(from))
-}
-
-/// One `GET` over real HTTP on loopback, returning the status code and the body.
-pub fn http_get(address: std::net::SocketAddr, path: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut stream =
-        std::net::TcpStream::connect_timeout(&address, Duration::from_secs(5)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let status = response
-        .split(' ')
-        .nth(1)
-        .and_then(|code| code.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP response: {response:?}"));
-    let body = response
-        .split_once("\r\n\r\n")
-        .map(|(_, body)| body.to_owned())
-        .unwrap_or_default();
-    (status, body)
 }
 
 pub fn ip(text: &str) -> IpAddr {

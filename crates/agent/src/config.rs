@@ -1,0 +1,45 @@
+//! What the agent is told to do: which node, which source, which datapath, and its timings.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where the cluster's objects come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SourceConfig {
+    /// Embedded mode: the YAML files under a folder, followed as they change.
+    Files(PathBuf),
+    /// Cluster mode: watches through this kubeconfig, or the in-cluster configuration.
+    Cluster { kubeconfig: Option<PathBuf> },
+}
+
+/// The datapath the agent programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatapathKind {
+    /// The host's HCN (Windows only).
+    Hcn,
+    /// An in-process HCN simulator; local endpoints are the pods scheduled on the node.
+    HcnSim,
+    /// The Linux kernel's nftables, in the agent's network namespace (the node's).
+    Nftables,
+}
+
+/// Everything the agent needs to run.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// This node's name: its pods are the local endpoints.
+    pub node: String,
+    pub source: SourceConfig,
+    pub datapath: DatapathKind,
+    /// Where to serve /metrics, /healthz and /readyz.
+    pub listen: SocketAddr,
+    /// Between full resyncs (every endpoint read back, every file read again).
+    pub resync_period: Duration,
+    /// Quiet that closes a batch of changes.
+    pub debounce: Duration,
+    /// How long to wait at start for every file to be read or every kind to be listed before
+    /// programming what could be read.
+    pub initial_sync_timeout: Duration,
+    /// Between polls of the files in embedded mode.
+    pub poll_interval: Duration,
+}

@@ -1,0 +1,158 @@
+//! The long-running agent: HTTP endpoints and watches on a small async runtime, the reconcile loop
+//! on a thread of its own, and (embedded mode) the file poller on another.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use prometheus_client::registry::Registry;
+
+use crate::config::{AgentConfig, SourceConfig};
+use crate::datapaths::{self, Datapaths};
+use crate::driver::{self, Input, LoopConfig};
+use crate::follow_files::FollowFiles;
+use crate::health::{self, Health};
+use crate::metrics::Metrics;
+use crate::reconciler::Pipeline;
+use crate::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use crate::sources::files::FileSource;
+
+/// Runs the agent until it is told to stop (Ctrl-C, SIGTERM, a Windows shutdown event).
+pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let health = Arc::new(Health::default());
+    let Datapaths { enforcer, hcn, .. } = datapaths::build(config.datapath, &metrics, &health)?;
+
+    let (inputs, receiver) = mpsc::channel();
+    if let Some(datapath) = hcn {
+        // An HNS restart loses every policy: read everything back at once.
+        let inputs = std::sync::Mutex::new(inputs.clone());
+        datapath.resync_signal().subscribe(move || {
+            let _ = inputs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .send(Input::Resync);
+        });
+    }
+    let pipeline = Pipeline::with_enforcer(&config.node, enforcer, metrics.clone());
+    let loop_config = LoopConfig {
+        debounce: config.debounce,
+        max_batch_delay: Duration::from_secs(1).max(config.debounce),
+        resync_period: config.resync_period.max(Duration::from_secs(1)),
+    };
+    let loop_health = health.clone();
+    let reconciler = std::thread::Builder::new()
+        .name("reconcile".into())
+        .spawn(move || driver::run(pipeline, receiver, loop_health, loop_config))?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let registry = Arc::new(registry);
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("listening on {}", config.listen))?;
+        tracing::info!(listen = %config.listen, node = %config.node, "netpol agent started");
+        match &config.source {
+            SourceConfig::Files(dir) => {
+                let follow = FollowFiles {
+                    inputs: inputs.clone(),
+                    metrics: metrics.clone(),
+                    health: health.clone(),
+                    poll: config.poll_interval.max(Duration::from_millis(10)),
+                    relist: loop_config.resync_period,
+                    initial_wait: config.initial_sync_timeout,
+                };
+                let source = FileSource::new(dir);
+                let stop = stop.clone();
+                std::thread::Builder::new()
+                    .name("files".into())
+                    .spawn(move || follow.run(source, &stop))?;
+            }
+            SourceConfig::Cluster { kubeconfig } => {
+                let client = kube_client(kubeconfig.as_ref()).await?;
+                let sinks = Sinks {
+                    inputs: inputs.clone(),
+                    metrics: metrics.clone(),
+                    health: health.clone(),
+                };
+                let watch = WatchConfig {
+                    initial_wait: config.initial_sync_timeout,
+                    ..WatchConfig::default()
+                };
+                spawn_watches(&client, &sinks, watch);
+            }
+        }
+        health::serve(listener, health.clone(), registry, shutdown_signal())
+            .await
+            .context("serving HTTP")
+    });
+    stop.store(true, Ordering::Relaxed);
+    let _ = inputs.send(Input::Shutdown);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    if reconciler.join().is_err() {
+        bail!("the reconcile loop panicked");
+    }
+    served?;
+    tracing::info!("netpol agent stopped");
+    Ok(())
+}
+
+/// A client from `kubeconfig`, or from the in-cluster configuration.
+pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                .await
+                .with_context(|| format!("using {}", path.display()))?
+        }
+        None => kube::Config::incluster().context("reading the in-cluster configuration")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Completes on Ctrl-C, and on SIGTERM (Unix) or a shutdown or close event (Windows), which is
+/// how the kubelet stops a container.
+async fn shutdown_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(windows)]
+    let terminate = async {
+        match (
+            tokio::signal::windows::ctrl_shutdown(),
+            tokio::signal::windows::ctrl_close(),
+        ) {
+            (Ok(mut shutdown), Ok(mut close)) => {
+                tokio::select! {
+                    _ = shutdown.recv() => {}
+                    _ = close.recv() => {}
+                }
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,117 @@
+//! The datapath the agent programs, built once at start: its [`Enforcer`], and the handles the
+//! daemon and `--once` need beside it (the HCN resync signal, the simulator).
+
+use std::sync::Arc;
+
+use anyhow::bail;
+#[cfg(windows)]
+use anyhow::Context;
+use netpol_datapath::{Backoff, Enforcer};
+#[cfg(windows)]
+use netpol_hcn::discovery::HostEndpoints;
+use netpol_hcn::discovery::{EndpointDiscovery, SimulatedCni};
+use netpol_hcn::sim::{HcnSim, SimSession};
+use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer};
+
+use crate::config::DatapathKind;
+use crate::health::Health;
+use crate::instrumented::Instrumented;
+use crate::metrics::Metrics;
+use crate::reconnect::Reconnecting;
+
+/// The enforcer of the chosen datapath and, for HCN, the datapath whose resync signal (an HNS
+/// restart) the daemon follows and, for the simulator, a handle on it.
+pub struct Datapaths {
+    pub enforcer: Box<dyn Enforcer>,
+    pub hcn: Option<Arc<dyn HcnApi>>,
+    pub sim: Option<Arc<HcnDatapath<HcnSim>>>,
+}
+
+impl Datapaths {
+    fn hcn(
+        datapath: Arc<dyn HcnApi>,
+        discovery: Box<dyn EndpointDiscovery>,
+        sim: Option<Arc<HcnDatapath<HcnSim>>>,
+    ) -> Self {
+        Datapaths {
+            enforcer: Box::new(HcnEnforcer::new(
+                datapath.clone(),
+                discovery,
+                Backoff::default(),
+            )),
+            hcn: Some(datapath),
+            sim,
+        }
+    }
+}
+
+/// Builds the datapath `kind`, its HCN calls counted and timed in `metrics`.
+pub fn build(
+    kind: DatapathKind,
+    metrics: &Metrics,
+    health: &Arc<Health>,
+) -> anyhow::Result<Datapaths> {
+    let instrument = |raw: Arc<dyn HcnApi>| -> Arc<dyn HcnApi> {
+        Arc::new(Instrumented::new(raw, metrics.clone()).with_health(health.clone()))
+    };
+    match kind {
+        DatapathKind::HcnSim => {
+            let sim = Arc::new(HcnDatapath::new(HcnSim::new()));
+            let host = sim.clone();
+            // The agent talks to the simulator through sessions an HNS restart invalidates, as
+            // it talks to the real HNS; the stand-in CNI plugin keeps its own view.
+            let sessions = Reconnecting::new(Box::new(move || {
+                Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
+            }))?;
+            Ok(Datapaths::hcn(
+                instrument(Arc::new(sessions)),
+                Box::new(SimulatedCni::new(sim.clone())),
+                Some(sim),
+            ))
+        }
+        DatapathKind::Hcn => host_hcn(instrument),
+        DatapathKind::Nftables => nftables(),
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn nftables() -> anyhow::Result<Datapaths> {
+    use netpol_nft::host::HostNft;
+    use netpol_nft::NftEnforcer;
+    Ok(Datapaths {
+        enforcer: Box::new(NftEnforcer::new(Box::new(HostNft), Backoff::default())),
+        hcn: None,
+        sim: None,
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn nftables() -> anyhow::Result<Datapaths> {
+    bail!("the nftables datapath exists only on Linux")
+}
+
+#[cfg(windows)]
+fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::Result<Datapaths> {
+    // Re-created (registering for notifications again) after every HNS restart.
+    let client = Reconnecting::new(Box::new(|| {
+        let client = netpol_hcn::windows::HcnClient::connect().map_err(|e| {
+            netpol_datapath::DatapathError::Call {
+                call: "connecting to HNS",
+                endpoint: None,
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Arc::new(HcnDatapath::new(client)) as Arc<dyn HcnApi>)
+    }))
+    .context("connecting to HNS")?;
+    Ok(Datapaths::hcn(
+        instrument(Arc::new(client)),
+        Box::new(HostEndpoints::default()),
+        None,
+    ))
+}
+
+#[cfg(not(windows))]
+fn host_hcn(_: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::Result<Datapaths> {
+    bail!("the HCN datapath exists only on Windows; use --datapath hcn-sim")
+}

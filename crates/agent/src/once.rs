@@ -1,0 +1,127 @@
+//! `--once`: read the files, sync once (retrying failed endpoints a few times) and hand back what
+//! was programmed, for the caller to summarize.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use netpol_hcn::sim::HcnSim;
+use netpol_hcn::HcnDatapath;
+use prometheus_client::registry::Registry;
+
+use crate::config::DatapathKind;
+use crate::datapaths::{self, Datapaths};
+use crate::health::Health;
+use crate::indexes::SourceEvent;
+use crate::metrics::Metrics;
+use crate::reconciler::Pipeline;
+use crate::sources::files::{report_file_problems, FileProblem, FileSource, SETTLE_AGE};
+
+/// How many reconciles `--once` tries before it reports endpoints it could not program.
+pub const ATTEMPTS: usize = 5;
+
+/// What one sync did.
+pub struct Synced {
+    pub pipeline: Pipeline,
+    /// The simulator the rules went to, if the datapath is simulated.
+    pub sim: Option<Arc<HcnDatapath<HcnSim>>>,
+    /// Whether every endpoint was programmed.
+    pub complete: bool,
+    /// Files that could not be read (their objects are missing).
+    pub unreadable_files: usize,
+    /// Objects that could not be read or were refused.
+    pub invalid_objects: usize,
+    /// From the start of the run to the end of the sync.
+    pub took: Duration,
+}
+
+impl Synced {
+    /// Whether everything was read and programmed.
+    pub fn is_clean(&self) -> bool {
+        self.complete && self.unreadable_files == 0 && self.invalid_objects == 0
+    }
+}
+
+/// Reads the files under `dir` and syncs `node`'s endpoints once on `datapath`.
+pub fn sync(
+    dir: &Path,
+    node: &str,
+    datapath: DatapathKind,
+    poll: Duration,
+) -> anyhow::Result<Synced> {
+    let started = Instant::now();
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let health = Arc::new(Health::default());
+    let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, &metrics, &health)?;
+    let mut pipeline = Pipeline::with_enforcer(node, enforcer, metrics.clone());
+    let mut source = FileSource::new(dir);
+    let (events, problems) = read_first_list(&mut source, poll)?;
+    report_file_problems(&problems, &metrics);
+    let unreadable_files = source.unreadable().len();
+    // Nothing reads the files again: the source's copy of every object would only add to the
+    // peak while the engine and compiler work.
+    drop(source);
+    for event in events {
+        pipeline.ingest(event);
+    }
+    let mut complete = false;
+    for _ in 0..ATTEMPTS {
+        let report = pipeline
+            .reconcile(Instant::now())
+            .context("the files did not list every kind")?;
+        if report.complete() {
+            complete = true;
+            break;
+        }
+        if let Some(at) = pipeline.next_wakeup() {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+        }
+    }
+    let invalid_objects = problems
+        .iter()
+        .filter(|p| matches!(p, FileProblem::InvalidObject { .. }))
+        .count()
+        + invalid_policies(&pipeline);
+    Ok(Synced {
+        pipeline,
+        sim,
+        complete,
+        unreadable_files,
+        invalid_objects,
+        took: started.elapsed(),
+    })
+}
+
+/// The first list: waits (boundedly) for files still being written, then lists what could be
+/// read. Returns the events and every problem met.
+fn read_first_list(
+    source: &mut FileSource,
+    poll: Duration,
+) -> anyhow::Result<(Vec<SourceEvent>, Vec<FileProblem>)> {
+    let started = Instant::now();
+    let mut problems = Vec::new();
+    loop {
+        let scan = source
+            .scan()
+            .with_context(|| format!("reading {}", source.root().display()))?;
+        problems.extend(scan.problems);
+        if source.is_listed() {
+            return Ok((scan.events, problems));
+        }
+        // Only files still changing are worth waiting for, and not for long; unreadable ones
+        // are reported and the rest is listed.
+        if scan.settling == 0 || started.elapsed() > 2 * SETTLE_AGE {
+            source.accept_partial();
+        } else {
+            std::thread::sleep(poll);
+        }
+    }
+}
+
+/// Policies read but refused by translation (their errors were logged).
+fn invalid_policies(pipeline: &Pipeline) -> usize {
+    let counts = pipeline.indexes().policy_counts();
+    counts.values().map(|c| c.invalid).sum()
+}

@@ -1,0 +1,414 @@
+//! The cluster mode's source: one list-then-watch loop per kind, on raw JSON, forwarding each
+//! kind's events to the reconcile loop.
+//!
+//! Per kind:
+//! - **List** in pages of [`WatchConfig::page_size`], the whole list within
+//!   [`WatchConfig::list_timeout`]; each object is read on its own ([`super::decode`]), so an
+//!   object that does not fit its kind is rejected alone (a policy counts as invalid, logged
+//!   once with object and field) and every other object of the kind is enforced.
+//! - **Watch** from the list's resourceVersion, with bookmarks. A watch that ends (the server's
+//!   time-out, a dropped connection) is resumed from the last resourceVersion seen, without a
+//!   list; a 410 Gone lists again, and the new list's end removes what was deleted meanwhile.
+//! - **Failures** (403, 500, time-outs, refused connections) are retried with a growing, capped
+//!   backoff that only a watch delivering events resets (not a list that merely started), counted in
+//!   `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in `/readyz`.
+//! - **A kind never listed** holds programming back for [`WatchConfig::initial_wait`] (the
+//!   datapath keeps what a previous agent programmed); then the kind is sent as an empty list,
+//!   so that what is synced gets enforced, while readiness stays false until the kind lists.
+//!   A kind listed before keeps its last good objects however long its lists fail.
+//! - **A CRD not installed** (a plain-text 404) counts as listed and empty, with a warning; the
+//!   list is retried at the capped backoff, and once the CRD appears its objects arrive like any
+//!   others. Should a CRD be deleted, its objects go with it.
+
+use std::collections::BTreeSet;
+use std::pin::pin;
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::api::ApiResource;
+use kube::runtime::watcher::Event;
+use kube::Client;
+use netpol_api::crd::{
+    AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
+    CiliumNetworkPolicy, ClusterNetworkPolicy,
+};
+use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::decode::{decode, skeleton, Decoded};
+use super::kube_api::{resource_version, CallError, KindApi, WatchItem};
+use crate::driver::Input;
+use crate::health::Health;
+use crate::indexes::SourceEvent;
+use crate::kind::SourceKind;
+use crate::metrics::Metrics;
+use netpol_datapath::Backoff;
+
+/// How the watches list, watch and retry.
+#[derive(Clone, Copy, Debug)]
+pub struct WatchConfig {
+    /// Objects per list page (`limit`).
+    pub page_size: u32,
+    /// The longest a whole (paged) list may take.
+    pub list_timeout: Duration,
+    /// The server ends each watch call after this many seconds; it is then resumed.
+    pub watch_timeout_s: u32,
+    /// Delays between failed calls: doubling from `initial` up to `max`.
+    pub backoff: Backoff,
+    /// How long a kind never listed holds programming back.
+    pub initial_wait: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            page_size: 500,
+            list_timeout: Duration::from_secs(60),
+            watch_timeout_s: 290,
+            backoff: Backoff {
+                initial: Duration::from_millis(500),
+                max: Duration::from_secs(30),
+            },
+            initial_wait: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Where a follower reports.
+#[derive(Clone)]
+pub struct Sinks {
+    pub inputs: Sender<Input>,
+    pub metrics: Metrics,
+    pub health: Arc<Health>,
+}
+
+/// Every watched kind with its API resource.
+pub fn resources() -> Vec<(SourceKind, ApiResource)> {
+    vec![
+        (SourceKind::Namespace, ApiResource::erase::<Namespace>(&())),
+        (SourceKind::Pod, ApiResource::erase::<Pod>(&())),
+        (SourceKind::Node, ApiResource::erase::<Node>(&())),
+        (
+            SourceKind::NetworkPolicy,
+            ApiResource::erase::<NetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::AdminNetworkPolicy,
+            ApiResource::erase::<AdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::BaselineAdminNetworkPolicy,
+            ApiResource::erase::<BaselineAdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::ClusterNetworkPolicy,
+            ApiResource::erase::<ClusterNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumNetworkPolicy,
+            ApiResource::erase::<CiliumNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumClusterwideNetworkPolicy,
+            ApiResource::erase::<CiliumClusterwideNetworkPolicy>(&()),
+        ),
+    ]
+}
+
+/// Starts one follower per kind on the current tokio runtime.
+pub fn spawn_watches(
+    client: &Client,
+    sinks: &Sinks,
+    config: WatchConfig,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    resources()
+        .into_iter()
+        .map(|(kind, resource)| {
+            let follower =
+                Follower::new(KindApi::new(client.clone(), resource), kind, sinks, config);
+            tokio::spawn(follower.run())
+        })
+        .collect()
+}
+
+/// The receiver went away: the agent is stopping.
+struct Stopped;
+
+/// Why a watch loop ended.
+enum WatchEnd {
+    Relist,
+}
+
+struct Follower {
+    api: KindApi,
+    kind: SourceKind,
+    sinks: Sinks,
+    config: WatchConfig,
+    deadline: Instant,
+    /// Consecutive failed calls; reset only by a watch that delivers (not by a list, so that a
+    /// kind whose lists succeed and watches fail still backs off).
+    failures: u32,
+    /// A complete list (or the empty stand-in after the initial wait) was sent.
+    listed: bool,
+    /// Lists since start that succeeded.
+    lists: u64,
+    /// The CRD is not installed; an empty list was sent for it.
+    absent: bool,
+    /// Invalid objects of a kind without invalid state (pods...), logged once each.
+    logged_invalid: BTreeSet<ObjectRef>,
+}
+
+impl Follower {
+    fn new(api: KindApi, kind: SourceKind, sinks: &Sinks, config: WatchConfig) -> Follower {
+        sinks.metrics.set_kind_synced(kind, false);
+        Follower {
+            api,
+            kind,
+            sinks: sinks.clone(),
+            config,
+            deadline: Instant::now() + config.initial_wait,
+            failures: 0,
+            listed: false,
+            lists: 0,
+            absent: false,
+            logged_invalid: BTreeSet::new(),
+        }
+    }
+
+    async fn run(mut self) {
+        let _ = self.follow().await;
+    }
+
+    async fn follow(&mut self) -> Result<(), Stopped> {
+        loop {
+            match self
+                .api
+                .list(self.config.page_size, self.config.list_timeout)
+                .await
+            {
+                Ok(listing) => {
+                    if self.absent {
+                        tracing::info!(kind = %self.kind, "the kind's CRD is installed now; following it");
+                        self.absent = false;
+                    }
+                    self.send_list(listing.items)?;
+                    let WatchEnd::Relist = self.watch(listing.resource_version).await?;
+                    self.sinks.metrics.count_relist(self.kind);
+                }
+                Err(CallError::NotInstalled) => {
+                    if !self.absent {
+                        tracing::warn!(kind = %self.kind, "CRD not installed: skipping this kind until it appears");
+                        self.absent = true;
+                        // No objects of a kind that does not exist: an empty, complete list.
+                        self.send_list(Vec::new())?;
+                    }
+                    self.failures = self.failures.saturating_add(1);
+                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+                }
+                Err(error) => {
+                    self.failed("list", &error);
+                    self.stand_in_if_due()?;
+                    let mut delay = self.config.backoff.delay(self.failures);
+                    if !self.listed {
+                        // Wake at the deadline, so that the stand-in is not late.
+                        delay = delay.min(self.deadline.saturating_duration_since(Instant::now()));
+                    }
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Watches from `resource_version` until a list is needed again.
+    async fn watch(&mut self, mut resource_version: String) -> Result<WatchEnd, Stopped> {
+        // Consecutive watches that ended without delivering anything: resumed with a backoff so
+        // that a server closing every watch at once is not hammered.
+        let mut quiet = 0;
+        loop {
+            let events = match self
+                .api
+                .watch(&resource_version, self.config.watch_timeout_s)
+                .await
+            {
+                Ok(events) => events,
+                Err(CallError::Expired | CallError::NotInstalled) => return Ok(WatchEnd::Relist),
+                Err(error) => {
+                    self.failed("watch", &error);
+                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+                    continue;
+                }
+            };
+            self.working();
+            let mut delivered = false;
+            let mut broke = false;
+            let mut events = pin!(events);
+            while let Some(item) = events.next().await {
+                match item {
+                    Ok(WatchItem::Bookmark(version)) => resource_version = version,
+                    Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
+                        resource_version = version_of(&object, resource_version);
+                        self.send_object(object, Event::Apply, Event::Apply)?;
+                    }
+                    Ok(WatchItem::Deleted(object)) => {
+                        resource_version = version_of(&object, resource_version);
+                        self.send_object(object, Event::Delete, Event::Delete)?;
+                    }
+                    Err(CallError::Expired) => return Ok(WatchEnd::Relist),
+                    Err(error) => {
+                        self.failed("watch", &error);
+                        broke = true;
+                        break;
+                    }
+                }
+                // The watch works: only now is the backoff reset.
+                delivered = true;
+                self.failures = 0;
+            }
+            // The connection ended: resume from the last resourceVersion seen, after a pause if
+            // it broke or brought nothing (a server closing every watch at once).
+            if broke {
+                tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+            } else if delivered {
+                quiet = 0;
+            } else {
+                quiet += 1;
+                tokio::time::sleep(self.config.backoff.delay(quiet)).await;
+            }
+        }
+    }
+
+    /// Sends a complete list of the kind.
+    fn send_list(&mut self, items: Vec<Value>) -> Result<(), Stopped> {
+        if self.lists > 0 || self.listed {
+            tracing::info!(kind = %self.kind, objects = items.len(), "listed again");
+        }
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::Init,
+        ))))?;
+        for item in items {
+            self.send_object(item, Event::InitApply, Event::InitApply)?;
+        }
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::InitDone,
+        ))))?;
+        self.listed = true;
+        self.lists += 1;
+        self.working();
+        Ok(())
+    }
+
+    /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
+    /// or as absent (other kinds).
+    fn send_object(
+        &mut self,
+        value: Value,
+        valid: fn(Object) -> Event<Object>,
+        invalid: fn(ValidationError) -> Event<ValidationError>,
+    ) -> Result<(), Stopped> {
+        match decode(self.kind, &self.api.resource, value) {
+            Decoded::Valid(object) => {
+                self.logged_invalid.remove(&object.object_ref());
+                self.send(Input::Event(Box::new(SourceEvent::new(
+                    self.kind,
+                    valid(*object),
+                ))))
+            }
+            // The reconcile loop logs and counts it once per change, as it does any invalid policy.
+            Decoded::Invalid(error) if self.kind.is_policy() => {
+                self.send(Input::Rejected(self.kind, Box::new(invalid(error))))
+            }
+            Decoded::Invalid(error) => {
+                if self.logged_invalid.insert(error.object.clone()) {
+                    tracing::warn!(
+                        object = %error.object,
+                        field = %error.field,
+                        "unreadable object treated as absent: {}",
+                        crate::logline::bounded(&error.message)
+                    );
+                }
+                let event = invalid(error);
+                let (Event::Apply(error) | Event::Delete(error)) = event else {
+                    return Ok(()); // not in a list: absent
+                };
+                match skeleton(&self.api.resource, &error) {
+                    Some(object) => self.send(Input::Event(Box::new(SourceEvent::new(
+                        self.kind,
+                        Event::Delete(object),
+                    )))),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn send(&self, input: Input) -> Result<(), Stopped> {
+        self.sinks.inputs.send(input).map_err(|_| Stopped)
+    }
+
+    /// A call failed: count it, back off, and say the kind is not in sync.
+    fn failed(&mut self, call: &str, error: &CallError) {
+        self.failures = self.failures.saturating_add(1);
+        let retry_in = self.config.backoff.delay(self.failures);
+        tracing::warn!(
+            kind = %self.kind,
+            call,
+            failures = self.failures,
+            retry_in_ms = retry_in.as_millis(),
+            "{error}"
+        );
+        let metrics = &self.sinks.metrics;
+        metrics.count_watch_error(self.kind);
+        metrics.set_kind_synced(self.kind, false);
+        let state = if self.listed {
+            "last good objects kept"
+        } else {
+            "never listed"
+        };
+        self.sinks.health.set_source_problem(
+            &format!("kind {}", self.kind),
+            Some(format!("{call} failing ({state}): {error}")),
+        );
+    }
+
+    /// The kind is listed and watched: in sync.
+    fn working(&mut self) {
+        self.sinks.metrics.set_kind_synced(self.kind, true);
+        self.sinks
+            .health
+            .set_source_problem(&format!("kind {}", self.kind), None);
+    }
+
+    /// After the initial wait, a kind never listed is sent as an empty list so that the other
+    /// kinds get enforced; its failure stays visible in readiness and metrics.
+    fn stand_in_if_due(&mut self) -> Result<(), Stopped> {
+        if self.listed || Instant::now() < self.deadline {
+            return Ok(());
+        }
+        tracing::warn!(
+            kind = %self.kind,
+            waited_s = self.config.initial_wait.as_secs(),
+            "the kind cannot be listed: enforcing the other kinds without it meanwhile"
+        );
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::Init,
+        ))))?;
+        self.send(Input::Event(Box::new(SourceEvent::new(
+            self.kind,
+            Event::InitDone,
+        ))))?;
+        self.listed = true;
+        Ok(())
+    }
+}
+
+fn version_of(object: &Value, current: String) -> String {
+    resource_version(object).map_or(current, str::to_owned)
+}

@@ -1,0 +1,243 @@
+//! The API server calls of the cluster mode, on raw JSON: a paged list and a watch from a
+//! resourceVersion. Objects stay `serde_json::Value`s here, so that no object's spec can make a
+//! whole list or watch fail to decode; each object is then read on its own (see
+//! [`super::decode`]).
+//!
+//! kube's typed calls log a body that fails to decode at WARN (a whole list, megabytes in a
+//! large cluster); these calls never ask kube to decode a body into a type that can fail, and
+//! errors are cut to a bounded size before anyone logs them.
+
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
+use kube::core::Request;
+use kube::{Api, Client};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::logline::bounded;
+
+/// One kind's endpoint on the API server.
+#[derive(Clone)]
+pub struct KindApi {
+    client: Client,
+    request: Request,
+    pub resource: ApiResource,
+}
+
+/// A list response with its items left undecoded.
+#[derive(Debug, Default, Deserialize)]
+struct RawList {
+    #[serde(default)]
+    metadata: RawListMeta,
+    #[serde(default)]
+    items: Vec<Value>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawListMeta {
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default, rename = "continue")]
+    continue_token: Option<String>,
+}
+
+/// A complete list: every page's items and the resourceVersion to watch from.
+#[derive(Debug)]
+pub struct Listing {
+    pub items: Vec<Value>,
+    pub resource_version: String,
+    pub pages: usize,
+}
+
+/// Why a call failed, as the follower needs to tell it apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallError {
+    /// The API server does not serve the resource (a CRD not installed): 404.
+    NotInstalled,
+    /// The resourceVersion (or continue token) is too old: 410 Gone. List again.
+    Expired,
+    /// The call took longer than allowed.
+    TimedOut,
+    /// Anything else (403, 500, a refused connection, a body that is not JSON), bounded in size.
+    Failed(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::NotInstalled => {
+                f.write_str("the resource is not served (CRD not installed)")
+            }
+            CallError::Expired => f.write_str("410 Gone: the resourceVersion is too old"),
+            CallError::TimedOut => f.write_str("timed out"),
+            CallError::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+impl CallError {
+    fn of(error: &kube::Error) -> CallError {
+        match error {
+            kube::Error::Api(status) => Self::of_status(status),
+            other => CallError::Failed(bounded(&other.to_string()).into_owned()),
+        }
+    }
+
+    /// An API `Status`. A plain-text 404 (the API server's answer for a resource type it does
+    /// not serve) arrives with the code but not the `NotFound` reason, so the code is what counts.
+    fn of_status(status: &kube::core::Status) -> CallError {
+        match status.code {
+            404 => CallError::NotInstalled,
+            410 => CallError::Expired,
+            code => CallError::Failed(format!(
+                "{code} {}: {}",
+                bounded(&status.reason),
+                bounded(&status.message)
+            )),
+        }
+    }
+}
+
+/// What one watch call delivered.
+#[derive(Debug)]
+pub enum WatchItem {
+    Added(Value),
+    Modified(Value),
+    Deleted(Value),
+    /// A bookmark: nothing changed up to this resourceVersion.
+    Bookmark(String),
+}
+
+impl KindApi {
+    pub fn new(client: Client, resource: ApiResource) -> KindApi {
+        let url = Api::<DynamicObject>::all_with(client.clone(), &resource)
+            .resource_url()
+            .to_owned();
+        KindApi {
+            client,
+            request: Request::new(url),
+            resource,
+        }
+    }
+
+    /// Lists every object, `page_size` at a time, within `timeout` for the whole list. A
+    /// continue token that expires mid-way (410) fails the list with [`CallError::Expired`]; the
+    /// caller lists again from the start.
+    pub async fn list(&self, page_size: u32, timeout: Duration) -> Result<Listing, CallError> {
+        tokio::time::timeout(timeout, self.list_pages(page_size))
+            .await
+            .unwrap_or(Err(CallError::TimedOut))
+    }
+
+    async fn list_pages(&self, page_size: u32) -> Result<Listing, CallError> {
+        let mut listing = Listing {
+            items: Vec::new(),
+            resource_version: String::new(),
+            pages: 0,
+        };
+        let mut continue_token = None;
+        loop {
+            let params = ListParams {
+                limit: Some(page_size),
+                continue_token: continue_token.take(),
+                ..ListParams::default()
+            };
+            let request = self
+                .request
+                .list(&params)
+                .map_err(|e| CallError::Failed(e.to_string()))?;
+            let text = self
+                .client
+                .request_text(request)
+                .await
+                .map_err(|e| CallError::of(&e))?;
+            let page: RawList = serde_json::from_str(&text).map_err(|e| {
+                CallError::Failed(format!(
+                    "the list is not a JSON list ({} bytes): {e}",
+                    text.len()
+                ))
+            })?;
+            listing.pages += 1;
+            listing.items.extend(page.items);
+            listing.resource_version = page.metadata.resource_version.unwrap_or_default();
+            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+                Some(token) => continue_token = Some(token),
+                None => return Ok(listing),
+            }
+        }
+    }
+
+    /// Watches from `resource_version`, with bookmarks; the server ends the call after
+    /// `timeout_s` seconds at the latest. The stream ends when the connection does; an error
+    /// event or a broken line ends it with an error.
+    pub async fn watch(
+        &self,
+        resource_version: &str,
+        timeout_s: u32,
+    ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
+        let params = WatchParams {
+            bookmarks: true,
+            timeout: Some(timeout_s),
+            ..WatchParams::default()
+        };
+        let request = self
+            .request
+            .watch(&params, resource_version)
+            .map_err(|e| CallError::Failed(e.to_string()))?;
+        let events = self
+            .client
+            .request_events::<Value>(request)
+            .await
+            .map_err(|e| CallError::of(&e))?;
+        Ok(StreamExt::map(
+            events,
+            |item: kube::Result<WatchEvent<Value>>| match item {
+                Ok(WatchEvent::Added(object)) => Ok(WatchItem::Added(object)),
+                Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object)),
+                Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object)),
+                Ok(WatchEvent::Bookmark(bookmark)) => {
+                    Ok(WatchItem::Bookmark(bookmark.metadata.resource_version))
+                }
+                Ok(WatchEvent::Error(status)) => Err(CallError::of_status(&status)),
+                Err(error) => Err(CallError::of(&error)),
+            },
+        ))
+    }
+}
+
+/// An object's resourceVersion, if it has one.
+pub fn resource_version(object: &Value) -> Option<&str> {
+    object.get("metadata")?.get("resourceVersion")?.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::Status;
+
+    #[test]
+    fn statuses_are_told_apart_and_bounded() {
+        let status = |code: u16, message: &str| {
+            Status::failure(message, "Failed to parse error data").with_code(code)
+        };
+        assert_eq!(
+            CallError::of_status(&status(404, "404 page not found")),
+            CallError::NotInstalled
+        );
+        assert_eq!(
+            CallError::of_status(&status(410, "too old")),
+            CallError::Expired
+        );
+        let huge = "x".repeat(100_000);
+        match CallError::of_status(&status(500, &huge)) {
+            CallError::Failed(message) => {
+                assert!(message.starts_with("500 "));
+                assert!(message.len() < 1200, "{}", message.len());
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

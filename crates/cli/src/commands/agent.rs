@@ -1,0 +1,201 @@
+//! `netpol agent`: the node agent's command line, in embedded mode (`--from-dir DIR`: objects
+//! from YAML files) or cluster mode (watches through `--kubeconfig PATH`, or the in-cluster
+//! configuration). The agent itself is the `netpol-agent` library; this module turns arguments
+//! into its configuration, sets up logging and prints the `--once` summary.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use netpol_agent::once::{self, ATTEMPTS};
+use netpol_agent::{daemon, AgentConfig, SourceConfig};
+use netpol_engine::Protocol;
+
+use crate::summary;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatapathKind {
+    /// The host's HCN (Windows only).
+    Hcn,
+    /// An in-process HCN simulator; local endpoints are the pods scheduled on --node.
+    HcnSim,
+    /// The Linux kernel's nftables, in the agent's network namespace (the node's, with
+    /// hostNetwork and CAP_NET_ADMIN): table `inet netpol`, local pods matched by address on the
+    /// forward hook, whatever the CNI.
+    Nftables,
+}
+
+impl From<DatapathKind> for netpol_agent::DatapathKind {
+    fn from(kind: DatapathKind) -> Self {
+        match kind {
+            DatapathKind::Hcn => netpol_agent::DatapathKind::Hcn,
+            DatapathKind::HcnSim => netpol_agent::DatapathKind::HcnSim,
+            DatapathKind::Nftables => netpol_agent::DatapathKind::Nftables,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Embedded mode: read the cluster's objects from the YAML files under DIR and follow changes.
+    #[arg(long, value_name = "DIR", conflicts_with = "kubeconfig")]
+    pub from_dir: Option<PathBuf>,
+    /// Cluster mode with this kubeconfig; without it (and without --from-dir), the in-cluster
+    /// configuration.
+    #[arg(long, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// This node's name: its pods are the local endpoints.
+    #[arg(long, env = "NODE_NAME")]
+    pub node: String,
+    #[arg(long, value_enum, default_value_t = default_datapath())]
+    pub datapath: DatapathKind,
+    /// Sync once, print a summary and exit (embedded mode only).
+    #[arg(long, requires = "from_dir")]
+    pub once: bool,
+    /// Where to serve /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:9590")]
+    pub listen: SocketAddr,
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Seconds between full resyncs (every endpoint read back, every file read again).
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub resync_period: u64,
+    /// Milliseconds of quiet that close a batch of changes.
+    #[arg(long, value_name = "MS", default_value_t = 100)]
+    pub debounce: u64,
+    /// Seconds to wait at start for every file to be read (embedded mode) or every kind to be
+    /// listed (cluster mode) before programming what could be read; readiness stays false
+    /// until everything is.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub initial_sync_timeout: u64,
+    /// Milliseconds between polls of the files in embedded mode.
+    #[arg(long, value_name = "MS", default_value_t = 200)]
+    pub poll_interval: u64,
+    /// Flows the --once summary shows a matrix for, as PROTOCOL/PORT (repeatable).
+    #[arg(long = "probe", value_name = "PROTOCOL/PORT", value_parser = parse_probe, default_value = "TCP/80")]
+    pub probes: Vec<(Protocol, u16)>,
+    /// In the --once summary, list every local endpoint and print the full connectivity matrix
+    /// of each probe, not only the counts of allowed and denied pairs.
+    #[arg(long, requires = "once")]
+    pub matrix: bool,
+}
+
+impl Args {
+    fn config(&self) -> AgentConfig {
+        let source = match &self.from_dir {
+            Some(dir) => SourceConfig::Files(dir.clone()),
+            None => SourceConfig::Cluster {
+                kubeconfig: self.kubeconfig.clone(),
+            },
+        };
+        AgentConfig {
+            node: self.node.clone(),
+            source,
+            datapath: self.datapath.into(),
+            listen: self.listen,
+            resync_period: Duration::from_secs(self.resync_period),
+            debounce: Duration::from_millis(self.debounce),
+            initial_sync_timeout: Duration::from_secs(self.initial_sync_timeout),
+            poll_interval: Duration::from_millis(self.poll_interval),
+        }
+    }
+}
+
+fn default_datapath() -> DatapathKind {
+    if cfg!(windows) {
+        DatapathKind::Hcn
+    } else {
+        DatapathKind::HcnSim
+    }
+}
+
+fn parse_probe(text: &str) -> Result<(Protocol, u16), String> {
+    let (protocol, port) = text
+        .split_once('/')
+        .ok_or_else(|| format!("expected PROTOCOL/PORT, found {text:?}"))?;
+    let protocol = crate::scenario::parse_protocol(protocol)?;
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("invalid port {port:?}"))?;
+    Ok((protocol, port))
+}
+
+/// Runs the agent; the exit code says how it ended.
+pub fn run(args: &Args) -> ExitCode {
+    init_logging(args.log_format);
+    let config = args.config();
+    let result = match (&config.source, args.once) {
+        (SourceConfig::Files(dir), true) => run_once(args, dir),
+        _ => daemon::run(&config).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!("{error:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second initialization (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// `--once`: sync, print the summary, exit 0 only when everything was read and programmed.
+fn run_once(args: &Args, dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let synced = once::sync(
+        dir,
+        &args.node,
+        args.datapath.into(),
+        Duration::from_millis(args.poll_interval),
+    )?;
+    let mut out = std::io::stdout().lock();
+    summary::write_sync_cost(&mut out, &synced.pipeline, synced.took)?;
+    summary::write(
+        &mut out,
+        &args.node,
+        &synced.pipeline,
+        synced.sim.as_ref().map(|s| s.calls()),
+        &args.probes,
+        args.matrix,
+    )?;
+    out.flush()?;
+    if !synced.complete {
+        tracing::error!("some endpoints could not be programmed after {ATTEMPTS} attempts");
+    }
+    if synced.unreadable_files > 0 || synced.invalid_objects > 0 {
+        tracing::error!(
+            unreadable_files = synced.unreadable_files,
+            invalid_objects = synced.invalid_objects,
+            "not every object was read: the rules above leave out what could not be"
+        );
+    }
+    let code = if synced.is_clean() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    };
+    // The process ends here: freeing a large cluster's state piece by piece would only add to
+    // the time `--once` reports and takes.
+    std::mem::forget(synced);
+    Ok(code)
+}

@@ -1,0 +1,9 @@
+//! One module per `netpol` subcommand: its arguments and its `run`.
+
+pub mod acls;
+pub mod agent;
+pub mod check;
+pub mod crds;
+pub mod diff;
+pub mod explain;
+pub mod matrix;

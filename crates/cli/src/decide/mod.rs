@@ -1,0 +1,272 @@
+//! The one place that chooses what decides flows. Every command that decides flows takes
+//! `--engine` (and `--datapath`) and asks [`oracle`] for a [`DirectionOracle`] over a scenario's
+//! cluster, so a new engine or datapath simulator is a new variant here and nothing else.
+//! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
+//! [`matrix`] decides every pair of pods.
+
+pub mod matrix;
+pub mod packets;
+
+use std::io::{self, Write};
+
+use netpol_engine::flow::{ByAddress, DirectionOracle, ReferenceOracle};
+use netpol_engine::{Engine, EngineConfig};
+use netpol_hcn::oracle::{SimOracle, SimOracleError};
+
+use crate::scenario::{Cluster, Scenario};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineKind {
+    /// The incremental MapState engine, as the agent runs it.
+    #[default]
+    Mapstate,
+    /// The reference evaluator: a direct first-match reading of the policy entries.
+    Reference,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DatapathKind {
+    /// Compile each pod's MapState to HCN ACLs and evaluate them in the HCN simulator.
+    HcnSim,
+    /// Compile each pod's MapState to nftables, load it into a real kernel inside private
+    /// network namespaces and decide each flow by a real packet (Linux, as root; `netpol check`
+    /// only).
+    Nftables,
+}
+
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct EngineArgs {
+    /// Which engine decides the flows.
+    #[arg(long, value_enum, default_value_t)]
+    pub engine: EngineKind,
+    /// Decide flows on a simulated datapath programmed from the MapState engine, instead of
+    /// asking the engine directly.
+    #[arg(long, value_enum)]
+    pub datapath: Option<DatapathKind>,
+}
+
+/// Why no decider could be built for a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    #[error("--datapath needs --engine mapstate: a datapath is programmed from MapStates")]
+    DatapathNeedsMapState,
+    #[error("the HCN simulator could not be programmed: {0}")]
+    Simulator(#[from] SimOracleError),
+    #[error(
+        "--datapath nftables decides whole flows by real packets; only `netpol check` runs it"
+    )]
+    PacketsOnly,
+}
+
+/// A decider for flows of `cluster`, as the user chose. Identity ids are those of
+/// `cluster.store()`.
+pub fn oracle(
+    args: EngineArgs,
+    cluster: &Cluster,
+) -> Result<Box<dyn DirectionOracle + '_>, OracleError> {
+    match (args.engine, args.datapath) {
+        (EngineKind::Reference, None) => Ok(Box::new(ReferenceOracle {
+            entries: cluster.entries(),
+            store: cluster.store(),
+        })),
+        (EngineKind::Reference, Some(_)) => Err(OracleError::DatapathNeedsMapState),
+        (EngineKind::Mapstate, datapath) => {
+            let engine = load_engine(cluster);
+            let store = cluster.store();
+            Ok(match datapath {
+                None => Box::new(ByAddress::new(store, engine)),
+                Some(DatapathKind::HcnSim) => {
+                    Box::new(ByAddress::new(store, SimOracle::from_engine(&engine)?))
+                }
+                Some(DatapathKind::Nftables) => return Err(OracleError::PacketsOnly),
+            })
+        }
+    }
+}
+
+/// The decider the user chose for `scenario`, or the reason there is none, reported on `err`.
+pub fn decider<'a>(
+    args: EngineArgs,
+    scenario: &'a Scenario,
+    err: &mut dyn Write,
+) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
+    match oracle(args, &scenario.cluster) {
+        Ok(oracle) => Ok(Some(oracle)),
+        Err(e) => {
+            writeln!(err, "error: {}: {e}", scenario.file.display())?;
+            Ok(None)
+        }
+    }
+}
+
+/// The MapState engine loaded with a whole scenario, every pod a local endpoint.
+pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
+    let mut engine = Engine::new(EngineConfig {
+        local_node: None,
+        allow_node_probes: true,
+    });
+    engine.set_policy("scenario", cluster.policy_entries().to_vec());
+    for (pod, identities) in cluster.pods() {
+        engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());
+    }
+    for (node, identities) in cluster.nodes() {
+        engine.set_node(node, identities.into_iter().cloned().collect());
+    }
+    engine.commit();
+    engine
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::PodRef;
+    use netpol_engine::flow::decide_flow;
+    use netpol_engine::{
+        Direction, Identity, IdentityId, LabelSelector, Labels, NodeInfo, Peer, PodInfo,
+        PodSelector, PolicyEntry, PortRule, Priority, Protocol, Provenance, Tier, Verdict,
+    };
+
+    fn pod(ns: &str, name: &str, node: &str, ip: &str) -> (PodRef, Vec<Identity>) {
+        let info = PodInfo {
+            namespace: ns.into(),
+            name: name.into(),
+            labels: Labels::from([("pod".to_string(), name.to_string())]).into(),
+            namespace_labels: Labels::from([(
+                netpol_engine::NAMESPACE_NAME_LABEL.to_string(),
+                ns.to_string(),
+            )])
+            .into(),
+            node: Some(node.into()),
+            ports: vec![],
+        };
+        let pod = PodRef {
+            namespace: ns.into(),
+            name: name.into(),
+        };
+        (pod, vec![Identity::pod(info, ip.parse().unwrap())])
+    }
+
+    /// x/a is isolated for ingress and admits only x/b on TCP 80.
+    fn cluster() -> Cluster {
+        let mut cluster = Cluster::new();
+        for (ns, name, node, ip) in [
+            ("x", "a", "n1", "10.1.0.1"),
+            ("x", "b", "n2", "10.1.0.2"),
+            ("y", "a", "n1", "10.1.1.1"),
+        ] {
+            let (pod, identities) = pod(ns, name, node, ip);
+            cluster.add_pod(pod, identities);
+        }
+        for (name, ip) in [("n1", "10.0.0.1"), ("n2", "10.0.0.2")] {
+            let info = NodeInfo {
+                name: name.into(),
+                labels: Default::default(),
+            };
+            cluster.add_node(name, vec![Identity::node(info, ip.parse().unwrap())]);
+        }
+        cluster.add_entries([PolicyEntry {
+            tier: Tier::Normal,
+            priority: Priority::unordered(),
+            verdict: Verdict::Allow,
+            subject: PodSelector::in_namespace("x", LabelSelector::from_labels([("pod", "a")])),
+            direction: Direction::Ingress,
+            peers: vec![Peer::Pods(PodSelector::in_namespace(
+                "x",
+                LabelSelector::from_labels([("pod", "b")]),
+            ))],
+            ports: vec![PortRule::single(Protocol::Tcp, 80)],
+            default_deny: true,
+            auth: None,
+            provenance: Provenance::default(),
+        }]);
+        cluster
+    }
+
+    /// Every way of deciding flows the CLI offers.
+    const DECIDERS: [EngineArgs; 3] = [
+        EngineArgs {
+            engine: EngineKind::Reference,
+            datapath: None,
+        },
+        EngineArgs {
+            engine: EngineKind::Mapstate,
+            datapath: None,
+        },
+        EngineArgs {
+            engine: EngineKind::Mapstate,
+            datapath: Some(DatapathKind::HcnSim),
+        },
+    ];
+
+    fn verdicts(args: EngineArgs, cluster: &Cluster) -> Vec<bool> {
+        let oracle = oracle(args, cluster).unwrap();
+        let ids: Vec<IdentityId> = cluster.store().iter().map(|(id, _)| id).collect();
+        let mut out = Vec::new();
+        for &src in &ids {
+            for &dst in &ids {
+                for port in [80, 81] {
+                    let d = decide_flow(
+                        oracle.as_ref(),
+                        cluster.store(),
+                        src,
+                        dst,
+                        Protocol::Tcp,
+                        port,
+                    );
+                    out.push(d.allowed());
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_decider_decides_every_flow_alike() {
+        let cluster = cluster();
+        let reference = verdicts(DECIDERS[0], &cluster);
+        assert!(reference.contains(&false), "the policy denies something");
+        for args in &DECIDERS[1..] {
+            assert_eq!(reference, verdicts(*args, &cluster), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_allowed_peer_and_the_own_node_reach_the_isolated_pod() {
+        let cluster = cluster();
+        for args in DECIDERS {
+            let oracle = oracle(args, &cluster).unwrap();
+            let decide = |from: &str, to: &str, port| {
+                let (src, dst) = cluster
+                    .flow_identities(&from.parse().unwrap(), &to.parse().unwrap())
+                    .unwrap();
+                decide_flow(
+                    oracle.as_ref(),
+                    cluster.store(),
+                    src,
+                    dst,
+                    Protocol::Tcp,
+                    port,
+                )
+                .allowed()
+            };
+            assert!(decide("x/b", "x/a", 80), "{args:?}");
+            assert!(!decide("x/b", "x/a", 81), "{args:?}");
+            assert!(!decide("y/a", "x/a", 80), "{args:?}");
+            assert!(decide("10.0.0.1", "x/a", 81), "{args:?}: own node probes");
+            assert!(!decide("10.0.0.2", "x/a", 81), "{args:?}: other node");
+            assert!(decide("x/a", "y/a", 81), "{args:?}: egress is not isolated");
+        }
+    }
+
+    #[test]
+    fn a_datapath_needs_the_mapstate_engine() {
+        let args = EngineArgs {
+            engine: EngineKind::Reference,
+            datapath: Some(DatapathKind::HcnSim),
+        };
+        assert!(matches!(
+            oracle(args, &cluster()),
+            Err(OracleError::DatapathNeedsMapState)
+        ));
+    }
+}

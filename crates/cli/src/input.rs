@@ -1,0 +1,61 @@
+//! Where a command's cluster comes from: a scenario file, or manifests named with `-f` (files,
+//! folders searched recursively, `-` for stdin), as `kubectl apply -f` reads them.
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::scenario::{Input, Scenario};
+
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct ManifestArgs {
+    /// Manifests: a YAML or JSON file, a folder (searched recursively) or `-` for stdin, e.g. what
+    /// `kubectl get pods,namespaces,nodes,networkpolicies -A -o yaml` prints. Repeatable.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    pub filenames: Vec<PathBuf>,
+}
+
+impl ManifestArgs {
+    /// The input: the `-f` manifests if any were named, else `path` (a scenario file, or a
+    /// manifest file or folder, told apart by their content).
+    pub fn input(&self, path: Option<&Path>) -> Option<Input> {
+        if self.filenames.is_empty() {
+            path.map(Input::detect)
+        } else {
+            Some(Input::Manifests(self.filenames.clone()))
+        }
+    }
+}
+
+/// Loads a scenario file, reporting its warnings, or every problem that keeps it from loading,
+/// on `err`.
+pub fn load_scenario(file: &Path, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
+    load(&Input::Scenario(file.to_owned()), err)
+}
+
+/// Loads an input, reporting its warnings, or every problem that keeps it from loading, on `err`.
+/// Stdin is read only if the input names `-`.
+pub fn load(input: &Input, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
+    load_with_stdin(input, &mut io::stdin().lock(), err)
+}
+
+/// [`load`], reading `-` from `stdin`.
+pub fn load_with_stdin(
+    input: &Input,
+    stdin: &mut dyn Read,
+    err: &mut dyn Write,
+) -> io::Result<Option<Scenario>> {
+    match input.load(stdin) {
+        Ok(scenario) => {
+            for warning in &scenario.warnings {
+                writeln!(err, "warning: {warning}")?;
+            }
+            Ok(Some(scenario))
+        }
+        Err(errors) => {
+            for error in errors.0 {
+                writeln!(err, "error: {error}")?;
+            }
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The `netpol` command: the authoring tools (`check`, `matrix`, `explain`, `diff`, `acls`), the
+//! node agent's command line (`agent`, over the `netpol-agent` library), `crds` and `synth`.
+//! `main.rs` only parses arguments and dispatches to [`commands`].
+//!
+//! | module | job |
+//! |---|---|
+//! | [`commands`] | one module per subcommand: its arguments and its `run` |
+//! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
+//! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
+//! | [`checked`] | what a check run found, read by every output form |
+//! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
+//! | [`probes`] | which ports a matrix or diff probes |
+//! | [`summary`] | the agent's `--once` summary |
+//! | [`synth`] | the synthetic cluster generator for scale runs |
+
+pub mod checked;
+pub mod commands;
+pub mod decide;
+pub mod input;
+pub mod outcome;
+pub mod output;
+pub mod probes;
+pub mod scenario;
+pub mod summary;
+pub mod synth;
+
+pub use outcome::Outcome;

@@ -1,0 +1,68 @@
+//! `netpol`: parses the command line and hands each subcommand to its module.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use netpol_cli::commands::{acls, agent, check, crds, diff, explain, matrix};
+use netpol_cli::{synth, Outcome};
+
+/// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
+/// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
+#[derive(Debug, Parser)]
+#[command(name = "netpol", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check scenario files: print every flow whose verdict differs from the expectation.
+    Check(check::Args),
+    /// Print the computed connectivity matrix of a scenario's or manifests' pods.
+    Matrix(matrix::Args),
+    /// Explain the verdict of one flow: the rule that decided each direction.
+    Explain(explain::Args),
+    /// Print the flows whose verdict changes from BEFORE to AFTER, with the deciding rules.
+    Diff(diff::Args),
+    /// Print the HCN ACL requests the agent would send for a scenario's pods, with rule counts.
+    Acls(acls::Args),
+    /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
+    Agent(agent::Args),
+    /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
+    Crds,
+    /// Write a synthetic cluster of the usual shape as YAML files (for scale tests).
+    Synth(synth::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The agent's threads log to stderr: it must not run under the locks taken below.
+    if let Command::Agent(args) = &cli.command {
+        return agent::run(args);
+    }
+    let mut out = std::io::stdout().lock();
+    let mut err = std::io::stderr().lock();
+    let result = match &cli.command {
+        Command::Check(args) => check::run(args, &mut out, &mut err),
+        Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
+        Command::Explain(args) => explain::run(args, &mut out, &mut err),
+        Command::Diff(args) => diff::run(args, &mut out, &mut err),
+        Command::Acls(args) => acls::run(args, &mut out, &mut err),
+        Command::Crds => crds::run(&mut out),
+        Command::Synth(args) => match synth::run(args, &mut out) {
+            Ok(()) => Ok(Outcome::Success),
+            Err(error) => {
+                let _ = writeln!(err, "netpol synth: {error:#}");
+                Ok(Outcome::Invalid)
+            }
+        },
+        Command::Agent(_) => Ok(Outcome::Success), // ran above
+    };
+    match result.and_then(|outcome| out.flush().map(|()| outcome)) {
+        Ok(outcome) => outcome.into(),
+        // Output that cannot be written (a closed pipe) leaves nothing more to do or report.
+        Err(_) => Outcome::Invalid.into(),
+    }
+}

@@ -1,0 +1,9 @@
+//! The output forms of the authoring tools: the JSON structs every `--output json` shares, JUnit
+//! for `check`, the self-contained HTML matrix page, the text grid, and how flows and rules are
+//! described in all of them.
+
+pub mod describe;
+pub mod grid;
+pub mod html;
+pub mod junit;
+pub mod report;

@@ -1,0 +1,66 @@
+//! `netpol agent --once` run as a user runs it: the summary is always printed, and the exit code
+//! says whether everything in the files was read and enforced.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{copy_example_cluster, scratch_dir, INVALID_POLICY, NODE};
+
+fn once(dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args(["agent", "--once", "--node", NODE, "--from-dir"])
+        .arg(dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the netpol binary runs")
+}
+
+/// The summary's first line: `node ...: N local endpoints, ...`.
+fn summary_line(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find(|l| l.starts_with(&format!("node {NODE}:")))
+        .unwrap_or_else(|| panic!("no summary in {output:?}"))
+        .to_owned()
+}
+
+#[test]
+fn everything_read_exits_0() {
+    let dir = scratch_dir("once-ok");
+    copy_example_cluster(&dir);
+    let output = once(&dir);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let summary = summary_line(&output);
+    assert!(summary.contains("6 local endpoints"), "{summary}");
+    assert!(summary.contains("(0 invalid, skipped)"), "{summary}");
+}
+
+#[test]
+fn a_file_that_does_not_parse_exits_1_after_the_summary() {
+    let dir = scratch_dir("once-unreadable");
+    copy_example_cluster(&dir);
+    std::fs::write(dir.join("policies/broken.yaml"), "kind: [unclosed\n").unwrap();
+    let output = once(&dir);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    // What could be read is still enforced and summarized.
+    let summary = summary_line(&output);
+    assert!(summary.contains("6 local endpoints"), "{summary}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("broken.yaml"), "{stderr}");
+    assert!(stderr.contains("not every object was read"), "{stderr}");
+}
+
+#[test]
+fn an_invalid_object_exits_1() {
+    let dir = scratch_dir("once-invalid");
+    copy_example_cluster(&dir);
+    std::fs::write(dir.join("policies/invalid.yaml"), INVALID_POLICY).unwrap();
+    let output = once(&dir);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let summary = summary_line(&output);
+    assert!(summary.contains("(1 invalid, skipped)"), "{summary}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("NetworkPolicy shop/broken"), "{stderr}");
+}

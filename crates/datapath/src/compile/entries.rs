@@ -1,0 +1,194 @@
+//! The compiler's view of one direction of a MapState: entries grouped by identity class, each
+//! with the effective action and the rank that orders it.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use netpol_engine::mapstate::{MapKey, MapValue, PortKey};
+use netpol_engine::portprefix::mask;
+use netpol_engine::reference::Reason;
+use netpol_engine::{AuthMode, Direction, IdentityId, Verdict};
+
+use super::CompileError;
+use crate::ordered::RuleAction;
+
+/// The order a MapState lookup implies between two matching entries: higher precedence, then
+/// the more specific (protocol, port) key, then an exact identity over the wildcard. `block`
+/// breaks the remaining ties so that evaluation order is total and the same everywhere.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct Rank {
+    pub precedence: u128,
+    /// -1 for any protocol, else the port prefix length.
+    pub specificity: i8,
+    pub exact: bool,
+    pub block: bool,
+}
+
+/// One MapState entry as the compiler places it.
+#[derive(Clone, Debug)]
+pub(crate) struct Entry {
+    pub key: PortKey,
+    pub precedence: u128,
+    pub exact: bool,
+    pub verdict: Verdict,
+    pub auth: Option<AuthMode>,
+    pub reason: Arc<Reason>,
+}
+
+impl Entry {
+    /// No datapath netpol programs can authenticate peers, so an allow that requires authentication is compiled as a
+    /// block: the flow fails closed instead of bypassing the requirement.
+    pub fn action(&self) -> RuleAction {
+        match (self.verdict, self.auth) {
+            (Verdict::Allow, Some(AuthMode::Required)) => RuleAction::Block,
+            (Verdict::Allow, _) => RuleAction::Allow,
+            _ => RuleAction::Block,
+        }
+    }
+
+    pub fn needs_auth(&self) -> bool {
+        self.verdict == Verdict::Allow && self.auth == Some(AuthMode::Required)
+    }
+
+    pub fn rank(&self) -> Rank {
+        Rank {
+            precedence: self.precedence,
+            specificity: self.key.specificity(),
+            exact: self.exact,
+            block: self.action() == RuleAction::Block,
+        }
+    }
+
+    /// The sort key that puts the entry a lookup prefers first.
+    pub fn order(&self) -> Reverse<Rank> {
+        Reverse(self.rank())
+    }
+
+    /// The content that decides evaluation, without the explanation: entries of two identities
+    /// with equal signatures behave identically.
+    pub fn signature(&self) -> (PortKey, u128, bool, RuleAction) {
+        (self.key, self.precedence, self.exact, self.action())
+    }
+}
+
+/// The entries of one direction, by identity class.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DirectionEntries {
+    pub wildcard: Vec<Entry>,
+    pub exact: BTreeMap<IdentityId, Vec<Entry>>,
+}
+
+/// Splits MapState entries by direction and class, checking the key shapes a datapath can express.
+pub(crate) fn gather<'a>(
+    entries: impl IntoIterator<Item = (MapKey, &'a MapValue)>,
+) -> Result<BTreeMap<Direction, DirectionEntries>, CompileError> {
+    let mut out: BTreeMap<Direction, DirectionEntries> = Direction::BOTH
+        .into_iter()
+        .map(|d| (d, DirectionEntries::default()))
+        .collect();
+    for (key, value) in entries {
+        let port_key = validate_key(&key)?;
+        if value.verdict == Verdict::Pass {
+            return Err(CompileError::PassEntry { key });
+        }
+        let entry = Entry {
+            key: port_key,
+            precedence: value.precedence,
+            exact: key.identity.is_some(),
+            verdict: value.verdict,
+            auth: value.auth,
+            reason: value.reason.clone(),
+        };
+        let class = out.entry(key.direction).or_default();
+        match key.identity {
+            None => class.wildcard.push(entry),
+            Some(id) => class.exact.entry(id).or_default().push(entry),
+        }
+    }
+    for class in out.values_mut() {
+        class.wildcard.sort_by_key(|e| (e.order(), e.key));
+        for entries in class.exact.values_mut() {
+            entries.sort_by_key(|e| (e.order(), e.key));
+        }
+        propagate_wildcard_auth(class);
+    }
+    Ok(out)
+}
+
+fn validate_key(key: &MapKey) -> Result<PortKey, CompileError> {
+    if key.port_prefix_len > 16 {
+        return Err(CompileError::BadKey {
+            key: *key,
+            field: "port_prefix_len",
+            problem: "longer than 16 bits",
+        });
+    }
+    match key.protocol {
+        None if key.port_prefix_len != 0 => Err(CompileError::BadKey {
+            key: *key,
+            field: "port_prefix_len",
+            problem: "a key for any protocol cannot name ports",
+        }),
+        Some(p) if !p.has_ports() && key.port_prefix_len != 0 => Err(CompileError::BadKey {
+            key: *key,
+            field: "port_prefix_len",
+            problem: "a datapath cannot match ports of a protocol without ports",
+        }),
+        _ => Ok(PortKey {
+            protocol: key.protocol,
+            port: mask(key.port, key.port_prefix_len),
+            len: key.port_prefix_len,
+        }),
+    }
+}
+
+/// Reproduces one detail of the lookup first-match alone would miss: when the exact and the
+/// wildcard lookups tie on precedence, the winner carries the stronger authentication of the
+/// two. Where an exact allow and a wildcard allow of equal precedence overlap and only one of
+/// them requires authentication, the overlap gets an exact entry that requires it; it sorts ahead
+/// of both (it is exact and at least as specific), so first match sees the merged requirement.
+fn propagate_wildcard_auth(class: &mut DirectionEntries) {
+    let mut wildcard_allows: HashMap<u128, Vec<&Entry>> = HashMap::new();
+    for w in class
+        .wildcard
+        .iter()
+        .filter(|w| w.verdict == Verdict::Allow)
+    {
+        wildcard_allows.entry(w.precedence).or_default().push(w);
+    }
+    if wildcard_allows.is_empty() {
+        return;
+    }
+    for entries in class.exact.values_mut() {
+        let mut derived: BTreeMap<PortKey, Entry> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.verdict == Verdict::Allow) {
+            for w in wildcard_allows.get(&e.precedence).into_iter().flatten() {
+                if e.needs_auth() == w.needs_auth() {
+                    continue;
+                }
+                if let Some(key) = e.key.intersect(w.key) {
+                    let mut entry = if e.needs_auth() {
+                        e.clone()
+                    } else {
+                        (*w).clone()
+                    };
+                    entry.key = key;
+                    entry.exact = true;
+                    derived.insert(key, entry);
+                }
+            }
+        }
+        for (key, new) in derived {
+            match entries.iter_mut().find(|e| e.key == key) {
+                Some(existing) if existing.precedence == new.precedence => {
+                    existing.auth = Some(AuthMode::Required)
+                }
+                // A covered entry of higher precedence wins on its own.
+                Some(_) => {}
+                None => entries.push(new),
+            }
+        }
+        entries.sort_by_key(|e| (e.order(), e.key));
+    }
+}

@@ -1,0 +1,291 @@
+//! Address nesting: where a rule for a CIDR identity would also catch addresses of identities
+//! inside it.
+//!
+//! A MapState is looked up by the remote's *identity*: the pod or node owning the address, else
+//! the longest world prefix holding it. An HCN rule matches by address containment instead, so a
+//! rule for the world identity `10.0.0.0/8` also matches a pod at `10.1.0.11` and the
+//! `10.1.0.0/16` identity an `except` clause created. Wherever that changes a verdict, the inner
+//! identity gets an *exception list*: its complete decision (its own entries and the wildcard
+//! entries) under its own addresses, placed ahead of every rule of its ancestors. Exception lists
+//! of deeper identities go first, so each address meets the list of the deepest identity that has
+//! one. An identity whose decision the enclosing rules already produce needs nothing.
+//!
+//! Decisions are compared as functions over every (protocol, port) interval the entries
+//! distinguish, so the check is exact, not a heuristic.
+
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use netpol_engine::{IdentityId, IdentityStore, Protocol};
+
+use super::entries::{DirectionEntries, Entry};
+use super::CompileError;
+use crate::ordered::RuleAction;
+
+/// Where each identity's entries go.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Addresses of identities that get a complete decision list under those addresses.
+    pub exceptions: Vec<Node>,
+    /// Addresses whose identity's own entries go into the main list.
+    pub main: Vec<Node>,
+}
+
+/// One address of an identity, at its place in the address hierarchy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Node {
+    pub id: IdentityId,
+    pub prefix: IpNet,
+    pub host: bool,
+}
+
+impl Node {
+    /// One node per address of an identity: each member address of a pod or node identity, or
+    /// the prefix of a world identity.
+    pub fn all_of(store: &IdentityStore, id: IdentityId) -> Result<Vec<Node>, CompileError> {
+        let identity = store.get(id).ok_or(CompileError::UnknownIdentity(id))?;
+        let host = !identity.is_world();
+        Ok(store
+            .members(id)
+            .iter()
+            .map(|prefix| Node {
+                id,
+                prefix: *prefix,
+                host,
+            })
+            .collect())
+    }
+
+    /// Deeper identities own their addresses ahead of shallower ones; a pod or node owns its
+    /// address ahead of a world /32 naming the same address.
+    pub fn depth(&self) -> (u8, bool) {
+        (self.prefix.prefix_len(), self.host)
+    }
+
+    /// Whether every address of `self` would also match a rule for `outer`.
+    fn nested_in(&self, outer: &Node) -> bool {
+        outer.prefix.contains(&self.prefix) && self.depth() > outer.depth()
+    }
+}
+
+/// A (protocol, port) sample point. `protocol: None` stands for protocols netpol cannot name,
+/// which only any-protocol entries match.
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    protocol: Option<Protocol>,
+    port: u16,
+}
+
+fn matches(entry: &Entry, point: &Point) -> bool {
+    match entry.key.protocol {
+        None => true,
+        Some(p) => {
+            let (lo, hi) = entry.key.range();
+            point.protocol == Some(p) && (lo..=hi).contains(&point.port)
+        }
+    }
+}
+
+/// One point per interval on which no entry's match can change.
+fn sample_points(entries: &DirectionEntries) -> Vec<Point> {
+    let all = entries
+        .wildcard
+        .iter()
+        .chain(entries.exact.values().flatten());
+    let mut starts: HashMap<Protocol, BTreeSet<u32>> = Protocol::ALL
+        .iter()
+        .map(|p| (*p, BTreeSet::from([0u32])))
+        .collect();
+    for e in all {
+        if let Some(p) = e.key.protocol {
+            let (lo, hi) = e.key.range();
+            let set = starts.entry(p).or_default();
+            set.insert(u32::from(lo));
+            set.insert(u32::from(hi) + 1);
+        }
+    }
+    let mut points = vec![Point {
+        protocol: None,
+        port: 0,
+    }];
+    for p in Protocol::ALL {
+        points.extend(
+            starts[&p]
+                .iter()
+                .filter(|s| **s <= u32::from(u16::MAX))
+                .map(|s| Point {
+                    protocol: Some(p),
+                    port: *s as u16,
+                }),
+        );
+    }
+    points
+}
+
+/// The action first match over the union of `sets` takes at `point`. Each set is sorted best
+/// first, so its first match is its best; the best of those wins. No match allows, as the
+/// lookup's default does.
+fn decide(point: &Point, sets: &[&[Entry]]) -> RuleAction {
+    sets.iter()
+        .filter_map(|set| set.iter().find(|e| matches(e, point)))
+        .max_by_key(|e| e.rank())
+        .map_or(RuleAction::Allow, Entry::action)
+}
+
+/// A decision over every sample point.
+type DecisionVector = Vec<RuleAction>;
+
+struct Analysis<'a> {
+    entries: &'a DirectionEntries,
+    points: Vec<Point>,
+    /// Interned entry sets: identities with equal entries share an index (0 is "no entries").
+    set_index: HashMap<Vec<(netpol_engine::PortKey, u128, bool, RuleAction)>, usize>,
+    own_decision: HashMap<usize, DecisionVector>,
+    main_decision: HashMap<(usize, Vec<IdentityId>), DecisionVector>,
+}
+
+impl<'a> Analysis<'a> {
+    fn new(entries: &'a DirectionEntries) -> Self {
+        let mut set_index = HashMap::new();
+        set_index.insert(Vec::new(), 0);
+        Analysis {
+            entries,
+            points: sample_points(entries),
+            set_index,
+            own_decision: HashMap::new(),
+            main_decision: HashMap::new(),
+        }
+    }
+
+    fn own(&self, id: IdentityId) -> &'a [Entry] {
+        self.entries.exact.get(&id).map_or(&[], Vec::as_slice)
+    }
+
+    fn set_of(&mut self, id: IdentityId) -> usize {
+        let signature: Vec<_> = self.own(id).iter().map(Entry::signature).collect();
+        let next = self.set_index.len();
+        *self.set_index.entry(signature).or_insert(next)
+    }
+
+    fn vector(&self, sets: &[&[Entry]]) -> DecisionVector {
+        self.points.iter().map(|p| decide(p, sets)).collect()
+    }
+
+    /// What the MapState lookup decides for `id`: its own entries and the wildcard class.
+    fn own_vector(&mut self, id: IdentityId) -> DecisionVector {
+        let set = self.set_of(id);
+        if let Some(v) = self.own_decision.get(&set) {
+            return v.clone();
+        }
+        let v = self.vector(&[self.own(id), &self.entries.wildcard]);
+        self.own_decision.insert(set, v.clone());
+        v
+    }
+
+    /// What the main list decides for `id`'s addresses: its own entries, the wildcard class and
+    /// the entries of every enclosing identity (whose rules match these addresses too).
+    fn main_vector(&mut self, id: IdentityId, enclosing: Vec<IdentityId>) -> DecisionVector {
+        let key = (self.set_of(id), enclosing);
+        if let Some(v) = self.main_decision.get(&key) {
+            return v.clone();
+        }
+        let mut sets: Vec<&[Entry]> = vec![self.own(id), &self.entries.wildcard];
+        sets.extend(key.1.iter().map(|a| self.own(*a)));
+        let v = self.vector(&sets);
+        self.main_decision.insert(key, v.clone());
+        v
+    }
+}
+
+/// Decides which identities need exception lists.
+pub(crate) fn place(
+    entries: &DirectionEntries,
+    store: &IdentityStore,
+) -> Result<Placement, CompileError> {
+    let mut with_entries: Vec<Node> = Vec::new();
+    for id in entries.exact.keys() {
+        with_entries.extend(Node::all_of(store, *id)?);
+    }
+    // Only world identities with entries can leak onto other identities' addresses.
+    let leaking: Vec<Node> = with_entries.iter().filter(|n| !n.host).copied().collect();
+    if leaking.is_empty() {
+        return Ok(Placement {
+            exceptions: Vec::new(),
+            main: with_entries,
+        });
+    }
+
+    // World prefixes and pod or node addresses inside a leaking prefix. Addresses are looked up
+    // by range, so the cost follows the addresses inside those prefixes, not the cluster.
+    let mut nested: Vec<Node> = store
+        .world_prefixes()
+        .map(|(prefix, id)| Node {
+            id: *id,
+            prefix: *prefix,
+            host: false,
+        })
+        .filter(|n| leaking.iter().any(|a| n.nested_in(a)))
+        .collect();
+    let mut hosts: BTreeSet<IpAddr> = BTreeSet::new();
+    for outer in &leaking {
+        for (address, id) in store.hosts_in(outer.prefix) {
+            if hosts.insert(address) {
+                nested.push(Node {
+                    id,
+                    prefix: IpNet::from(address),
+                    host: true,
+                });
+            }
+        }
+    }
+    // Enclosing identities first, so an identity's ancestors are decided before it.
+    nested.sort_by_key(|n| (n.depth(), n.id, n.prefix));
+
+    let mut analysis = Analysis::new(entries);
+    let mut exceptions: Vec<Node> = Vec::new();
+    // Only world identities can enclose others, so only their lists can catch other addresses.
+    let mut enclosing_exceptions: Vec<Node> = Vec::new();
+    let mut shadowed: BTreeSet<(IdentityId, IpNet)> = BTreeSet::new();
+    for node in &nested {
+        let provider = enclosing_exceptions
+            .iter()
+            .filter(|k| node.nested_in(k))
+            .max_by_key(|k| k.depth())
+            .copied();
+        let own = analysis.own_vector(node.id);
+        let needs_list = match provider {
+            // Inside an exception list, the enclosing list's complete decision applies.
+            Some(k) => {
+                shadowed.insert((node.id, node.prefix));
+                analysis.own_vector(k.id) != own
+            }
+            None => {
+                let enclosing: Vec<IdentityId> = leaking
+                    .iter()
+                    .filter(|a| node.nested_in(a))
+                    .map(|a| a.id)
+                    .collect();
+                analysis.main_vector(node.id, enclosing) != own
+            }
+        };
+        if needs_list {
+            exceptions.push(*node);
+            if !node.host {
+                enclosing_exceptions.push(*node);
+            }
+        }
+    }
+    let placed_apart: BTreeSet<(IdentityId, IpNet)> = exceptions
+        .iter()
+        .map(|n| (n.id, n.prefix))
+        .chain(shadowed)
+        .collect();
+    Ok(Placement {
+        main: with_entries
+            .into_iter()
+            .filter(|n| !placed_apart.contains(&(n.id, n.prefix)))
+            .collect(),
+        exceptions,
+    })
+}

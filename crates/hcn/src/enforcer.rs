@@ -1,0 +1,163 @@
+//! The HCN datapath behind the neutral [`Enforcer`]: discovers the host's endpoints, matches
+//! them to pods by address and programs each endpoint's ACLs through the diff-based
+//! [`Programmer`]. Compiled rules are rendered as ACL settings here, once per distinct compiled
+//! list (replicas share one).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use netpol_datapath::{
+    ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules, DatapathError, EndpointInfo,
+    Enforcer, LocalPods,
+};
+
+use crate::api::HcnApi;
+use crate::discovery::{match_pods, EndpointDiscovery};
+use crate::programmer::Programmer;
+use crate::render::HcnAcls;
+use crate::schema::AclPolicySetting;
+
+/// HCN: per-endpoint ACL lists through the diff-based programmer.
+pub struct HcnEnforcer {
+    datapath: Arc<dyn HcnApi>,
+    discovery: Box<dyn EndpointDiscovery>,
+    programmer: Programmer,
+    rendered: RenderCache,
+    backoff: Backoff,
+    /// The host's endpoints, as last discovered, with the pod each belongs to.
+    endpoints: Vec<(EndpointInfo, Option<String>)>,
+    /// Consecutive failures to list the endpoints, and when to try again.
+    discovery_failures: u32,
+    discovery_retry: Option<Instant>,
+}
+
+impl HcnEnforcer {
+    pub fn new(
+        datapath: Arc<dyn HcnApi>,
+        discovery: Box<dyn EndpointDiscovery>,
+        backoff: Backoff,
+    ) -> Self {
+        HcnEnforcer {
+            datapath,
+            discovery,
+            programmer: Programmer::new(backoff),
+            rendered: RenderCache::default(),
+            backoff,
+            endpoints: Vec::new(),
+            discovery_failures: 0,
+            discovery_retry: None,
+        }
+    }
+
+    /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
+    fn desired(&mut self, compiled: &CompiledPods) -> BTreeMap<String, Vec<AclPolicySetting>> {
+        self.rendered.keep_only(compiled);
+        let mut desired = BTreeMap::new();
+        for (endpoint, pod) in &self.endpoints {
+            let rules = match pod {
+                // A pod whose rules failed to compile for the first time: leave it alone.
+                Some(pod) => match compiled.get(pod) {
+                    Some(rules) => self.rendered.acls(rules).rules.clone(),
+                    None => continue,
+                },
+                None => Vec::new(),
+            };
+            desired.insert(endpoint.id.clone(), rules);
+        }
+        desired
+    }
+
+    /// The ACLs of a pod's compiled rules, as last rendered.
+    pub fn acls(&mut self, compiled: &Arc<CompiledRules>) -> Arc<HcnAcls> {
+        self.rendered.acls(compiled)
+    }
+}
+
+impl Enforcer for HcnEnforcer {
+    fn enforce(
+        &mut self,
+        pods: &LocalPods,
+        compiled: &CompiledPods,
+        refresh: bool,
+        now: Instant,
+    ) -> Result<ApplyReport, DatapathError> {
+        if refresh {
+            self.programmer.resync();
+        }
+        match self
+            .discovery
+            .endpoints(self.datapath.as_ref(), pods, refresh, now)
+        {
+            Ok(endpoints) => {
+                self.discovery_failures = 0;
+                self.discovery_retry = None;
+                let owners = match_pods(&endpoints, pods);
+                self.endpoints = endpoints
+                    .into_iter()
+                    .map(|e| {
+                        let pod = owners.get(&e.id).cloned().flatten();
+                        (e, pod)
+                    })
+                    .collect();
+            }
+            Err(error) => {
+                self.discovery_failures += 1;
+                let delay = self.backoff.delay(self.discovery_failures);
+                self.discovery_retry = Some(now + delay);
+                tracing::warn!(%error, retry_in_ms = delay.as_millis(), "listing the host's endpoints failed");
+                return Err(error);
+            }
+        }
+        let desired = self.desired(compiled);
+        Ok(self.programmer.apply(self.datapath.as_ref(), &desired, now))
+    }
+
+    fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
+        &self.endpoints
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        [
+            self.programmer.next_retry(),
+            self.discovery.next_look(),
+            self.discovery_retry,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn compile_options(&self) -> CompileOptions {
+        self.datapath.capabilities().compile_options()
+    }
+}
+
+/// Rendered ACLs by compiled rule list: replicas share one `Arc<CompiledRules>`, so each
+/// distinct list is rendered (and its rule ids hashed) once, and again only when it changes.
+#[derive(Default)]
+struct RenderCache {
+    /// Keyed by the address of the compiled list; the entry keeps the list alive, so the
+    /// address cannot be reused while the entry exists.
+    by_list: HashMap<usize, (Arc<CompiledRules>, Arc<HcnAcls>)>,
+}
+
+fn list_address(compiled: &Arc<CompiledRules>) -> usize {
+    Arc::as_ptr(compiled) as usize
+}
+
+impl RenderCache {
+    fn acls(&mut self, compiled: &Arc<CompiledRules>) -> Arc<HcnAcls> {
+        self.by_list
+            .entry(list_address(compiled))
+            .or_insert_with(|| (compiled.clone(), Arc::new(HcnAcls::render(compiled))))
+            .1
+            .clone()
+    }
+
+    /// Forgets lists no pod holds any more.
+    fn keep_only(&mut self, compiled: &CompiledPods) {
+        let live: HashSet<usize> = compiled.values().map(list_address).collect();
+        self.by_list.retain(|list, _| live.contains(list));
+    }
+}

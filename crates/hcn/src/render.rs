@@ -1,0 +1,203 @@
+//! The neutral ordered rules as HCN ACL settings: HCN's syntax, its per-rule address limit and
+//! netpol's rule ids.
+//!
+//! - Rules split at [`MAX_ADDRESSES_PER_RULE`] remote addresses; each part keeps the rule's
+//!   priority and action, so first-match evaluation is unchanged.
+//! - Protocols are numbers, `256` for any; ports `a-b` ranges; hosts without a prefix length.
+//! - Every rule's `Id` is `netpol-` plus a hash of its content, so ownership and diffs are exact.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use netpol_datapath::{
+    compile_entries, CompileError, CompileOptions, CompileWarning, CompiledRules, OrderedRule,
+    RuleAction, RuleCount, ALL_PORTS,
+};
+use netpol_engine::mapstate::{MapKey, MapValue};
+use netpol_engine::reference::Reason;
+use netpol_engine::{Direction, IdentityStore, MapState};
+use sha2::{Digest, Sha256};
+
+use crate::schema::{
+    AclAction, AclDirection, AclPolicySetting, EndpointPolicy, ModifyEndpointRequest, RuleType,
+    NETPOL_ID_PREFIX, PROTOCOL_ANY,
+};
+
+/// Microsoft advises at most a few thousand addresses per rule; Calico splits at 4000.
+pub const MAX_ADDRESSES_PER_RULE: usize = 4000;
+
+/// One endpoint's rules as HCN ACLs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HcnAcls {
+    /// Ingress rules, then egress rules, each by ascending priority.
+    pub rules: Vec<AclPolicySetting>,
+    pub count: RuleCount,
+    /// For each rule id, the MapState entry reason of the best-ranked entry the rule carries.
+    pub reasons: BTreeMap<String, Arc<Reason>>,
+    /// What the compiled rules do differently from the MapState, on purpose.
+    pub warnings: Vec<CompileWarning>,
+}
+
+impl HcnAcls {
+    /// Renders compiled rules as HCN ACL settings.
+    pub fn render(compiled: &CompiledRules) -> HcnAcls {
+        let mut out = HcnAcls {
+            warnings: compiled.warnings.clone(),
+            ..HcnAcls::default()
+        };
+        for rule in &compiled.rules {
+            for chunk in chunks(&rule.remotes) {
+                let setting = to_setting(rule, chunk);
+                out.count.add(rule.direction, 1);
+                out.reasons.insert(setting.id.clone(), rule.reason.clone());
+                out.rules.push(setting);
+            }
+        }
+        out
+    }
+
+    /// The rules wrapped as endpoint policies.
+    pub fn policies(&self) -> Vec<EndpointPolicy> {
+        self.rules.iter().map(EndpointPolicy::acl).collect()
+    }
+
+    /// The `Update` request that would install exactly these rules, as `netpol acls` shows it.
+    /// The real request also carries the endpoint's policies netpol does not own.
+    pub fn update_request(&self) -> ModifyEndpointRequest {
+        ModifyEndpointRequest::update(self.policies())
+    }
+
+    /// Pretty JSON of [`HcnAcls::update_request`].
+    pub fn update_request_json(&self) -> String {
+        serde_json::to_string_pretty(&self.update_request())
+            .expect("an HCN request serializes to JSON")
+    }
+}
+
+/// Compiles one endpoint's MapState and renders it as HCN ACLs, with the default options.
+pub fn compile_acls(map: &MapState, store: &IdentityStore) -> Result<HcnAcls, CompileError> {
+    compile_acls_with(map, store, &CompileOptions::default())
+}
+
+/// Compiles one endpoint's MapState and renders it as HCN ACLs.
+pub fn compile_acls_with(
+    map: &MapState,
+    store: &IdentityStore,
+    options: &CompileOptions,
+) -> Result<HcnAcls, CompileError> {
+    compile_entries_acls(map.iter(), store, options)
+}
+
+/// Compiles MapState entries (the form [`MapState::iter`] yields) and renders them as HCN ACLs.
+pub fn compile_entries_acls<'a>(
+    entries: impl IntoIterator<Item = (MapKey, &'a MapValue)>,
+    store: &IdentityStore,
+    options: &CompileOptions,
+) -> Result<HcnAcls, CompileError> {
+    Ok(HcnAcls::render(&compile_entries(entries, store, options)?))
+}
+
+impl From<RuleAction> for AclAction {
+    fn from(action: RuleAction) -> Self {
+        match action {
+            RuleAction::Allow => AclAction::Allow,
+            RuleAction::Block => AclAction::Block,
+        }
+    }
+}
+
+fn chunks(addresses: &[IpNet]) -> Vec<&[IpNet]> {
+    if addresses.is_empty() {
+        vec![addresses]
+    } else {
+        addresses.chunks(MAX_ADDRESSES_PER_RULE).collect()
+    }
+}
+
+fn render_address(net: &IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
+}
+
+fn render_ports(ranges: &[(u16, u16)]) -> String {
+    if ranges == [ALL_PORTS] {
+        return String::new();
+    }
+    ranges
+        .iter()
+        .map(|(lo, hi)| {
+            if lo == hi {
+                lo.to_string()
+            } else {
+                format!("{lo}-{hi}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The HCN setting of one neutral rule, carrying `addresses` (a chunk of its remotes).
+fn to_setting(rule: &OrderedRule, addresses: &[IpNet]) -> AclPolicySetting {
+    let ports = render_ports(&rule.ports);
+    let (acl_direction, local_ports, remote_ports) = match rule.direction {
+        // Ingress: the remote is the source, the port is the endpoint's own.
+        Direction::Ingress => (AclDirection::In, ports, String::new()),
+        Direction::Egress => (AclDirection::Out, String::new(), ports),
+    };
+    let mut setting = AclPolicySetting {
+        id: String::new(),
+        protocols: rule
+            .protocol
+            .map_or(PROTOCOL_ANY.to_string(), |p| p.number().to_string()),
+        action: rule.action.into(),
+        direction: acl_direction,
+        local_addresses: String::new(),
+        remote_addresses: addresses
+            .iter()
+            .map(render_address)
+            .collect::<Vec<_>>()
+            .join(","),
+        local_ports,
+        remote_ports,
+        rule_type: Some(RuleType::Switch),
+        priority: rule.priority,
+    };
+    setting.id = rule_id(&setting);
+    setting
+}
+
+/// `netpol-` and the first 64 bits of the SHA-256 of the rule's content (every field but the id),
+/// so equal rules get equal ids across restarts and nodes, and a changed rule a new one.
+pub fn rule_id(setting: &AclPolicySetting) -> String {
+    let mut content = setting.clone();
+    content.id.clear();
+    let json = serde_json::to_vec(&content).expect("ACL settings serialize to JSON");
+    let digest = Sha256::digest(&json);
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{NETPOL_ID_PREFIX}{hex}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_render_as_singles_and_ranges() {
+        assert_eq!(render_ports(&[(80, 80), (8000, 8080)]), "80,8000-8080");
+        assert_eq!(render_ports(&[(0, 65535)]), "");
+    }
+
+    #[test]
+    fn hosts_render_without_a_prefix_length() {
+        assert_eq!(
+            render_address(&"10.1.0.11/32".parse().unwrap()),
+            "10.1.0.11"
+        );
+        assert_eq!(render_address(&"10.0.0.0/8".parse().unwrap()), "10.0.0.0/8");
+        assert_eq!(render_address(&"fd00::1/128".parse().unwrap()), "fd00::1");
+    }
+}

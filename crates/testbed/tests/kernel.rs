@@ -1,0 +1,259 @@
+//! Real packets through the real kernel: a routed network of private namespaces, netpol's table
+//! loaded on the router with `nft -f`, TCP and UDP probes between hosts, each fate compared with
+//! the in-process evaluation of the same rules and with the MapState lookup.
+//!
+//! Needs root (unshare, nft, ip). Elsewhere it fails with the reason, unless `NETPOL_SKIP_KERNEL=1`.
+#![cfg(target_os = "linux")]
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use netpol_datapath::testing::*;
+use netpol_datapath::{compile_entries, CompileOptions};
+use netpol_engine::*;
+use netpol_nft::eval::{evaluate, Packet};
+use netpol_nft::programmer::{program, NftBackend};
+use netpol_nft::{script, EndpointChains, Ruleset};
+use netpol_testbed::netns;
+use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+use netpol_testbed::topology::{Host, Topology};
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().unwrap()
+}
+
+/// Pod a (dual stack) is isolated for ingress: TCP 80 from pod b, UDP 53 from anyone, and TCP
+/// 8000-8080 from fd00:2::/32. Pod b and the outside host are not endpoints.
+fn ruleset() -> Ruleset {
+    ruleset_with_ports(&[80])
+}
+
+/// [`ruleset`] with pod b allowed on each of `ports` (TCP).
+fn ruleset_with_ports(ports: &[u16]) -> Ruleset {
+    let (store, ids) = store_with(&["fd00:2::/32"], &["10.1.0.2"]);
+    let mut b = MapBuilder::new(Verdict::Allow);
+    b.set(
+        Direction::Ingress,
+        None,
+        PortKey::ANY,
+        value(1, Verdict::Deny, None),
+    );
+    let allow = value(1, Verdict::Allow, None);
+    for &port in ports {
+        b.set(
+            Direction::Ingress,
+            Some(ids["10.1.0.2"]),
+            key(Some(Protocol::Tcp), port, 16),
+            allow.clone(),
+        );
+    }
+    b.set(
+        Direction::Ingress,
+        None,
+        key(Some(Protocol::Udp), 53, 16),
+        allow.clone(),
+    );
+    b.range(
+        Direction::Ingress,
+        Some(ids["fd00:2::/32"]),
+        Protocol::Tcp,
+        8000,
+        8080,
+        allow,
+    );
+    let compiled = compile_entries(b.build().iter(), &store, &CompileOptions::default())
+        .expect("the MapState compiles");
+    let mut ruleset = Ruleset::default();
+    ruleset.insert(
+        "x/a",
+        EndpointChains::new(vec![ip("10.1.0.1"), ip("fd00:1::1")], &compiled.rules),
+    );
+    ruleset
+}
+
+use netpol_engine::mapstate::PortKey;
+
+#[test]
+fn the_kernel_forwards_exactly_what_the_rules_allow() {
+    if netns::skip_kernel_test("the_kernel_forwards_exactly_what_the_rules_allow") {
+        return;
+    }
+    let mut hosts = hosts();
+    hosts.extend([
+        Host {
+            name: "outside".into(),
+            addresses: vec![ip("8.8.8.8")],
+        },
+        Host {
+            name: "outside6".into(),
+            addresses: vec![ip("fd00:2::7")],
+        },
+    ]);
+    let topology = Topology::build(hosts).expect("the network builds");
+    let ruleset = ruleset();
+    let text = script::render(&ruleset).unwrap();
+    topology.router().nft(&text).expect("nft loads the script");
+    let listed = topology
+        .router()
+        .run("nft", &["list", "table", "inet", "netpol"], "")
+        .unwrap();
+    assert!(
+        listed.contains("ct state established,related accept"),
+        "{listed}"
+    );
+
+    // (from, to, transport, port, passes)
+    let cases = [
+        ("10.1.0.2", "10.1.0.1", Transport::Tcp, 80, true),
+        ("10.1.0.2", "10.1.0.1", Transport::Tcp, 81, false),
+        ("8.8.8.8", "10.1.0.1", Transport::Tcp, 80, false),
+        ("8.8.8.8", "10.1.0.1", Transport::Udp, 53, true),
+        ("8.8.8.8", "10.1.0.1", Transport::Udp, 54, false),
+        ("fd00:2::7", "fd00:1::1", Transport::Tcp, 8080, true),
+        ("fd00:2::7", "fd00:1::1", Transport::Tcp, 8081, false),
+        // Egress is not isolated, and the replies pass as established.
+        ("10.1.0.1", "10.1.0.2", Transport::Tcp, 81, true),
+        ("10.1.0.1", "8.8.8.8", Transport::Udp, 9, true),
+        // Neither side is an endpoint.
+        ("8.8.8.8", "10.1.0.2", Transport::Tcp, 22, true),
+    ];
+    let probes: Vec<Probe> = cases
+        .iter()
+        .map(|&(from, to, transport, port, _)| Probe {
+            from: ip(from),
+            to: ip(to),
+            transport,
+            port,
+        })
+        .collect();
+    let options = ProbeOptions {
+        timeout: Duration::from_millis(1000),
+        parallel: 16,
+    };
+    let results = probe::run(&topology, &probes, options);
+    for ((case, probe), result) in cases.iter().zip(&probes).zip(&results) {
+        let want = if case.4 {
+            ProbeResult::Passed
+        } else {
+            ProbeResult::Dropped
+        };
+        assert_eq!(result, &want, "{case:?}\n{text}");
+        let protocol = match probe.transport {
+            Transport::Tcp => Protocol::Tcp,
+            Transport::Udp => Protocol::Udp,
+        };
+        let model = evaluate(
+            &ruleset,
+            &Packet {
+                source: probe.from,
+                destination: probe.to,
+                protocol,
+                dport: probe.port,
+            },
+        );
+        assert_eq!(model.accepted, case.4, "in-process evaluation of {case:?}");
+    }
+}
+
+fn hosts() -> Vec<Host> {
+    vec![
+        Host {
+            name: "x/a".into(),
+            addresses: vec![ip("10.1.0.1"), ip("fd00:1::1")],
+        },
+        Host {
+            name: "x/b".into(),
+            addresses: vec![ip("10.1.0.2")],
+        },
+    ]
+}
+
+fn tcp(topology: &Topology, from: &str, to: &str, port: u16) -> ProbeResult {
+    let probe = Probe {
+        from: ip(from),
+        to: ip(to),
+        transport: Transport::Tcp,
+        port,
+    };
+    let options = ProbeOptions {
+        timeout: Duration::from_millis(1000),
+        parallel: 1,
+    };
+    probe::run(topology, &[probe], options).remove(0)
+}
+
+#[test]
+fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly() {
+    if netns::skip_kernel_test(
+        "the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly",
+    ) {
+        return;
+    }
+    let topology = Topology::build(hosts()).expect("the network builds");
+    let router = topology.router();
+    let mut first = ruleset();
+    // Pod b is an endpoint too, with chains that allow everything.
+    first.insert("x/b", EndpointChains::new(vec![ip("10.1.0.2")], &[]));
+
+    let created = program(router, &first).unwrap();
+    assert_eq!(
+        created.added.len(),
+        5,
+        "two chains per endpoint and the base chain"
+    );
+    assert!(created.deleted.is_empty());
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
+        ProbeResult::Dropped
+    );
+
+    // A restart with nothing changed reads the table back and sends nothing.
+    let restart = program(router, &first).unwrap();
+    assert_eq!(restart.script, None);
+    assert_eq!(restart.unchanged, 5);
+
+    // A chain netpol no longer wants (left by an earlier run) is removed.
+    router
+        .nft("add chain inet netpol ep_0000000000000000_in_0000000000000000\n")
+        .unwrap();
+    let cleaned = program(router, &first).unwrap();
+    assert_eq!(
+        cleaned.deleted,
+        vec!["ep_0000000000000000_in_0000000000000000"]
+    );
+    assert!(cleaned.added.is_empty());
+    assert_eq!(router.chains().unwrap().unwrap().len(), 5);
+
+    // One pod's change replaces its chain and the base chain, nothing else.
+    let before: Vec<String> = router.chains().unwrap().unwrap();
+    let mut second = ruleset_with_ports(&[80, 81]);
+    second.insert("x/b", EndpointChains::new(vec![ip("10.1.0.2")], &[]));
+    let changed = program(router, &second).unwrap();
+    assert_eq!(changed.added.len(), 2, "{changed:?}");
+    assert_eq!(changed.deleted.len(), 2, "{changed:?}");
+    assert!(changed.added.iter().any(|n| n.starts_with("forward_")));
+    assert!(changed.added.iter().any(|n| n.contains("_in_")));
+    let after: Vec<String> = router.chains().unwrap().unwrap();
+    let kept = before.iter().filter(|n| after.contains(n)).count();
+    assert_eq!(
+        kept, 3,
+        "x/b's two chains and x/a's egress chain are untouched"
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
+        ProbeResult::Passed
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 82),
+        ProbeResult::Dropped
+    );
+
+    // A removed endpoint's chains go.
+    let gone = program(router, &ruleset_with_ports(&[80, 81])).unwrap();
+    assert_eq!(
+        gone.deleted.len(),
+        3,
+        "x/b's chains and the old base chain: {gone:?}"
+    );
+    assert_eq!(router.chains().unwrap().unwrap().len(), 3);
+}

@@ -1,0 +1,609 @@
+//! An in-process stand-in for kube-apiserver on loopback, speaking the list/watch protocol the
+//! agent uses: `limit`/`continue` paging, watches from a resourceVersion with bookmarks, 410 Gone
+//! for a compacted resourceVersion (in the watch stream, as the API server sends it), the
+//! plain-text 404 of a resource type not served (a CRD not installed), scripted failures, and
+//! watch connections the test can sever. Every request is logged for the tests to inspect.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, watch};
+
+/// Where each kind is served, and whether list items carry `apiVersion`/`kind` (custom
+/// resources do, built-in kinds do not).
+pub const RESOURCES: [(&str, &str, &str, bool); 9] = [
+    ("Namespace", "v1", "/api/v1/namespaces", false),
+    ("Pod", "v1", "/api/v1/pods", false),
+    ("Node", "v1", "/api/v1/nodes", false),
+    (
+        "NetworkPolicy",
+        "networking.k8s.io/v1",
+        "/apis/networking.k8s.io/v1/networkpolicies",
+        false,
+    ),
+    (
+        "AdminNetworkPolicy",
+        "policy.networking.k8s.io/v1alpha1",
+        "/apis/policy.networking.k8s.io/v1alpha1/adminnetworkpolicies",
+        true,
+    ),
+    (
+        "BaselineAdminNetworkPolicy",
+        "policy.networking.k8s.io/v1alpha1",
+        "/apis/policy.networking.k8s.io/v1alpha1/baselineadminnetworkpolicies",
+        true,
+    ),
+    (
+        "ClusterNetworkPolicy",
+        "policy.networking.k8s.io/v1alpha2",
+        "/apis/policy.networking.k8s.io/v1alpha2/clusternetworkpolicies",
+        true,
+    ),
+    (
+        "CiliumNetworkPolicy",
+        "cilium.io/v2",
+        "/apis/cilium.io/v2/ciliumnetworkpolicies",
+        true,
+    ),
+    (
+        "CiliumClusterwideNetworkPolicy",
+        "cilium.io/v2",
+        "/apis/cilium.io/v2/ciliumclusterwidenetworkpolicies",
+        true,
+    ),
+];
+
+fn resource_of(kind: &str) -> (&'static str, &'static str, &'static str, bool) {
+    *RESOURCES
+        .iter()
+        .find(|r| r.0 == kind)
+        .unwrap_or_else(|| panic!("no resource for kind {kind}"))
+}
+
+/// One change, as a watch delivers it.
+#[derive(Clone, Debug)]
+struct Change {
+    version: u64,
+    path: &'static str,
+    kind: &'static str, // ADDED, MODIFIED, DELETED
+    object: Value,
+}
+
+#[derive(Default)]
+struct Store {
+    version: u64,
+    /// Objects by resource path, then by `namespace/name`.
+    objects: BTreeMap<&'static str, BTreeMap<String, Value>>,
+    /// Every change, oldest first; those at or below `compacted` are forgotten.
+    history: Vec<Change>,
+    compacted: u64,
+    /// Resource paths answered with a plain-text 404 (CRDs not installed).
+    not_installed: BTreeSet<&'static str>,
+    /// Status codes (and messages) to answer the next list requests of a path with, in order.
+    list_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
+    /// Request paths with their query, in arrival order, with when they came.
+    requests: Vec<(Instant, String)>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    changes: broadcast::Sender<Change>,
+    /// Bumped to sever every open watch connection.
+    sever: watch::Sender<u64>,
+}
+
+/// The running stand-in.
+pub struct ApiServer {
+    pub address: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Serves on an ephemeral loopback port from a thread of its own.
+    pub fn start() -> ApiServer {
+        let (changes, _) = broadcast::channel(4096);
+        let (sever, _) = watch::channel(0);
+        let shared = Arc::new(Shared {
+            store: Mutex::new(Store {
+                version: 100,
+                ..Store::default()
+            }),
+            changes,
+            sever,
+        });
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let address = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let app = Router::new().fallback(serve).with_state(shared.clone());
+        let thread = std::thread::spawn(move || {
+            runtime.block_on(async {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(async {
+                        let _ = stopped.await;
+                    })
+                    .await
+                    .unwrap();
+            });
+            runtime.shutdown_background();
+        });
+        ApiServer {
+            address,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn store(&self) -> MutexGuard<'_, Store> {
+        self.shared.store.lock().unwrap()
+    }
+
+    /// Loads every object of the YAML files under `dir` (no events: as if there from the start).
+    /// A stand-in serving the bundled example cluster.
+    pub fn with_example_cluster() -> ApiServer {
+        let server = ApiServer::start();
+        server.load_dir(&crate::files::example_cluster());
+        server
+    }
+
+    pub fn load_dir(&self, dir: &Path) {
+        let mut files = Vec::new();
+        collect_yaml(dir, &mut files);
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let documents: Vec<Value> =
+                serde_saphyr::from_multiple_with_options(&text, serde_saphyr::Options::default())
+                    .unwrap();
+            for document in documents.into_iter().filter(|d| !d.is_null()) {
+                self.put_quietly(document);
+            }
+        }
+    }
+
+    fn put_quietly(&self, object: Value) {
+        let mut store = self.store();
+        store.version += 1;
+        let version = store.version;
+        let (path, object) = stamp(object, version);
+        store
+            .objects
+            .entry(path)
+            .or_default()
+            .insert(key_of(&object), object);
+    }
+
+    /// Creates or replaces an object, as `kubectl apply` would; open watches see it.
+    pub fn apply(&self, object: Value) {
+        let mut store = self.store();
+        store.version += 1;
+        let version = store.version;
+        let (path, object) = stamp(object, version);
+        let key = key_of(&object);
+        let existed = store
+            .objects
+            .entry(path)
+            .or_default()
+            .insert(key, object.clone())
+            .is_some();
+        let kind = if existed { "MODIFIED" } else { "ADDED" };
+        self.record(
+            &mut store,
+            Change {
+                version,
+                path,
+                kind,
+                object,
+            },
+        );
+    }
+
+    /// Deletes the object `kind` `namespace/name` (`name` alone when cluster-scoped).
+    pub fn delete(&self, kind: &str, key: &str) {
+        self.remove(kind, key, true);
+    }
+
+    /// Deletes an object while no watch sees it (as if during a disconnection whose history
+    /// is then compacted): only a new list can tell.
+    pub fn delete_unseen(&self, kind: &str, key: &str) {
+        self.remove(kind, key, false);
+    }
+
+    fn remove(&self, kind: &str, key: &str, seen: bool) {
+        let mut store = self.store();
+        let path = resource_of(kind).2;
+        let Some(mut object) = store.objects.get_mut(path).and_then(|o| o.remove(key)) else {
+            panic!("no {kind} {key} to delete");
+        };
+        store.version += 1;
+        let version = store.version;
+        object["metadata"]["resourceVersion"] = json!(version.to_string());
+        if seen {
+            self.record(
+                &mut store,
+                Change {
+                    version,
+                    path,
+                    kind: "DELETED",
+                    object,
+                },
+            );
+        }
+    }
+
+    fn record(&self, store: &mut Store, change: Change) {
+        store.history.push(change.clone());
+        let _ = self.shared.changes.send(change);
+    }
+
+    /// Forgets the history up to now: watches from an older resourceVersion get 410 Gone.
+    pub fn compact(&self) {
+        let mut store = self.store();
+        store.compacted = store.version;
+        store.history.clear();
+    }
+
+    /// Severs every open watch connection (a dropped connection, as a load balancer does).
+    pub fn sever_watches(&self) {
+        self.shared.sever.send_modify(|generation| *generation += 1);
+    }
+
+    /// Makes `kind` unserved (its CRD not installed) or served again.
+    pub fn set_installed(&self, kind: &str, installed: bool) {
+        let path = resource_of(kind).2;
+        let mut store = self.store();
+        if installed {
+            store.not_installed.remove(path);
+        } else {
+            store.not_installed.insert(path);
+        }
+    }
+
+    /// Forgets every scripted failure.
+    pub fn clear_failures(&self) {
+        self.store().list_failures.clear();
+    }
+
+    /// Answers the next `codes.len()` list requests of `kind` with these status codes; a code
+    /// of 0 hangs the request (an API server that never answers).
+    pub fn fail_lists(&self, kind: &str, codes: &[u16]) {
+        self.fail_lists_saying(kind, codes, "scripted failure");
+    }
+
+    /// [`ApiServer::fail_lists`] with `message` in each failure's Status.
+    pub fn fail_lists_saying(&self, kind: &str, codes: &[u16], message: &str) {
+        let path = resource_of(kind).2;
+        self.store()
+            .list_failures
+            .entry(path)
+            .or_default()
+            .extend(codes.iter().map(|c| (*c, message.to_owned())));
+    }
+
+    /// A kubeconfig for this server, written to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) {
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: stand-in\n  cluster: {{server: \"http://{}\"}}\nusers:\n- name: anyone\n  user: {{}}\ncontexts:\n- name: stand-in\n  context: {{cluster: stand-in, user: anyone}}\ncurrent-context: stand-in\n",
+            self.address
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// The requests so far (path and query), in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.store()
+            .requests
+            .iter()
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// When each list request of `kind` arrived.
+    pub fn list_times(&self, kind: &str) -> Vec<Instant> {
+        let path = resource_of(kind).2;
+        self.store()
+            .requests
+            .iter()
+            .filter(|(_, r)| r.split('?').next() == Some(path) && !r.contains("watch=true"))
+            .map(|(at, _)| *at)
+            .collect()
+    }
+
+    /// The requests of `kind`'s path that are lists (not watches).
+    pub fn lists_of(&self, kind: &str) -> Vec<String> {
+        let path = resource_of(kind).2;
+        self.requests()
+            .into_iter()
+            .filter(|r| r.split('?').next() == Some(path) && !r.contains("watch=true"))
+            .collect()
+    }
+
+    /// The requests of `kind`'s path that are watches.
+    pub fn watches_of(&self, kind: &str) -> Vec<String> {
+        let path = resource_of(kind).2;
+        self.requests()
+            .into_iter()
+            .filter(|r| r.split('?').next() == Some(path) && r.contains("watch=true"))
+            .collect()
+    }
+
+    /// Writes the current objects, one JSON file each, under `dir` (emptied first): what a
+    /// fresh engine should compute from.
+    pub fn write_objects(&self, dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let store = self.store();
+        let mut n = 0;
+        for objects in store.objects.values() {
+            for object in objects.values() {
+                n += 1;
+                std::fs::write(dir.join(format!("{n:05}.json")), object.to_string()).unwrap();
+            }
+        }
+    }
+
+    /// A kube client for this server.
+    pub fn client(&self) -> kube::Client {
+        let url = format!("http://{}", self.address).parse().unwrap();
+        kube::Client::try_from(kube::Config::new(url)).unwrap()
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.sever_watches();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn collect_yaml(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            collect_yaml(&path, out);
+        } else if path.extension().is_some_and(|e| e == "yaml") {
+            out.push(path);
+        }
+    }
+}
+
+/// The object's resource path, with its resourceVersion set.
+fn stamp(mut object: Value, version: u64) -> (&'static str, Value) {
+    let kind = object["kind"]
+        .as_str()
+        .expect("an object with a kind")
+        .to_owned();
+    let path = resource_of(&kind).2;
+    object["metadata"]["resourceVersion"] = json!(version.to_string());
+    (path, object)
+}
+
+fn key_of(object: &Value) -> String {
+    let metadata = &object["metadata"];
+    let name = metadata["name"].as_str().unwrap_or_default();
+    match metadata["namespace"].as_str() {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+/// How an object goes out: built-in kinds' list items without `apiVersion`/`kind`.
+fn as_served(object: &Value, in_list: bool) -> Value {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let mut object = object.clone();
+    if in_list && !resource_of(kind).3 {
+        if let Some(map) = object.as_object_mut() {
+            map.remove("apiVersion");
+            map.remove("kind");
+        }
+    }
+    object
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code,
+    })
+}
+
+fn json_response(code: StatusCode, body: Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
+    query
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let Some(resource) = RESOURCES.iter().find(|r| r.2 == path) else {
+        return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+    };
+    let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
+    let failure = {
+        let mut store = shared.store.lock().unwrap();
+        store
+            .requests
+            .push((Instant::now(), format!("{path}?{query}")));
+        if store.not_installed.contains(resource.2) {
+            return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+        }
+        let scripted = store.list_failures.get_mut(resource.2);
+        scripted.filter(|_| !watch).and_then(VecDeque::pop_front)
+    };
+    match failure {
+        Some((0, _)) => {
+            // Hangs until the client gives up (or the test ends).
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            (StatusCode::GATEWAY_TIMEOUT, "never").into_response()
+        }
+        Some((code, message)) => {
+            let code = StatusCode::from_u16(code).unwrap();
+            let reason = code.canonical_reason().unwrap_or("Failure");
+            json_response(code, status(code.as_u16(), reason, &message))
+        }
+        None if watch => serve_watch(&shared, resource.2, &query),
+        None => serve_list(&shared, resource, &query),
+    }
+}
+
+fn serve_list(
+    shared: &Shared,
+    resource: &(&'static str, &'static str, &'static str, bool),
+    query: &str,
+) -> Response {
+    let mut store = shared.store.lock().unwrap();
+    let limit = query_param(query, "limit").and_then(|l| l.parse::<usize>().ok());
+    // A continue token is "resourceVersion-offset": the list is a consistent snapshot, so a
+    // token older than the compaction is gone.
+    let (version, offset) = match query_param(query, "continue") {
+        Some(token) => {
+            let (version, offset) = token.split_once('-').unwrap();
+            let version: u64 = version.parse().unwrap();
+            if version < store.compacted {
+                return json_response(
+                    StatusCode::GONE,
+                    status(410, "Expired", "the continue token is too old"),
+                );
+            }
+            (version, offset.parse::<usize>().unwrap())
+        }
+        None => (store.version, 0),
+    };
+    let objects: Vec<Value> = store
+        .objects
+        .get(resource.2)
+        .map(|o| o.values().cloned().collect())
+        .unwrap_or_default();
+    let end = limit.map_or(objects.len(), |l| (offset + l).min(objects.len()));
+    let items: Vec<Value> = objects[offset.min(end)..end]
+        .iter()
+        .map(|o| as_served(o, true))
+        .collect();
+    let mut metadata = json!({"resourceVersion": version.to_string()});
+    if end < objects.len() {
+        metadata["continue"] = json!(format!("{version}-{end}"));
+    }
+    store.version = store.version.max(version);
+    json_response(
+        StatusCode::OK,
+        json!({
+            "kind": format!("{}List", resource.0),
+            "apiVersion": resource.1,
+            "metadata": metadata,
+            "items": items,
+        }),
+    )
+}
+
+fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str) -> Response {
+    let from: u64 = query_param(query, "resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let bookmarks = query_param(query, "allowWatchBookmarks") == Some("true");
+    let (lines, body) = tokio::sync::mpsc::channel::<Bytes>(256);
+    // Subscribed under the lock, so that no change falls between the replay and the live feed.
+    let (replay, mut live, current, expired) = {
+        let store = shared.store.lock().unwrap();
+        let replay: Vec<Change> = store
+            .history
+            .iter()
+            .filter(|c| c.path == path && c.version > from)
+            .cloned()
+            .collect();
+        let expired = from < store.compacted;
+        (replay, shared.changes.subscribe(), store.version, expired)
+    };
+    let mut sever = shared.sever.subscribe();
+    sever.mark_unchanged();
+    tokio::spawn(async move {
+        let line = |value: Value| Bytes::from(format!("{value}\n"));
+        if expired {
+            let gone = status(410, "Expired", "too old resource version");
+            let _ = lines
+                .send(line(json!({"type": "ERROR", "object": gone})))
+                .await;
+            return;
+        }
+        let mut sent = from;
+        for change in replay {
+            sent = change.version;
+            let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
+            if lines.send(line(event)).await.is_err() {
+                return;
+            }
+        }
+        if bookmarks {
+            let kind = RESOURCES.iter().find(|r| r.2 == path).unwrap();
+            let bookmark = json!({"type": "BOOKMARK", "object": {
+                "kind": kind.0, "apiVersion": kind.1,
+                "metadata": {"resourceVersion": current.max(sent).to_string()},
+            }});
+            if lines.send(line(bookmark)).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            tokio::select! {
+                change = live.recv() => match change {
+                    Ok(change) if change.path == path && change.version > sent => {
+                        sent = change.version;
+                        let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
+                        if lines.send(line(event)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                },
+                _ = sever.changed() => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(body, |mut body| async move {
+        body.recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(bytes), body))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
