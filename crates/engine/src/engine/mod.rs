@@ -6,11 +6,14 @@
 //! the identity classes they affect. Policy changes re-resolve the local endpoints, because a
 //! new priority can shift every precedence; they are rare next to pod churn.
 
+mod identities;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use self::identities::IdentityChanges;
 use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
@@ -21,7 +24,6 @@ use crate::ports::Protocol;
 use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule, SubjectIndex};
-use crate::selector::{AddressScope, Peer};
 use crate::selector_cache::{SelectorCache, SelectorId};
 
 #[derive(Clone, Debug)]
@@ -400,114 +402,6 @@ impl Engine {
         self.entries = entries;
     }
 
-    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer names.
-    fn sync_world_identities(&mut self) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
-        let mut wanted: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
-            .iter()
-            .map(|s| s.parse().expect("valid"))
-            .collect();
-        wanted.extend(
-            self.entries
-                .iter()
-                .flat_map(|e| &e.peers)
-                .flat_map(Peer::prefixes),
-        );
-        let mut added = Vec::new();
-        let mut removed = Vec::new();
-        let stale: Vec<IpNet> = self
-            .world
-            .keys()
-            .filter(|p| !wanted.contains(p))
-            .copied()
-            .collect();
-        for prefix in stale {
-            let id = self.world.remove(&prefix).expect("listed");
-            if let Some(identity) = self.store.remove(id) {
-                removed.push((id, identity));
-            }
-        }
-        for prefix in wanted {
-            if !self.world.contains_key(&prefix) {
-                let (id, _) = self.store.insert(Identity::world(prefix));
-                self.world.insert(prefix, id);
-                added.push(id);
-            }
-        }
-        (added, removed)
-    }
-
-    /// Prefixes of CIDR peers that can select pods and nodes; returns whether they changed.
-    fn sync_cluster_cidrs(&mut self) -> bool {
-        let wanted: BTreeSet<IpNet> = self
-            .entries
-            .iter()
-            .flat_map(|e| &e.peers)
-            .filter(|p| matches!(p, Peer::Cidr(c) if c.scope == AddressScope::Any))
-            .flat_map(Peer::prefixes)
-            .collect();
-        let changed = wanted != self.cluster_cidrs;
-        self.cluster_cidrs = wanted;
-        changed
-    }
-
-    /// The cluster CIDRs holding an address, part of its identity.
-    fn cidrs_holding(&self, address: IpAddr) -> Vec<IpNet> {
-        self.cluster_cidrs
-            .iter()
-            .filter(|net| net.contains(&address))
-            .copied()
-            .collect()
-    }
-
-    /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity.
-    fn rekey_addresses(&mut self, changes: &mut IdentityChanges, arrivals: &mut Vec<Identity>) {
-        // Arrivals are not in the store yet: they get their CIDRs when they arrive.
-        let staying: Vec<(IdentityId, Identity)> = self
-            .pods
-            .values()
-            .chain(self.nodes.values())
-            .flatten()
-            .filter_map(|i| Some((self.store.host(i.prefix.addr())?, i.clone())))
-            .collect();
-        for (id, identity) in staying {
-            let address = identity.prefix.addr();
-            if self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
-                self.depart(address, changes);
-                arrivals.push(identity);
-            }
-        }
-    }
-
-    /// Takes the addresses of `old` identities that `new` does not keep out of the store.
-    fn leave(&mut self, old: &[Identity], new: &[Identity], changes: &mut IdentityChanges) {
-        for identity in old.iter().filter(|i| !new.contains(i)) {
-            self.depart(identity.prefix.addr(), changes);
-        }
-    }
-
-    fn depart(&mut self, address: IpAddr, changes: &mut IdentityChanges) {
-        match self.store.remove_address(address) {
-            Some((id, Some(identity))) => changes.removed.push((id, identity)),
-            Some((id, None)) => {
-                changes.readdressed.insert(id);
-            }
-            None => return,
-        }
-        changes.moved.push(address);
-    }
-
-    fn arrive(&mut self, identity: Identity, changes: &mut IdentityChanges) {
-        let address = identity.prefix.addr();
-        let cidrs = self.cidrs_holding(address);
-        let (id, new) = self.store.insert_shared(identity, cidrs);
-        if new {
-            changes.added.push(id);
-        } else {
-            changes.readdressed.insert(id);
-        }
-        changes.moved.push(address);
-    }
-
     /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
     fn names_any(&self, key: &str, readdressed: &HashSet<IdentityId>, moved: &[IpAddr]) -> bool {
         let Some(state) = self.endpoints.get(key) else {
@@ -766,17 +660,4 @@ impl AddressOracle for Engine {
             reason: (*value.reason).clone(),
         }
     }
-}
-
-/// What one commit did to the identity store.
-#[derive(Debug, Default)]
-struct IdentityChanges {
-    /// Identities that came into being.
-    added: Vec<IdentityId>,
-    /// Identities whose last address went.
-    removed: Vec<(IdentityId, Identity)>,
-    /// Identities that live on with other addresses.
-    readdressed: HashSet<IdentityId>,
-    /// Every pod or node address that arrived or departed.
-    moved: Vec<IpAddr>,
 }
