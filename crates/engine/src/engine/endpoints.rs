@@ -1,0 +1,256 @@
+//! Local endpoints' MapStates: which pods are local, full recomputes, recomputes of single
+//! identity classes, twins sharing one computation, and which endpoint holds which address.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+
+use super::{EndpointState, Engine};
+use crate::entry::Direction;
+use crate::identity::{Identity, IdentityId, PodInfo};
+use crate::mapstate::{compute_identity_class, compute_wildcard, ClassKey, MapChange, MapState};
+use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
+use crate::selector_cache::{SelectorDelta, SelectorId};
+
+impl Engine {
+    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
+    pub(super) fn names_any(
+        &self,
+        key: &str,
+        readdressed: &HashSet<IdentityId>,
+        moved: &[IpAddr],
+    ) -> bool {
+        let Some(state) = self.endpoints.get(key) else {
+            return false;
+        };
+        if moved.is_empty() {
+            return false;
+        }
+        state.map.class_keys().any(|(_, id)| {
+            let Some(id) = id else { return false };
+            readdressed.contains(&id)
+                || self
+                    .store
+                    .get(id)
+                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
+        })
+    }
+
+    /// Whether the pod `key` exists and runs on the local node.
+    pub(super) fn is_local_pod(&self, key: &str) -> bool {
+        let pod = self
+            .pods
+            .get(key)
+            .and_then(|identities| identities.first())
+            .and_then(Identity::as_pod);
+        pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
+    }
+
+    /// What an endpoint's MapState is a function of, besides the policies and the identities: its
+    /// pod without its name. Endpoints with equal twin keys have equal MapStates.
+    pub(super) fn twin_key(&self, key: &str) -> Option<PodInfo> {
+        let mut pod = self.pods.get(key)?.first()?.as_pod()?.clone();
+        pod.name.clear();
+        Some(pod)
+    }
+
+    /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
+    pub(super) fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
+            return Vec::new();
+        };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let Some(source) = self.endpoints.get(twin) else {
+            return self.recompute_endpoint(key);
+        };
+        let state = EndpointState {
+            pod,
+            addresses,
+            policy: source.policy.clone(),
+            wildcard: source.wildcard.clone(),
+            map: source.map.clone(),
+        };
+        let old = self.endpoints.remove(key);
+        self.readdress_endpoint(
+            key,
+            old.as_ref().map(|o| &o.addresses[..]),
+            &state.addresses,
+        );
+        let old_map = old.map(|o| o.map).unwrap_or_default();
+        let changes = old_map.changes_to(&state.map);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// Points the endpoint's addresses, and no longer its old ones, at it.
+    fn readdress_endpoint(&mut self, key: &str, old: Option<&[IpAddr]>, new: &[IpAddr]) {
+        for address in old.unwrap_or_default() {
+            self.endpoint_addresses.remove(address);
+        }
+        for address in new {
+            self.endpoint_addresses.insert(*address, key.to_owned());
+        }
+    }
+
+    pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
+            return Vec::new();
+        };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let candidates = self.subjects.candidates(&pod);
+        let selecting = candidates
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .filter(|e| e.subject.matches(&pod));
+        let cache = &self.cache;
+        let policy = EndpointPolicy::resolve(selecting, &pod, &self.levels, |peer| {
+            cache
+                .id_of(peer)
+                .expect("every peer of the policy set has a selector")
+        });
+        let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
+            pod: pod.clone(),
+            addresses: Vec::new(),
+            policy: EndpointPolicy::default(),
+            wildcard: HashMap::new(),
+            map: MapState::default(),
+        });
+        self.readdress_endpoint(key, Some(&state.addresses), &addresses);
+        state.pod = pod;
+        state.addresses = addresses;
+        state.policy = policy;
+        let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
+        for direction in Direction::BOTH {
+            classes.insert((direction, None));
+            for rule in state
+                .policy
+                .rules
+                .iter()
+                .filter(|r| r.direction == direction)
+            {
+                if rule.peer.is_wildcard() {
+                    if rule.ports.iter().any(|p| matches!(p, RulePort::Named(..))) {
+                        let pods = self.store.iter().filter(|(_, i)| i.as_pod().is_some());
+                        classes.extend(pods.map(|(id, _)| (direction, Some(id))));
+                    }
+                } else {
+                    classes.extend(
+                        self.cache
+                            .selected(rule.selector)
+                            .iter()
+                            .map(|id| (direction, Some(*id))),
+                    );
+                }
+            }
+        }
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    pub(super) fn recompute_classes(
+        &mut self,
+        key: &str,
+        classes: BTreeSet<ClassKey>,
+    ) -> Vec<MapChange> {
+        let Some(mut state) = self.endpoints.remove(key) else {
+            return Vec::new();
+        };
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    fn recompute_state_classes(
+        &self,
+        state: &mut EndpointState,
+        classes: BTreeSet<ClassKey>,
+    ) -> Vec<MapChange> {
+        let mut changes = Vec::new();
+        // Wildcard classes first: identity classes are computed against them.
+        for class in classes.iter().filter(|c| c.1.is_none()) {
+            let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
+            state.wildcard.insert(class.0, wildcard);
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        for class in classes.iter().filter(|c| c.1.is_some()) {
+            let (direction, Some(id)) = *class else {
+                continue;
+            };
+            let entries = match (self.store.get(id), state.wildcard.get(&direction)) {
+                (Some(remote), Some(wildcard)) => {
+                    let rules = state
+                        .policy
+                        .rules
+                        .iter()
+                        .filter(|r| self.rule_selects(r, direction, id, remote, &state.pod));
+                    compute_identity_class(rules, remote, wildcard)
+                }
+                _ => HashMap::new(),
+            };
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        changes
+    }
+
+    fn rule_selects(
+        &self,
+        rule: &SelectorRule,
+        direction: Direction,
+        id: IdentityId,
+        remote: &Identity,
+        pod: &PodInfo,
+    ) -> bool {
+        if rule.direction != direction {
+            return false;
+        }
+        if rule.peer.is_wildcard() {
+            return remote.as_pod().is_some()
+                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)));
+        }
+        self.cache.selects(rule.selector, id)
+            && rule.peer.node_relation_holds(remote, pod.node.as_deref())
+    }
+
+    /// The identity classes of one endpoint that an identity change touches.
+    pub(super) fn affected_classes(
+        &self,
+        key: &str,
+        deltas: &HashMap<SelectorId, SelectorDelta>,
+        added_pods: &[IdentityId],
+        removed: &HashMap<IdentityId, Identity>,
+    ) -> BTreeSet<ClassKey> {
+        let mut classes = BTreeSet::new();
+        let Some(state) = self.endpoints.get(key) else {
+            return classes;
+        };
+        for rule in &state.policy.rules {
+            if let Some(delta) = deltas.get(&rule.selector) {
+                classes.extend(
+                    delta
+                        .added
+                        .iter()
+                        .chain(&delta.removed)
+                        .map(|id| (rule.direction, Some(*id))),
+                );
+            }
+            if rule.peer.is_wildcard()
+                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)))
+            {
+                classes.extend(added_pods.iter().map(|id| (rule.direction, Some(*id))));
+                let gone_pods = removed.iter().filter(|(_, i)| i.as_pod().is_some());
+                classes.extend(gone_pods.map(|(id, _)| (rule.direction, Some(*id))));
+            }
+        }
+        // Classes of removed identities disappear even if no rule mentions them any more.
+        for id in removed.keys() {
+            for direction in Direction::BOTH {
+                if state.map.class((direction, Some(*id))).is_some() {
+                    classes.insert((direction, Some(*id)));
+                }
+            }
+        }
+        classes
+    }
+}
