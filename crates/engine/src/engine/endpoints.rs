@@ -12,29 +12,6 @@ use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
 impl Engine {
-    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
-    pub(super) fn names_any(
-        &self,
-        key: &str,
-        readdressed: &HashSet<IdentityId>,
-        moved: &[IpAddr],
-    ) -> bool {
-        let Some(state) = self.endpoints.get(key) else {
-            return false;
-        };
-        if moved.is_empty() {
-            return false;
-        }
-        state.map.class_keys().any(|(_, id)| {
-            let Some(id) = id else { return false };
-            readdressed.contains(&id)
-                || self
-                    .store
-                    .get(id)
-                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
-        })
-    }
-
     /// Whether the pod `key` exists and runs on the local node.
     pub(super) fn is_local_pod(&self, key: &str) -> bool {
         let pod = self
@@ -92,23 +69,14 @@ impl Engine {
         }
     }
 
+    /// Resolves the endpoint's rules afresh and recomputes every class they can produce.
     pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
         let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
         let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
-        let candidates = self.subjects.candidates(&pod);
-        let selecting = candidates
-            .into_iter()
-            .map(|i| &self.entries[i])
-            .filter(|e| e.subject.matches(&pod));
-        let cache = &self.cache;
-        let policy = EndpointPolicy::resolve(selecting, &pod, &self.levels, |peer| {
-            cache
-                .id_of(peer)
-                .expect("every peer of the policy set has a selector")
-        });
+        let policy = self.resolve_policy(&pod);
         let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
             pod: pod.clone(),
             addresses: Vec::new(),
@@ -120,6 +88,30 @@ impl Engine {
         state.pod = pod;
         state.addresses = addresses;
         state.policy = policy;
+        let classes = self.every_class(&state);
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// The rules of the entries whose subject selects `pod`.
+    fn resolve_policy(&self, pod: &PodInfo) -> EndpointPolicy {
+        let candidates = self.subjects.candidates(pod);
+        let selecting = candidates
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .filter(|e| e.subject.matches(pod));
+        let cache = &self.cache;
+        EndpointPolicy::resolve(selecting, pod, &self.levels, |peer| {
+            cache
+                .id_of(peer)
+                .expect("every peer of the policy set has a selector")
+        })
+    }
+
+    /// Every class the endpoint's rules can produce, and every class it holds now, so that the
+    /// ones no rule produces any more are emptied.
+    fn every_class(&self, state: &EndpointState) -> BTreeSet<ClassKey> {
         let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
         for direction in Direction::BOTH {
             classes.insert((direction, None));
@@ -130,7 +122,7 @@ impl Engine {
                 .filter(|r| r.direction == direction)
             {
                 if rule.peer.is_wildcard() {
-                    if rule.ports.iter().any(|p| matches!(p, RulePort::Named(..))) {
+                    if has_named_port(rule) {
                         let pods = self.store.iter().filter(|(_, i)| i.as_pod().is_some());
                         classes.extend(pods.map(|(id, _)| (direction, Some(id))));
                     }
@@ -144,11 +136,10 @@ impl Engine {
                 }
             }
         }
-        let changes = self.recompute_state_classes(&mut state, classes);
-        self.endpoints.insert(key.to_owned(), state);
-        changes
+        classes
     }
 
+    /// Recomputes some classes of an existing endpoint, against the rules it already has.
     pub(super) fn recompute_classes(
         &mut self,
         key: &str,
@@ -162,6 +153,8 @@ impl Engine {
         changes
     }
 
+    /// Recomputes the given classes of `state`, which is out of `self.endpoints` meanwhile, so
+    /// that it can be changed while the rest of the engine is read.
     fn recompute_state_classes(
         &self,
         state: &mut EndpointState,
@@ -194,6 +187,10 @@ impl Engine {
         changes
     }
 
+    /// Whether `rule` has a say in the class of remote identity `id`. A wildcard rule's keys are
+    /// in the wildcard class, except for named ports, which resolve per remote pod. The selector
+    /// cache is shared by every endpoint, so a host-relative peer's side of the node is checked
+    /// here, against this endpoint's node.
     fn rule_selects(
         &self,
         rule: &SelectorRule,
@@ -206,8 +203,7 @@ impl Engine {
             return false;
         }
         if rule.peer.is_wildcard() {
-            return remote.as_pod().is_some()
-                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)));
+            return remote.as_pod().is_some() && has_named_port(rule);
         }
         self.cache.selects(rule.selector, id)
             && rule.peer.node_relation_holds(remote, pod.node.as_deref())
@@ -235,9 +231,7 @@ impl Engine {
                         .map(|id| (rule.direction, Some(*id))),
                 );
             }
-            if rule.peer.is_wildcard()
-                && rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)))
-            {
+            if rule.peer.is_wildcard() && has_named_port(rule) {
                 classes.extend(added_pods.iter().map(|id| (rule.direction, Some(*id))));
                 let gone_pods = removed.iter().filter(|(_, i)| i.as_pod().is_some());
                 classes.extend(gone_pods.map(|(id, _)| (rule.direction, Some(*id))));
@@ -253,4 +247,33 @@ impl Engine {
         }
         classes
     }
+
+    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
+    pub(super) fn names_any(
+        &self,
+        key: &str,
+        readdressed: &HashSet<IdentityId>,
+        moved: &[IpAddr],
+    ) -> bool {
+        let Some(state) = self.endpoints.get(key) else {
+            return false;
+        };
+        if moved.is_empty() {
+            return false;
+        }
+        state.map.class_keys().any(|(_, id)| {
+            let Some(id) = id else { return false };
+            readdressed.contains(&id)
+                || self
+                    .store
+                    .get(id)
+                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
+        })
+    }
+}
+
+/// Whether a rule names a port by name. With a wildcard peer such a rule still has a class per
+/// remote pod identity, because the name resolves to a port number per remote pod.
+fn has_named_port(rule: &SelectorRule) -> bool {
+    rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)))
 }
