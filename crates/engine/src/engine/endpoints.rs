@@ -22,16 +22,36 @@ impl Engine {
         pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
     }
 
+    /// Recomputes endpoint `key` in full, or copies the state a twin got earlier in the same
+    /// commit. `computed` maps the twin keys done so far to the endpoint that holds the result.
+    pub(super) fn recompute_or_adopt(
+        &mut self,
+        key: &str,
+        computed: &mut HashMap<PodInfo, String>,
+    ) -> Vec<MapChange> {
+        let twin_key = self.twin_key(key);
+        match twin_key.as_ref().and_then(|t| computed.get(t)) {
+            Some(twin) => self.adopt_twin(key, twin),
+            None => {
+                let changes = self.recompute_endpoint(key);
+                if let Some(twin_key) = twin_key {
+                    computed.insert(twin_key, key.to_owned());
+                }
+                changes
+            }
+        }
+    }
+
     /// What an endpoint's MapState is a function of, besides the policies and the identities: its
     /// pod without its name. Endpoints with equal twin keys have equal MapStates.
-    pub(super) fn twin_key(&self, key: &str) -> Option<PodInfo> {
+    fn twin_key(&self, key: &str) -> Option<PodInfo> {
         let mut pod = self.pods.get(key)?.first()?.as_pod()?.clone();
         pod.name.clear();
         Some(pod)
     }
 
     /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
-    pub(super) fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
+    fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
         let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();

@@ -5,7 +5,7 @@
 //! Nothing here touches a selector or a MapState: it only records, in [`IdentityChanges`], what
 //! the selectors and endpoints must hear about afterwards.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -28,6 +28,65 @@ pub(super) struct IdentityChanges {
 }
 
 impl Engine {
+    /// Replaces the identities of the staged pods. Addresses they no longer have leave the store
+    /// now; new ones are queued in `arrivals`, to enter only after every departure of the commit.
+    /// Returns the keys of the pods whose identities changed: if local, they need a full
+    /// recompute, since their own labels, node or ports may be what changed.
+    pub(super) fn replace_pods(
+        &mut self,
+        staged: BTreeMap<String, Vec<Identity>>,
+        changes: &mut IdentityChanges,
+        arrivals: &mut Vec<Identity>,
+    ) -> HashSet<String> {
+        let mut changed_pods = HashSet::new();
+        for (key, identities) in staged {
+            let old = self.pods.remove(&key).unwrap_or_default();
+            if old != identities {
+                changed_pods.insert(key.clone());
+            }
+            self.leave(&old, &identities, changes);
+            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+            if !identities.is_empty() {
+                self.pods.insert(key, identities);
+            }
+        }
+        changed_pods
+    }
+
+    /// Replaces the identities of the staged nodes, like [`Engine::replace_pods`]. Nodes are not
+    /// endpoints, so no node needs a full recompute.
+    pub(super) fn replace_nodes(
+        &mut self,
+        staged: BTreeMap<String, Vec<Identity>>,
+        changes: &mut IdentityChanges,
+        arrivals: &mut Vec<Identity>,
+    ) {
+        for (name, identities) in staged {
+            let old = self.nodes.remove(&name).unwrap_or_default();
+            self.leave(&old, &identities, changes);
+            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+            if !identities.is_empty() {
+                self.nodes.insert(name, identities);
+            }
+        }
+    }
+
+    /// Brings the identities that follow the policies' peers up to date: world prefixes, and the
+    /// cluster CIDRs that split addresses between identities. Only a policy change can move them.
+    /// Re-keyed addresses depart now and join `arrivals`, so they arrive with their new CIDRs.
+    pub(super) fn sync_policy_identities(
+        &mut self,
+        changes: &mut IdentityChanges,
+        arrivals: &mut Vec<Identity>,
+    ) {
+        let (added, removed) = self.sync_world_identities();
+        changes.added.extend(added);
+        changes.removed.extend(removed);
+        if self.sync_cluster_cidrs() {
+            self.rekey_addresses(changes, arrivals);
+        }
+    }
+
     /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer names.
     pub(super) fn sync_world_identities(
         &mut self,
@@ -67,7 +126,7 @@ impl Engine {
     }
 
     /// Prefixes of CIDR peers that can select pods and nodes; returns whether they changed.
-    pub(super) fn sync_cluster_cidrs(&mut self) -> bool {
+    fn sync_cluster_cidrs(&mut self) -> bool {
         let wanted: BTreeSet<IpNet> = self
             .entries
             .iter()
@@ -90,11 +149,7 @@ impl Engine {
     }
 
     /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity.
-    pub(super) fn rekey_addresses(
-        &mut self,
-        changes: &mut IdentityChanges,
-        arrivals: &mut Vec<Identity>,
-    ) {
+    fn rekey_addresses(&mut self, changes: &mut IdentityChanges, arrivals: &mut Vec<Identity>) {
         // Arrivals are not in the store yet: they get their CIDRs when they arrive.
         let staying: Vec<(IdentityId, Identity)> = self
             .pods
@@ -113,12 +168,7 @@ impl Engine {
     }
 
     /// Takes the addresses of `old` identities that `new` does not keep out of the store.
-    pub(super) fn leave(
-        &mut self,
-        old: &[Identity],
-        new: &[Identity],
-        changes: &mut IdentityChanges,
-    ) {
+    fn leave(&mut self, old: &[Identity], new: &[Identity], changes: &mut IdentityChanges) {
         for identity in old.iter().filter(|i| !new.contains(i)) {
             self.depart(identity.prefix.addr(), changes);
         }

@@ -5,16 +5,21 @@
 //! before any MapState is touched (transactional delivery, CFP-23380), and then recompute only
 //! the identity classes they affect. Policy changes re-resolve the local endpoints, because a
 //! new priority can shift every precedence; they are rare next to pod churn.
+//!
+//! This module holds the engine's state and its public face. The commit lives in `commit`, as
+//! the phases whose order makes delivery transactional; `identities` is the identity store's
+//! side of it (addresses arriving, departing and re-keyed; world prefixes; cluster CIDRs), and
+//! `endpoints` the MapStates' side (full and per-class recomputes, twins).
 
+mod commit;
 mod endpoints;
 mod identities;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use self::identities::IdentityChanges;
 use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
@@ -218,161 +223,6 @@ impl Engine {
         !self.staged.is_empty()
     }
 
-    /// Applies everything staged and returns the exact MapState changes per endpoint.
-    pub fn commit(&mut self) -> Vec<EndpointChanges> {
-        let staged = std::mem::take(&mut self.staged);
-        let policies_changed = !staged.policies.is_empty();
-        let mut removed_peers = Vec::new();
-        let mut added_peers = Vec::new();
-        for (key, entries) in staged.policies {
-            if let Some(old) = self.policies.remove(&key) {
-                removed_peers.extend(old.into_iter().flat_map(|e| e.peers));
-            }
-            if let Some(entries) = entries {
-                added_peers.extend(entries.iter().flat_map(|e| e.peers.iter().cloned()));
-                self.policies.insert(key, entries);
-            }
-        }
-        if policies_changed {
-            self.rebuild_entries();
-        }
-
-        // 1. Identities: apply every addition and removal to the store. Removals go first, so
-        // that an address passing from one pod to another in this commit lands on the new one.
-        let mut changes = IdentityChanges::default();
-        let mut changed_pods: HashSet<String> = HashSet::new();
-        let staged_pod_keys: Vec<String> = staged.pods.keys().cloned().collect();
-        let mut arrivals: Vec<Identity> = Vec::new();
-        for (key, identities) in staged.pods {
-            let old = self.pods.remove(&key).unwrap_or_default();
-            if old != identities {
-                changed_pods.insert(key.clone());
-            }
-            self.leave(&old, &identities, &mut changes);
-            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
-            if !identities.is_empty() {
-                self.pods.insert(key, identities);
-            }
-        }
-        for (name, identities) in staged.nodes {
-            let old = self.nodes.remove(&name).unwrap_or_default();
-            self.leave(&old, &identities, &mut changes);
-            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
-            if !identities.is_empty() {
-                self.nodes.insert(name, identities);
-            }
-        }
-        if policies_changed {
-            let (a, r) = self.sync_world_identities();
-            changes.added.extend(a);
-            changes.removed.extend(r);
-            if self.sync_cluster_cidrs() {
-                self.rekey_addresses(&mut changes, &mut arrivals);
-            }
-        }
-        for identity in arrivals {
-            self.arrive(identity, &mut changes);
-        }
-        let IdentityChanges {
-            added,
-            removed,
-            readdressed,
-            moved,
-        } = changes;
-
-        // 2. Selectors: every selector sees the identity change before any MapState does.
-        let added_refs: Vec<(IdentityId, &Identity)> = added
-            .iter()
-            .filter_map(|id| self.store.get(*id).map(|i| (*id, i)))
-            .collect();
-        let removed_refs: Vec<(IdentityId, &Identity)> =
-            removed.iter().map(|(id, i)| (*id, i)).collect();
-        let deltas = self.cache.apply(&added_refs, &removed_refs);
-        for peer in &added_peers {
-            self.cache.acquire(peer, &self.store);
-        }
-        for peer in &removed_peers {
-            if let Some(id) = self.cache.id_of(peer) {
-                self.cache.release(id);
-            }
-        }
-
-        // 3. MapStates.
-        let mut out = Vec::new();
-        for key in staged_pod_keys {
-            if self.is_local_pod(&key) {
-                self.local.insert(key);
-            } else {
-                self.local.remove(&key);
-            }
-        }
-        let wanted = self.local.clone();
-        let gone: Vec<String> = self
-            .endpoints
-            .keys()
-            .filter(|k| !wanted.contains(*k))
-            .cloned()
-            .collect();
-        for key in gone {
-            let state = self.endpoints.remove(&key).expect("listed");
-            let changes = state
-                .map
-                .iter()
-                .map(|(k, v)| MapChange::Removed(k, v.clone()))
-                .collect();
-            for address in &state.addresses {
-                self.endpoint_addresses.remove(address);
-            }
-            out.push(EndpointChanges {
-                endpoint: key,
-                changes,
-                removed: true,
-                readdressed: false,
-            });
-        }
-        let removed_identity: HashMap<IdentityId, Identity> = removed.into_iter().collect();
-        let added_pods: Vec<IdentityId> = added
-            .iter()
-            .copied()
-            .filter(|id| self.store.get(*id).is_some_and(|i| i.as_pod().is_some()))
-            .collect();
-        // Replicas on this node share a security identity and so a MapState: each distinct one
-        // is computed once per commit and copied to its twins.
-        let mut computed: HashMap<PodInfo, String> = HashMap::new();
-        for key in wanted {
-            let full = policies_changed
-                || changed_pods.contains(&key)
-                || !self.endpoints.contains_key(&key);
-            let changes = if full {
-                let twin_key = self.twin_key(&key);
-                match twin_key.as_ref().and_then(|t| computed.get(t)) {
-                    Some(twin) => self.adopt_twin(&key, twin),
-                    None => {
-                        let changes = self.recompute_endpoint(&key);
-                        if let Some(twin_key) = twin_key {
-                            computed.insert(twin_key, key.clone());
-                        }
-                        changes
-                    }
-                }
-            } else {
-                let classes = self.affected_classes(&key, &deltas, &added_pods, &removed_identity);
-                self.recompute_classes(&key, classes)
-            };
-            let readdressed = self.names_any(&key, &readdressed, &moved);
-            let change = EndpointChanges {
-                endpoint: key,
-                changes,
-                removed: false,
-                readdressed,
-            };
-            if !change.is_empty() {
-                out.push(change);
-            }
-        }
-        out
-    }
-
     /// Recomputes every local endpoint from scratch, returning what differs. The incremental
     /// path must always agree with it.
     pub fn recompute_all(&mut self) -> Vec<EndpointChanges> {
@@ -390,6 +240,8 @@ impl Engine {
             .collect()
     }
 
+    /// Rebuilds the entry list and what is derived from it (precedence levels, subject index)
+    /// at once, since a new policy can shift every precedence.
     fn rebuild_entries(&mut self) {
         let mut entries: Vec<PolicyEntry> = Vec::new();
         if self.config.allow_node_probes {
