@@ -1,0 +1,209 @@
+//! [`Engine::commit`] as a sequence of phases. The order is the point: policies first (the
+//! identities and selectors that follow them depend on the new set), then the identity store,
+//! then every selector, and only then any MapState.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::identities::IdentityChanges;
+use super::{EndpointChanges, Engine};
+use crate::entry::PolicyEntry;
+use crate::identity::{Identity, IdentityId, PodInfo};
+use crate::mapstate::MapChange;
+use crate::selector::Peer;
+use crate::selector_cache::{SelectorDelta, SelectorId};
+
+/// The peers of the policy entries a commit took away and brought in: each holds a selector.
+#[derive(Debug, Default)]
+struct PeerChanges {
+    added: Vec<Peer>,
+    removed: Vec<Peer>,
+}
+
+impl Engine {
+    /// Applies everything staged and returns the exact MapState changes per endpoint.
+    pub fn commit(&mut self) -> Vec<EndpointChanges> {
+        let staged = std::mem::take(&mut self.staged);
+        let policies_changed = !staged.policies.is_empty();
+        let staged_pods: Vec<String> = staged.pods.keys().cloned().collect();
+
+        let peers = self.apply_policies(staged.policies);
+        let (identities, changed_pods) =
+            self.apply_identities(staged.pods, staged.nodes, policies_changed);
+        let deltas = self.apply_to_selectors(&identities, &peers);
+
+        self.update_local(staged_pods);
+        let mut out = self.remove_gone_endpoints();
+        out.extend(self.update_endpoints(policies_changed, &changed_pods, &deltas, identities));
+        out
+    }
+
+    /// Phase 1: replaces the staged policies and rebuilds the entries, which the world prefixes,
+    /// cluster CIDRs and endpoint rules of the later phases are derived from. The peers are only
+    /// returned: their selectors are acquired once the identity store is up to date.
+    fn apply_policies(
+        &mut self,
+        staged: BTreeMap<String, Option<Vec<PolicyEntry>>>,
+    ) -> PeerChanges {
+        if staged.is_empty() {
+            return PeerChanges::default();
+        }
+        let mut peers = PeerChanges::default();
+        for (key, entries) in staged {
+            if let Some(old) = self.policies.remove(&key) {
+                peers.removed.extend(old.into_iter().flat_map(|e| e.peers));
+            }
+            if let Some(entries) = entries {
+                peers
+                    .added
+                    .extend(entries.iter().flat_map(|e| e.peers.iter().cloned()));
+                self.policies.insert(key, entries);
+            }
+        }
+        self.rebuild_entries();
+        peers
+    }
+
+    /// Phase 2: applies every addition and removal to the identity store, and says which.
+    /// Removals go first, so that an address passing from one pod or node to another in this
+    /// commit lands on the new one. The identities that follow the policies are synced between
+    /// the two: re-keying looks only at addresses already in the store, and the arrivals get the
+    /// new cluster CIDRs when they arrive. Also returns the pods whose identities changed.
+    fn apply_identities(
+        &mut self,
+        pods: BTreeMap<String, Vec<Identity>>,
+        nodes: BTreeMap<String, Vec<Identity>>,
+        policies_changed: bool,
+    ) -> (IdentityChanges, HashSet<String>) {
+        let mut changes = IdentityChanges::default();
+        let mut arrivals: Vec<Identity> = Vec::new();
+        let changed_pods = self.replace_pods(pods, &mut changes, &mut arrivals);
+        self.replace_nodes(nodes, &mut changes, &mut arrivals);
+        if policies_changed {
+            self.sync_policy_identities(&mut changes, &mut arrivals);
+        }
+        for identity in arrivals {
+            self.arrive(identity, &mut changes);
+        }
+        (changes, changed_pods)
+    }
+
+    /// Phase 3: every selector sees the whole identity change before any MapState does
+    /// (transactional delivery), and the returned deltas say which classes it touched. New
+    /// peers acquire their selectors only then, so they are computed against the updated store;
+    /// and before the old peers release theirs, so a selector both name is kept, not rebuilt.
+    fn apply_to_selectors(
+        &mut self,
+        identities: &IdentityChanges,
+        peers: &PeerChanges,
+    ) -> HashMap<SelectorId, SelectorDelta> {
+        let added: Vec<(IdentityId, &Identity)> = identities
+            .added
+            .iter()
+            .filter_map(|id| self.store.get(*id).map(|i| (*id, i)))
+            .collect();
+        let removed: Vec<(IdentityId, &Identity)> =
+            identities.removed.iter().map(|(id, i)| (*id, i)).collect();
+        let deltas = self.cache.apply(&added, &removed);
+        for peer in &peers.added {
+            self.cache.acquire(peer, &self.store);
+        }
+        for peer in &peers.removed {
+            if let Some(id) = self.cache.id_of(peer) {
+                self.cache.release(id);
+            }
+        }
+        deltas
+    }
+
+    /// Phase 4: only the staged pods can have become local endpoints or stopped being ones.
+    fn update_local(&mut self, staged_pods: Vec<String>) {
+        for key in staged_pods {
+            if self.is_local_pod(&key) {
+                self.local.insert(key);
+            } else {
+                self.local.remove(&key);
+            }
+        }
+    }
+
+    /// Phase 5: drops the endpoints that are no longer local, reporting every entry removed. This
+    /// goes before the remaining endpoints are updated: an address a dropped endpoint held may
+    /// now belong to one of them, whose claim must be the one that stays.
+    fn remove_gone_endpoints(&mut self) -> Vec<EndpointChanges> {
+        let gone: Vec<String> = self
+            .endpoints
+            .keys()
+            .filter(|k| !self.local.contains(*k))
+            .cloned()
+            .collect();
+        let mut out = Vec::new();
+        for key in gone {
+            let state = self.endpoints.remove(&key).expect("listed");
+            let changes = state
+                .map
+                .iter()
+                .map(|(k, v)| MapChange::Removed(k, v.clone()))
+                .collect();
+            for address in &state.addresses {
+                self.endpoint_addresses.remove(address);
+            }
+            out.push(EndpointChanges {
+                endpoint: key,
+                changes,
+                removed: true,
+                readdressed: false,
+            });
+        }
+        out
+    }
+
+    /// Phase 6: updates every local endpoint, returning the ones whose datapath rules may differ.
+    /// A policy change (which can shift every precedence), a changed pod or a new endpoint needs
+    /// a full recompute; otherwise only the identity classes the selector deltas touch.
+    fn update_endpoints(
+        &mut self,
+        policies_changed: bool,
+        changed_pods: &HashSet<String>,
+        deltas: &HashMap<SelectorId, SelectorDelta>,
+        identities: IdentityChanges,
+    ) -> Vec<EndpointChanges> {
+        let IdentityChanges {
+            added,
+            removed,
+            readdressed,
+            moved,
+        } = identities;
+        let removed: HashMap<IdentityId, Identity> = removed.into_iter().collect();
+        let added_pods: Vec<IdentityId> = added
+            .iter()
+            .copied()
+            .filter(|id| self.store.get(*id).is_some_and(|i| i.as_pod().is_some()))
+            .collect();
+        // Replicas on this node share a security identity and so a MapState: each distinct one
+        // is computed once per commit and copied to its twins.
+        let mut computed: HashMap<PodInfo, String> = HashMap::new();
+        let mut out = Vec::new();
+        for key in self.local.clone() {
+            let full = policies_changed
+                || changed_pods.contains(&key)
+                || !self.endpoints.contains_key(&key);
+            let changes = if full {
+                self.recompute_or_adopt(&key, &mut computed)
+            } else {
+                let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
+                self.recompute_classes(&key, classes)
+            };
+            let readdressed = self.names_any(&key, &readdressed, &moved);
+            let change = EndpointChanges {
+                endpoint: key,
+                changes,
+                removed: false,
+                readdressed,
+            };
+            if !change.is_empty() {
+                out.push(change);
+            }
+        }
+        out
+    }
+}

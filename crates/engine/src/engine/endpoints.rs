@@ -1,0 +1,299 @@
+//! Local endpoints' MapStates: which pods are local, full recomputes, recomputes of single
+//! identity classes, twins sharing one computation, and which endpoint holds which address.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::IpAddr;
+
+use super::{EndpointState, Engine};
+use crate::entry::Direction;
+use crate::identity::{Identity, IdentityId, PodInfo};
+use crate::mapstate::{compute_identity_class, compute_wildcard, ClassKey, MapChange, MapState};
+use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
+use crate::selector_cache::{SelectorDelta, SelectorId};
+
+impl Engine {
+    /// Whether the pod `key` exists and runs on the local node.
+    pub(super) fn is_local_pod(&self, key: &str) -> bool {
+        let pod = self
+            .pods
+            .get(key)
+            .and_then(|identities| identities.first())
+            .and_then(Identity::as_pod);
+        pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
+    }
+
+    /// Recomputes endpoint `key` in full, or copies the state a twin got earlier in the same
+    /// commit. `computed` maps the twin keys done so far to the endpoint that holds the result.
+    pub(super) fn recompute_or_adopt(
+        &mut self,
+        key: &str,
+        computed: &mut HashMap<PodInfo, String>,
+    ) -> Vec<MapChange> {
+        let twin_key = self.twin_key(key);
+        match twin_key.as_ref().and_then(|t| computed.get(t)) {
+            Some(twin) => self.adopt_twin(key, twin),
+            None => {
+                let changes = self.recompute_endpoint(key);
+                if let Some(twin_key) = twin_key {
+                    computed.insert(twin_key, key.to_owned());
+                }
+                changes
+            }
+        }
+    }
+
+    /// What an endpoint's MapState is a function of, besides the policies and the identities: its
+    /// pod without its name. Endpoints with equal twin keys have equal MapStates.
+    fn twin_key(&self, key: &str) -> Option<PodInfo> {
+        let mut pod = self.pods.get(key)?.first()?.as_pod()?.clone();
+        pod.name.clear();
+        Some(pod)
+    }
+
+    /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
+    fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
+            return Vec::new();
+        };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let Some(source) = self.endpoints.get(twin) else {
+            return self.recompute_endpoint(key);
+        };
+        let state = EndpointState {
+            pod,
+            addresses,
+            policy: source.policy.clone(),
+            wildcard: source.wildcard.clone(),
+            map: source.map.clone(),
+        };
+        let old = self.endpoints.remove(key);
+        self.readdress_endpoint(
+            key,
+            old.as_ref().map(|o| &o.addresses[..]),
+            &state.addresses,
+        );
+        let old_map = old.map(|o| o.map).unwrap_or_default();
+        let changes = old_map.changes_to(&state.map);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// Points the endpoint's addresses, and no longer its old ones, at it.
+    fn readdress_endpoint(&mut self, key: &str, old: Option<&[IpAddr]>, new: &[IpAddr]) {
+        for address in old.unwrap_or_default() {
+            self.endpoint_addresses.remove(address);
+        }
+        for address in new {
+            self.endpoint_addresses.insert(*address, key.to_owned());
+        }
+    }
+
+    /// Resolves the endpoint's rules afresh and recomputes every class they can produce.
+    pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
+        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
+            return Vec::new();
+        };
+        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let policy = self.resolve_policy(&pod);
+        let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
+            pod: pod.clone(),
+            addresses: Vec::new(),
+            policy: EndpointPolicy::default(),
+            wildcard: HashMap::new(),
+            map: MapState::default(),
+        });
+        self.readdress_endpoint(key, Some(&state.addresses), &addresses);
+        state.pod = pod;
+        state.addresses = addresses;
+        state.policy = policy;
+        let classes = self.every_class(&state);
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// The rules of the entries whose subject selects `pod`.
+    fn resolve_policy(&self, pod: &PodInfo) -> EndpointPolicy {
+        let candidates = self.subjects.candidates(pod);
+        let selecting = candidates
+            .into_iter()
+            .map(|i| &self.entries[i])
+            .filter(|e| e.subject.matches(pod));
+        let cache = &self.cache;
+        EndpointPolicy::resolve(selecting, pod, &self.levels, |peer| {
+            cache
+                .id_of(peer)
+                .expect("every peer of the policy set has a selector")
+        })
+    }
+
+    /// Every class the endpoint's rules can produce, and every class it holds now, so that the
+    /// ones no rule produces any more are emptied.
+    fn every_class(&self, state: &EndpointState) -> BTreeSet<ClassKey> {
+        let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
+        for direction in Direction::BOTH {
+            classes.insert((direction, None));
+            for rule in state
+                .policy
+                .rules
+                .iter()
+                .filter(|r| r.direction == direction)
+            {
+                if rule.peer.is_wildcard() {
+                    if has_named_port(rule) {
+                        let pods = self.store.iter().filter(|(_, i)| i.as_pod().is_some());
+                        classes.extend(pods.map(|(id, _)| (direction, Some(id))));
+                    }
+                } else {
+                    classes.extend(
+                        self.cache
+                            .selected(rule.selector)
+                            .iter()
+                            .map(|id| (direction, Some(*id))),
+                    );
+                }
+            }
+        }
+        classes
+    }
+
+    /// Recomputes some classes of an existing endpoint, against the rules it already has.
+    pub(super) fn recompute_classes(
+        &mut self,
+        key: &str,
+        classes: BTreeSet<ClassKey>,
+    ) -> Vec<MapChange> {
+        let Some(mut state) = self.endpoints.remove(key) else {
+            return Vec::new();
+        };
+        let changes = self.recompute_state_classes(&mut state, classes);
+        self.endpoints.insert(key.to_owned(), state);
+        changes
+    }
+
+    /// Recomputes the given classes of `state`, which is out of `self.endpoints` meanwhile, so
+    /// that it can be changed while the rest of the engine is read.
+    fn recompute_state_classes(
+        &self,
+        state: &mut EndpointState,
+        classes: BTreeSet<ClassKey>,
+    ) -> Vec<MapChange> {
+        let mut changes = Vec::new();
+        // Wildcard classes first: identity classes are computed against them.
+        for class in classes.iter().filter(|c| c.1.is_none()) {
+            let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
+            state.wildcard.insert(class.0, wildcard);
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        for class in classes.iter().filter(|c| c.1.is_some()) {
+            let (direction, Some(id)) = *class else {
+                continue;
+            };
+            let entries = match (self.store.get(id), state.wildcard.get(&direction)) {
+                (Some(remote), Some(wildcard)) => {
+                    let rules = state
+                        .policy
+                        .rules
+                        .iter()
+                        .filter(|r| self.rule_selects(r, direction, id, remote, &state.pod));
+                    compute_identity_class(rules, remote, wildcard)
+                }
+                _ => HashMap::new(),
+            };
+            state.map.replace_class(*class, entries, &mut changes);
+        }
+        changes
+    }
+
+    /// Whether `rule` has a say in the class of remote identity `id`. A wildcard rule's keys are
+    /// in the wildcard class, except for named ports, which resolve per remote pod. The selector
+    /// cache is shared by every endpoint, so a host-relative peer's side of the node is checked
+    /// here, against this endpoint's node.
+    fn rule_selects(
+        &self,
+        rule: &SelectorRule,
+        direction: Direction,
+        id: IdentityId,
+        remote: &Identity,
+        pod: &PodInfo,
+    ) -> bool {
+        if rule.direction != direction {
+            return false;
+        }
+        if rule.peer.is_wildcard() {
+            return remote.as_pod().is_some() && has_named_port(rule);
+        }
+        self.cache.selects(rule.selector, id)
+            && rule.peer.node_relation_holds(remote, pod.node.as_deref())
+    }
+
+    /// The identity classes of one endpoint that an identity change touches.
+    pub(super) fn affected_classes(
+        &self,
+        key: &str,
+        deltas: &HashMap<SelectorId, SelectorDelta>,
+        added_pods: &[IdentityId],
+        removed: &HashMap<IdentityId, Identity>,
+    ) -> BTreeSet<ClassKey> {
+        let mut classes = BTreeSet::new();
+        let Some(state) = self.endpoints.get(key) else {
+            return classes;
+        };
+        for rule in &state.policy.rules {
+            if let Some(delta) = deltas.get(&rule.selector) {
+                classes.extend(
+                    delta
+                        .added
+                        .iter()
+                        .chain(&delta.removed)
+                        .map(|id| (rule.direction, Some(*id))),
+                );
+            }
+            if rule.peer.is_wildcard() && has_named_port(rule) {
+                classes.extend(added_pods.iter().map(|id| (rule.direction, Some(*id))));
+                let gone_pods = removed.iter().filter(|(_, i)| i.as_pod().is_some());
+                classes.extend(gone_pods.map(|(id, _)| (rule.direction, Some(*id))));
+            }
+        }
+        // Classes of removed identities disappear even if no rule mentions them any more.
+        for id in removed.keys() {
+            for direction in Direction::BOTH {
+                if state.map.class((direction, Some(*id))).is_some() {
+                    classes.insert((direction, Some(*id)));
+                }
+            }
+        }
+        classes
+    }
+
+    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
+    pub(super) fn names_any(
+        &self,
+        key: &str,
+        readdressed: &HashSet<IdentityId>,
+        moved: &[IpAddr],
+    ) -> bool {
+        let Some(state) = self.endpoints.get(key) else {
+            return false;
+        };
+        if moved.is_empty() {
+            return false;
+        }
+        state.map.class_keys().any(|(_, id)| {
+            let Some(id) = id else { return false };
+            readdressed.contains(&id)
+                || self
+                    .store
+                    .get(id)
+                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
+        })
+    }
+}
+
+/// Whether a rule names a port by name. With a wildcard peer such a rule still has a class per
+/// remote pod identity, because the name resolves to a port number per remote pod.
+fn has_named_port(rule: &SelectorRule) -> bool {
+    rule.ports.iter().any(|p| matches!(p, RulePort::Named(..)))
+}

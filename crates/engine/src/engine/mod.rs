@@ -1,0 +1,281 @@
+//! The incremental engine: policies, pods and nodes in; per-endpoint MapStates and their exact
+//! changes out.
+//!
+//! Updates are staged and applied by [`Engine::commit`]. Identity changes reach every selector
+//! before any MapState is touched (transactional delivery, CFP-23380), and then recompute only
+//! the identity classes they affect. Policy changes re-resolve the local endpoints, because a
+//! new priority can shift every precedence; they are rare next to pod churn.
+//!
+//! This module holds the engine's state and its public face. The commit lives in `commit`, as
+//! the phases whose order makes delivery transactional; `identities` is the identity store's
+//! side of it (addresses arriving, departing and re-keyed; world prefixes; cluster CIDRs), and
+//! `endpoints` the MapStates' side (full and per-class recomputes, twins).
+
+mod commit;
+mod endpoints;
+mod identities;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
+use crate::entry::{Direction, PolicyEntry};
+use crate::flow::AddressOracle;
+use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
+use crate::mapstate::{MapChange, MapState, WildcardClass};
+use crate::ports::Protocol;
+use crate::precedence::Levels;
+use crate::reference::Decision;
+use crate::resolve::{EndpointPolicy, SubjectIndex};
+use crate::selector_cache::SelectorCache;
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Pods on this node are the local endpoints. None makes every pod local (the scenario
+    /// checker's cluster-wide view).
+    pub local_node: Option<String>,
+    /// Always admit ingress from a pod's own node, ahead of every policy, so kubelet health
+    /// probes keep working.
+    pub allow_node_probes: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            local_node: None,
+            allow_node_probes: true,
+        }
+    }
+}
+
+/// The changes one commit made to one endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointChanges {
+    pub endpoint: String,
+    pub changes: Vec<MapChange>,
+    /// The endpoint is gone (its pod was deleted or moved away).
+    pub removed: bool,
+    /// Addresses were added to or removed from identities this endpoint's MapState names, or
+    /// inside prefixes it names. The MapState may be unchanged, but rules that list addresses
+    /// (every datapath's) must be rebuilt.
+    pub readdressed: bool,
+}
+
+impl EndpointChanges {
+    /// Whether the endpoint's datapath rules may differ.
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty() && !self.removed && !self.readdressed
+    }
+}
+
+#[derive(Debug)]
+struct EndpointState {
+    pod: PodInfo,
+    addresses: Vec<IpAddr>,
+    policy: EndpointPolicy,
+    wildcard: HashMap<Direction, WildcardClass>,
+    map: MapState,
+}
+
+#[derive(Debug, Default)]
+struct Staged {
+    policies: BTreeMap<String, Option<Vec<PolicyEntry>>>,
+    pods: BTreeMap<String, Vec<Identity>>,
+    nodes: BTreeMap<String, Vec<Identity>>,
+}
+
+impl Staged {
+    fn is_empty(&self) -> bool {
+        self.policies.is_empty() && self.pods.is_empty() && self.nodes.is_empty()
+    }
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    config: EngineConfig,
+    store: IdentityStore,
+    policies: BTreeMap<String, Vec<PolicyEntry>>,
+    entries: Vec<PolicyEntry>,
+    subjects: SubjectIndex,
+    levels: Levels,
+    /// Each pod's identities as staged (one per address), by pod key.
+    pods: BTreeMap<String, Vec<Identity>>,
+    nodes: BTreeMap<String, Vec<Identity>>,
+    world: BTreeMap<IpNet, IdentityId>,
+    /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
+    /// ones holding it (see [`IdentityStore::insert_shared`]).
+    cluster_cidrs: BTreeSet<IpNet>,
+    /// The local endpoint holding each address.
+    endpoint_addresses: HashMap<IpAddr, String>,
+    cache: SelectorCache,
+    endpoints: BTreeMap<String, EndpointState>,
+    /// Keys of the pods that are local endpoints, maintained as pods change.
+    local: BTreeSet<String>,
+    staged: Staged,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Self {
+        let mut engine = Engine {
+            config,
+            store: IdentityStore::new(),
+            policies: BTreeMap::new(),
+            entries: Vec::new(),
+            subjects: SubjectIndex::default(),
+            levels: Levels::default(),
+            pods: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            world: BTreeMap::new(),
+            cluster_cidrs: BTreeSet::new(),
+            endpoint_addresses: HashMap::new(),
+            cache: SelectorCache::new(),
+            endpoints: BTreeMap::new(),
+            local: BTreeSet::new(),
+            staged: Staged::default(),
+        };
+        engine.rebuild_entries();
+        engine.sync_world_identities();
+        // The engine's own entries (the node-probe allowance) hold their selectors for life.
+        for peer in engine.entries.iter().flat_map(|e| &e.peers) {
+            engine.cache.acquire(peer, &engine.store);
+        }
+        engine
+    }
+
+    /// Stages a policy's entries under `key` (e.g. `NetworkPolicy/ns/name`), replacing any
+    /// previous ones.
+    pub fn set_policy(&mut self, key: impl Into<String>, entries: Vec<PolicyEntry>) {
+        self.staged.policies.insert(key.into(), Some(entries));
+    }
+
+    pub fn remove_policy(&mut self, key: &str) {
+        self.staged.policies.insert(key.to_owned(), None);
+    }
+
+    /// Stages a pod's identities (one per address, all with the same pod); an empty list removes
+    /// the pod. Addresses join the shared identity of their label set (see [`IdentityStore`]).
+    pub fn set_pod(&mut self, key: impl Into<String>, identities: Vec<Identity>) {
+        self.staged.pods.insert(key.into(), identities);
+    }
+
+    /// Stages a node's identities; an empty list removes the node.
+    pub fn set_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
+        self.staged.nodes.insert(name.into(), identities);
+    }
+
+    pub fn identities(&self) -> &IdentityStore {
+        &self.store
+    }
+
+    pub fn entries(&self) -> &[PolicyEntry] {
+        &self.entries
+    }
+
+    pub fn selector_count(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn endpoints(&self) -> impl Iterator<Item = (&str, &MapState)> {
+        self.endpoints.iter().map(|(k, e)| (k.as_str(), &e.map))
+    }
+
+    pub fn endpoint(&self, key: &str) -> Option<&MapState> {
+        self.endpoints.get(key).map(|e| &e.map)
+    }
+
+    /// The local endpoint's pod and addresses.
+    pub fn endpoint_pod(&self, key: &str) -> Option<(&PodInfo, &[IpAddr])> {
+        self.endpoints
+            .get(key)
+            .map(|e| (&e.pod, e.addresses.as_slice()))
+    }
+
+    /// The local endpoint holding an address.
+    pub fn endpoint_at(&self, address: IpAddr) -> Option<&str> {
+        self.endpoint_addresses.get(&address).map(String::as_str)
+    }
+
+    /// A store of one identity per address (every pod and node address, every world prefix), the
+    /// numbering the reference evaluator and scenarios use.
+    pub fn per_address_store(&self) -> IdentityStore {
+        let mut store = IdentityStore::new();
+        for prefix in self.world.keys() {
+            store.insert(Identity::world(*prefix));
+        }
+        for identity in self.pods.values().chain(self.nodes.values()).flatten() {
+            store.insert(identity.clone());
+        }
+        store
+    }
+
+    /// Every pod as staged: its key and one identity per address.
+    pub fn pods(&self) -> impl Iterator<Item = (&str, &[Identity])> {
+        self.pods.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+
+    /// Every node as staged: its name and one identity per address.
+    pub fn nodes(&self) -> impl Iterator<Item = (&str, &[Identity])> {
+        self.nodes.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+    }
+
+    pub fn has_staged_changes(&self) -> bool {
+        !self.staged.is_empty()
+    }
+
+    /// Recomputes every local endpoint from scratch, returning what differs. The incremental
+    /// path must always agree with it.
+    pub fn recompute_all(&mut self) -> Vec<EndpointChanges> {
+        let keys: Vec<String> = self.endpoints.keys().cloned().collect();
+        keys.into_iter()
+            .filter_map(|key| {
+                let changes = self.recompute_endpoint(&key);
+                (!changes.is_empty()).then_some(EndpointChanges {
+                    endpoint: key,
+                    changes,
+                    removed: false,
+                    readdressed: false,
+                })
+            })
+            .collect()
+    }
+
+    /// Rebuilds the entry list and what is derived from it (precedence levels, subject index)
+    /// at once, since a new policy can shift every precedence.
+    fn rebuild_entries(&mut self) {
+        let mut entries: Vec<PolicyEntry> = Vec::new();
+        if self.config.allow_node_probes {
+            entries.push(PolicyEntry::node_probe_allowance());
+        }
+        entries.extend(self.policies.values().flatten().cloned());
+        self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
+        self.subjects = SubjectIndex::new(&entries);
+        self.entries = entries;
+    }
+}
+
+impl AddressOracle for Engine {
+    fn decide_address(
+        &self,
+        endpoint: IpAddr,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        let map = self
+            .endpoint_at(endpoint)
+            .and_then(|key| self.endpoints.get(key))
+            .map(|state| &state.map);
+        let value = match (map, self.store.resolve(remote)) {
+            (Some(map), Some(remote)) => map.lookup(direction, remote, protocol, port),
+            // No rules for the endpoint (not a local pod): nothing isolates it.
+            _ => MapState::default().lookup(direction, IdentityId(u32::MAX), protocol, port),
+        };
+        Decision {
+            verdict: value.verdict,
+            auth: value.auth,
+            reason: (*value.reason).clone(),
+        }
+    }
+}
