@@ -94,6 +94,7 @@ pub mod selector;
 mod split;
 mod stream;
 pub mod translate;
+mod validate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use node::Node;

@@ -6,7 +6,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::cluster;
 use crate::crd::cilium::CiliumPolicyWire;
 use crate::crd::{
     AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
@@ -18,6 +17,7 @@ use crate::pod::Pod;
 use crate::prune::drop_unread_metadata;
 use crate::split::{split_list, MIN_SPLIT_BYTES};
 use crate::stream::{is_list_kind, Document};
+use crate::validate;
 
 /// The namespace `kubectl apply` puts a namespaced object in when it names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -249,8 +249,8 @@ impl Object {
     /// [`crate::cluster`] can rely on them.
     fn validate(&self) -> Result<(), ValidationError> {
         let checked = match self {
-            Object::Pod(pod) => cluster::check_pod(pod),
-            Object::Node(node) => cluster::check_node(node),
+            Object::Pod(pod) => validate::check_pod(pod),
+            Object::Node(node) => validate::check_node(node),
             _ => Ok(()),
         };
         checked.map_err(|e| e.in_object(&self.object_ref()))
