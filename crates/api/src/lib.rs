@@ -88,18 +88,20 @@ pub mod crd;
 pub mod error;
 pub mod node;
 pub mod object;
+pub mod parse;
 pub mod pod;
 mod prune;
 pub mod selector;
 mod split;
 mod stream;
 pub mod translate;
+mod validate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use node::Node;
-pub use object::{
-    parse_values, parse_yaml, unpack_lists, yaml_options, yaml_options_for, Object, YamlError,
-    DEFAULT_NAMESPACE,
+pub use object::{Object, DEFAULT_NAMESPACE};
+pub use parse::{
+    parse_values, parse_yaml, unpack_lists, yaml_options, yaml_options_for, YamlError,
 };
 pub use pod::Pod;
 pub use translate::{translate, Translation};

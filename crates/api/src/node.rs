@@ -9,6 +9,10 @@ use k8s_openapi::api::core::v1::NodeAddress;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+/// The node address types a node's identity is reached at; other types (`Hostname`, ...) are not
+/// addresses a flow comes from.
+pub(crate) const NODE_ADDRESS_TYPES: [&str; 2] = ["InternalIP", "ExternalIP"];
+
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 pub struct Node {
     #[serde(default)]

@@ -106,7 +106,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 
 #[cfg(test)]
 mod tests {
-    use crate::object::parse_yaml;
+    use crate::parse::parse_yaml;
     use crate::ObjectRef;
 
     fn refs(text: &str) -> Vec<Result<ObjectRef, String>> {

@@ -13,7 +13,7 @@ use crate::object::Object;
 
 pub fn translate_yaml(yaml: &str) -> Translation {
     let value: serde_json::Value =
-        serde_saphyr::from_str_with_options(yaml, crate::object::yaml_options())
+        serde_saphyr::from_str_with_options(yaml, crate::parse::yaml_options())
             .expect("test YAML parses");
     let object = Object::from_value(value).expect("test object reads");
     translate(&object)
