@@ -2,7 +2,7 @@
 //! cluster. Each identity carries exactly one prefix (a pod's IPv4 and IPv6 addresses are two
 //! identities with the same labels), so that CIDR peers match per address family exactly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -151,6 +151,11 @@ pub struct IdentityStore {
     /// Ordered, so that the addresses inside a prefix are a range.
     hosts: BTreeMap<IpAddr, IdentityId>,
     world: BTreeMap<IpNet, IdentityId>,
+    /// Shared pod and node identities by each policy CIDR holding their members.
+    by_cidr: HashMap<IpNet, BTreeSet<IdentityId>>,
+    /// Pod and node identities of their own (one address each), which the CIDR index does not
+    /// cover.
+    exact_hosts: usize,
 }
 
 impl IdentityStore {
@@ -205,6 +210,14 @@ impl IdentityStore {
             self.world.insert(identity.prefix, id);
         } else {
             self.hosts.insert(identity.prefix.addr(), id);
+            match &key {
+                IdentityKey::Shared { cidrs, .. } => {
+                    for cidr in cidrs {
+                        self.by_cidr.entry(*cidr).or_default().insert(id);
+                    }
+                }
+                IdentityKey::Exact(_) => self.exact_hosts += 1,
+            }
         }
         self.by_key.insert(key.clone(), id);
         self.by_id.insert(
@@ -224,6 +237,20 @@ impl IdentityStore {
         self.by_key.remove(&stored.key);
         if stored.representative.is_world() {
             self.world.remove(&stored.representative.prefix);
+        } else {
+            match &stored.key {
+                IdentityKey::Shared { cidrs, .. } => {
+                    for cidr in cidrs {
+                        if let Some(ids) = self.by_cidr.get_mut(cidr) {
+                            ids.remove(&id);
+                            if ids.is_empty() {
+                                self.by_cidr.remove(cidr);
+                            }
+                        }
+                    }
+                }
+                IdentityKey::Exact(_) => self.exact_hosts -= 1,
+            }
         }
         for member in &stored.members {
             if self.hosts.get(&member.addr()) == Some(&id) {
@@ -246,6 +273,40 @@ impl IdentityStore {
             stored.representative.prefix = stored.members[0];
         }
         Some((id, None))
+    }
+
+    /// The pod and node identities with addresses inside `prefix`. Addresses of one shared
+    /// identity lie inside the same policy CIDRs, so such an identity is inside a policy CIDR
+    /// with all of its members or with none; the CIDR index answers without visiting addresses.
+    pub fn hosts_within(&self, prefix: IpNet) -> Vec<IdentityId> {
+        if prefix.prefix_len() == 0 {
+            return self
+                .by_id
+                .iter()
+                .filter(|(_, s)| !s.representative.is_world())
+                .filter(|(_, s)| {
+                    s.members
+                        .iter()
+                        .any(|m| m.addr().is_ipv4() == prefix.addr().is_ipv4())
+                })
+                .map(|(id, _)| *id)
+                .collect();
+        }
+        match self.by_cidr.get(&prefix) {
+            Some(ids) if self.exact_hosts == 0 => ids.iter().copied().collect(),
+            _ => {
+                let ids: BTreeSet<IdentityId> = self.hosts_in(prefix).map(|(_, id)| id).collect();
+                ids.into_iter().collect()
+            }
+        }
+    }
+
+    /// One member prefix of the identity in the given family (IPv6 or not), if it has one.
+    pub fn member_of_family(&self, id: IdentityId, ipv6: bool) -> Option<IpNet> {
+        self.members(id)
+            .iter()
+            .find(|m| m.addr().is_ipv6() == ipv6)
+            .copied()
     }
 
     /// The identity (for shared identities, its representative: see [`IdentityStore::insert_shared`]).

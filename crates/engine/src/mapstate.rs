@@ -105,6 +105,11 @@ pub struct MapKey {
 }
 
 impl MapKey {
+    /// The key of `pk` in the class of `identity` (None: the wildcard) in `direction`.
+    pub fn of(direction: Direction, identity: Option<IdentityId>, pk: PortKey) -> Self {
+        MapKey::new((direction, identity), pk)
+    }
+
     fn new(class: ClassKey, pk: PortKey) -> Self {
         MapKey {
             direction: class.0,
@@ -150,14 +155,31 @@ pub struct MapState {
 /// The entries of one class, sorted by port key. Most classes hold one to three entries: a
 /// sorted slice of exactly that size costs a quarter of a hash map's smallest table, which
 /// matters when an endpoint has an entry for each of tens of thousands of remote identities.
+///
+/// The slice is shared: remote identities that the same rules select get equal classes, and the
+/// engine computes such a class once and hands every one of them the same allocation. A policy
+/// naming 3,000 CIDRs with 100 port ranges each is then one class of a few hundred entries and
+/// 3,000 references to it, not 1.3 million entries, and a datapath compiles it once
+/// ([`MapState::shared_classes`]). Storage follows distinct decisions, not identities × ports.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ClassEntries(Box<[(PortKey, MapValue)]>);
+pub struct ClassEntries(Arc<[(PortKey, MapValue)]>);
 
 impl ClassEntries {
-    fn from_map(map: HashMap<PortKey, MapValue>) -> Self {
+    /// The class of these entries, sorted by key.
+    pub fn from_map(map: HashMap<PortKey, MapValue>) -> Self {
         let mut entries: Vec<(PortKey, MapValue)> = map.into_iter().collect();
         entries.sort_unstable_by_key(|(key, _)| *key);
-        ClassEntries(entries.into_boxed_slice())
+        ClassEntries(entries.into())
+    }
+
+    /// Whether two classes share one allocation (and so are equal).
+    pub fn shares_with(&self, other: &ClassEntries) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// The address of the shared allocation: equal for classes that share one.
+    pub fn allocation(&self) -> usize {
+        self.0.as_ptr() as usize
     }
 
     pub fn get(&self, key: &PortKey) -> Option<&MapValue> {
@@ -275,15 +297,61 @@ impl MapState {
         new: HashMap<PortKey, MapValue>,
         changes: &mut Vec<MapChange>,
     ) {
+        self.replace_class_shared(class, ClassEntries::from_map(new), changes);
+    }
+
+    /// Replaces one class with entries that may be shared with other classes, appending the
+    /// resulting changes. An empty class removes it.
+    pub fn replace_class_shared(
+        &mut self,
+        class: ClassKey,
+        new: ClassEntries,
+        changes: &mut Vec<MapChange>,
+    ) {
         let old = if new.is_empty() {
             self.classes.remove(&class)
         } else {
-            self.classes.insert(class, ClassEntries::from_map(new))
+            self.classes.insert(class, new)
         };
         let old = old.unwrap_or_default();
         let empty = ClassEntries::default();
         let new = self.classes.get(&class).unwrap_or(&empty);
-        class_changes(class, &old, new, changes);
+        if !old.shares_with(new) {
+            class_changes(class, &old, new, changes);
+        }
+    }
+
+    /// The identity classes of one direction grouped by shared entries: each distinct class
+    /// once, with every remote identity that holds it (sorted). The wildcard class is not
+    /// included ([`MapState::class`] with `None`).
+    pub fn shared_classes(&self, direction: Direction) -> Vec<(&ClassEntries, Vec<IdentityId>)> {
+        let mut groups: HashMap<usize, (&ClassEntries, Vec<IdentityId>)> = HashMap::new();
+        for ((d, id), entries) in &self.classes {
+            let (Some(id), true) = (id, *d == direction) else {
+                continue;
+            };
+            groups
+                .entry(entries.allocation())
+                .or_insert_with(|| (entries, Vec::new()))
+                .1
+                .push(*id);
+        }
+        let mut out: Vec<(&ClassEntries, Vec<IdentityId>)> = groups.into_values().collect();
+        for (_, ids) in &mut out {
+            ids.sort_unstable();
+        }
+        out.sort_unstable_by_key(|(_, ids)| ids[0]);
+        out
+    }
+
+    /// Entries actually stored: each shared class counted once.
+    pub fn stored_len(&self) -> usize {
+        let mut seen = std::collections::HashSet::new();
+        self.classes
+            .values()
+            .filter(|c| seen.insert(c.allocation()))
+            .map(ClassEntries::len)
+            .sum()
     }
 
     /// The changes that turn this map into `new`.

@@ -301,7 +301,8 @@ fn pass_never_reaches_the_map_and_delegates_to_the_next_tier() {
 }
 
 /// A new replica of a label set that already has an identity joins that identity: no selector or
-/// MapState work, only the endpoints whose entries name the identity learn that its addresses changed.
+/// MapState work and no endpoint to compile again; the commit only reports the identity whose
+/// addresses changed, so that datapaths update the address sets that name it.
 #[test]
 fn a_new_replica_changes_address_sets_only() {
     let f = fixture(vec![cilium_allow(
@@ -336,7 +337,18 @@ fn a_new_replica_changes_address_sets_only() {
         &before,
         "MapState untouched"
     );
-    let target = changes.iter().find(|c| c.endpoint == "target").unwrap();
-    assert!(target.changes.is_empty() && target.readdressed);
+    assert!(
+        changes.iter().all(|c| c.endpoint != "target"),
+        "no endpoint changes: {changes:?}"
+    );
+    assert_eq!(
+        engine
+            .changed_identities()
+            .iter()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![f.five_id],
+        "only the replica's identity changed its addresses"
+    );
     assert_eq!(engine.identities().members(f.five_id).len(), 2);
 }

@@ -108,13 +108,23 @@ proptest! {
                     policies[k] = None;
                 }
             }
-            let before = canonical(&engine);
+            let before = canonical_by_id(&engine);
+            let members_before = described_identities(&engine);
             let reported: Vec<String> = engine.commit().into_iter().filter(|c| !c.is_empty()).map(|c| c.endpoint).collect();
-            // Every endpoint whose entries or the addresses behind them changed is reported, so a
-            // datapath that rebuilds only reported endpoints stays right.
-            for (key, rows) in canonical(&engine) {
+            // Every endpoint whose entries changed is reported, so a datapath that compiles only
+            // reported endpoints stays right.
+            for (key, rows) in canonical_by_id(&engine) {
                 if before.get(&key) != Some(&rows) {
                     prop_assert!(reported.contains(&key), "{} changed but was not reported", key);
+                }
+            }
+            // Every identity whose addresses changed (or that came or went) is reported, so a
+            // datapath that updates only their address sets stays right.
+            let members_after = described_identities(&engine);
+            let ids: std::collections::BTreeSet<_> = members_before.keys().chain(members_after.keys()).collect();
+            for id in ids {
+                if members_before.get(id) != members_after.get(id) {
+                    prop_assert!(engine.changed_identities().contains(id), "identity {} changed its addresses but was not reported", id);
                 }
             }
             let drift = engine.recompute_all();

@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use ipnet::IpNet;
+
 use super::identities::IdentityChanges;
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
@@ -171,8 +173,23 @@ impl Engine {
             added,
             removed,
             readdressed,
-            moved,
+            moved: _,
         } = identities;
+        self.changed_identities = added
+            .iter()
+            .chain(removed.iter().map(|(id, _)| id))
+            .chain(&readdressed)
+            .copied()
+            .collect();
+        // Hosts whose identity came or went: a rule for a prefix holding them may now need, or no
+        // longer need, rules of their own ahead of it.
+        let nested: Vec<IpNet> = added
+            .iter()
+            .filter_map(|id| self.store.get(*id))
+            .chain(removed.iter().map(|(_, i)| i))
+            .filter(|i| !i.is_world())
+            .map(|i| i.prefix)
+            .collect();
         let removed: HashMap<IdentityId, Identity> = removed.into_iter().collect();
         let added_pods: Vec<IdentityId> = added
             .iter()
@@ -193,7 +210,7 @@ impl Engine {
                 let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
                 self.recompute_classes(&key, classes)
             };
-            let readdressed = self.names_any(&key, &readdressed, &moved);
+            let readdressed = self.names_prefix_holding(&key, &nested);
             let change = EndpointChanges {
                 endpoint: key,
                 changes,

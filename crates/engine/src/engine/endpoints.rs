@@ -1,13 +1,18 @@
 //! Local endpoints' MapStates: which pods are local, full recomputes, recomputes of single
 //! identity classes, twins sharing one computation, and which endpoint holds which address.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
+
+use ipnet::IpNet;
 use std::net::IpAddr;
 
 use super::{EndpointState, Engine};
 use crate::entry::Direction;
 use crate::identity::{Identity, IdentityId, PodInfo};
-use crate::mapstate::{compute_identity_class, compute_wildcard, ClassKey, MapChange, MapState};
+use crate::mapstate::{
+    compute_identity_class, compute_wildcard, ClassEntries, ClassKey, MapChange, MapState,
+};
+use crate::ports::NamedPort;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
@@ -187,22 +192,42 @@ impl Engine {
             state.wildcard.insert(class.0, wildcard);
             state.map.replace_class(*class, entries, &mut changes);
         }
+        // Remote identities selected by the same rules (with the same named ports, where a rule
+        // names one) get equal classes: each is computed once and shared.
+        let mut computed: HashMap<ClassInputs, ClassEntries> = HashMap::new();
         for class in classes.iter().filter(|c| c.1.is_some()) {
             let (direction, Some(id)) = *class else {
                 continue;
             };
             let entries = match (self.store.get(id), state.wildcard.get(&direction)) {
                 (Some(remote), Some(wildcard)) => {
-                    let rules = state
-                        .policy
-                        .rules
+                    let rules: Vec<usize> = (0..state.policy.rules.len())
+                        .filter(|i| {
+                            let rule = &state.policy.rules[*i];
+                            self.rule_selects(rule, direction, id, remote, &state.pod)
+                        })
+                        .collect();
+                    let named = rules
                         .iter()
-                        .filter(|r| self.rule_selects(r, direction, id, remote, &state.pod));
-                    compute_identity_class(rules, remote, wildcard)
+                        .any(|i| has_named_port(&state.policy.rules[*i]))
+                        .then(|| remote.named_ports().map(<[_]>::to_vec).unwrap_or_default());
+                    computed
+                        .entry(ClassInputs {
+                            direction,
+                            rules,
+                            named,
+                        })
+                        .or_insert_with_key(|inputs| {
+                            let rules = inputs.rules.iter().map(|i| &state.policy.rules[*i]);
+                            ClassEntries::from_map(compute_identity_class(rules, remote, wildcard))
+                        })
+                        .clone()
                 }
-                _ => HashMap::new(),
+                _ => ClassEntries::default(),
             };
-            state.map.replace_class(*class, entries, &mut changes);
+            state
+                .map
+                .replace_class_shared(*class, entries, &mut changes);
         }
         changes
     }
@@ -268,28 +293,29 @@ impl Engine {
         classes
     }
 
-    /// Whether an endpoint's MapState names one of `readdressed` or a prefix holding one of `moved`.
-    pub(super) fn names_any(
-        &self,
-        key: &str,
-        readdressed: &HashSet<IdentityId>,
-        moved: &[IpAddr],
-    ) -> bool {
+    /// Whether an endpoint's MapState names a world prefix holding one of `hosts`.
+    pub(super) fn names_prefix_holding(&self, key: &str, hosts: &[IpNet]) -> bool {
         let Some(state) = self.endpoints.get(key) else {
             return false;
         };
-        if moved.is_empty() {
+        if hosts.is_empty() {
             return false;
         }
         state.map.class_keys().any(|(_, id)| {
-            let Some(id) = id else { return false };
-            readdressed.contains(&id)
-                || self
-                    .store
-                    .get(id)
-                    .is_some_and(|i| i.is_world() && moved.iter().any(|a| i.prefix.contains(a)))
+            id.and_then(|id| self.store.get(id))
+                .is_some_and(|i| i.is_world() && hosts.iter().any(|h| i.prefix.contains(h)))
         })
     }
+}
+
+/// Everything an identity class is computed from, besides the endpoint's wildcard class: the
+/// rules that select the remote identity and, where one of them names a port, the remote's
+/// named ports.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ClassInputs {
+    direction: Direction,
+    rules: Vec<usize>,
+    named: Option<Vec<NamedPort>>,
 }
 
 /// Whether a rule names a port by name. With a wildcard peer such a rule still has a class per

@@ -10,9 +10,10 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
+use super::keys_in_use::KeysInUse;
 use super::Engine;
 use crate::identity::{Identity, IdentityId};
-use crate::selector::{AddressScope, Peer};
+use crate::selector::Peer;
 
 /// What one commit did to the identity store.
 #[derive(Debug, Default)]
@@ -82,8 +83,11 @@ impl Engine {
         let (added, removed) = self.sync_world_identities();
         changes.added.extend(added);
         changes.removed.extend(removed);
-        if self.sync_cluster_cidrs() {
-            self.rekey_addresses(changes, arrivals);
+        let keys = KeysInUse::of(&self.entries);
+        let keys_changed = keys != self.keys_in_use;
+        self.keys_in_use = keys;
+        if self.sync_cluster_cidrs() || keys_changed {
+            self.rekey_addresses(changes, arrivals, keys_changed);
         }
     }
 
@@ -125,14 +129,23 @@ impl Engine {
         (added, removed)
     }
 
-    /// Prefixes of CIDR peers that can select pods and nodes; returns whether they changed.
+    /// Every prefix a CIDR peer names, of either scope; returns whether they changed.
+    ///
+    /// Addresses are grouped into one identity only when these prefixes hold them alike. For
+    /// peers that select pods and nodes (`ipBlock`, `networks`) that keeps selection exact. For
+    /// peers that only match outside addresses (Cilium's `toCIDR`) it keeps every datapath rule
+    /// exact: a datapath matches addresses, not identities, so a rule for such a prefix also
+    /// catches the pod addresses inside it, and the compiler decides per identity which need
+    /// rules of their own ahead of it (`netpol_datapath`'s nesting). That decision holds for every
+    /// member only if all of them lie inside the same prefixes.
     fn sync_cluster_cidrs(&mut self) -> bool {
         let wanted: BTreeSet<IpNet> = self
             .entries
             .iter()
             .flat_map(|e| &e.peers)
-            .filter(|p| matches!(p, Peer::Cidr(c) if c.scope == AddressScope::Any))
+            .filter(|p| matches!(p, Peer::Cidr(_)))
             .flat_map(Peer::prefixes)
+            .filter(|net| net.prefix_len() > 0)
             .collect();
         let changed = wanted != self.cluster_cidrs;
         self.cluster_cidrs = wanted;
@@ -148,8 +161,14 @@ impl Engine {
             .collect()
     }
 
-    /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity.
-    fn rekey_addresses(&mut self, changes: &mut IdentityChanges, arrivals: &mut Vec<Identity>) {
+    /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity;
+    /// every address, when the label keys selectors read changed (`all`).
+    fn rekey_addresses(
+        &mut self,
+        changes: &mut IdentityChanges,
+        arrivals: &mut Vec<Identity>,
+        all: bool,
+    ) {
         // Arrivals are not in the store yet: they get their CIDRs when they arrive.
         let staying: Vec<(IdentityId, Identity)> = self
             .pods
@@ -160,7 +179,7 @@ impl Engine {
             .collect();
         for (id, identity) in staying {
             let address = identity.prefix.addr();
-            if self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
+            if all || self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
                 self.depart(address, changes);
                 arrivals.push(identity);
             }
@@ -188,6 +207,7 @@ impl Engine {
     pub(super) fn arrive(&mut self, identity: Identity, changes: &mut IdentityChanges) {
         let address = identity.prefix.addr();
         let cidrs = self.cidrs_holding(address);
+        let identity = self.keys_in_use.trim(identity, &mut self.trimmed_labels);
         let (id, new) = self.store.insert_shared(identity, cidrs);
         if new {
             changes.added.push(id);

@@ -14,6 +14,7 @@
 mod commit;
 mod endpoints;
 mod identities;
+mod keys_in_use;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -23,12 +24,14 @@ use ipnet::IpNet;
 use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
+use crate::labels::LabelInterner;
 use crate::mapstate::{MapChange, MapState, WildcardClass};
 use crate::ports::Protocol;
 use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector_cache::SelectorCache;
+use keys_in_use::KeysInUse;
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -56,9 +59,12 @@ pub struct EndpointChanges {
     pub changes: Vec<MapChange>,
     /// The endpoint is gone (its pod was deleted or moved away).
     pub removed: bool,
-    /// Addresses were added to or removed from identities this endpoint's MapState names, or
-    /// inside prefixes it names. The MapState may be unchanged, but rules that list addresses
-    /// (every datapath's) must be rebuilt.
+    /// A pod or node identity came into being or went away inside a world prefix this
+    /// endpoint's MapState names. The MapState may be unchanged, but a datapath that matches
+    /// addresses must compile it again: the prefix's rules would also catch the new identity's
+    /// addresses, which may need rules of their own ahead of them. (An address joining or leaving
+    /// an existing identity changes no compiled rule, only the address sets rules name: see
+    /// [`Engine::changed_identities`].)
     pub readdressed: bool,
 }
 
@@ -106,6 +112,13 @@ pub struct Engine {
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
     cluster_cidrs: BTreeSet<IpNet>,
+    /// The identities whose member addresses the last commit changed (new and removed ones
+    /// included).
+    changed_identities: BTreeSet<IdentityId>,
+    /// The label keys peer selectors read: identities keep only these.
+    keys_in_use: KeysInUse,
+    /// Trimmed label sets, one copy of each.
+    trimmed_labels: LabelInterner,
     /// The local endpoint holding each address.
     endpoint_addresses: HashMap<IpAddr, String>,
     cache: SelectorCache,
@@ -128,6 +141,9 @@ impl Engine {
             nodes: BTreeMap::new(),
             world: BTreeMap::new(),
             cluster_cidrs: BTreeSet::new(),
+            changed_identities: BTreeSet::new(),
+            keys_in_use: KeysInUse::default(),
+            trimmed_labels: LabelInterner::default(),
             endpoint_addresses: HashMap::new(),
             cache: SelectorCache::new(),
             endpoints: BTreeMap::new(),
@@ -162,6 +178,13 @@ impl Engine {
     /// Stages a node's identities; an empty list removes the node.
     pub fn set_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
         self.staged.nodes.insert(name.into(), identities);
+    }
+
+    /// The identities whose member addresses the last [`Engine::commit`] changed: new and
+    /// removed identities, and those an address joined or left. Datapaths that keep address
+    /// sets per identity update exactly these.
+    pub fn changed_identities(&self) -> &BTreeSet<IdentityId> {
+        &self.changed_identities
     }
 
     pub fn identities(&self) -> &IdentityStore {

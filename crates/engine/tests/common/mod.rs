@@ -30,11 +30,21 @@ pub fn namespace_labels(ns: usize, relabelled: bool) -> Labels {
     l
 }
 
+/// A label each pod carries with its own name, as StatefulSet pods do.
+pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
+
 pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<Identity> {
     let info = PodInfo {
         namespace: NAMESPACES[spec.namespace].into(),
         name: format!("pod{index}"),
-        labels: Labels::from([("app".to_string(), spec.app.to_string())]).into(),
+        // Besides `app`, labels of their own that few selectors read (as a StatefulSet's pods
+        // carry), so that identities that keep only the keys in use are exercised.
+        labels: Labels::from([
+            ("app".to_string(), spec.app.to_string()),
+            (POD_NAME_LABEL.to_string(), format!("pod{index}")),
+            ("pod-template-hash".to_string(), format!("h{}", index % 2)),
+        ])
+        .into(),
         namespace_labels: namespace_labels(spec.namespace, ns_relabelled).into(),
         node: Some(NODES[spec.node].0.into()),
         ports: vec![
@@ -98,6 +108,7 @@ fn label_selector() -> impl Strategy<Value = LabelSelector> {
         2 => prop::sample::select(vec!["web", "db", "api"]).prop_map(|a| LabelSelector::from_labels([("app", a)])),
         1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::NotIn("app".into(), vec!["db".into()])] }),
         1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::Exists("app".into())] }),
+        1 => (0..8usize).prop_map(|i| LabelSelector::from_labels([(POD_NAME_LABEL, format!("pod{i}"))])),
     ]
 }
 
@@ -282,14 +293,35 @@ pub fn first_disagreement(engine: &Engine) -> Option<String> {
 
 /// A MapState dump independent of identity numbering, to compare two engines.
 pub fn canonical(engine: &Engine) -> BTreeMap<String, Vec<String>> {
+    canonical_with(engine, |id| engine.identities().describe(id))
+}
+
+/// [`canonical`] naming identities by id rather than by their addresses: what changes only when
+/// an endpoint's entries change.
+pub fn canonical_by_id(engine: &Engine) -> BTreeMap<String, Vec<String>> {
+    canonical_with(engine, |id| id.to_string())
+}
+
+/// Every identity with its description (kind and member addresses).
+pub fn described_identities(engine: &Engine) -> BTreeMap<IdentityId, String> {
     let store = engine.identities();
+    store
+        .iter()
+        .map(|(id, _)| (id, store.describe(id)))
+        .collect()
+}
+
+fn canonical_with(
+    engine: &Engine,
+    name: impl Fn(IdentityId) -> String,
+) -> BTreeMap<String, Vec<String>> {
     engine
         .endpoints()
         .map(|(key, map)| {
             let mut rows: Vec<String> = map
                 .iter()
                 .map(|(k, v)| {
-                    let id = k.identity.map_or("*".to_string(), |id| store.describe(id));
+                    let id = k.identity.map_or("*".to_string(), &name);
                     format!(
                         "{:?} {id} {:?}/{}/{} => {} {:?} {:?}",
                         k.direction,
