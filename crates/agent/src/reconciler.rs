@@ -16,7 +16,7 @@
 //! modify call, stale rules (of policies deleted or pods gone while the agent was down) are
 //! replaced, and endpoints no pod claims lose their netpol rules.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -27,7 +27,7 @@ use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_datapath::{
     compile_endpoint_with, ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules,
-    DatapathError, EndpointInfo, Enforcer, LocalPods, Outcome,
+    DatapathError, Desired, EndpointInfo, Enforcer, LocalPods, Outcome,
 };
 use netpol_engine::{Engine, EngineConfig, IdentityId};
 use netpol_hcn::discovery::EndpointDiscovery;
@@ -59,6 +59,8 @@ pub struct Pipeline {
     enforcer: Box<dyn Enforcer>,
     metrics: Metrics,
     options: CompileOptions,
+    /// Identities whose addresses changed in commits the enforcer has not been given yet.
+    changed_identities: BTreeSet<IdentityId>,
     /// Engine updates are staged and not yet committed.
     staged: bool,
     /// A full resync is due: re-read every endpoint and list them afresh.
@@ -90,6 +92,7 @@ impl Pipeline {
                 ..EngineConfig::default()
             }),
             compiled: BTreeMap::new(),
+            changed_identities: BTreeSet::new(),
             enforcer,
             metrics,
             options,
@@ -184,13 +187,20 @@ impl Pipeline {
         }
 
         let pods = self.local_pods();
-        match self.enforcer.enforce(&pods, &self.compiled, refresh, now) {
+        let desired = Desired {
+            pods: &pods,
+            compiled: &self.compiled,
+            identities: self.engine.identities(),
+            changed: &self.changed_identities,
+        };
+        match self.enforcer.enforce(&desired, refresh, now) {
             Ok(apply) => report.apply = apply,
             Err(error) => {
                 self.resync_due = refresh;
                 report.discovery_error = Some(error);
             }
         }
+        self.changed_identities.clear();
         self.record(&report, started);
         if report.complete() {
             self.synced = true;
@@ -199,9 +209,13 @@ impl Pipeline {
         Some(report)
     }
 
-    /// Commits the engine and recompiles what changed; returns the changed pods.
+    /// Commits the engine and recompiles what changed; returns the changed pods. Addresses that
+    /// joined or left identities change no compiled rule: the enforcer hears of the identities
+    /// and updates the address sets that name them.
     fn commit(&mut self) -> Vec<String> {
         let changes = self.engine.commit();
+        self.changed_identities
+            .extend(self.engine.changed_identities().iter().copied());
         let mut memo = CompileMemo::default();
         let mut changed = Vec::new();
         for change in changes {

@@ -132,7 +132,7 @@ fn snapshot(pipeline: &Pipeline) -> BTreeMap<String, Vec<String>> {
         .map(|(pod, acls)| {
             (
                 pod.clone(),
-                netpol_hcn::HcnAcls::render(acls)
+                netpol_hcn::HcnAcls::render(acls, pipeline.engine().identities())
                     .rules
                     .iter()
                     .map(|r| r.id.clone())

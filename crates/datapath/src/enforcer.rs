@@ -5,10 +5,12 @@
 //! simulator) and `netpol_nft::NftEnforcer` (Linux nftables) bring their datapath there. Both
 //! report per endpoint in the same [`ApplyReport`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
+
+use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::compile::{CompileOptions, CompiledRules};
 use crate::error::DatapathError;
@@ -30,15 +32,27 @@ pub struct EndpointInfo {
     pub addresses: Vec<IpAddr>,
 }
 
+/// What a datapath must enforce: every local pod's compiled rules, and the ipcache their remote
+/// sets resolve through.
+#[derive(Clone, Copy)]
+pub struct Desired<'a> {
+    pub pods: &'a LocalPods,
+    pub compiled: &'a CompiledPods,
+    /// Resolves the identities the rules' remote sets name to their addresses.
+    pub identities: &'a IdentityStore,
+    /// The identities whose addresses changed since the previous call: only the address sets
+    /// naming them can differ from what the datapath was last given.
+    pub changed: &'a BTreeSet<IdentityId>,
+}
+
 /// A datapath that enforces compiled rules.
 pub trait Enforcer: Send {
-    /// Brings the datapath to `compiled` for the local `pods`. `refresh` re-reads everything the
-    /// datapath holds instead of trusting what was last programmed. An error means nothing could
-    /// be programmed this time (the endpoints could not be listed).
+    /// Brings the datapath to `desired`. `refresh` re-reads everything the datapath holds (and
+    /// resolves every address set anew) instead of trusting what was last programmed. An error
+    /// means nothing could be programmed this time (the endpoints could not be listed).
     fn enforce(
         &mut self,
-        pods: &LocalPods,
-        compiled: &CompiledPods,
+        desired: &Desired<'_>,
         refresh: bool,
         now: Instant,
     ) -> Result<ApplyReport, DatapathError>;

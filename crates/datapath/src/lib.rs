@@ -20,6 +20,7 @@ pub mod enforcer;
 pub mod error;
 pub mod ordered;
 pub mod report;
+pub mod sets;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -28,7 +29,7 @@ pub use compile::{
     compile_endpoint, compile_endpoint_with, compile_engine, compile_entries, CompileError,
     CompileOptions, CompileWarning, CompiledEndpoint, CompiledRules, RuleCount,
 };
-pub use enforcer::{CompiledPods, EndpointInfo, Enforcer, LocalPods};
+pub use enforcer::{CompiledPods, Desired, EndpointInfo, Enforcer, LocalPods};
 pub use error::DatapathError;
-pub use ordered::{Family, OrderedRule, RuleAction, ALL_PORTS};
+pub use ordered::{Family, OrderedRule, RemoteSet, RuleAction, ALL_PORTS};
 pub use report::{ApplyReport, Outcome};

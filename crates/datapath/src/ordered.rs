@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::reference::Reason;
-use netpol_engine::{Direction, Protocol};
+use netpol_engine::{Direction, IdentityId, Protocol};
 
 /// What a matching rule does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -37,6 +37,25 @@ impl Family {
     }
 }
 
+/// The remote addresses a rule matches, named by identity: every member address of these
+/// identities in one family (a pod identity's replicas, a node, a world prefix). The set is
+/// symbolic: a replica joining an identity changes the addresses behind it, not the rule, so a
+/// datapath updates the set's contents and leaves its rules alone (`crate::sets` resolves a set
+/// to its addresses).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RemoteSet {
+    /// [`Family::V4`] or [`Family::V6`].
+    pub family: Family,
+    /// Sorted, without duplicates, never empty.
+    pub identities: Vec<IdentityId>,
+}
+
+impl RemoteSet {
+    pub fn contains(&self, id: IdentityId) -> bool {
+        self.identities.binary_search(&id).is_ok()
+    }
+}
+
 /// One rule of an endpoint's ordered list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderedRule {
@@ -44,15 +63,13 @@ pub struct OrderedRule {
     pub action: RuleAction,
     /// Ascending: lower runs first.
     pub priority: u16,
-    /// [`Family::Any`] exactly when `remotes` is empty.
-    pub family: Family,
     /// None: every protocol.
     pub protocol: Option<Protocol>,
     /// Merged, sorted inclusive ranges of the endpoint's port (ingress) or the remote's port
     /// (egress): the packet's destination port either way. `[(0, 65535)]` is every port.
     pub ports: Vec<(u16, u16)>,
-    /// Aggregated remote prefixes, all of `family`; empty: every remote.
-    pub remotes: Vec<IpNet>,
+    /// The remote addresses the rule matches; None: every remote.
+    pub remotes: Option<Arc<RemoteSet>>,
     /// The MapState entry reason of the best-ranked entry the rule carries.
     pub reason: Arc<Reason>,
 }
@@ -64,5 +81,11 @@ impl OrderedRule {
     /// Whether the rule names ports (rather than every port of its protocol).
     pub fn names_ports(&self) -> bool {
         self.ports != [ALL_PORTS]
+    }
+
+    /// The address family the rule is limited to: [`Family::Any`] exactly when it matches
+    /// every remote.
+    pub fn family(&self) -> Family {
+        self.remotes.as_ref().map_or(Family::Any, |r| r.family)
     }
 }

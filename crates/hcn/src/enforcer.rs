@@ -3,14 +3,15 @@
 //! [`Programmer`]. Compiled rules are rendered as ACL settings here, once per distinct compiled
 //! list (replicas share one).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
 use netpol_datapath::{
-    ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules, DatapathError, EndpointInfo,
-    Enforcer, LocalPods,
+    ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules, DatapathError, Desired,
+    EndpointInfo, Enforcer,
 };
+use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::api::HcnApi;
 use crate::discovery::{match_pods, EndpointDiscovery};
@@ -51,40 +52,44 @@ impl HcnEnforcer {
     }
 
     /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
-    fn desired(&mut self, compiled: &CompiledPods) -> BTreeMap<String, Vec<AclPolicySetting>> {
-        self.rendered.keep_only(compiled);
-        let mut desired = BTreeMap::new();
+    fn desired(
+        &mut self,
+        desired: &Desired<'_>,
+        refresh: bool,
+    ) -> BTreeMap<String, Vec<AclPolicySetting>> {
+        self.rendered.update(
+            desired.compiled,
+            desired.identities,
+            desired.changed,
+            refresh,
+        );
+        let mut out = BTreeMap::new();
         for (endpoint, pod) in &self.endpoints {
             let rules = match pod {
                 // A pod whose rules failed to compile for the first time: leave it alone.
-                Some(pod) => match compiled.get(pod) {
-                    Some(rules) => self.rendered.acls(rules).rules.clone(),
+                Some(pod) => match desired.compiled.get(pod) {
+                    Some(rules) => self.rendered.acls(rules, desired.identities).rules.clone(),
                     None => continue,
                 },
                 None => Vec::new(),
             };
-            desired.insert(endpoint.id.clone(), rules);
+            out.insert(endpoint.id.clone(), rules);
         }
-        desired
-    }
-
-    /// The ACLs of a pod's compiled rules, as last rendered.
-    pub fn acls(&mut self, compiled: &Arc<CompiledRules>) -> Arc<HcnAcls> {
-        self.rendered.acls(compiled)
+        out
     }
 }
 
 impl Enforcer for HcnEnforcer {
     fn enforce(
         &mut self,
-        pods: &LocalPods,
-        compiled: &CompiledPods,
+        desired: &Desired<'_>,
         refresh: bool,
         now: Instant,
     ) -> Result<ApplyReport, DatapathError> {
         if refresh {
             self.programmer.resync();
         }
+        let pods = desired.pods;
         match self
             .discovery
             .endpoints(self.datapath.as_ref(), pods, refresh, now)
@@ -109,8 +114,8 @@ impl Enforcer for HcnEnforcer {
                 return Err(error);
             }
         }
-        let desired = self.desired(compiled);
-        Ok(self.programmer.apply(self.datapath.as_ref(), &desired, now))
+        let rules = self.desired(desired, refresh);
+        Ok(self.programmer.apply(self.datapath.as_ref(), &rules, now))
     }
 
     fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
@@ -134,7 +139,8 @@ impl Enforcer for HcnEnforcer {
 }
 
 /// Rendered ACLs by compiled rule list: replicas share one `Arc<CompiledRules>`, so each
-/// distinct list is rendered (and its rule ids hashed) once, and again only when it changes.
+/// distinct list is rendered (and its rule ids hashed) once; when addresses change, only the
+/// rules whose remote sets name a changed identity are rendered again.
 #[derive(Default)]
 struct RenderCache {
     /// Keyed by the address of the compiled list; the entry keeps the list alive, so the
@@ -147,17 +153,36 @@ fn list_address(compiled: &Arc<CompiledRules>) -> usize {
 }
 
 impl RenderCache {
-    fn acls(&mut self, compiled: &Arc<CompiledRules>) -> Arc<HcnAcls> {
+    fn acls(&mut self, compiled: &Arc<CompiledRules>, store: &IdentityStore) -> Arc<HcnAcls> {
         self.by_list
             .entry(list_address(compiled))
-            .or_insert_with(|| (compiled.clone(), Arc::new(HcnAcls::render(compiled))))
+            .or_insert_with(|| (compiled.clone(), Arc::new(HcnAcls::render(compiled, store))))
             .1
             .clone()
     }
 
-    /// Forgets lists no pod holds any more.
-    fn keep_only(&mut self, compiled: &CompiledPods) {
+    /// Forgets lists no pod holds any more, and brings the others up to date with the addresses
+    /// that changed (all of them on a refresh).
+    fn update(
+        &mut self,
+        compiled: &CompiledPods,
+        store: &IdentityStore,
+        changed: &BTreeSet<IdentityId>,
+        refresh: bool,
+    ) {
         let live: HashSet<usize> = compiled.values().map(list_address).collect();
         self.by_list.retain(|list, _| live.contains(list));
+        if refresh {
+            self.by_list.clear();
+            return;
+        }
+        if changed.is_empty() {
+            return;
+        }
+        for (list, acls) in self.by_list.values_mut() {
+            if let Some(new) = acls.rerender(list, store, changed) {
+                *acls = Arc::new(new);
+            }
+        }
     }
 }

@@ -79,7 +79,10 @@ impl SimOracle {
                 },
                 Vec::new(),
             );
-            compiled.insert(key.to_string(), HcnAcls::render(&rules));
+            compiled.insert(
+                key.to_string(),
+                HcnAcls::render(&rules, engine.identities()),
+            );
         }
         let datapath = HcnDatapath::new(sim);
         let desired = compiled

@@ -6,17 +6,17 @@
 //! - Protocols are numbers, `256` for any; ports `a-b` ranges; hosts without a prefix length.
 //! - Every rule's `Id` is `netpol-` plus a hash of its content, so ownership and diffs are exact.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_datapath::{
-    compile_entries, CompileError, CompileOptions, CompileWarning, CompiledRules, OrderedRule,
-    RuleAction, RuleCount, ALL_PORTS,
+    compile_entries, sets, CompileError, CompileOptions, CompileWarning, CompiledRules,
+    OrderedRule, RuleAction, RuleCount, ALL_PORTS,
 };
 use netpol_engine::mapstate::{MapKey, MapValue};
 use netpol_engine::reference::Reason;
-use netpol_engine::{Direction, IdentityStore, MapState};
+use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 use sha2::{Digest, Sha256};
 
 use crate::schema::{
@@ -37,24 +37,69 @@ pub struct HcnAcls {
     pub reasons: BTreeMap<String, Arc<Reason>>,
     /// What the compiled rules do differently from the MapState, on purpose.
     pub warnings: Vec<CompileWarning>,
+    /// For each ordered rule, how many settings it rendered to (one per chunk of addresses; none
+    /// when its remote set holds no address now).
+    spans: Vec<usize>,
 }
 
 impl HcnAcls {
-    /// Renders compiled rules as HCN ACL settings.
-    pub fn render(compiled: &CompiledRules) -> HcnAcls {
+    /// Renders compiled rules as HCN ACL settings, their remote sets resolved through the
+    /// ipcache. A rule whose remote set holds no address now is left out: HCN reads an empty
+    /// address list as every address.
+    pub fn render(compiled: &CompiledRules, store: &IdentityStore) -> HcnAcls {
         let mut out = HcnAcls {
             warnings: compiled.warnings.clone(),
             ..HcnAcls::default()
         };
         for rule in &compiled.rules {
-            for chunk in chunks(&rule.remotes) {
-                let setting = to_setting(rule, chunk);
-                out.count.add(rule.direction, 1);
-                out.reasons.insert(setting.id.clone(), rule.reason.clone());
-                out.rules.push(setting);
-            }
+            out.push_rule(rule, render_rule(rule, store));
         }
         out
+    }
+
+    /// The same rules rendered again where their remote sets name an identity in `changed`
+    /// (whose addresses changed); every other rule keeps its settings. None if no rule names one.
+    pub fn rerender(
+        &self,
+        compiled: &CompiledRules,
+        store: &IdentityStore,
+        changed: &BTreeSet<IdentityId>,
+    ) -> Option<HcnAcls> {
+        let names_changed = |rule: &OrderedRule| {
+            rule.remotes
+                .as_ref()
+                .is_some_and(|set| changed.iter().any(|id| set.contains(*id)))
+        };
+        if self.spans.len() != compiled.rules.len() {
+            return Some(HcnAcls::render(compiled, store));
+        }
+        if !compiled.rules.iter().any(names_changed) {
+            return None;
+        }
+        let mut out = HcnAcls {
+            warnings: compiled.warnings.clone(),
+            ..HcnAcls::default()
+        };
+        let mut start = 0;
+        for (rule, span) in compiled.rules.iter().zip(&self.spans) {
+            let settings = if names_changed(rule) {
+                render_rule(rule, store)
+            } else {
+                self.rules[start..start + span].to_vec()
+            };
+            start += span;
+            out.push_rule(rule, settings);
+        }
+        Some(out)
+    }
+
+    fn push_rule(&mut self, rule: &OrderedRule, settings: Vec<AclPolicySetting>) {
+        self.spans.push(settings.len());
+        for setting in settings {
+            self.count.add(rule.direction, 1);
+            self.reasons.insert(setting.id.clone(), rule.reason.clone());
+            self.rules.push(setting);
+        }
     }
 
     /// The rules wrapped as endpoint policies.
@@ -86,7 +131,8 @@ pub fn compile_acls_with(
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<HcnAcls, CompileError> {
-    compile_entries_acls(map.iter(), store, options)
+    let compiled = netpol_datapath::compile_endpoint_with(map, store, options)?;
+    Ok(HcnAcls::render(&compiled, store))
 }
 
 /// Compiles MapState entries (the form [`MapState::iter`] yields) and renders them as HCN ACLs.
@@ -95,7 +141,10 @@ pub fn compile_entries_acls<'a>(
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<HcnAcls, CompileError> {
-    Ok(HcnAcls::render(&compile_entries(entries, store, options)?))
+    Ok(HcnAcls::render(
+        &compile_entries(entries, store, options)?,
+        store,
+    ))
 }
 
 impl From<RuleAction> for AclAction {
@@ -107,12 +156,17 @@ impl From<RuleAction> for AclAction {
     }
 }
 
-fn chunks(addresses: &[IpNet]) -> Vec<&[IpNet]> {
-    if addresses.is_empty() {
-        vec![addresses]
-    } else {
-        addresses.chunks(MAX_ADDRESSES_PER_RULE).collect()
-    }
+/// The settings of one ordered rule: one per chunk of at most [`MAX_ADDRESSES_PER_RULE`]
+/// aggregated addresses; none if its remote set holds no address now.
+fn render_rule(rule: &OrderedRule, store: &IdentityStore) -> Vec<AclPolicySetting> {
+    let Some(set) = &rule.remotes else {
+        return vec![to_setting(rule, &[])];
+    };
+    let addresses = IpNet::aggregate(&sets::addresses(set, store));
+    addresses
+        .chunks(MAX_ADDRESSES_PER_RULE)
+        .map(|chunk| to_setting(rule, chunk))
+        .collect()
 }
 
 fn render_address(net: &IpNet) -> String {

@@ -5,8 +5,7 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use netpol_datapath::{
-    ApplyReport, Backoff, CompileOptions, CompiledPods, DatapathError, EndpointInfo, Enforcer,
-    LocalPods, Outcome,
+    ApplyReport, Backoff, CompileOptions, DatapathError, Desired, EndpointInfo, Enforcer, Outcome,
 };
 
 use crate::programmer::{program, NftBackend};
@@ -42,11 +41,11 @@ impl NftEnforcer {
     /// The table the pods' compiled rules make. A pod whose rules never compiled is left out;
     /// an address two pods claim (a dying pod and its successor, briefly) goes to the first, as
     /// on HCN, since one packet cannot be matched to two chains.
-    fn ruleset(pods: &LocalPods, compiled: &CompiledPods) -> Ruleset {
+    fn ruleset(desired: &Desired<'_>) -> Ruleset {
         let mut ruleset = Ruleset::default();
         let mut claimed = HashSet::new();
-        for (key, addresses) in pods {
-            let Some(rules) = compiled.get(key) else {
+        for (key, addresses) in desired.pods {
+            let Some(rules) = desired.compiled.get(key) else {
                 continue;
             };
             let own: Vec<_> = addresses
@@ -55,7 +54,8 @@ impl NftEnforcer {
                 .filter(|a| claimed.insert(*a))
                 .collect();
             if !own.is_empty() {
-                ruleset.insert(key.clone(), EndpointChains::new(own, &rules.rules));
+                let chains = EndpointChains::new(own, &rules.rules, desired.identities);
+                ruleset.insert(key.clone(), chains);
             }
         }
         ruleset
@@ -65,12 +65,12 @@ impl NftEnforcer {
 impl Enforcer for NftEnforcer {
     fn enforce(
         &mut self,
-        pods: &LocalPods,
-        compiled: &CompiledPods,
+        desired: &Desired<'_>,
         refresh: bool,
         now: Instant,
     ) -> Result<ApplyReport, DatapathError> {
-        self.endpoints = pods
+        self.endpoints = desired
+            .pods
             .iter()
             .map(|(key, addresses)| {
                 let info = EndpointInfo {
@@ -81,7 +81,7 @@ impl Enforcer for NftEnforcer {
                 (info, Some(key.clone()))
             })
             .collect();
-        let ruleset = Self::ruleset(pods, compiled);
+        let ruleset = Self::ruleset(desired);
         let every = |outcome: &dyn Fn(&str) -> Outcome| ApplyReport {
             outcomes: ruleset
                 .endpoints

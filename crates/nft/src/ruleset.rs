@@ -6,8 +6,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::{OrderedRule, RuleAction};
+use netpol_datapath::{sets, OrderedRule, RuleAction};
 use netpol_engine::reference::Reason;
+use netpol_engine::IdentityStore;
 use netpol_engine::{Direction, Protocol};
 
 /// What a matching chain rule does. Allow is `return` (to the base chain, which then consults the
@@ -54,15 +55,16 @@ pub struct EndpointChains {
 }
 
 impl EndpointChains {
-    /// The chains for `rules` (any order; they are sorted by priority, stable within one).
-    pub fn new(addresses: Vec<IpAddr>, rules: &[OrderedRule]) -> Self {
+    /// The chains for `rules` (any order; they are sorted by priority, stable within one), their
+    /// remote sets resolved through the ipcache `store`.
+    pub fn new(addresses: Vec<IpAddr>, rules: &[OrderedRule], store: &IdentityStore) -> Self {
         let mut sorted: Vec<&OrderedRule> = rules.iter().collect();
         sorted.sort_by_key(|r| r.priority);
         let chain = |direction: Direction| -> Vec<ChainRule> {
             sorted
                 .iter()
                 .filter(|r| r.direction == direction)
-                .flat_map(|r| chain_rules(r))
+                .flat_map(|r| chain_rules(r, store))
                 .collect()
         };
         EndpointChains {
@@ -85,8 +87,8 @@ impl EndpointChains {
     }
 }
 
-/// The chain rules of one ordered rule: one, or one per family if its remotes mix families.
-fn chain_rules(rule: &OrderedRule) -> Vec<ChainRule> {
+/// The chain rules of one ordered rule: one, or none if its remote set holds no address now.
+fn chain_rules(rule: &OrderedRule, store: &IdentityStore) -> Vec<ChainRule> {
     let verdict = match rule.action {
         RuleAction::Allow => ChainVerdict::Return,
         RuleAction::Block => ChainVerdict::Drop,
@@ -103,17 +105,15 @@ fn chain_rules(rule: &OrderedRule) -> Vec<ChainRule> {
         verdict,
         reason: rule.reason.clone(),
     };
-    if rule.remotes.is_empty() {
+    let Some(set) = &rule.remotes else {
         return vec![make(None)];
+    };
+    let nets = sets::addresses(set, store);
+    if nets.is_empty() {
+        return Vec::new();
     }
     let source = rule.direction == Direction::Ingress;
-    let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
-        rule.remotes.iter().partition(|n| matches!(n, IpNet::V4(_)));
-    [v4, v6]
-        .into_iter()
-        .filter(|nets| !nets.is_empty())
-        .map(|nets| make(Some(RemoteMatch { source, nets })))
-        .collect()
+    vec![make(Some(RemoteMatch { source, nets }))]
 }
 
 /// netpol's whole table: every endpoint's chains, by endpoint key.

@@ -24,7 +24,10 @@ fn first_mismatch(map: &MapState, store: &IdentityStore) -> Option<String> {
     };
     let local: [IpAddr; 2] = [ENDPOINT_V4.parse().unwrap(), ENDPOINT_V6.parse().unwrap()];
     let mut ruleset = Ruleset::default();
-    ruleset.insert("ep", EndpointChains::new(local.to_vec(), &compiled.rules));
+    ruleset.insert(
+        "ep",
+        EndpointChains::new(local.to_vec(), &compiled.rules, store),
+    );
     let script = script::render(&ruleset).expect("one endpoint shares no address");
     for address in probe_addresses(store) {
         let Some(remote) = store.resolve(address) else {

@@ -66,7 +66,11 @@ fn ruleset_with_ports(ports: &[u16]) -> Ruleset {
     let mut ruleset = Ruleset::default();
     ruleset.insert(
         "x/a",
-        EndpointChains::new(vec![ip("10.1.0.1"), ip("fd00:1::1")], &compiled.rules),
+        EndpointChains::new(
+            vec![ip("10.1.0.1"), ip("fd00:1::1")],
+            &compiled.rules,
+            &store,
+        ),
     );
     ruleset
 }
@@ -193,7 +197,10 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let router = topology.router();
     let mut first = ruleset();
     // Pod b is an endpoint too, with chains that allow everything.
-    first.insert("x/b", EndpointChains::new(vec![ip("10.1.0.2")], &[]));
+    first.insert(
+        "x/b",
+        EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
+    );
 
     let created = program(router, &first).unwrap();
     assert_eq!(
@@ -227,7 +234,10 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     // One pod's change replaces its chain and the base chain, nothing else.
     let before: Vec<String> = router.chains().unwrap().unwrap();
     let mut second = ruleset_with_ports(&[80, 81]);
-    second.insert("x/b", EndpointChains::new(vec![ip("10.1.0.2")], &[]));
+    second.insert(
+        "x/b",
+        EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
+    );
     let changed = program(router, &second).unwrap();
     assert_eq!(changed.added.len(), 2, "{changed:?}");
     assert_eq!(changed.deleted.len(), 2, "{changed:?}");

@@ -60,7 +60,11 @@ pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
         .map_err(|(endpoint, error)| NftCheckError::Compile { endpoint, error })?;
     let mut ruleset = Ruleset::default();
     for endpoint in compiled {
-        let chains = EndpointChains::new(endpoint.addresses, &endpoint.rules.rules);
+        let chains = EndpointChains::new(
+            endpoint.addresses,
+            &endpoint.rules.rules,
+            engine.identities(),
+        );
         ruleset.insert(endpoint.key, chains);
     }
     Ok(ruleset)

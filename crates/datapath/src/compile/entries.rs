@@ -1,5 +1,6 @@
 //! The compiler's view of one direction of a MapState: entries grouped by identity class, each
-//! with the effective action and the rank that orders it.
+//! with the effective action and the rank that orders it. Identities whose classes the MapState
+//! shares (the same rules select them) form one [`ClassGroup`], converted and ordered once.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use netpol_engine::mapstate::{MapKey, MapValue, PortKey};
 use netpol_engine::portprefix::mask;
 use netpol_engine::reference::Reason;
+use netpol_engine::MapState;
 use netpol_engine::{AuthMode, Direction, IdentityId, Verdict};
 
 use super::CompileError;
@@ -64,54 +66,127 @@ impl Entry {
     pub fn order(&self) -> Reverse<Rank> {
         Reverse(self.rank())
     }
-
-    /// The content that decides evaluation, without the explanation: entries of two identities
-    /// with equal signatures behave identically.
-    pub fn signature(&self) -> (PortKey, u128, bool, RuleAction) {
-        (self.key, self.precedence, self.exact, self.action())
-    }
 }
 
-/// The entries of one direction, by identity class.
+/// The remote identities whose classes hold equal entries, and those entries.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ClassGroup {
+    /// Best first.
+    pub entries: Vec<Entry>,
+    /// Sorted.
+    pub identities: Vec<IdentityId>,
+}
+
+/// The entries of one direction: the wildcard class and the identity classes, grouped.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DirectionEntries {
+    /// Best first.
     pub wildcard: Vec<Entry>,
-    pub exact: BTreeMap<IdentityId, Vec<Entry>>,
+    pub classes: Vec<ClassGroup>,
+    /// Each identity's group in `classes`.
+    pub class_of: HashMap<IdentityId, usize>,
 }
 
-/// Splits MapState entries by direction and class, checking the key shapes a datapath can express.
-pub(crate) fn gather<'a>(
+impl DirectionEntries {
+    /// The entries of an identity's own class (empty if it has none).
+    pub fn own(&self, id: IdentityId) -> &[Entry] {
+        self.class_of
+            .get(&id)
+            .map_or(&[], |c| self.classes[*c].entries.as_slice())
+    }
+
+    fn push_class(&mut self, entries: Vec<Entry>, identities: Vec<IdentityId>) {
+        let index = self.classes.len();
+        for id in &identities {
+            self.class_of.insert(*id, index);
+        }
+        self.classes.push(ClassGroup {
+            entries,
+            identities,
+        });
+    }
+
+    fn finish(&mut self) {
+        self.wildcard.sort_by_key(|e| (e.order(), e.key));
+        for class in &mut self.classes {
+            class.entries.sort_by_key(|e| (e.order(), e.key));
+        }
+        propagate_wildcard_auth(self);
+    }
+}
+
+fn entry(key: &MapKey, value: &MapValue) -> Result<Entry, CompileError> {
+    let port_key = validate_key(key)?;
+    if value.verdict == Verdict::Pass {
+        return Err(CompileError::PassEntry { key: *key });
+    }
+    Ok(Entry {
+        key: port_key,
+        precedence: value.precedence,
+        exact: key.identity.is_some(),
+        verdict: value.verdict,
+        auth: value.auth,
+        reason: value.reason.clone(),
+    })
+}
+
+/// Splits a MapState by direction and class, checking the key shapes a datapath can express.
+/// Classes the MapState shares are converted once, for all the identities that hold them.
+pub(crate) fn gather(
+    map: &MapState,
+) -> Result<BTreeMap<Direction, DirectionEntries>, CompileError> {
+    let mut out = BTreeMap::new();
+    for direction in Direction::BOTH {
+        let mut classes = DirectionEntries::default();
+        if let Some(wildcard) = map.class((direction, None)) {
+            for (pk, value) in wildcard.iter() {
+                classes
+                    .wildcard
+                    .push(entry(&MapKey::of(direction, None, *pk), value)?);
+            }
+        }
+        for (shared, identities) in map.shared_classes(direction) {
+            let key_of = |pk: &PortKey| MapKey::of(direction, Some(identities[0]), *pk);
+            let entries = shared
+                .iter()
+                .map(|(pk, value)| entry(&key_of(pk), value))
+                .collect::<Result<Vec<_>, _>>()?;
+            classes.push_class(entries, identities);
+        }
+        classes.finish();
+        out.insert(direction, classes);
+    }
+    Ok(out)
+}
+
+/// [`gather`] for MapState entries given one by one: each identity is a class of its own.
+pub(crate) fn gather_entries<'a>(
     entries: impl IntoIterator<Item = (MapKey, &'a MapValue)>,
 ) -> Result<BTreeMap<Direction, DirectionEntries>, CompileError> {
-    let mut out: BTreeMap<Direction, DirectionEntries> = Direction::BOTH
-        .into_iter()
-        .map(|d| (d, DirectionEntries::default()))
-        .collect();
+    let mut wildcard: BTreeMap<Direction, Vec<Entry>> = BTreeMap::new();
+    let mut exact: BTreeMap<(Direction, IdentityId), Vec<Entry>> = BTreeMap::new();
     for (key, value) in entries {
-        let port_key = validate_key(&key)?;
-        if value.verdict == Verdict::Pass {
-            return Err(CompileError::PassEntry { key });
-        }
-        let entry = Entry {
-            key: port_key,
-            precedence: value.precedence,
-            exact: key.identity.is_some(),
-            verdict: value.verdict,
-            auth: value.auth,
-            reason: value.reason.clone(),
-        };
-        let class = out.entry(key.direction).or_default();
+        let e = entry(&key, value)?;
         match key.identity {
-            None => class.wildcard.push(entry),
-            Some(id) => class.exact.entry(id).or_default().push(entry),
+            None => wildcard.entry(key.direction).or_default().push(e),
+            Some(id) => exact.entry((key.direction, id)).or_default().push(e),
         }
     }
-    for class in out.values_mut() {
-        class.wildcard.sort_by_key(|e| (e.order(), e.key));
-        for entries in class.exact.values_mut() {
-            entries.sort_by_key(|e| (e.order(), e.key));
+    let mut out = BTreeMap::new();
+    for direction in Direction::BOTH {
+        let mut classes = DirectionEntries {
+            wildcard: wildcard.remove(&direction).unwrap_or_default(),
+            ..DirectionEntries::default()
+        };
+        let own: Vec<_> = exact
+            .range((direction, IdentityId(0))..=(direction, IdentityId(u32::MAX)))
+            .map(|((_, id), entries)| (*id, entries.clone()))
+            .collect();
+        for (id, entries) in own {
+            classes.push_class(entries, vec![id]);
         }
-        propagate_wildcard_auth(class);
+        classes.finish();
+        out.insert(direction, classes);
     }
     Ok(out)
 }
@@ -160,7 +235,8 @@ fn propagate_wildcard_auth(class: &mut DirectionEntries) {
     if wildcard_allows.is_empty() {
         return;
     }
-    for entries in class.exact.values_mut() {
+    for group in &mut class.classes {
+        let entries = &mut group.entries;
         let mut derived: BTreeMap<PortKey, Entry> = BTreeMap::new();
         for e in entries.iter().filter(|e| e.verdict == Verdict::Allow) {
             for w in wildcard_allows.get(&e.precedence).into_iter().flatten() {

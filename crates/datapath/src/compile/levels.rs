@@ -3,17 +3,17 @@
 //! Placed entries are sorted the way a lookup prefers them. Consecutive entries with the same
 //! action form one *level*: inside a level the order cannot matter (every match gives the same
 //! action), so a level gets one priority and its entries merge freely, first ports per
-//! address, then addresses per port set. Levels alternate actions, so two overlapping rules of
+//! identity group, then identities per port set. Levels alternate actions, so two overlapping rules of
 //! different actions never share a priority (HCN leaves such ties undefined).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use ipnet::IpNet;
-use netpol_engine::{Direction, Protocol};
+use netpol_engine::{Direction, IdentityId, Protocol};
 
 use super::entries::{Entry, Rank};
-use crate::ordered::{Family, OrderedRule, ALL_PORTS};
+use crate::ordered::{Family, OrderedRule, RemoteSet, ALL_PORTS};
 
 /// Where a placed entry sorts: exception lists by depth, deepest first, then the main list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -22,12 +22,22 @@ pub(crate) enum Section {
     Main,
 }
 
-/// An entry at its place in one endpoint's list, with the addresses it applies to (None: any).
+/// Identities of one family that an entry applies to together: one class group's identities
+/// in one section.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub family: Family,
+    /// Sorted.
+    pub identities: Vec<IdentityId>,
+}
+
+/// An entry at its place in one endpoint's list, with the identities it applies to (an index
+/// into the groups; None: any remote).
 #[derive(Clone, Debug)]
 pub(crate) struct Placed<'a> {
     pub section: Section,
     pub entry: &'a Entry,
-    pub address: Option<IpNet>,
+    pub group: Option<usize>,
 }
 
 impl Placed<'_> {
@@ -36,19 +46,14 @@ impl Placed<'_> {
     ) -> (
         Section,
         Reverse<Rank>,
-        Option<IpNet>,
+        Option<usize>,
         netpol_engine::PortKey,
     ) {
-        (
-            self.section,
-            self.entry.order(),
-            self.address,
-            self.entry.key,
-        )
+        (self.section, self.entry.order(), self.group, self.entry.key)
     }
 
     fn is_catch_all(&self) -> bool {
-        self.address.is_none() && self.entry.key.protocol.is_none()
+        self.group.is_none() && self.entry.key.protocol.is_none()
     }
 }
 
@@ -59,7 +64,8 @@ struct RuleShape {
     protocol: Option<Protocol>,
     /// Merged inclusive ranges; `[(0, 65535)]` is every port.
     ports: Vec<(u16, u16)>,
-    addresses: Vec<IpNet>,
+    /// Indexes into the groups; empty: any remote.
+    groups: Vec<usize>,
 }
 
 /// What ordering one direction produced.
@@ -74,6 +80,7 @@ pub(crate) struct Levels {
 pub(crate) fn order(
     direction: Direction,
     mut placed: Vec<Placed<'_>>,
+    groups: &[Group],
     base_priority: u16,
     dual_stack: bool,
 ) -> Result<Levels, usize> {
@@ -97,9 +104,9 @@ pub(crate) fn order(
                 family: Family::Any,
                 protocol: None,
                 ports: vec![ALL_PORTS],
-                addresses: Vec::new(),
+                groups: Vec::new(),
             }],
-            None => merge_level(level),
+            None => merge_level(level, groups),
         };
         for shape in shapes {
             if shape.family == Family::V6 && !dual_stack {
@@ -112,10 +119,9 @@ pub(crate) fn order(
                 direction,
                 action,
                 priority,
-                family: shape.family,
+                remotes: remote_set(&shape, groups),
                 protocol: shape.protocol,
                 ports: shape.ports,
-                remotes: shape.addresses,
                 reason: explained_by.reason.clone(),
             };
             out.rules.push(rule);
@@ -130,14 +136,14 @@ pub(crate) fn order(
 
 /// Port ranges per protocol.
 type PortsByProtocol = BTreeMap<Option<Protocol>, Vec<(u16, u16)>>;
-/// Addresses per rule shape (family, protocol, ports).
-type AddressesByShape = BTreeMap<(Family, Option<Protocol>, Vec<(u16, u16)>), Vec<IpNet>>;
+/// Groups per rule shape (family, protocol, ports).
+type GroupsByShape = BTreeMap<(Family, Option<Protocol>, Vec<(u16, u16)>), Vec<usize>>;
 
 /// Merges one level: drops entries a wildcard entry of the level already covers, merges ports
-/// per (address, protocol), then addresses per (family, protocol, ports).
-fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
+/// per (group, protocol), then groups per (family, protocol, ports).
+fn merge_level(level: &[Placed<'_>], groups: &[Group]) -> Vec<RuleShape> {
     let mut wildcard: PortsByProtocol = BTreeMap::new();
-    for p in level.iter().filter(|p| p.address.is_none()) {
+    for p in level.iter().filter(|p| p.group.is_none()) {
         wildcard
             .entry(p.entry.key.protocol)
             .or_default()
@@ -152,46 +158,64 @@ fn merge_level(level: &[Placed<'_>]) -> Vec<RuleShape> {
             .is_some_and(|rs| rs.iter().any(|r| r.0 <= range.0 && range.1 <= r.1))
     };
 
-    let mut per_address: BTreeMap<IpNet, PortsByProtocol> = BTreeMap::new();
+    let mut per_group: BTreeMap<usize, PortsByProtocol> = BTreeMap::new();
     for p in level {
-        let Some(address) = p.address else { continue };
+        let Some(group) = p.group else { continue };
         let range = p.entry.key.range();
         if covered(p.entry.key.protocol, range) {
             continue;
         }
-        per_address
-            .entry(address)
+        per_group
+            .entry(group)
             .or_default()
             .entry(p.entry.key.protocol)
             .or_default()
             .push(range);
     }
 
-    let mut groups: AddressesByShape = BTreeMap::new();
+    let mut shapes: GroupsByShape = BTreeMap::new();
     for (protocol, ranges) in wildcard {
-        groups.entry((Family::Any, protocol, ranges)).or_default();
+        shapes.entry((Family::Any, protocol, ranges)).or_default();
     }
-    for (address, mut protocols) in per_address {
-        // An any-protocol entry for the address covers its protocol-specific ones.
+    for (group, mut protocols) in per_group {
+        // An any-protocol entry for the group covers its protocol-specific ones.
         if let Some(all) = protocols.remove(&None) {
             protocols = BTreeMap::from([(None, all)]);
         }
         for (protocol, ranges) in protocols {
-            groups
-                .entry((Family::of(&address), protocol, merge_ranges(ranges)))
+            shapes
+                .entry((groups[group].family, protocol, merge_ranges(ranges)))
                 .or_default()
-                .push(address);
+                .push(group);
         }
     }
-    groups
+    shapes
         .into_iter()
-        .map(|((family, protocol, ports), addresses)| RuleShape {
+        .map(|((family, protocol, ports), groups)| RuleShape {
             family,
             protocol,
             ports,
-            addresses: IpNet::aggregate(&addresses),
+            groups,
         })
         .collect()
+}
+
+/// The identities of a shape's groups as one set; None for a shape that names none.
+fn remote_set(shape: &RuleShape, groups: &[Group]) -> Option<Arc<RemoteSet>> {
+    if shape.groups.is_empty() {
+        return None;
+    }
+    let mut identities: Vec<IdentityId> = shape
+        .groups
+        .iter()
+        .flat_map(|g| groups[*g].identities.iter().copied())
+        .collect();
+    identities.sort_unstable();
+    identities.dedup();
+    Some(Arc::new(RemoteSet {
+        family: shape.family,
+        identities,
+    }))
 }
 
 /// Sorts and merges overlapping or adjacent inclusive ranges.
@@ -213,9 +237,9 @@ fn explaining_entry<'a>(level: &[Placed<'a>], shape: &RuleShape) -> &'a Entry {
         .iter()
         .find(|p| {
             p.entry.key.protocol == shape.protocol
-                && match p.address {
+                && match p.group {
                     None => shape.family == Family::Any,
-                    Some(a) => shape.addresses.iter().any(|s| s.contains(&a)),
+                    Some(g) => shape.groups.contains(&g),
                 }
         })
         .unwrap_or(&level[0])

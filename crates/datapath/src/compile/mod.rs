@@ -38,9 +38,11 @@ use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 
 pub use levels::merge_ranges;
 
-use crate::ordered::OrderedRule;
-use entries::Entry;
-use levels::{Placed, Section};
+use std::collections::BTreeMap;
+
+use crate::ordered::{Family, OrderedRule};
+use entries::{DirectionEntries, Entry};
+use levels::{Group, Placed, Section};
 
 /// Knobs of the compiler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,13 +165,14 @@ pub fn compile_endpoint(
     compile_endpoint_with(map, store, &CompileOptions::default())
 }
 
-/// Compiles one endpoint's MapState.
+/// Compiles one endpoint's MapState. Classes the MapState shares are compiled once for all
+/// the identities holding them.
 pub fn compile_endpoint_with(
     map: &MapState,
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<CompiledRules, CompileError> {
-    compile_entries(map.iter(), store, options)
+    compile_classes(&entries::gather(map)?, store, options)
 }
 
 /// One endpoint of an engine, compiled: its key, its pod's addresses and its rules.
@@ -210,11 +213,18 @@ pub fn compile_entries<'a>(
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<CompiledRules, CompileError> {
-    let classes = entries::gather(entries)?;
+    compile_classes(&entries::gather_entries(entries)?, store, options)
+}
+
+fn compile_classes(
+    classes: &BTreeMap<Direction, DirectionEntries>,
+    store: &IdentityStore,
+    options: &CompileOptions,
+) -> Result<CompiledRules, CompileError> {
     let mut out = CompiledRules::default();
-    for (direction, class) in &classes {
+    for (direction, class) in classes {
         let placement = nesting::place(class, store)?;
-        let placed = place_entries(class, &placement);
+        let (placed, groups) = place_entries(class, &placement);
         let auth_entries = placed.iter().filter(|p| p.entry.needs_auth()).count();
         if auth_entries > 0 {
             out.warnings
@@ -226,6 +236,7 @@ pub fn compile_entries<'a>(
         let ordered = levels::order(
             *direction,
             placed,
+            &groups,
             options.base_priority,
             options.dual_stack,
         )
@@ -245,37 +256,52 @@ pub fn compile_entries<'a>(
     Ok(out)
 }
 
-/// Puts every entry that reaches the datapath at its place: exception lists (the identity's own entries
-/// and the wildcard entries, under its addresses), then the main list.
+/// Puts every entry that reaches the datapath at its place: exception lists (the identity's own
+/// entries and the wildcard entries, under its addresses), then the main list. Identities of
+/// one class, family and section share one group, so each entry is placed once per group, not
+/// once per identity.
 fn place_entries<'a>(
     class: &'a entries::DirectionEntries,
     placement: &nesting::Placement,
-) -> Vec<Placed<'a>> {
-    let own = |id: &IdentityId| -> &'a [Entry] { class.exact.get(id).map_or(&[], Vec::as_slice) };
-    let mut placed = Vec::new();
+) -> (Vec<Placed<'a>>, Vec<Group>) {
+    let mut keyed: BTreeMap<(Section, Option<usize>, Family), Vec<IdentityId>> = BTreeMap::new();
     for node in &placement.exceptions {
         let section = Section::Exception(std::cmp::Reverse(node.depth()));
-        for entry in own(&node.id).iter().chain(&class.wildcard) {
-            placed.push(Placed {
-                section,
-                entry,
-                address: Some(node.prefix),
-            });
-        }
+        let group = class.class_of.get(&node.id).copied();
+        keyed
+            .entry((section, group, node.family))
+            .or_default()
+            .push(node.id);
     }
     for node in &placement.main {
-        for entry in own(&node.id) {
-            placed.push(Placed {
-                section: Section::Main,
-                entry,
-                address: Some(node.prefix),
-            });
-        }
+        let group = class.class_of.get(&node.id).copied();
+        keyed
+            .entry((Section::Main, group, node.family))
+            .or_default()
+            .push(node.id);
+    }
+    let mut placed = Vec::new();
+    let mut groups = Vec::with_capacity(keyed.len());
+    for ((section, own, family), mut identities) in keyed {
+        identities.sort_unstable();
+        identities.dedup();
+        let index = groups.len();
+        groups.push(Group { family, identities });
+        let own: &[Entry] = own.map_or(&[], |c| class.classes[c].entries.as_slice());
+        let wildcard: &[Entry] = match section {
+            Section::Exception(_) => &class.wildcard,
+            Section::Main => &[],
+        };
+        placed.extend(own.iter().chain(wildcard).map(|entry| Placed {
+            section,
+            entry,
+            group: Some(index),
+        }));
     }
     placed.extend(class.wildcard.iter().map(|entry| Placed {
         section: Section::Main,
         entry,
-        address: None,
+        group: None,
     }));
-    placed
+    (placed, groups)
 }

@@ -12,47 +12,61 @@
 //!
 //! Decisions are compared as functions over every (protocol, port) interval the entries
 //! distinguish, so the check is exact, not a heuristic.
+//!
+//! Placement is per identity and address family, not per address: every member of a pod or node
+//! identity lies inside the same policy prefixes (the engine groups addresses that way), so one
+//! member stands for all, and a replica joining an identity never changes the placement. The
+//! datapath then names the identity's address set and updates its contents.
 
 use std::collections::{BTreeSet, HashMap};
-use std::net::IpAddr;
 
 use ipnet::IpNet;
 use netpol_engine::{IdentityId, IdentityStore, Protocol};
 
 use super::entries::{DirectionEntries, Entry};
 use super::CompileError;
-use crate::ordered::RuleAction;
+use crate::ordered::{Family, RuleAction};
 
 /// Where each identity's entries go.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Placement {
-    /// Addresses of identities that get a complete decision list under those addresses.
+    /// Identities (in one family) that get a complete decision list under their addresses.
     pub exceptions: Vec<Node>,
-    /// Addresses whose identity's own entries go into the main list.
+    /// Identities (in one family) whose own entries go into the main list.
     pub main: Vec<Node>,
 }
 
-/// One address of an identity, at its place in the address hierarchy.
+/// One identity's addresses of one family, at their place in the address hierarchy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Node {
     pub id: IdentityId,
+    pub family: Family,
+    /// The world prefix, or one member address standing for every member.
     pub prefix: IpNet,
     pub host: bool,
 }
 
 impl Node {
-    /// One node per address of an identity: each member address of a pod or node identity, or
-    /// the prefix of a world identity.
+    /// One node per family of an identity's addresses: a world prefix, or the members of a pod
+    /// or node identity in each family it has members in.
     pub fn all_of(store: &IdentityStore, id: IdentityId) -> Result<Vec<Node>, CompileError> {
         let identity = store.get(id).ok_or(CompileError::UnknownIdentity(id))?;
-        let host = !identity.is_world();
-        Ok(store
-            .members(id)
-            .iter()
+        if identity.is_world() {
+            return Ok(vec![Node {
+                id,
+                family: Family::of(&identity.prefix),
+                prefix: identity.prefix,
+                host: false,
+            }]);
+        }
+        Ok([false, true]
+            .into_iter()
+            .filter_map(|ipv6| store.member_of_family(id, ipv6))
             .map(|prefix| Node {
                 id,
-                prefix: *prefix,
-                host,
+                family: Family::of(&prefix),
+                prefix,
+                host: true,
             })
             .collect())
     }
@@ -66,6 +80,10 @@ impl Node {
     /// Whether every address of `self` would also match a rule for `outer`.
     fn nested_in(&self, outer: &Node) -> bool {
         outer.prefix.contains(&self.prefix) && self.depth() > outer.depth()
+    }
+
+    fn key(&self) -> (IdentityId, Family) {
+        (self.id, self.family)
     }
 }
 
@@ -92,7 +110,7 @@ fn sample_points(entries: &DirectionEntries) -> Vec<Point> {
     let all = entries
         .wildcard
         .iter()
-        .chain(entries.exact.values().flatten());
+        .chain(entries.classes.iter().flat_map(|c| &c.entries));
     let mut starts: HashMap<Protocol, BTreeSet<u32>> = Protocol::ALL
         .iter()
         .map(|p| (*p, BTreeSet::from([0u32])))
@@ -139,33 +157,27 @@ type DecisionVector = Vec<RuleAction>;
 struct Analysis<'a> {
     entries: &'a DirectionEntries,
     points: Vec<Point>,
-    /// Interned entry sets: identities with equal entries share an index (0 is "no entries").
-    set_index: HashMap<Vec<(netpol_engine::PortKey, u128, bool, RuleAction)>, usize>,
-    own_decision: HashMap<usize, DecisionVector>,
-    main_decision: HashMap<(usize, Vec<IdentityId>), DecisionVector>,
+    own_decision: HashMap<Option<usize>, DecisionVector>,
+    main_decision: HashMap<(Option<usize>, Vec<IdentityId>), DecisionVector>,
 }
 
 impl<'a> Analysis<'a> {
     fn new(entries: &'a DirectionEntries) -> Self {
-        let mut set_index = HashMap::new();
-        set_index.insert(Vec::new(), 0);
         Analysis {
             entries,
             points: sample_points(entries),
-            set_index,
             own_decision: HashMap::new(),
             main_decision: HashMap::new(),
         }
     }
 
     fn own(&self, id: IdentityId) -> &'a [Entry] {
-        self.entries.exact.get(&id).map_or(&[], Vec::as_slice)
+        self.entries.own(id)
     }
 
-    fn set_of(&mut self, id: IdentityId) -> usize {
-        let signature: Vec<_> = self.own(id).iter().map(Entry::signature).collect();
-        let next = self.set_index.len();
-        *self.set_index.entry(signature).or_insert(next)
+    /// The class group an identity's entries come from: identities of one group decide alike.
+    fn set_of(&self, id: IdentityId) -> Option<usize> {
+        self.entries.class_of.get(&id).copied()
     }
 
     fn vector(&self, sets: &[&[Entry]]) -> DecisionVector {
@@ -204,8 +216,10 @@ pub(crate) fn place(
     store: &IdentityStore,
 ) -> Result<Placement, CompileError> {
     let mut with_entries: Vec<Node> = Vec::new();
-    for id in entries.exact.keys() {
-        with_entries.extend(Node::all_of(store, *id)?);
+    for class in &entries.classes {
+        for id in &class.identities {
+            with_entries.extend(Node::all_of(store, *id)?);
+        }
     }
     // Only world identities with entries can leak onto other identities' addresses.
     let leaking: Vec<Node> = with_entries.iter().filter(|n| !n.host).copied().collect();
@@ -216,26 +230,26 @@ pub(crate) fn place(
         });
     }
 
-    // World prefixes and pod or node addresses inside a leaking prefix. Addresses are looked up
-    // by range, so the cost follows the addresses inside those prefixes, not the cluster.
+    // World prefixes and pod or node identities inside a leaking prefix. Identities are found
+    // through the ipcache's CIDR index, so the cost follows the identities inside those
+    // prefixes, not their addresses.
     let mut nested: Vec<Node> = store
         .world_prefixes()
         .map(|(prefix, id)| Node {
             id: *id,
+            family: Family::of(prefix),
             prefix: *prefix,
             host: false,
         })
         .filter(|n| leaking.iter().any(|a| n.nested_in(a)))
         .collect();
-    let mut hosts: BTreeSet<IpAddr> = BTreeSet::new();
+    let mut hosts: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
     for outer in &leaking {
-        for (address, id) in store.hosts_in(outer.prefix) {
-            if hosts.insert(address) {
-                nested.push(Node {
-                    id,
-                    prefix: IpNet::from(address),
-                    host: true,
-                });
+        for id in store.hosts_within(outer.prefix) {
+            for node in Node::all_of(store, id)? {
+                if node.family == outer.family && hosts.insert(node.key()) {
+                    nested.push(node);
+                }
             }
         }
     }
@@ -246,7 +260,7 @@ pub(crate) fn place(
     let mut exceptions: Vec<Node> = Vec::new();
     // Only world identities can enclose others, so only their lists can catch other addresses.
     let mut enclosing_exceptions: Vec<Node> = Vec::new();
-    let mut shadowed: BTreeSet<(IdentityId, IpNet)> = BTreeSet::new();
+    let mut shadowed: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
     for node in &nested {
         let provider = enclosing_exceptions
             .iter()
@@ -257,7 +271,7 @@ pub(crate) fn place(
         let needs_list = match provider {
             // Inside an exception list, the enclosing list's complete decision applies.
             Some(k) => {
-                shadowed.insert((node.id, node.prefix));
+                shadowed.insert(node.key());
                 analysis.own_vector(k.id) != own
             }
             None => {
@@ -276,15 +290,12 @@ pub(crate) fn place(
             }
         }
     }
-    let placed_apart: BTreeSet<(IdentityId, IpNet)> = exceptions
-        .iter()
-        .map(|n| (n.id, n.prefix))
-        .chain(shadowed)
-        .collect();
+    let placed_apart: BTreeSet<(IdentityId, Family)> =
+        exceptions.iter().map(Node::key).chain(shadowed).collect();
     Ok(Placement {
         main: with_entries
             .into_iter()
-            .filter(|n| !placed_apart.contains(&(n.id, n.prefix)))
+            .filter(|n| !placed_apart.contains(&n.key()))
             .collect(),
         exceptions,
     })

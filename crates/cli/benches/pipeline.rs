@@ -1,0 +1,249 @@
+//! The agent's whole path for one change, event in to datapath programmed: the embedded mode's
+//! file source notices a changed file, the indexes and the engine take the change, the pipeline
+//! compiles what changed and the enforcer programs the datapath (the simulated HCN, or real
+//! nftables in a private network namespace).
+//!
+//! `cargo bench -p netpol-cli --bench pipeline` writes a `netpol synth` cluster per size
+//! (`NETPOL_PIPELINE_PODS`, default `10000,40000`; 150,000 takes minutes to set up), syncs node-1
+//! once, then times each kind of change `NETPOL_PIPELINE_ROUNDS` times (default 20):
+//!
+//! - a replica of an existing workload on another node added, then deleted;
+//! - a pod of a new label set added, then deleted;
+//! - a rolling update of a 100-replica workload: each old replica deleted as its new one starts,
+//!   one event at a time, then the same batched into one reconcile (as the debounce coalesces
+//!   them).
+//!
+//! Each change is timed from the file's rename to the enforcer's return, in wall and in CPU
+//! (this process's, plus the `nft` processes it ran). `NETPOL_PIPELINE_DATAPATH=nftables` (root)
+//! programs real nftables; the default is the simulated HCN.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use netpol_agent::datapaths;
+use netpol_agent::health::Health;
+use netpol_agent::metrics::Metrics;
+use netpol_agent::reconciler::Pipeline;
+use netpol_agent::sources::files::FileSource;
+use netpol_agent::DatapathKind;
+use netpol_cli::synth::{write_cluster, Shape};
+use prometheus_client::registry::Registry;
+
+const NODE: &str = "node-1";
+
+fn main() {
+    let sizes = std::env::var("NETPOL_PIPELINE_PODS").unwrap_or_else(|_| "10000,40000".into());
+    let rounds: usize = std::env::var("NETPOL_PIPELINE_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20);
+    let nftables = std::env::var("NETPOL_PIPELINE_DATAPATH").is_ok_and(|d| d == "nftables");
+    let work = std::env::temp_dir().join(format!("netpol-pipeline-{}", std::process::id()));
+    println!("| pods | datapath | change | wall ms (median) | CPU ms (median) | CPU ms (max) |");
+    println!("|---|---|---|---|---|---|");
+    for pods in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
+        let dir = work.join(format!("{pods}"));
+        run_size(pods, &dir, rounds, nftables);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// One timed step: wall and CPU (own and children's) in milliseconds.
+#[derive(Clone, Copy, Debug)]
+struct Cost {
+    wall: f64,
+    cpu: f64,
+}
+
+fn cpu_seconds() -> f64 {
+    let usage = |who| {
+        // SAFETY: getrusage writes into the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut u) };
+        let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    };
+    usage(libc::RUSAGE_SELF) + usage(libc::RUSAGE_CHILDREN)
+}
+
+fn measure(f: impl FnOnce()) -> Cost {
+    let (wall, cpu) = (Instant::now(), cpu_seconds());
+    f();
+    Cost {
+        wall: wall.elapsed().as_secs_f64() * 1e3,
+        cpu: (cpu_seconds() - cpu) * 1e3,
+    }
+}
+
+struct Bench {
+    dir: PathBuf,
+    source: FileSource,
+    pipeline: Pipeline,
+}
+
+impl Bench {
+    /// Writes (by rename, as users should) a file and has the whole path take it in.
+    fn write(&mut self, file: &str, text: &str) -> Cost {
+        let path = self.dir.join(file);
+        let partial = self.dir.join(format!(".{file}.partial"));
+        std::fs::write(&partial, text).unwrap();
+        settle(&partial);
+        measure(|| {
+            std::fs::rename(&partial, &path).unwrap();
+            self.take_in();
+        })
+    }
+
+    fn remove(&mut self, file: &str) -> Cost {
+        let path = self.dir.join(file);
+        measure(|| {
+            std::fs::remove_file(&path).unwrap();
+            self.take_in();
+        })
+    }
+
+    /// One poll of the files and one reconcile, as the daemon's loop does after a debounce.
+    fn take_in(&mut self) {
+        let scan = self.source.scan().unwrap();
+        for event in scan.events {
+            self.pipeline.ingest(event);
+        }
+        let report = self.pipeline.reconcile(Instant::now()).unwrap();
+        assert!(report.complete(), "every endpoint programmed");
+    }
+}
+
+/// Dates a file back, so the file source takes it at first sight instead of waiting for two
+/// polls to agree (it would, on a file this fresh).
+fn settle(path: &Path) {
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+}
+
+fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
+    let shape = Shape::for_pods(pods);
+    write_cluster(&shape, dir).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        settle(&entry.unwrap().path());
+    }
+    let mut registry = Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let health = Arc::new(Health::default());
+    let enforcer = if nftables {
+        nft_enforcer()
+    } else {
+        datapaths::build(DatapathKind::HcnSim, &metrics, &health)
+            .unwrap()
+            .enforcer
+    };
+    let mut bench = Bench {
+        dir: dir.to_owned(),
+        source: FileSource::new(dir),
+        pipeline: Pipeline::with_enforcer(NODE, enforcer, metrics),
+    };
+    let sync = measure(|| bench.take_in());
+    eprintln!(
+        "{pods} pods: initial sync {:.0} ms wall, {:.0} ms CPU, {} local endpoints",
+        sync.wall,
+        sync.cpu,
+        bench.pipeline.compiled().len()
+    );
+    let datapath = if nftables { "nftables" } else { "hcn-sim" };
+    let report = |what: &str, mut costs: Vec<Cost>| {
+        costs.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
+        let cpu_median = costs[costs.len() / 2].cpu;
+        let cpu_max = costs[costs.len() - 1].cpu;
+        costs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
+        let wall_median = costs[costs.len() / 2].wall;
+        println!("| {pods} | {datapath} | {what} | {wall_median:.2} | {cpu_median:.2} | {cpu_max:.2} |");
+    };
+
+    // A replica of app 0 of namespace ns-1 (node-2 and up host it), on a node that is not ours.
+    let replica = |k: usize| pod_yaml(&format!("bench-replica-{k}"), 1, "app-0", "web", "node-2", k);
+    let (mut added, mut deleted) = (Vec::new(), Vec::new());
+    for k in 0..rounds {
+        added.push(bench.write("bench-replica.yaml", &replica(k)));
+        deleted.push(bench.remove("bench-replica.yaml"));
+    }
+    report("replica added", added);
+    report("replica deleted", deleted);
+
+    let (mut added, mut deleted) = (Vec::new(), Vec::new());
+    for k in 0..rounds {
+        let text = pod_yaml(&format!("bench-new-{k}"), 1, &format!("new-{k}"), "web", "node-2", k);
+        added.push(bench.write("bench-new.yaml", &text));
+        deleted.push(bench.remove("bench-new.yaml"));
+    }
+    report("new label set added", added);
+    report("new label set deleted", deleted);
+
+    // A rolling update: 100 replicas of one workload, each replaced by a new one (one file per
+    // replica, as a watch delivers one object per event).
+    let workload = |generation: usize, r: usize| {
+        pod_yaml(
+            &format!("roll-{generation}-{r}"),
+            2,
+            "app-roll",
+            "api",
+            &format!("node-{}", 2 + r % 8),
+            200 + generation * 100 + r,
+        )
+    };
+    for r in 0..100 {
+        let path = dir.join(format!("roll-{r}.yaml"));
+        std::fs::write(&path, workload(0, r)).unwrap();
+        settle(&path);
+    }
+    bench.take_in();
+    let rolled = measure(|| {
+        for r in 0..100 {
+            bench.write(&format!("roll-{r}.yaml"), &workload(1, r));
+        }
+    });
+    println!(
+        "| {pods} | {datapath} | rolling update, 100 replicas one by one (total) | {:.1} | {:.1} | |",
+        rolled.wall, rolled.cpu
+    );
+    let batched = measure(|| {
+        for r in 0..100 {
+            let path = dir.join(format!("roll-{r}.yaml"));
+            let partial = dir.join(format!(".roll-{r}.partial"));
+            std::fs::write(&partial, workload(2, r)).unwrap();
+            settle(&partial);
+            std::fs::rename(&partial, &path).unwrap();
+        }
+        bench.take_in();
+    });
+    println!(
+        "| {pods} | {datapath} | rolling update, 100 replicas in one batch (total) | {:.1} | {:.1} | |",
+        batched.wall, batched.cpu
+    );
+}
+
+/// A pod as `netpol synth` writes them, with its own name and address.
+fn pod_yaml(name: &str, ns: usize, app: &str, tier: &str, node: &str, k: usize) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: ns-{ns}\n  labels:\n    \
+         app: {app}\n    tier: {tier}\n    pod-template-hash: bench{k}\nspec:\n  nodeName: {node}\n  \
+         containers:\n  - name: main\n    ports:\n    - name: http\n      containerPort: 8080\n    \
+         - name: metrics\n      containerPort: 9090\nstatus:\n  phase: Running\n  podIP: 10.250.{}.{}\n",
+        k / 250,
+        1 + k % 250
+    )
+}
+
+#[cfg(target_os = "linux")]
+fn nft_enforcer() -> Box<dyn netpol_datapath::Enforcer> {
+    let netns = netpol_testbed::netns::Netns::new().expect("a private network namespace (root)");
+    Box::new(netpol_nft::NftEnforcer::new(
+        Box::new(netns),
+        netpol_datapath::Backoff::default(),
+    ))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn nft_enforcer() -> Box<dyn netpol_datapath::Enforcer> {
+    panic!("nftables needs Linux")
+}
