@@ -40,8 +40,10 @@ fn main() {
         .unwrap_or(20);
     let nftables = std::env::var("NETPOL_PIPELINE_DATAPATH").is_ok_and(|d| d == "nftables");
     let work = std::env::temp_dir().join(format!("netpol-pipeline-{}", std::process::id()));
-    println!("| pods | datapath | change | wall ms (median) | CPU ms (median) | CPU ms (max) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| pods | datapath | change | wall ms (median) | CPU ms (median) | CPU ms (max) | endpoints updated |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     for pods in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
         let dir = work.join(format!("{pods}"));
         run_size(pods, &dir, rounds, nftables);
@@ -80,6 +82,8 @@ struct Bench {
     dir: PathBuf,
     source: FileSource,
     pipeline: Pipeline,
+    /// Endpoints the last reconcile updated.
+    updated: usize,
 }
 
 impl Bench {
@@ -111,6 +115,7 @@ impl Bench {
         }
         let report = self.pipeline.reconcile(Instant::now()).unwrap();
         assert!(report.complete(), "every endpoint programmed");
+        self.updated = report.apply.updated();
     }
 }
 
@@ -142,6 +147,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         dir: dir.to_owned(),
         source: FileSource::new(dir),
         pipeline: Pipeline::with_enforcer(NODE, enforcer, metrics),
+        updated: 0,
     };
     let sync = measure(|| bench.take_in());
     eprintln!(
@@ -151,30 +157,53 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         bench.pipeline.compiled().len()
     );
     let datapath = if nftables { "nftables" } else { "hcn-sim" };
-    let report = |what: &str, mut costs: Vec<Cost>| {
+    let report = |what: &str, mut costs: Vec<(Cost, usize)>| {
+        let updated = costs.iter().map(|(_, u)| *u).max().unwrap_or(0);
+        let mut costs: Vec<Cost> = costs.drain(..).map(|(c, _)| c).collect();
         costs.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
         let cpu_median = costs[costs.len() / 2].cpu;
         let cpu_max = costs[costs.len() - 1].cpu;
         costs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
         let wall_median = costs[costs.len() / 2].wall;
-        println!("| {pods} | {datapath} | {what} | {wall_median:.2} | {cpu_median:.2} | {cpu_max:.2} |");
+        println!(
+            "| {pods} | {datapath} | {what} | {wall_median:.2} | {cpu_median:.2} | {cpu_max:.2} | {updated} |"
+        );
     };
 
     // A replica of app 0 of namespace ns-1 (node-2 and up host it), on a node that is not ours.
-    let replica = |k: usize| pod_yaml(&format!("bench-replica-{k}"), 1, "app-0", "web", "node-2", k);
+    let replica = |k: usize| {
+        pod_yaml(
+            &format!("bench-replica-{k}"),
+            1,
+            "app-0",
+            "web",
+            "node-2",
+            k,
+        )
+    };
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
     for k in 0..rounds {
-        added.push(bench.write("bench-replica.yaml", &replica(k)));
-        deleted.push(bench.remove("bench-replica.yaml"));
+        added.push((
+            bench.write("bench-replica.yaml", &replica(k)),
+            bench.updated,
+        ));
+        deleted.push((bench.remove("bench-replica.yaml"), bench.updated));
     }
     report("replica added", added);
     report("replica deleted", deleted);
 
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
     for k in 0..rounds {
-        let text = pod_yaml(&format!("bench-new-{k}"), 1, &format!("new-{k}"), "web", "node-2", k);
-        added.push(bench.write("bench-new.yaml", &text));
-        deleted.push(bench.remove("bench-new.yaml"));
+        let text = pod_yaml(
+            &format!("bench-new-{k}"),
+            1,
+            &format!("new-{k}"),
+            "web",
+            "node-2",
+            k,
+        );
+        added.push((bench.write("bench-new.yaml", &text), bench.updated));
+        deleted.push((bench.remove("bench-new.yaml"), bench.updated));
     }
     report("new label set added", added);
     report("new label set deleted", deleted);
@@ -203,7 +232,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         }
     });
     println!(
-        "| {pods} | {datapath} | rolling update, 100 replicas one by one (total) | {:.1} | {:.1} | |",
+        "| {pods} | {datapath} | rolling update, 100 replicas one by one (total) | {:.1} | {:.1} | | |",
         rolled.wall, rolled.cpu
     );
     let batched = measure(|| {
@@ -217,8 +246,8 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         bench.take_in();
     });
     println!(
-        "| {pods} | {datapath} | rolling update, 100 replicas in one batch (total) | {:.1} | {:.1} | |",
-        batched.wall, batched.cpu
+        "| {pods} | {datapath} | rolling update, 100 replicas in one batch (total) | {:.1} | {:.1} | | {} |",
+        batched.wall, batched.cpu, bench.updated
     );
 }
 

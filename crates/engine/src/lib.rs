@@ -28,6 +28,6 @@ pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, 
 pub use labels::{
     LabelInterner, LabelSelector, Labels, Requirement, SharedLabels, NAMESPACE_NAME_LABEL,
 };
-pub use mapstate::{MapChange, MapKey, MapState, MapValue, PortKey};
+pub use mapstate::{ClassChange, MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
 pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};

@@ -202,7 +202,27 @@ impl ClassEntries {
     }
 }
 
-/// One change to a MapState, as a datapath consumes it.
+/// One identity class of a MapState replaced, with its entries before and after. The entries are
+/// shared, so a commit that changes a class thousands of identities hold costs a reference per
+/// identity, not a copy of every entry; [`ClassChange::entries`] lists the entry-level changes
+/// when someone wants them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassChange {
+    pub class: ClassKey,
+    pub old: ClassEntries,
+    pub new: ClassEntries,
+}
+
+impl ClassChange {
+    /// The entry-level changes this class change makes.
+    pub fn entries(&self) -> Vec<MapChange> {
+        let mut out = Vec::new();
+        class_changes(self.class, &self.old, &self.new, &mut out);
+        out
+    }
+}
+
+/// One change to a MapState entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapChange {
     Added(MapKey, MapValue),
@@ -295,7 +315,7 @@ impl MapState {
         &mut self,
         class: ClassKey,
         new: HashMap<PortKey, MapValue>,
-        changes: &mut Vec<MapChange>,
+        changes: &mut Vec<ClassChange>,
     ) {
         self.replace_class_shared(class, ClassEntries::from_map(new), changes);
     }
@@ -306,7 +326,7 @@ impl MapState {
         &mut self,
         class: ClassKey,
         new: ClassEntries,
-        changes: &mut Vec<MapChange>,
+        changes: &mut Vec<ClassChange>,
     ) {
         let old = if new.is_empty() {
             self.classes.remove(&class)
@@ -314,10 +334,9 @@ impl MapState {
             self.classes.insert(class, new)
         };
         let old = old.unwrap_or_default();
-        let empty = ClassEntries::default();
-        let new = self.classes.get(&class).unwrap_or(&empty);
-        if !old.shares_with(new) {
-            class_changes(class, &old, new, changes);
+        let new = self.classes.get(&class).cloned().unwrap_or_default();
+        if !old.shares_with(&new) && old != new {
+            changes.push(ClassChange { class, old, new });
         }
     }
 
@@ -354,22 +373,42 @@ impl MapState {
             .sum()
     }
 
-    /// The changes that turn this map into `new`.
-    pub fn changes_to(&self, new: &MapState) -> Vec<MapChange> {
-        let empty = ClassEntries::default();
+    /// The class changes that turn this map into `new`.
+    pub fn changes_to(&self, new: &MapState) -> Vec<ClassChange> {
         let mut changes = Vec::new();
         for (class, old) in &self.classes {
-            let now = new.classes.get(class).unwrap_or(&empty);
-            if old != now {
-                class_changes(*class, old, now, &mut changes);
+            let now = new.classes.get(class).cloned().unwrap_or_default();
+            if !old.shares_with(&now) && *old != now {
+                changes.push(ClassChange {
+                    class: *class,
+                    old: old.clone(),
+                    new: now,
+                });
             }
         }
         for (class, now) in &new.classes {
             if !self.classes.contains_key(class) {
-                class_changes(*class, &empty, now, &mut changes);
+                changes.push(ClassChange {
+                    class: *class,
+                    old: ClassEntries::default(),
+                    new: now.clone(),
+                });
             }
         }
         changes
+    }
+
+    /// Every class removed: the changes of dropping the whole map.
+    pub fn removal(&self) -> Vec<ClassChange> {
+        MapState::default()
+            .changes_to(self)
+            .into_iter()
+            .map(|c| ClassChange {
+                class: c.class,
+                old: c.new,
+                new: c.old,
+            })
+            .collect()
     }
 
     /// Identity classes present, for full recomputes.

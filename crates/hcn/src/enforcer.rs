@@ -17,7 +17,6 @@ use crate::api::HcnApi;
 use crate::discovery::{match_pods, EndpointDiscovery};
 use crate::programmer::Programmer;
 use crate::render::HcnAcls;
-use crate::schema::AclPolicySetting;
 
 /// HCN: per-endpoint ACL lists through the diff-based programmer.
 pub struct HcnEnforcer {
@@ -52,11 +51,7 @@ impl HcnEnforcer {
     }
 
     /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
-    fn desired(
-        &mut self,
-        desired: &Desired<'_>,
-        refresh: bool,
-    ) -> BTreeMap<String, Vec<AclPolicySetting>> {
+    fn desired(&mut self, desired: &Desired<'_>, refresh: bool) -> BTreeMap<String, Arc<HcnAcls>> {
         self.rendered.update(
             desired.compiled,
             desired.identities,
@@ -68,10 +63,10 @@ impl HcnEnforcer {
             let rules = match pod {
                 // A pod whose rules failed to compile for the first time: leave it alone.
                 Some(pod) => match desired.compiled.get(pod) {
-                    Some(rules) => self.rendered.acls(rules, desired.identities).rules.clone(),
+                    Some(rules) => self.rendered.acls(rules, desired.identities),
                     None => continue,
                 },
-                None => Vec::new(),
+                None => self.rendered.none.clone(),
             };
             out.insert(endpoint.id.clone(), rules);
         }
@@ -146,6 +141,8 @@ struct RenderCache {
     /// Keyed by the address of the compiled list; the entry keeps the list alive, so the
     /// address cannot be reused while the entry exists.
     by_list: HashMap<usize, (Arc<CompiledRules>, Arc<HcnAcls>)>,
+    /// No rules: what endpoints no pod claims get.
+    none: Arc<HcnAcls>,
 }
 
 fn list_address(compiled: &Arc<CompiledRules>) -> usize {

@@ -23,10 +23,52 @@ use netpol_datapath::{ApplyReport, Backoff, DatapathError, Outcome};
 use crate::api::HcnApi;
 use crate::schema::{AclPolicySetting, EndpointPolicy};
 
+/// A list of netpol's rules for one endpoint, however the caller holds it.
+pub trait RuleList {
+    fn rules(&self) -> &[AclPolicySetting];
+}
+
+impl RuleList for Vec<AclPolicySetting> {
+    fn rules(&self) -> &[AclPolicySetting] {
+        self
+    }
+}
+
+impl RuleList for std::sync::Arc<crate::render::HcnAcls> {
+    fn rules(&self) -> &[AclPolicySetting] {
+        &self.rules
+    }
+}
+
+/// The set of rule ids of a list, in any order, as two independent 64-bit sums of the ids'
+/// hashes: equal lists give equal digests, and comparing them costs no sorting or allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct IdsDigest(u64, u64);
+
+impl IdsDigest {
+    fn of(rules: &[AclPolicySetting]) -> IdsDigest {
+        use std::hash::Hasher;
+        let hash = |salt: u8, id: &str| {
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            hasher.write_u8(salt);
+            hasher.write(id.as_bytes());
+            hasher.finish()
+        };
+        rules
+            .iter()
+            .fold(IdsDigest(rules.len() as u64, 0), |d, rule| {
+                IdsDigest(
+                    d.0.wrapping_add(hash(1, &rule.id)),
+                    d.1.wrapping_add(hash(2, &rule.id)),
+                )
+            })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Known {
-    /// The endpoint holds exactly these netpol rule ids (sorted).
-    Programmed(Vec<String>),
+    /// The endpoint holds exactly the netpol rules of this digest.
+    Programmed(IdsDigest),
     Gone,
 }
 
@@ -65,10 +107,10 @@ impl Programmer {
 
     /// Makes each endpoint's netpol rules equal `desired[endpoint]` (an empty list removes them).
     /// Endpoints not in `desired` are not touched.
-    pub fn apply(
+    pub fn apply<R: RuleList>(
         &mut self,
         datapath: &dyn HcnApi,
-        desired: &BTreeMap<String, Vec<AclPolicySetting>>,
+        desired: &BTreeMap<String, R>,
         now: Instant,
     ) -> ApplyReport {
         let generation = datapath.resync_signal().generation();
@@ -84,7 +126,7 @@ impl Programmer {
 
         let mut report = ApplyReport::default();
         for (endpoint, rules) in desired {
-            let outcome = self.apply_one(datapath, endpoint, rules, now);
+            let outcome = self.apply_one(datapath, endpoint, rules.rules(), now);
             match &outcome {
                 Outcome::Failed { error, .. } => {
                     tracing::warn!(%endpoint, %error, "programming endpoint failed")
@@ -106,11 +148,6 @@ impl Programmer {
         rules: &[AclPolicySetting],
         now: Instant,
     ) -> Outcome {
-        if let Some(rule) = rules.iter().find(|r| !r.is_netpol_owned()) {
-            return Outcome::Refused {
-                rule: rule.id.clone(),
-            };
-        }
         if let Some(f) = self.failures.get(endpoint) {
             if f.retry_at > now {
                 return Outcome::Deferred {
@@ -118,20 +155,26 @@ impl Programmer {
                 };
             }
         }
-        let mut wanted: Vec<String> = rules.iter().map(|r| r.id.clone()).collect();
-        wanted.sort();
+        let digest = IdsDigest::of(rules);
         match self.known.get(endpoint) {
             Some(Known::Gone) => return Outcome::Gone,
-            Some(Known::Programmed(ids)) if *ids == wanted => return Outcome::Unchanged,
+            Some(Known::Programmed(known)) if *known == digest => return Outcome::Unchanged,
             _ => {}
         }
+        if let Some(rule) = rules.iter().find(|r| !r.is_netpol_owned()) {
+            return Outcome::Refused {
+                rule: rule.id.clone(),
+            };
+        }
+        let mut wanted: Vec<String> = rules.iter().map(|r| r.id.clone()).collect();
+        wanted.sort();
 
         let result = self.sync(datapath, endpoint, rules, &wanted);
         match result {
             Ok(outcome) => {
                 self.failures.remove(endpoint);
                 self.known
-                    .insert(endpoint.to_string(), Known::Programmed(wanted));
+                    .insert(endpoint.to_string(), Known::Programmed(digest));
                 outcome
             }
             Err(DatapathError::NotFound { .. }) => {

@@ -122,7 +122,7 @@ impl EndpointPolicy {
         }
     }
 
-    fn settings_text(&self) -> &str {
+    pub fn settings_text(&self) -> &str {
         self.settings.as_ref().map_or("null", |s| s.get())
     }
 

@@ -181,6 +181,9 @@ struct State {
     /// Parsed and sorted ACLs per endpoint, filled on first evaluation and dropped whenever the
     /// endpoint's policies change.
     parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
+    /// Every ACL parsed lately, by its settings text: an update that resends a list mostly
+    /// unchanged parses only what is new (as HNS, in process, would not re-read its own state).
+    matchers: MatcherCache,
     calls: CallLog,
     faults: Vec<Fault>,
     /// Which instance of the HNS service runs: bumped by each restart, which invalidates the
@@ -197,6 +200,7 @@ impl Default for State {
         State {
             endpoints: BTreeMap::new(),
             parsed: HashMap::new(),
+            matchers: MatcherCache::default(),
             calls: CallLog::new(DEFAULT_LOG_CALLS, DEFAULT_LOG_BYTES),
             faults: Vec::new(),
             service: 0,
@@ -213,9 +217,14 @@ impl State {
         }
         let ep = self.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
         // Lists are validated on the way in, but an endpoint created with policies skips that.
-        let rules = Arc::new(parse_acls(&ep.policies).map_err(|e| RawError::Failed {
-            message: e.to_string(),
-        })?);
+        let rules =
+            Arc::new(
+                self.matchers
+                    .parse_acls(&ep.policies)
+                    .map_err(|e| RawError::Failed {
+                        message: e.to_string(),
+                    })?,
+            );
         self.parsed.insert(endpoint.to_string(), rules.clone());
         Ok(rules)
     }
@@ -389,21 +398,51 @@ impl HcnSim {
 
 /// Parses every ACL of a policy list, sorted by ascending priority (stable, so HCN's undefined
 /// order among equal priorities is at least deterministic here).
-fn parse_acls(policies: &[EndpointPolicy]) -> Result<Vec<AclMatcher>, PolicyError> {
-    let mut rules = Vec::new();
-    for policy in policies {
-        if let Some(acl) = policy.as_acl() {
-            let acl = acl.map_err(|e| PolicyError::Malformed(e.to_string()))?;
-            rules.push(AclMatcher::parse(&acl)?);
+/// Parsed ACLs by their settings text, dropped wholesale once it holds [`MatcherCache::LIMIT`].
+#[derive(Debug, Default)]
+struct MatcherCache {
+    by_text: HashMap<String, AclMatcher>,
+}
+
+impl MatcherCache {
+    const LIMIT: usize = 20_000;
+
+    fn parse(&mut self, policy: &EndpointPolicy) -> Result<Option<AclMatcher>, PolicyError> {
+        if policy.policy_type != crate::schema::ACL_POLICY_TYPE {
+            return Ok(None);
         }
+        let text = policy.settings_text();
+        if let Some(matcher) = self.by_text.get(text) {
+            return Ok(Some(matcher.clone()));
+        }
+        let Some(acl) = policy.as_acl() else {
+            return Ok(None);
+        };
+        let acl = acl.map_err(|e| PolicyError::Malformed(e.to_string()))?;
+        let matcher = AclMatcher::parse(&acl)?;
+        if self.by_text.len() >= Self::LIMIT {
+            self.by_text.clear();
+        }
+        self.by_text.insert(text.to_owned(), matcher.clone());
+        Ok(Some(matcher))
     }
-    rules.sort_by_key(|r| r.priority);
-    Ok(rules)
+
+    fn parse_acls(&mut self, policies: &[EndpointPolicy]) -> Result<Vec<AclMatcher>, PolicyError> {
+        let mut rules = Vec::new();
+        for policy in policies {
+            rules.extend(self.parse(policy)?);
+        }
+        rules.sort_by_key(|r| r.priority);
+        Ok(rules)
+    }
 }
 
 /// Refuses lists where HCN's evaluation order would be undefined.
 pub fn check_priorities(policies: &[EndpointPolicy]) -> Result<(), PolicyError> {
-    let rules = parse_acls(policies)?;
+    check_parsed_priorities(&MatcherCache::default().parse_acls(policies)?)
+}
+
+fn check_parsed_priorities(rules: &[AclMatcher]) -> Result<(), PolicyError> {
     for group in rules.chunk_by(|a, b| a.priority == b.priority) {
         for (i, a) in group.iter().enumerate() {
             if let Some(b) = group[i + 1..]
@@ -424,6 +463,7 @@ pub fn check_priorities(policies: &[EndpointPolicy]) -> Result<(), PolicyError> 
 fn apply_request(
     current: &[EndpointPolicy],
     request: &ModifyEndpointRequest,
+    matchers: &mut MatcherCache,
 ) -> Result<Vec<EndpointPolicy>, String> {
     let ResourceType::Policy = request.resource_type;
     let given = &request.settings.policies;
@@ -437,7 +477,10 @@ fn apply_request(
             .collect(),
         RequestType::Refresh => current.to_vec(),
     };
-    check_priorities(&next).map_err(|e| e.to_string())?;
+    matchers
+        .parse_acls(&next)
+        .and_then(|rules| check_parsed_priorities(&rules))
+        .map_err(|e| e.to_string())?;
     Ok(next)
 }
 
@@ -569,11 +612,12 @@ impl HcnCalls for HcnSim {
             serde_json::from_str(request).map_err(|e| RawError::Failed {
                 message: format!("invalid modify request: {e}"),
             })?;
+        let state = &mut *state;
         let ep = state
             .endpoints
             .get_mut(endpoint)
             .ok_or(RawError::NotFound)?;
-        ep.policies = apply_request(&ep.policies, &request)
+        ep.policies = apply_request(&ep.policies, &request, &mut state.matchers)
             .map_err(|message| RawError::Failed { message })?;
         state.parsed.remove(endpoint);
         Ok(())

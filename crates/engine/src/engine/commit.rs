@@ -10,7 +10,6 @@ use super::identities::IdentityChanges;
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
 use crate::identity::{Identity, IdentityId, PodInfo};
-use crate::mapstate::MapChange;
 use crate::selector::Peer;
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
@@ -141,11 +140,7 @@ impl Engine {
         let mut out = Vec::new();
         for key in gone {
             let state = self.endpoints.remove(&key).expect("listed");
-            let changes = state
-                .map
-                .iter()
-                .map(|(k, v)| MapChange::Removed(k, v.clone()))
-                .collect();
+            let changes = state.map.removal();
             for address in &state.addresses {
                 self.endpoint_addresses.remove(address);
             }

@@ -10,7 +10,7 @@ use super::{EndpointState, Engine};
 use crate::entry::Direction;
 use crate::identity::{Identity, IdentityId, PodInfo};
 use crate::mapstate::{
-    compute_identity_class, compute_wildcard, ClassEntries, ClassKey, MapChange, MapState,
+    compute_identity_class, compute_wildcard, ClassChange, ClassEntries, ClassKey, MapState,
 };
 use crate::ports::NamedPort;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
@@ -33,7 +33,7 @@ impl Engine {
         &mut self,
         key: &str,
         computed: &mut HashMap<PodInfo, String>,
-    ) -> Vec<MapChange> {
+    ) -> Vec<ClassChange> {
         let twin_key = self.twin_key(key);
         match twin_key.as_ref().and_then(|t| computed.get(t)) {
             Some(twin) => self.adopt_twin(key, twin),
@@ -56,7 +56,7 @@ impl Engine {
     }
 
     /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
-    fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<MapChange> {
+    fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<ClassChange> {
         let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
@@ -95,7 +95,7 @@ impl Engine {
     }
 
     /// Resolves the endpoint's rules afresh and recomputes every class they can produce.
-    pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<MapChange> {
+    pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<ClassChange> {
         let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
@@ -169,7 +169,7 @@ impl Engine {
         &mut self,
         key: &str,
         classes: BTreeSet<ClassKey>,
-    ) -> Vec<MapChange> {
+    ) -> Vec<ClassChange> {
         let Some(mut state) = self.endpoints.remove(key) else {
             return Vec::new();
         };
@@ -184,7 +184,7 @@ impl Engine {
         &self,
         state: &mut EndpointState,
         classes: BTreeSet<ClassKey>,
-    ) -> Vec<MapChange> {
+    ) -> Vec<ClassChange> {
         let mut changes = Vec::new();
         // Wildcard classes first: identity classes are computed against them.
         for class in classes.iter().filter(|c| c.1.is_none()) {

@@ -25,7 +25,7 @@ use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
 use crate::labels::LabelInterner;
-use crate::mapstate::{MapChange, MapState, WildcardClass};
+use crate::mapstate::{ClassChange, MapState, WildcardClass};
 use crate::ports::Protocol;
 use crate::precedence::Levels;
 use crate::reference::Decision;
@@ -56,7 +56,7 @@ impl Default for EngineConfig {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EndpointChanges {
     pub endpoint: String,
-    pub changes: Vec<MapChange>,
+    pub changes: Vec<ClassChange>,
     /// The endpoint is gone (its pod was deleted or moved away).
     pub removed: bool,
     /// A pod or node identity came into being or went away inside a world prefix this
