@@ -94,6 +94,20 @@ impl NftBackend for Nft {
     }
 
     fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| self.run(&args.join(" "), false).map_err(io::Error::other))
+        chains_via(|args| {
+            // A listing that overlaps the kernel's cleanup of the previous transaction can be
+            // interrupted (EINTR); nft's answer then is to ask again.
+            let command = args.join(" ");
+            let mut result = self.run(&command, false);
+            for _ in 0..5 {
+                match &result {
+                    Err(error) if error.contains("Interrupted system call") => {
+                        result = self.run(&command, false);
+                    }
+                    _ => break,
+                }
+            }
+            result.map_err(io::Error::other)
+        })
     }
 }
