@@ -1,5 +1,10 @@
 //! The long-running agent: HTTP endpoints and watches on a small async runtime, the reconcile loop
 //! on a thread of its own, and (embedded mode) the file poller on another.
+//!
+//! A panic on any thread ends the process with [`PANIC_EXIT_CODE`] (see [`exit_on_panic`]):
+//! tokio would otherwise swallow a watch task's panic and leave its kind silently unfollowed,
+//! and a dead reconcile loop would enforce nothing while the process looks alive. The kubelet
+//! restarts the agent; the datapath keeps what was programmed meanwhile.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,18 +19,86 @@ use crate::config::{AgentConfig, SourceConfig};
 use crate::datapaths::{self, Datapaths};
 use crate::driver::{self, Input, LoopConfig};
 use crate::follow_files::FollowFiles;
-use crate::health::{self, Health};
+use crate::health::{self, FatalOnUnwind, Health};
 use crate::metrics::Metrics;
 use crate::reconciler::Pipeline;
 use crate::sources::cluster::{spawn_watches, Sinks, WatchConfig};
 use crate::sources::files::FileSource;
 
+/// The exit code of an agent that panicked (`EX_SOFTWARE`).
+pub const PANIC_EXIT_CODE: i32 = 70;
+
+/// What a running agent reports into, made before it starts so that its datapath can report too.
+pub struct Observability {
+    pub registry: Arc<Registry>,
+    pub metrics: Metrics,
+    pub health: Arc<Health>,
+}
+
+impl Observability {
+    /// Fresh metrics, registered, and a fresh health record.
+    pub fn new() -> Observability {
+        let mut registry = Registry::default();
+        let metrics = Metrics::register(&mut registry);
+        Observability {
+            registry: Arc::new(registry),
+            metrics,
+            health: Arc::new(Health::default()),
+        }
+    }
+}
+
+impl Default for Observability {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Runs the agent until it is told to stop (Ctrl-C, SIGTERM, a Windows shutdown event).
 pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
-    let mut registry = Registry::default();
-    let metrics = Metrics::register(&mut registry);
-    let health = Arc::new(Health::default());
-    let Datapaths { enforcer, hcn, .. } = datapaths::build(config.datapath, &metrics, &health)?;
+    let observability = Observability::new();
+    exit_on_panic(observability.health.clone());
+    let datapaths = datapaths::build(
+        config.datapath,
+        &observability.metrics,
+        &observability.health,
+    )?;
+    run_with(config, observability, datapaths, shutdown_signal())
+}
+
+/// From now on, a panic on any thread marks `health` dead (failing `/healthz`), is printed by the
+/// hook that was installed before (the standard one prints the message and where), and ends
+/// the process with [`PANIC_EXIT_CODE`]. Process-wide: only the agent's own entry point calls it.
+pub fn exit_on_panic(health: Arc<Health>) {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        previous(info);
+        let thread = std::thread::current()
+            .name()
+            .unwrap_or("an unnamed thread")
+            .to_owned();
+        health.set_fatal(format!("thread {thread} panicked"));
+        // Plain stderr: the panic may have happened inside the log writer.
+        eprintln!(
+            "netpol agent: thread {thread} panicked; exiting with code {PANIC_EXIT_CODE} so that the agent is restarted"
+        );
+        std::process::exit(PANIC_EXIT_CODE);
+    }));
+}
+
+/// Runs the agent with `datapaths` until `shutdown` completes, reporting into `observability`.
+pub fn run_with(
+    config: &AgentConfig,
+    observability: Observability,
+    datapaths: Datapaths,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let Observability {
+        registry,
+        metrics,
+        health,
+    } = observability;
+    let Datapaths { enforcer, hcn, .. } = datapaths;
 
     let (inputs, receiver) = mpsc::channel();
     if let Some(datapath) = hcn {
@@ -54,7 +127,6 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let registry = Arc::new(registry);
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
@@ -72,9 +144,13 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
                 };
                 let source = FileSource::new(dir);
                 let stop = stop.clone();
-                std::thread::Builder::new()
-                    .name("files".into())
-                    .spawn(move || follow.run(source, &stop))?;
+                std::thread::Builder::new().name("files".into()).spawn({
+                    let health = health.clone();
+                    move || {
+                        let _guard = FatalOnUnwind::new(&health, "the file poller");
+                        follow.run(source, &stop);
+                    }
+                })?;
             }
             SourceConfig::Cluster { kubeconfig } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
@@ -90,7 +166,7 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
                 spawn_watches(&client, &sinks, watch);
             }
         }
-        health::serve(listener, health.clone(), registry, shutdown_signal())
+        health::serve(listener, health.clone(), registry, shutdown)
             .await
             .context("serving HTTP")
     });

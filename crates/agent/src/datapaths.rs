@@ -51,27 +51,35 @@ pub fn build(
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
-    let instrument = |raw: Arc<dyn HcnApi>| -> Arc<dyn HcnApi> {
-        Arc::new(Instrumented::new(raw, metrics.clone()).with_health(health.clone()))
-    };
     match kind {
-        DatapathKind::HcnSim => {
-            let sim = Arc::new(HcnDatapath::new(HcnSim::new()));
-            let host = sim.clone();
-            // The agent talks to the simulator through sessions an HNS restart invalidates, as
-            // it talks to the real HNS; the stand-in CNI plugin keeps its own view.
-            let sessions = Reconnecting::new(Box::new(move || {
-                Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
-            }))?;
-            Ok(Datapaths::hcn(
-                instrument(Arc::new(sessions)),
-                Box::new(SimulatedCni::new(sim.clone())),
-                Some(sim),
-            ))
-        }
-        DatapathKind::Hcn => host_hcn(instrument),
+        DatapathKind::HcnSim => hcn_sim(Arc::new(HcnDatapath::new(HcnSim::new())), metrics, health),
+        DatapathKind::Hcn => host_hcn(|raw| instrument(raw, metrics, health)),
         DatapathKind::Nftables => nftables(),
     }
+}
+
+/// `raw` with its calls counted and timed in `metrics`, and its answers reported to `health`.
+fn instrument(raw: Arc<dyn HcnApi>, metrics: &Metrics, health: &Arc<Health>) -> Arc<dyn HcnApi> {
+    Arc::new(Instrumented::new(raw, metrics.clone()).with_health(health.clone()))
+}
+
+/// The simulated HCN datapath over `sim`, its calls counted and timed in `metrics`.
+pub fn hcn_sim(
+    sim: Arc<HcnDatapath<HcnSim>>,
+    metrics: &Metrics,
+    health: &Arc<Health>,
+) -> anyhow::Result<Datapaths> {
+    let host = sim.clone();
+    // The agent talks to the simulator through sessions an HNS restart invalidates, as it
+    // talks to the real HNS; the stand-in CNI plugin keeps its own view.
+    let sessions = Reconnecting::new(Box::new(move || {
+        Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
+    }))?;
+    Ok(Datapaths::hcn(
+        instrument(Arc::new(sessions), metrics, health),
+        Box::new(SimulatedCni::new(sim.clone())),
+        Some(sim),
+    ))
 }
 
 #[cfg(target_os = "linux")]

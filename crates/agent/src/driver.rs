@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 
-use super::health::Health;
+use super::health::{FatalOnUnwind, Health};
 use super::indexes::SourceEvent;
 use super::kind::SourceKind;
 use super::reconciler::{Pipeline, ReconcileReport};
@@ -45,6 +45,9 @@ pub fn run(
     health: Arc<Health>,
     config: LoopConfig,
 ) {
+    // A panic anywhere in the pipeline (indexes, engine, compiler, datapath) must not leave
+    // `/healthz` green while nothing is enforced.
+    let _guard = FatalOnUnwind::new(&health, "the reconcile loop");
     let mut next_resync = Instant::now() + config.resync_period;
     'outer: loop {
         health.heartbeat();

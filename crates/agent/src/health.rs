@@ -1,6 +1,6 @@
 //! The agent's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the reconcile loop is
-//! alive) and `/readyz` (a first full sync completed, every source is complete and the datapath
-//! answers).
+//! alive and nothing panicked) and `/readyz` (a first full sync completed, every source is
+//! complete and the datapath answers).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -25,6 +25,8 @@ pub struct Health {
     /// Milliseconds since `started` of the loop's last heartbeat.
     heartbeat_ms: AtomicU64,
     stopped: AtomicBool,
+    /// Why the agent can no longer work (a panic), once it cannot.
+    fatal: Mutex<Option<String>>,
     synced: AtomicBool,
     datapath_answers: AtomicBool,
     /// Sources that are incomplete (an unreadable file, a kind not listed), with why.
@@ -37,6 +39,7 @@ impl Default for Health {
             started: Instant::now(),
             heartbeat_ms: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
+            fatal: Mutex::new(None),
             synced: AtomicBool::new(false),
             datapath_answers: AtomicBool::new(true),
             source_problems: Mutex::new(BTreeMap::new()),
@@ -53,6 +56,13 @@ impl Health {
     /// The reconcile loop ended (it only does on shutdown or a crash).
     pub fn stopped(&self) {
         self.stopped.store(true, Ordering::Relaxed);
+    }
+
+    /// The agent can no longer work (a thread panicked): `/healthz` fails from now on, naming
+    /// `reason`, so that the kubelet restarts the agent. The first reason is kept.
+    pub fn set_fatal(&self, reason: String) {
+        let mut fatal = self.fatal.lock().unwrap_or_else(|p| p.into_inner());
+        fatal.get_or_insert(reason);
     }
 
     /// A reconcile left every endpoint programmed: the agent enforces the complete policy set.
@@ -80,6 +90,9 @@ impl Health {
 
     /// Why the agent is not alive, if it is not.
     pub fn liveness(&self) -> Result<(), String> {
+        if let Some(reason) = &*self.fatal.lock().unwrap_or_else(|p| p.into_inner()) {
+            return Err(reason.clone());
+        }
         if self.stopped.load(Ordering::Relaxed) {
             return Err("the reconcile loop has stopped".into());
         }
@@ -97,21 +110,65 @@ impl Health {
     /// Why the agent is not ready, if it is not.
     pub fn readiness(&self) -> Result<(), String> {
         self.liveness()?;
-        if !self.synced.load(Ordering::Relaxed) {
-            return Err("the first full sync has not completed".into());
-        }
-        if !self.datapath_answers.load(Ordering::Relaxed) {
-            return Err("the datapath does not answer".into());
-        }
         let problems = self
             .source_problems
             .lock()
             .unwrap_or_else(|p| p.into_inner());
-        if !problems.is_empty() {
+        let incomplete = (!problems.is_empty()).then(|| {
             let reasons: Vec<String> = problems.iter().map(|(n, r)| format!("{n}: {r}")).collect();
-            return Err(format!("incomplete sources: {}", reasons.join("; ")));
+            format!("incomplete sources: {}", reasons.join("; "))
+        });
+        if !self.synced.load(Ordering::Relaxed) {
+            // Why it has not, when a source says.
+            return Err(match incomplete {
+                Some(why) => format!("the first full sync has not completed; {why}"),
+                None => "the first full sync has not completed".into(),
+            });
         }
-        Ok(())
+        if !self.datapath_answers.load(Ordering::Relaxed) {
+            return Err("the datapath does not answer".into());
+        }
+        incomplete.map_or(Ok(()), Err)
+    }
+}
+
+/// Held by a thread's body: if the thread unwinds (a panic), the agent is marked dead, naming
+/// `what` panicked.
+pub struct FatalOnUnwind<'a> {
+    health: &'a Health,
+    what: &'static str,
+}
+
+impl<'a> FatalOnUnwind<'a> {
+    pub fn new(health: &'a Health, what: &'static str) -> Self {
+        FatalOnUnwind { health, what }
+    }
+}
+
+impl Drop for FatalOnUnwind<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.health.set_fatal(format!(
+                "{} panicked: the agent no longer enforces what changes",
+                self.what
+            ));
+        }
+    }
+}
+
+/// Awaits a task; if it panicked (tokio keeps a task's panic to itself), the agent is marked
+/// dead, naming `what` panicked.
+pub async fn fatal_if_task_panics(
+    health: Arc<Health>,
+    what: String,
+    task: tokio::task::JoinHandle<()>,
+) {
+    if let Err(error) = task.await {
+        if error.is_panic() {
+            health.set_fatal(format!(
+                "{what} panicked: the agent no longer enforces what changes"
+            ));
+        }
     }
 }
 

@@ -7,199 +7,13 @@
 
 mod agent_support;
 
-use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use agent_support::cluster::*;
 use agent_support::*;
-use netpol_agent::driver::Input;
-use netpol_agent::health::Health;
-use netpol_agent::instrumented::Instrumented;
-use netpol_agent::metrics::Metrics;
-use netpol_agent::reconciler::Pipeline;
-use netpol_agent::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use netpol_agent::sources::cluster::WatchConfig;
 use netpol_agent::SourceKind;
-use netpol_datapath::Backoff;
-use netpol_engine::Protocol;
-use netpol_hcn::discovery::SimulatedCni;
-use netpol_hcn::sim::HcnSim;
-use netpol_hcn::{HcnApi, HcnDatapath};
-use netpol_testkit::apiserver::ApiServer;
-use prometheus_client::registry::Registry;
 use serde_json::json;
-
-/// How long any awaited condition may take before the test fails.
-const PATIENCE: Duration = Duration::from_secs(30);
-
-fn config() -> WatchConfig {
-    WatchConfig {
-        page_size: 2,
-        list_timeout: Duration::from_secs(5),
-        watch_timeout_s: 290,
-        backoff: Backoff {
-            initial: Duration::from_millis(20),
-            max: Duration::from_millis(160),
-        },
-        initial_wait: Duration::from_secs(60),
-    }
-}
-
-/// The agent in cluster mode, its reconcile loop driven by the test.
-struct ClusterAgent {
-    runtime: tokio::runtime::Runtime,
-    inputs: Receiver<Input>,
-    pipeline: Pipeline,
-    sim: Arc<HcnDatapath<HcnSim>>,
-    registry: Registry,
-    health: Arc<Health>,
-}
-
-impl ClusterAgent {
-    fn start(server: &ApiServer, config: WatchConfig) -> ClusterAgent {
-        // The agent's log, shown for failed tests (RUST_LOG picks the level).
-        let _ = tracing_subscriber::fmt()
-            .with_test_writer()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .try_init();
-        let mut registry = Registry::default();
-        let metrics = Metrics::register(&mut registry);
-        let health = Arc::new(Health::default());
-        health.heartbeat();
-        let sim = new_sim();
-        let raw: Arc<dyn HcnApi> = sim.clone();
-        let pipeline = Pipeline::new(
-            NODE,
-            Arc::new(Instrumented::new(raw, metrics.clone())),
-            Box::new(SimulatedCni::new(sim.clone())),
-            backoff(),
-            metrics.clone(),
-        );
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let (inputs, receiver) = mpsc::channel();
-        {
-            let _entered = runtime.enter();
-            let sinks = Sinks {
-                inputs,
-                metrics,
-                health: health.clone(),
-            };
-            spawn_watches(&server.client(), &sinks, config);
-        }
-        ClusterAgent {
-            runtime,
-            inputs: receiver,
-            pipeline,
-            sim,
-            registry,
-            health,
-        }
-    }
-
-    /// Takes inputs and reconciles, as the reconcile loop does, until `done` holds.
-    fn run_until(&mut self, what: &str, done: impl Fn(&ClusterAgent) -> bool) {
-        let deadline = Instant::now() + PATIENCE;
-        while !done(self) {
-            assert!(
-                Instant::now() < deadline,
-                "{what}: not reached in {PATIENCE:?}"
-            );
-            let Ok(input) = self.inputs.recv_timeout(Duration::from_millis(20)) else {
-                continue;
-            };
-            self.take(input);
-            while let Ok(input) = self.inputs.try_recv() {
-                self.take(input);
-            }
-            if self.pipeline.has_pending_changes() {
-                if let Some(report) = self.pipeline.reconcile(Instant::now()) {
-                    if report.complete() {
-                        self.health.set_synced();
-                    }
-                }
-            }
-        }
-    }
-
-    fn take(&mut self, input: Input) {
-        match input {
-            Input::Event(event) => self.pipeline.ingest(*event),
-            Input::Rejected(kind, event) => self.pipeline.ingest_rejected(kind, *event),
-            Input::Resync => self.pipeline.request_resync(),
-            Input::Shutdown => {}
-        }
-    }
-
-    fn metrics_text(&self) -> String {
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
-        text
-    }
-
-    fn assert_metric(&self, line: &str) {
-        let text = self.metrics_text();
-        assert!(text.lines().any(|l| l == line), "no {line:?} in:\n{text}");
-    }
-
-    fn valid(&self, kind: SourceKind) -> usize {
-        self.pipeline.indexes().policy_counts()[&kind].valid
-    }
-
-    fn invalid(&self, kind: SourceKind) -> usize {
-        self.pipeline.indexes().policy_counts()[&kind].invalid
-    }
-
-    fn allowed(&self, from: &str, to: &str, port: u16) -> bool {
-        flow_allowed_in(
-            &self.pipeline,
-            self.sim.calls(),
-            from,
-            to,
-            Protocol::Tcp,
-            port,
-        )
-    }
-
-    /// The simulator holds what a fresh engine computes from the server's objects.
-    fn assert_programs(&self, server: &ApiServer, test: &str) {
-        let dir = expected_dir(test);
-        server.write_objects(&dir);
-        assert_converged(&dir, &self.sim);
-    }
-}
-
-impl Drop for ClusterAgent {
-    fn drop(&mut self) {
-        // The followers end with the runtime.
-        let runtime = std::mem::replace(
-            &mut self.runtime,
-            tokio::runtime::Builder::new_current_thread()
-                .build()
-                .unwrap(),
-        );
-        runtime.shutdown_background();
-    }
-}
-
-fn expected_dir(test: &str) -> PathBuf {
-    scratch_dir(&format!("cluster-expected-{test}"))
-}
-
-fn example_server() -> ApiServer {
-    ApiServer::with_example_cluster()
-}
-
-fn network_policy(name: &str, namespace: &str, spec: serde_json::Value) -> serde_json::Value {
-    json!({
-        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    })
-}
 
 #[test]
 fn lists_page_by_page_then_watches_from_the_lists_version() {
@@ -396,7 +210,7 @@ fn a_hung_list_times_out_and_is_retried() {
     let server = example_server();
     server.fail_lists("Namespace", &[0]);
     let config = WatchConfig {
-        list_timeout: Duration::from_millis(300),
+        page_timeout: Duration::from_millis(300),
         ..config()
     };
     let mut agent = ClusterAgent::start(&server, config);

@@ -1,8 +1,8 @@
 //! An in-process stand-in for kube-apiserver on loopback, speaking the list/watch protocol the
 //! agent uses: `limit`/`continue` paging, watches from a resourceVersion with bookmarks, 410 Gone
 //! for a compacted resourceVersion (in the watch stream, as the API server sends it), the
-//! plain-text 404 of a resource type not served (a CRD not installed), scripted failures, and
-//! watch connections the test can sever. Every request is logged for the tests to inspect.
+//! plain-text 404 of a resource type not served (a CRD not installed), scripted failures of
+//! lists and watches, slow list pages, and watch connections the test can sever. Every request is logged for the tests to inspect.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -91,6 +91,10 @@ struct Store {
     not_installed: BTreeSet<&'static str>,
     /// Status codes (and messages) to answer the next list requests of a path with, in order.
     list_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
+    /// The same for watch requests.
+    watch_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
+    /// How long each list page of a path takes to be answered.
+    page_delays: BTreeMap<&'static str, Duration>,
     /// Request paths with their query, in arrival order, with when they came.
     requests: Vec<(Instant, String)>,
 }
@@ -278,9 +282,12 @@ impl ApiServer {
         }
     }
 
-    /// Forgets every scripted failure.
+    /// Forgets every scripted failure and delay.
     pub fn clear_failures(&self) {
-        self.store().list_failures.clear();
+        let mut store = self.store();
+        store.list_failures.clear();
+        store.watch_failures.clear();
+        store.page_delays.clear();
     }
 
     /// Answers the next `codes.len()` list requests of `kind` with these status codes; a code
@@ -297,6 +304,23 @@ impl ApiServer {
             .entry(path)
             .or_default()
             .extend(codes.iter().map(|c| (*c, message.to_owned())));
+    }
+
+    /// Answers the next `codes.len()` watch requests of `kind` with these status codes (a code
+    /// of 0 hangs the request).
+    pub fn fail_watches(&self, kind: &str, codes: &[u16]) {
+        let path = resource_of(kind).2;
+        self.store()
+            .watch_failures
+            .entry(path)
+            .or_default()
+            .extend(codes.iter().map(|c| (*c, "scripted failure".to_owned())));
+    }
+
+    /// Answers each list page of `kind` after `delay` (a busy API server).
+    pub fn slow_list_pages(&self, kind: &str, delay: Duration) {
+        let path = resource_of(kind).2;
+        self.store().page_delays.insert(path, delay);
     }
 
     /// A kubeconfig for this server, written to `path`.
@@ -317,13 +341,29 @@ impl ApiServer {
             .collect()
     }
 
+    /// Forgets the requests logged so far (a long run keeps its log small).
+    pub fn forget_requests(&self) {
+        self.store().requests = Vec::new();
+    }
+
     /// When each list request of `kind` arrived.
     pub fn list_times(&self, kind: &str) -> Vec<Instant> {
+        self.request_times(kind, false)
+    }
+
+    /// When each watch request of `kind` arrived.
+    pub fn watch_times(&self, kind: &str) -> Vec<Instant> {
+        self.request_times(kind, true)
+    }
+
+    fn request_times(&self, kind: &str, watches: bool) -> Vec<Instant> {
         let path = resource_of(kind).2;
         self.store()
             .requests
             .iter()
-            .filter(|(_, r)| r.split('?').next() == Some(path) && !r.contains("watch=true"))
+            .filter(|(_, r)| {
+                r.split('?').next() == Some(path) && r.contains("watch=true") == watches
+            })
             .map(|(at, _)| *at)
             .collect()
     }
@@ -455,7 +495,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
     };
     let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
-    let failure = {
+    let (failure, delay) = {
         let mut store = shared.store.lock().unwrap();
         store
             .requests
@@ -463,9 +503,22 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         if store.not_installed.contains(resource.2) {
             return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
         }
-        let scripted = store.list_failures.get_mut(resource.2);
-        scripted.filter(|_| !watch).and_then(VecDeque::pop_front)
+        let scripted = if watch {
+            store.watch_failures.get_mut(resource.2)
+        } else {
+            store.list_failures.get_mut(resource.2)
+        };
+        let failure = scripted.and_then(VecDeque::pop_front);
+        let delay = store
+            .page_delays
+            .get(resource.2)
+            .filter(|_| !watch)
+            .copied();
+        (failure, delay)
     };
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
     match failure {
         Some((0, _)) => {
             // Hangs until the client gives up (or the test ends).

@@ -2,20 +2,26 @@
 //! kind's events to the reconcile loop.
 //!
 //! Per kind:
-//! - **List** in pages of [`WatchConfig::page_size`], the whole list within
-//!   [`WatchConfig::list_timeout`]; each object is read on its own ([`super::decode`]), so an
-//!   object that does not fit its kind is rejected alone (a policy counts as invalid, logged
-//!   once with object and field) and every other object of the kind is enforced.
+//! - **List** in pages of [`WatchConfig::page_size`], each page within
+//!   [`WatchConfig::page_timeout`] (a large list takes as many pages as it needs); each object is
+//!   read on its own ([`super::decode`]), so an object that does not fit its kind is rejected
+//!   alone (a policy counts as invalid, logged once with object and field) and every other
+//!   object of the kind is enforced.
 //! - **Watch** from the list's resourceVersion, with bookmarks. A watch that ends (the server's
 //!   time-out, a dropped connection) is resumed from the last resourceVersion seen, without a
 //!   list; a 410 Gone lists again, and the new list's end removes what was deleted meanwhile.
 //! - **Failures** (403, 500, time-outs, refused connections) are retried with a growing, capped
-//!   backoff that only a watch delivering events resets (not a list that merely started), counted in
-//!   `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in `/readyz`.
-//! - **A kind never listed** holds programming back for [`WatchConfig::initial_wait`] (the
-//!   datapath keeps what a previous agent programmed); then the kind is sent as an empty list,
-//!   so that what is synced gets enforced, while readiness stays false until the kind lists.
-//!   A kind listed before keeps its last good objects however long its lists fail.
+//!   backoff, counted in `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in
+//!   `/readyz`. A complete list, or a watch that delivers (an event or a bookmark), shows the
+//!   server healthy again and resets the backoff: an outage's delays never carry over to the
+//!   next one, so an event made during a short watch outage arrives within seconds of its end.
+//!   A server that answers every watch with 410 is relisted at the backoff too, not in a loop.
+//! - **A kind never listed** holds all programming back (the datapath keeps what it has, e.g.
+//!   what a previous agent programmed). Pods, namespaces and nodes hold it back until they list:
+//!   counting them empty would program every local endpoint as podless. A policy kind holds it
+//!   back for [`WatchConfig::initial_wait`] only, then is sent as an empty list so that the
+//!   other kinds get enforced, while readiness stays false until it lists. A kind listed before
+//!   keeps its last good objects however long its lists fail.
 //! - **A CRD not installed** (a plain-text 404) counts as listed and empty, with a warning; the
 //!   list is retried at the capped backoff, and once the CRD appears its objects arrive like any
 //!   others. Should a CRD be deleted, its objects go with it.
@@ -43,7 +49,7 @@ use tokio::time::Instant;
 use super::decode::{decode, skeleton, Decoded};
 use super::kube_api::{resource_version, CallError, KindApi, WatchItem};
 use crate::driver::Input;
-use crate::health::Health;
+use crate::health::{fatal_if_task_panics, Health};
 use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::metrics::Metrics;
@@ -54,13 +60,14 @@ use netpol_datapath::Backoff;
 pub struct WatchConfig {
     /// Objects per list page (`limit`).
     pub page_size: u32,
-    /// The longest a whole (paged) list may take.
-    pub list_timeout: Duration,
+    /// The longest one list page may take.
+    pub page_timeout: Duration,
     /// The server ends each watch call after this many seconds; it is then resumed.
     pub watch_timeout_s: u32,
     /// Delays between failed calls: doubling from `initial` up to `max`.
     pub backoff: Backoff,
-    /// How long a kind never listed holds programming back.
+    /// How long a policy kind never listed holds programming back (pods, namespaces and nodes
+    /// hold it back until they list).
     pub initial_wait: Duration,
 }
 
@@ -68,7 +75,7 @@ impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
             page_size: 500,
-            list_timeout: Duration::from_secs(60),
+            page_timeout: Duration::from_secs(60),
             watch_timeout_s: 290,
             backoff: Backoff {
                 initial: Duration::from_millis(500),
@@ -120,7 +127,8 @@ pub fn resources() -> Vec<(SourceKind, ApiResource)> {
     ]
 }
 
-/// Starts one follower per kind on the current tokio runtime.
+/// Starts one follower per kind on the current tokio runtime. A follower that panics fails
+/// liveness.
 pub fn spawn_watches(
     client: &Client,
     sinks: &Sinks,
@@ -131,7 +139,13 @@ pub fn spawn_watches(
         .map(|(kind, resource)| {
             let follower =
                 Follower::new(KindApi::new(client.clone(), resource), kind, sinks, config);
-            tokio::spawn(follower.run())
+            let task = tokio::spawn(follower.run());
+            // A follower that panicked would leave its kind silently stale.
+            tokio::spawn(fatal_if_task_panics(
+                sinks.health.clone(),
+                format!("the {kind} watch"),
+                task,
+            ))
         })
         .collect()
 }
@@ -139,9 +153,10 @@ pub fn spawn_watches(
 /// The receiver went away: the agent is stopping.
 struct Stopped;
 
-/// Why a watch loop ended.
-enum WatchEnd {
-    Relist,
+/// Why a watch loop ended: a list is needed again (410 Gone, or the CRD went away).
+struct Relist {
+    /// Whether any watch since the list delivered something.
+    delivered: bool,
 }
 
 struct Follower {
@@ -150,11 +165,17 @@ struct Follower {
     sinks: Sinks,
     config: WatchConfig,
     deadline: Instant,
-    /// Consecutive failed calls; reset only by a watch that delivers (not by a list, so that a
-    /// kind whose lists succeed and watches fail still backs off).
+    /// Consecutive failed calls; reset by a complete list and by a watch that delivers. A kind
+    /// whose lists succeed and watches fail still backs off: its watches are retried without a
+    /// list.
     failures: u32,
-    /// A complete list (or the empty stand-in after the initial wait) was sent.
+    /// Consecutive lists whose watches all ended in 410 without delivering anything.
+    fruitless_lists: u32,
+    /// A complete list (or, for a policy kind, the empty stand-in after the initial wait) was
+    /// sent.
     listed: bool,
+    /// The wait for a never-listed pod, namespace or node kind was reported as over.
+    held_back_reported: bool,
     /// Lists since start that succeeded.
     lists: u64,
     /// The CRD is not installed; an empty list was sent for it.
@@ -173,7 +194,9 @@ impl Follower {
             config,
             deadline: Instant::now() + config.initial_wait,
             failures: 0,
+            fruitless_lists: 0,
             listed: false,
+            held_back_reported: false,
             lists: 0,
             absent: false,
             logged_invalid: BTreeSet::new(),
@@ -188,7 +211,7 @@ impl Follower {
         loop {
             match self
                 .api
-                .list(self.config.page_size, self.config.list_timeout)
+                .list(self.config.page_size, self.config.page_timeout)
                 .await
             {
                 Ok(listing) => {
@@ -197,8 +220,16 @@ impl Follower {
                         self.absent = false;
                     }
                     self.send_list(listing.items)?;
-                    let WatchEnd::Relist = self.watch(listing.resource_version).await?;
+                    let relist = self.watch(listing.resource_version).await?;
                     self.sinks.metrics.count_relist(self.kind);
+                    if relist.delivered {
+                        self.fruitless_lists = 0;
+                    } else {
+                        // Listed, then 410 before anything arrived: a server whose history is
+                        // too short for this watch. Relist, but not in a tight loop.
+                        self.fruitless_lists = self.fruitless_lists.saturating_add(1);
+                        tokio::time::sleep(self.config.backoff.delay(self.fruitless_lists)).await;
+                    }
                 }
                 Err(CallError::NotInstalled) => {
                     if !self.absent {
@@ -214,9 +245,11 @@ impl Follower {
                     self.failed("list", &error);
                     self.stand_in_if_due()?;
                     let mut delay = self.config.backoff.delay(self.failures);
-                    if !self.listed {
-                        // Wake at the deadline, so that the stand-in is not late.
-                        delay = delay.min(self.deadline.saturating_duration_since(Instant::now()));
+                    let now = Instant::now();
+                    if !self.listed && now < self.deadline {
+                        // Wake at the deadline, so that the stand-in (or the report that the
+                        // wait is over) is not late.
+                        delay = delay.min(self.deadline - now);
                     }
                     tokio::time::sleep(delay).await;
                 }
@@ -225,10 +258,11 @@ impl Follower {
     }
 
     /// Watches from `resource_version` until a list is needed again.
-    async fn watch(&mut self, mut resource_version: String) -> Result<WatchEnd, Stopped> {
+    async fn watch(&mut self, mut resource_version: String) -> Result<Relist, Stopped> {
         // Consecutive watches that ended without delivering anything: resumed with a backoff so
         // that a server closing every watch at once is not hammered.
         let mut quiet = 0;
+        let mut ever_delivered = false;
         loop {
             let events = match self
                 .api
@@ -236,7 +270,11 @@ impl Follower {
                 .await
             {
                 Ok(events) => events,
-                Err(CallError::Expired | CallError::NotInstalled) => return Ok(WatchEnd::Relist),
+                Err(CallError::Expired | CallError::NotInstalled) => {
+                    return Ok(Relist {
+                        delivered: ever_delivered,
+                    })
+                }
                 Err(error) => {
                     self.failed("watch", &error);
                     tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
@@ -258,15 +296,21 @@ impl Follower {
                         resource_version = version_of(&object, resource_version);
                         self.send_object(object, Event::Delete, Event::Delete)?;
                     }
-                    Err(CallError::Expired) => return Ok(WatchEnd::Relist),
+                    Err(CallError::Expired) => {
+                        return Ok(Relist {
+                            delivered: ever_delivered,
+                        })
+                    }
                     Err(error) => {
                         self.failed("watch", &error);
                         broke = true;
                         break;
                     }
                 }
-                // The watch works: only now is the backoff reset.
+                // The watch works (an event or a bookmark came through): the server is healthy
+                // again, and the next failure starts the backoff afresh.
                 delivered = true;
+                ever_delivered = true;
                 self.failures = 0;
             }
             // The connection ended: resume from the last resourceVersion seen, after a pause if
@@ -300,6 +344,9 @@ impl Follower {
         ))))?;
         self.listed = true;
         self.lists += 1;
+        // A complete list shows the server healthy: the failures before it say nothing about
+        // the watch that follows.
+        self.failures = 0;
         self.working();
         Ok(())
     }
@@ -368,8 +415,10 @@ impl Follower {
         metrics.set_kind_synced(self.kind, false);
         let state = if self.listed {
             "last good objects kept"
-        } else {
+        } else if self.kind.is_policy() {
             "never listed"
+        } else {
+            "never listed: nothing is programmed until it lists"
         };
         self.sinks.health.set_source_problem(
             &format!("kind {}", self.kind),
@@ -385,10 +434,23 @@ impl Follower {
             .set_source_problem(&format!("kind {}", self.kind), None);
     }
 
-    /// After the initial wait, a kind never listed is sent as an empty list so that the other
-    /// kinds get enforced; its failure stays visible in readiness and metrics.
+    /// After the initial wait, a policy kind never listed is sent as an empty list so that the
+    /// other kinds get enforced; its failure stays visible in readiness and metrics. Pods,
+    /// namespaces and nodes are never assumed empty: the datapath keeps what it has until they
+    /// list.
     fn stand_in_if_due(&mut self) -> Result<(), Stopped> {
         if self.listed || Instant::now() < self.deadline {
+            return Ok(());
+        }
+        if !self.kind.is_policy() {
+            if !self.held_back_reported {
+                self.held_back_reported = true;
+                tracing::error!(
+                    kind = %self.kind,
+                    waited_s = self.config.initial_wait.as_secs(),
+                    "the kind cannot be listed: nothing is programmed until it lists (the datapath keeps what it has)"
+                );
+            }
             return Ok(());
         }
         tracing::warn!(

@@ -59,7 +59,7 @@ pub enum CallError {
     NotInstalled,
     /// The resourceVersion (or continue token) is too old: 410 Gone. List again.
     Expired,
-    /// The call took longer than allowed.
+    /// A list page took longer than allowed.
     TimedOut,
     /// Anything else (403, 500, a refused connection, a body that is not JSON), bounded in size.
     Failed(String),
@@ -72,7 +72,7 @@ impl std::fmt::Display for CallError {
                 f.write_str("the resource is not served (CRD not installed)")
             }
             CallError::Expired => f.write_str("410 Gone: the resourceVersion is too old"),
-            CallError::TimedOut => f.write_str("timed out"),
+            CallError::TimedOut => f.write_str("a list page timed out"),
             CallError::Failed(message) => f.write_str(message),
         }
     }
@@ -123,16 +123,11 @@ impl KindApi {
         }
     }
 
-    /// Lists every object, `page_size` at a time, within `timeout` for the whole list. A
+    /// Lists every object, `page_size` at a time, each page within `page_timeout`: a list of
+    /// 150,000 pods takes as many pages as it needs, but one page that hangs fails the list. A
     /// continue token that expires mid-way (410) fails the list with [`CallError::Expired`]; the
     /// caller lists again from the start.
-    pub async fn list(&self, page_size: u32, timeout: Duration) -> Result<Listing, CallError> {
-        tokio::time::timeout(timeout, self.list_pages(page_size))
-            .await
-            .unwrap_or(Err(CallError::TimedOut))
-    }
-
-    async fn list_pages(&self, page_size: u32) -> Result<Listing, CallError> {
+    pub async fn list(&self, page_size: u32, page_timeout: Duration) -> Result<Listing, CallError> {
         let mut listing = Listing {
             items: Vec::new(),
             resource_version: String::new(),
@@ -149,10 +144,9 @@ impl KindApi {
                 .request
                 .list(&params)
                 .map_err(|e| CallError::Failed(e.to_string()))?;
-            let text = self
-                .client
-                .request_text(request)
+            let text = tokio::time::timeout(page_timeout, self.client.request_text(request))
                 .await
+                .map_err(|_| CallError::TimedOut)?
                 .map_err(|e| CallError::of(&e))?;
             let page: RawList = serde_json::from_str(&text).map_err(|e| {
                 CallError::Failed(format!(

@@ -316,3 +316,4 @@ pub fn flow_allowed_in(
 pub fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
+pub mod cluster;

@@ -71,9 +71,9 @@ pub struct Args {
     /// Milliseconds of quiet that close a batch of changes.
     #[arg(long, value_name = "MS", default_value_t = 100)]
     pub debounce: u64,
-    /// Seconds to wait at start for every file to be read (embedded mode) or every kind to be
-    /// listed (cluster mode) before programming what could be read; readiness stays false
-    /// until everything is.
+    /// Seconds to wait at start for every file to be read (embedded mode) or every policy kind
+    /// to be listed (cluster mode) before programming what could be read; readiness stays false
+    /// until everything is. Pods, namespaces and nodes are always waited for.
     #[arg(long, value_name = "SECONDS", default_value_t = 30)]
     pub initial_sync_timeout: u64,
     /// Milliseconds between polls of the files in embedded mode.
