@@ -80,8 +80,8 @@ fn count(calls: &[Call], kind: CallKind) -> usize {
     calls.iter().filter(|c| c.kind() == kind).count()
 }
 
-/// Every endpoint that still exists holds its foreign policies unchanged and in order, followed
-/// by exactly the desired netpol rules.
+/// Every endpoint that still exists holds its foreign policies unchanged and in order, and
+/// exactly the desired netpol rules (in any order: HCN evaluates by priority).
 fn assert_converged(dp: &HcnDatapath<HcnSim>, desired: &BTreeMap<String, Vec<AclPolicySetting>>) {
     for (ep, rules) in desired {
         let Some(state) = dp.calls().endpoint(ep) else {
@@ -96,10 +96,26 @@ fn assert_converged(dp: &HcnDatapath<HcnSim>, desired: &BTreeMap<String, Vec<Acl
             foreign_policies(),
             "{ep}: foreign policies changed"
         );
-        let owned: Vec<AclPolicySetting> =
-            owned.iter().map(|p| p.as_acl().unwrap().unwrap()).collect();
-        assert_eq!(&owned, rules, "{ep}: netpol rules");
+        assert_eq!(
+            by_id(&owned),
+            by_id(&rules_policies(rules)),
+            "{ep}: netpol rules"
+        );
     }
+}
+
+fn rules_policies(rules: &[AclPolicySetting]) -> Vec<EndpointPolicy> {
+    rules.iter().map(EndpointPolicy::acl).collect()
+}
+
+/// Netpol rules sorted by id.
+fn by_id(policies: &[EndpointPolicy]) -> Vec<AclPolicySetting> {
+    let mut rules: Vec<AclPolicySetting> = policies
+        .iter()
+        .map(|p| p.as_acl().unwrap().unwrap())
+        .collect();
+    rules.sort_by(|a, b| a.id.cmp(&b.id));
+    rules
 }
 
 #[test]
@@ -111,13 +127,18 @@ fn applying_twice_makes_no_calls_the_second_time() {
     let report = programmer.apply(&dp, &want, now);
     assert_eq!(report.updated(), 3);
     let calls = dp.calls().take_calls();
+    // Per endpoint: a read, one Add of netpol's rules (nothing to remove), a read back.
     assert_eq!(
         (
             count(&calls, CallKind::Query),
             count(&calls, CallKind::Modify)
         ),
-        (3, 3)
+        (6, 3)
     );
+    assert!(calls.iter().all(|c| match c {
+        Call::Modify { request, .. } => request.contains(r#""RequestType":"Add""#),
+        _ => true,
+    }));
     assert_converged(&dp, &want);
 
     let report = programmer.apply(&dp, &want, now);
@@ -162,7 +183,20 @@ fn only_endpoints_whose_rules_changed_are_updated() {
         calls.iter().all(|c| c.endpoint() == Some("ep-b")),
         "{calls:?}"
     );
-    assert_eq!(calls.len(), 2);
+    // A read, the new rule added, the stale one removed, a read back.
+    let kinds: Vec<&str> = calls
+        .iter()
+        .map(|c| match c {
+            Call::Modify { request, .. } if request.contains(r#""RequestType":"Add""#) => "add",
+            Call::Modify { request, .. } if request.contains(r#""RequestType":"Remove""#) => {
+                "remove"
+            }
+            Call::Modify { .. } => "other modify",
+            Call::Query { .. } => "read",
+            Call::Enumerate => "enumerate",
+        })
+        .collect();
+    assert_eq!(kinds, ["read", "add", "remove", "read"]);
     assert_converged(&dp, &want);
 }
 
@@ -246,7 +280,7 @@ fn a_failed_modify_is_retried_after_backoff_and_converges() {
             kind: CallKind::Modify,
             endpoint: Some("ep-b".into()),
         },
-        (1, 1),
+        (2, 1),
     );
 }
 
@@ -257,7 +291,7 @@ fn a_failed_query_is_retried_after_backoff_and_converges() {
             kind: CallKind::Query,
             endpoint: Some("ep-b".into()),
         },
-        (1, 1),
+        (2, 1),
     );
 }
 
@@ -340,7 +374,7 @@ fn a_service_restart_is_detected_and_everything_is_reprogrammed_once() {
             count(&calls, CallKind::Query),
             count(&calls, CallKind::Modify)
         ),
-        (3, 3)
+        (6, 3)
     );
     for ep in EPS {
         // The restart dropped the foreign policies; netpol does not invent them back.
@@ -372,7 +406,9 @@ fn rules_netpol_does_not_own_are_refused_without_a_call() {
 #[test]
 fn listing_endpoints_goes_through_enumerate_and_query() {
     let dp = setup();
-    let endpoints = dp.list_endpoints().unwrap();
+    let listing = dp.list_endpoints().unwrap();
+    assert!(listing.unreadable.is_empty());
+    let endpoints = listing.endpoints;
     assert_eq!(
         endpoints.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
         EPS
