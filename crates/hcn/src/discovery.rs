@@ -130,6 +130,8 @@ pub struct SimulatedCni {
     managed: BTreeMap<String, EndpointInfo>,
     /// Endpoints of others, as last listed.
     foreign: Vec<EndpointInfo>,
+    /// Endpoints the last listing could not read.
+    unreadable: Vec<(String, DatapathError)>,
     next_id: u64,
     listed: bool,
 }
@@ -140,15 +142,24 @@ impl SimulatedCni {
             sim,
             managed: BTreeMap::new(),
             foreign: Vec::new(),
+            unreadable: Vec::new(),
             next_id: 0,
             listed: false,
         }
     }
 
-    fn adopt(&mut self, listing: Vec<EndpointInfo>) {
-        self.managed.clear();
+    /// Takes over what a listing shows. An endpoint of its own that could not be read is kept
+    /// as it was known (so that no second one is created for its pod) but not passed on.
+    fn adopt(&mut self, listing: EndpointListing) {
+        let unreadable: BTreeSet<&str> = listing
+            .unreadable
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect();
+        self.managed
+            .retain(|_, endpoint| unreadable.contains(endpoint.id.as_str()));
         self.foreign.clear();
-        for endpoint in listing {
+        for endpoint in listing.endpoints {
             match endpoint.id.strip_prefix(SIM_ENDPOINT_PREFIX) {
                 Some(number) => {
                     if let Ok(n) = number.parse::<u64>() {
@@ -199,15 +210,21 @@ impl EndpointDiscovery for SimulatedCni {
         refresh: bool,
         _now: Instant,
     ) -> Result<EndpointListing, DatapathError> {
-        let mut unreadable = Vec::new();
         if refresh || !self.listed {
             let listing = datapath.list_endpoints()?;
-            self.adopt(listing.endpoints);
-            unreadable = listing.unreadable;
+            self.unreadable = listing.unreadable.clone();
+            self.adopt(listing);
             self.listed = true;
         }
         self.mirror(pods);
-        let mut endpoints: Vec<EndpointInfo> = self.managed.values().cloned().collect();
+        let unreadable = self.unreadable.clone();
+        let skipped: BTreeSet<&str> = unreadable.iter().map(|(id, _)| id.as_str()).collect();
+        let mut endpoints: Vec<EndpointInfo> = self
+            .managed
+            .values()
+            .filter(|e| !skipped.contains(e.id.as_str()))
+            .cloned()
+            .collect();
         endpoints.extend(self.foreign.iter().cloned());
         Ok(EndpointListing {
             endpoints,
