@@ -340,7 +340,6 @@ fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
 
 #[test]
 fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
-    use netpol_agent::health::Health;
     use netpol_agent::sources::files::publish_state;
 
     let dir = scratch_dir("unreadable-file");
@@ -348,9 +347,7 @@ fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
     let sim = new_sim();
     let mut agent = Agent::start(&dir, &sim);
     assert!(agent.sync().complete());
-    let health = Health::default();
-    health.heartbeat();
-    health.set_synced();
+    let health = synced_health();
     publish_state(&agent.source, &agent.metrics, &health);
     assert_eq!(health.readiness(), Ok(()));
     sim.calls().take_calls();
@@ -392,7 +389,6 @@ fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
 
 #[test]
 fn an_endpoint_that_cannot_be_read_is_skipped_and_readiness_names_it() {
-    use netpol_agent::health::Health;
     use netpol_datapath::Outcome;
 
     let dir = scratch_dir("unreadable-endpoint");
@@ -400,9 +396,7 @@ fn an_endpoint_that_cannot_be_read_is_skipped_and_readiness_names_it() {
     let sim = new_sim();
     let mut agent = Agent::start(&dir, &sim);
     assert!(agent.sync().complete());
-    let health = Health::default();
-    health.heartbeat();
-    health.set_synced();
+    let health = synced_health();
     let db = agent.endpoint_of("shop/db-0");
 
     // HNS comes back empty, and db's endpoint cannot be read when the endpoints are listed.

@@ -1,12 +1,12 @@
 //! The programmer over the simulator: idempotence, per-endpoint diffs, faults and convergence,
 //! and never touching policies netpol does not own.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use netpol_datapath::testing::*;
 use netpol_datapath::{Backoff, EndpointInfo, Outcome};
-use netpol_engine::*;
 use netpol_hcn::matcher::Packet;
 use netpol_hcn::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, ModifyEndpointRequest, RequestType,
@@ -59,21 +59,8 @@ fn setup() -> HcnDatapath<HcnSim> {
 
 /// Compiled rules: ingress isolated except TCP `port` from 10.1.0.11.
 fn rules(port: u16) -> Vec<AclPolicySetting> {
-    let (store, ids) = store_with(&[], &["10.1.0.11"]);
-    let mut b = MapBuilder::new(Verdict::Allow);
-    b.set(
-        Direction::Ingress,
-        None,
-        key(None, 0, 0),
-        value(2, Verdict::Deny, None),
-    );
-    b.set(
-        Direction::Ingress,
-        Some(ids["10.1.0.11"]),
-        key(Some(Protocol::Tcp), port, 16),
-        value(5, Verdict::Allow, None),
-    );
-    compile_acls(&b.build(), &store).unwrap().rules
+    let (map, store) = common::isolated_but_tcp_from_one_host(port);
+    compile_acls(&map, &store).unwrap().rules
 }
 
 fn desired(port: u16) -> BTreeMap<String, Vec<AclPolicySetting>> {

@@ -2,11 +2,12 @@
 //! callback fires) must still be noticed, and one endpoint that cannot be read must not keep
 //! the others from being programmed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use netpol_datapath::testing::*;
 use netpol_datapath::{
     compile_endpoint, ApplyReport, Backoff, CompiledPods, EndpointInfo, Enforcer, LocalPods,
     Outcome,
@@ -38,23 +39,8 @@ fn host() -> Arc<HcnDatapath<HcnSim>> {
     Arc::new(HcnDatapath::new(sim))
 }
 
-/// Ingress isolated except TCP/80 from 10.1.0.11.
 fn map_and_store() -> (MapState, IdentityStore) {
-    let (store, ids) = store_with(&[], &["10.1.0.11"]);
-    let mut b = MapBuilder::new(Verdict::Allow);
-    b.set(
-        Direction::Ingress,
-        None,
-        key(None, 0, 0),
-        value(2, Verdict::Deny, None),
-    );
-    b.set(
-        Direction::Ingress,
-        Some(ids["10.1.0.11"]),
-        key(Some(Protocol::Tcp), 80, 16),
-        value(5, Verdict::Allow, None),
-    );
-    (b.build(), store)
+    common::isolated_but_tcp_from_one_host(80)
 }
 
 fn holds_netpol_rules(sim: &HcnSim, endpoint: &str) -> bool {

@@ -148,6 +148,14 @@ impl Agent {
     }
 }
 
+/// Health as it stands after a first full sync.
+pub fn synced_health() -> netpol_agent::health::Health {
+    let health = netpol_agent::health::Health::default();
+    health.heartbeat();
+    health.set_synced();
+    health
+}
+
 pub fn new_sim() -> Arc<HcnDatapath<HcnSim>> {
     Arc::new(HcnDatapath::new(HcnSim::new()))
 }
