@@ -4,8 +4,6 @@
 use std::sync::Arc;
 
 use anyhow::bail;
-#[cfg(windows)]
-use anyhow::Context;
 use netpol_datapath::{Backoff, Enforcer};
 #[cfg(windows)]
 use netpol_hcn::discovery::HostEndpoints;
@@ -100,7 +98,8 @@ fn nftables() -> anyhow::Result<Datapaths> {
 
 #[cfg(windows)]
 fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::Result<Datapaths> {
-    // Re-created (registering for notifications again) after every HNS restart.
+    // Re-created (registering for notifications again) after every HNS restart. Fails at once,
+    // saying why, where HNS is missing or too old.
     let client = Reconnecting::new(Box::new(|| {
         let client = netpol_hcn::windows::HcnClient::connect().map_err(|e| {
             netpol_datapath::DatapathError::Call {
@@ -110,8 +109,7 @@ fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::
             }
         })?;
         Ok(Arc::new(HcnDatapath::new(client)) as Arc<dyn HcnApi>)
-    }))
-    .context("connecting to HNS")?;
+    }))?;
     Ok(Datapaths::hcn(
         instrument(Arc::new(client)),
         Box::new(HostEndpoints::default()),

@@ -95,6 +95,9 @@ pub fn run(
         if pipeline.has_pending_changes() || retry_due {
             if let Some(report) = pipeline.reconcile(now) {
                 log(&report, now.elapsed());
+                if report.discovery_error.is_none() {
+                    health.record_apply(&report.apply);
+                }
                 if report.complete() {
                     health.set_synced();
                 }

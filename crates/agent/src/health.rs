@@ -1,6 +1,6 @@
 //! The agent's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the reconcile loop is
 //! alive and nothing panicked) and `/readyz` (a first full sync completed, every source is
-//! complete and the datapath answers).
+//! complete, the datapath answers and every endpoint holds its rules).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,11 +12,15 @@ use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
+use netpol_datapath::{ApplyReport, Outcome};
 use prometheus_client::registry::Registry;
 
 /// How long the reconcile loop may go without a heartbeat before the agent counts as wedged.
 /// The loop beats at least every second; a slow HCN call under load can hold it much longer.
 pub const LIVENESS_DEADLINE: Duration = Duration::from_secs(300);
+
+/// How many endpoints without their rules `/readyz` names.
+const UNPROGRAMMED_SHOWN: usize = 5;
 
 /// Health as the reconcile loop reports it and the probes read it.
 #[derive(Debug)]
@@ -31,6 +35,8 @@ pub struct Health {
     datapath_answers: AtomicBool,
     /// Sources that are incomplete (an unreadable file, a kind not listed), with why.
     source_problems: Mutex<BTreeMap<String, String>>,
+    /// Endpoints the last reconcile could not program (failed, or waiting to retry), with why.
+    unprogrammed: Mutex<BTreeMap<String, String>>,
 }
 
 impl Default for Health {
@@ -43,6 +49,7 @@ impl Default for Health {
             synced: AtomicBool::new(false),
             datapath_answers: AtomicBool::new(true),
             source_problems: Mutex::new(BTreeMap::new()),
+            unprogrammed: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -88,6 +95,25 @@ impl Health {
         };
     }
 
+    /// Records which endpoints a reconcile's apply left without their rules: those that failed
+    /// (an endpoint that cannot be read, a call that failed) and those waiting to retry.
+    pub fn record_apply(&self, report: &ApplyReport) {
+        let mut unprogrammed = self.unprogrammed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut now = BTreeMap::new();
+        for (endpoint, outcome) in &report.outcomes {
+            let reason = match outcome {
+                Outcome::Failed { error, .. } => error.to_string(),
+                Outcome::Deferred { .. } => unprogrammed
+                    .get(endpoint)
+                    .cloned()
+                    .unwrap_or_else(|| "waiting to retry".into()),
+                _ => continue,
+            };
+            now.insert(endpoint.clone(), reason);
+        }
+        *unprogrammed = now;
+    }
+
     /// Why the agent is not alive, if it is not.
     pub fn liveness(&self) -> Result<(), String> {
         if let Some(reason) = &*self.fatal.lock().unwrap_or_else(|p| p.into_inner()) {
@@ -128,7 +154,30 @@ impl Health {
         if !self.datapath_answers.load(Ordering::Relaxed) {
             return Err("the datapath does not answer".into());
         }
-        incomplete.map_or(Ok(()), Err)
+        if let Some(why) = incomplete {
+            return Err(why);
+        }
+        drop(problems);
+        let unprogrammed = self.unprogrammed.lock().unwrap_or_else(|p| p.into_inner());
+        if !unprogrammed.is_empty() {
+            let shown: Vec<String> = unprogrammed
+                .iter()
+                .take(UNPROGRAMMED_SHOWN)
+                .map(|(e, r)| format!("{e}: {r}"))
+                .collect();
+            let more = unprogrammed.len().saturating_sub(UNPROGRAMMED_SHOWN);
+            return Err(format!(
+                "{} endpoints do not hold their rules: {}{}",
+                unprogrammed.len(),
+                shown.join("; "),
+                if more > 0 {
+                    format!("; and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use netpol_datapath::{DatapathError, EndpointInfo};
-use netpol_hcn::schema::EndpointPolicy;
+use netpol_datapath::DatapathError;
+use netpol_hcn::api::EndpointListing;
+use netpol_hcn::schema::{EndpointPolicy, RequestType};
 use netpol_hcn::{Capabilities, HcnApi, ResyncSignal};
 
 use super::health::Health;
@@ -50,7 +51,7 @@ impl Instrumented {
 }
 
 impl HcnApi for Instrumented {
-    fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
+    fn list_endpoints(&self) -> Result<EndpointListing, DatapathError> {
         self.timed(DatapathCall::ListEndpoints, || self.inner.list_endpoints())
     }
 
@@ -60,13 +61,19 @@ impl HcnApi for Instrumented {
         })
     }
 
-    fn update_policies(
+    fn modify_policies(
         &self,
         endpoint: &str,
+        request: RequestType,
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError> {
-        self.timed(DatapathCall::UpdatePolicies, || {
-            self.inner.update_policies(endpoint, policies)
+        let call = match request {
+            RequestType::Add => DatapathCall::AddPolicies,
+            RequestType::Remove => DatapathCall::RemovePolicies,
+            RequestType::Update | RequestType::Refresh => DatapathCall::UpdatePolicies,
+        };
+        self.timed(call, || {
+            self.inner.modify_policies(endpoint, request, policies)
         })
     }
 

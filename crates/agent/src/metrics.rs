@@ -57,6 +57,8 @@ pub struct KindLabels {
 label_values!(DatapathCall {
     ListEndpoints => "list_endpoints",
     ReadPolicies => "read_policies",
+    AddPolicies => "add_policies",
+    RemovePolicies => "remove_policies",
     UpdatePolicies => "update_policies",
 });
 

@@ -12,8 +12,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use netpol_datapath::{DatapathError, EndpointInfo};
-use netpol_hcn::schema::EndpointPolicy;
+use netpol_datapath::DatapathError;
+use netpol_hcn::api::EndpointListing;
+use netpol_hcn::schema::{EndpointPolicy, RequestType};
 use netpol_hcn::{Capabilities, HcnApi, ResyncSignal};
 
 /// Connects a new client.
@@ -24,6 +25,9 @@ pub type Connect = Box<dyn Fn() -> Result<Arc<dyn HcnApi>, DatapathError> + Send
 struct Notices {
     /// The current client's service went away: reconnect before the next call.
     stale: AtomicBool,
+    /// A failed call found HNS gone and nobody has announced it yet (the reconnect that would
+    /// have failed too): the reconnect that succeeds announces it.
+    unannounced: AtomicBool,
     /// The signal the agent listens to.
     resync: ResyncSignal,
 }
@@ -66,14 +70,17 @@ impl Reconnecting {
                     "HNS restarted: reconnected; every endpoint is read and programmed again"
                 );
                 listen(&client, &self.notices);
-                if announce {
+                if self.notices.unannounced.swap(false, Ordering::SeqCst) || announce {
                     self.notices.resync.raise();
                 }
                 Ok(client)
             }
             Err(error) => {
-                // Try again on the next call.
+                // Try again on the next call, and announce the restart then.
                 self.notices.stale.store(true, Ordering::SeqCst);
+                if announce {
+                    self.notices.unannounced.store(true, Ordering::SeqCst);
+                }
                 Err(error)
             }
         }
@@ -115,7 +122,7 @@ fn listen(client: &Arc<dyn HcnApi>, notices: &Arc<Notices>) {
 }
 
 impl HcnApi for Reconnecting {
-    fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
+    fn list_endpoints(&self) -> Result<EndpointListing, DatapathError> {
         self.call(|d| d.list_endpoints())
     }
 
@@ -123,13 +130,14 @@ impl HcnApi for Reconnecting {
         self.call(|d| d.read_policies(endpoint))
     }
 
-    fn update_policies(
+    fn modify_policies(
         &self,
         endpoint: &str,
+        request: RequestType,
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError> {
         // A copy per call, kept for the retry on a new client after a disconnect.
-        self.call(|d| d.update_policies(endpoint, policies.clone()))
+        self.call(|d| d.modify_policies(endpoint, request, policies.clone()))
     }
 
     fn capabilities(&self) -> Capabilities {

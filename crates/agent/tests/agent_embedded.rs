@@ -340,7 +340,6 @@ fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
 
 #[test]
 fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
-    use netpol_agent::health::Health;
     use netpol_agent::sources::files::publish_state;
 
     let dir = scratch_dir("unreadable-file");
@@ -348,9 +347,7 @@ fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
     let sim = new_sim();
     let mut agent = Agent::start(&dir, &sim);
     assert!(agent.sync().complete());
-    let health = Health::default();
-    health.heartbeat();
-    health.set_synced();
+    let health = synced_health();
     publish_state(&agent.source, &agent.metrics, &health);
     assert_eq!(health.readiness(), Ok(()));
     sim.calls().take_calls();
@@ -387,5 +384,59 @@ fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
     publish_state(&agent.source, &agent.metrics, &health);
     assert_eq!(health.readiness(), Ok(()));
     assert!(agent.metrics_text().contains("netpol_unreadable_files 0"));
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn an_endpoint_that_cannot_be_read_is_skipped_and_readiness_names_it() {
+    use netpol_datapath::Outcome;
+
+    let dir = scratch_dir("unreadable-endpoint");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    assert!(agent.sync().complete());
+    let health = synced_health();
+    let db = agent.endpoint_of("shop/db-0");
+
+    // HNS comes back empty, and db's endpoint cannot be read when the endpoints are listed.
+    sim.calls().restart();
+    sim.calls().inject(Fault::Fail {
+        kind: CallKind::Query,
+        endpoint: Some(db.clone()),
+    });
+    agent.pipeline.request_resync();
+    let report = agent.reconcile();
+    health.record_apply(&report.apply);
+    assert!(report.discovery_error.is_none(), "{report:?}");
+    assert!(
+        matches!(report.apply.outcomes[&db], Outcome::Failed { .. }),
+        "{:?}",
+        report.apply.outcomes[&db]
+    );
+    assert_eq!(
+        report.apply.updated(),
+        5,
+        "every other endpoint is programmed"
+    );
+    let reason = health.readiness().unwrap_err();
+    assert!(
+        reason.starts_with("1 endpoints do not hold their rules") && reason.contains(&db),
+        "{reason}"
+    );
+    assert!(agent
+        .metrics_text()
+        .contains("netpol_endpoint_programs_total{outcome=\"failed\"} 1"));
+
+    // After the backoff the endpoints are listed again; db reads and is programmed.
+    let retry = agent
+        .pipeline
+        .next_wakeup()
+        .expect("a new listing is scheduled");
+    agent.now = retry;
+    let report = agent.reconcile();
+    health.record_apply(&report.apply);
+    assert!(report.complete(), "{report:?}");
+    assert_eq!(health.readiness(), Ok(()));
     assert_converged(&dir, &sim);
 }

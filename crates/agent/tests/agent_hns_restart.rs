@@ -4,11 +4,13 @@
 
 mod agent_support;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_support::*;
 use netpol_agent::reconnect::Reconnecting;
+use netpol_datapath::DatapathError;
 use netpol_hcn::sim::{HcnSim, SimSession};
 use netpol_hcn::{HcnApi, HcnDatapath};
 
@@ -84,5 +86,51 @@ fn a_restart_nobody_announced_is_found_by_the_first_failing_call() {
     assert_eq!(opened.load(Ordering::SeqCst), 2);
     assert!(datapath.resync_signal().generation() > before);
     assert_eq!(first.apply.updated(), 6, "every endpoint reprogrammed");
+    assert_converged(&dir, &sim);
+}
+
+#[test]
+fn a_restart_found_while_hns_is_still_down_is_announced_once_it_answers() {
+    let dir = scratch_dir("hns-restart-down");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    sim.calls().refuse_registrations(true);
+    // While `down`, connecting fails as it does while HNS restarts.
+    let down = Arc::new(AtomicBool::new(false));
+    let (host, is_down) = (sim.clone(), down.clone());
+    let datapath = Arc::new(
+        Reconnecting::new(Box::new(move || {
+            if is_down.load(Ordering::SeqCst) {
+                return Err(DatapathError::Call {
+                    call: "connecting to HNS",
+                    endpoint: None,
+                    message: "HNSCall GET /globals/version: RPC_S_SERVER_UNAVAILABLE".into(),
+                });
+            }
+            Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
+        }))
+        .unwrap(),
+    );
+    let mut agent = Agent::start_over(&dir, &sim, datapath.clone());
+    assert!(agent.sync().complete());
+
+    // HNS restarts and is not back yet when a policy change makes the agent call it: the call
+    // fails as disconnected, and so does the reconnect.
+    sim.calls().restart();
+    down.store(true, Ordering::SeqCst);
+    agent.edit("policies/networkpolicies.yaml", "port: 1433", "port: 1434");
+    let report = agent.sync();
+    assert!(report.apply.failed() > 0, "{report:?}");
+    let before = datapath.resync_signal().generation();
+
+    // HNS answers again. The reconnect that succeeds announces the restart, so the endpoints the
+    // failed calls did not touch are re-read too: all of them lost their rules.
+    down.store(false, Ordering::SeqCst);
+    agent.advance(Duration::from_secs(10));
+    let first = agent.reconcile();
+    assert!(datapath.resync_signal().generation() > before);
+    let second = agent.reconcile();
+    assert_eq!(first.apply.updated() + second.apply.updated(), 6);
+    assert!(second.complete(), "{second:?}");
     assert_converged(&dir, &sim);
 }

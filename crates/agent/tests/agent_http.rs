@@ -42,7 +42,7 @@ fn metrics_and_probes_are_served_over_http() {
         "netpol_policies{kind=\"NetworkPolicy\",validity=\"valid\"} 4",
         "netpol_policies{kind=\"AdminNetworkPolicy\",validity=\"valid\"} 2",
         "netpol_policies{kind=\"CiliumClusterwideNetworkPolicy\",validity=\"valid\"} 1",
-        "netpol_datapath_calls_total{call=\"update_policies\"} 6",
+        "netpol_datapath_calls_total{call=\"add_policies\"} 6",
     ] {
         assert!(
             metrics.lines().any(|l| l == line),

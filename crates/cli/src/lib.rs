@@ -7,6 +7,7 @@
 //! | [`commands`] | one module per subcommand: its arguments and its `run` |
 //! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
 //! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
+//! | [`endpoint_acls`] | endpoints' HCN policy lists as JSON, and a node's live ones compared with netpol's (`acls --compare`) |
 //! | [`checked`] | what a check run found, read by every output form |
 //! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
 //! | [`probes`] | which ports a matrix or diff probes |
@@ -16,6 +17,7 @@
 pub mod checked;
 pub mod commands;
 pub mod decide;
+pub mod endpoint_acls;
 pub mod input;
 pub mod outcome;
 pub mod output;

@@ -8,22 +8,35 @@
 use netpol_datapath::{DatapathError, EndpointInfo};
 
 use crate::resync::ResyncSignal;
-use crate::schema::EndpointPolicy;
+use crate::schema::{EndpointPolicy, RequestType};
 use crate::version::Capabilities;
+
+/// The host's endpoints: those that could be read, and those that could not (each with why).
+/// One unreadable endpoint must not hide the others: they are programmed, it is reported.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EndpointListing {
+    pub endpoints: Vec<EndpointInfo>,
+    /// Endpoints enumerated but whose properties could not be read or parsed, by id.
+    pub unreadable: Vec<(String, DatapathError)>,
+}
 
 /// One host's endpoints and their policy lists.
 pub trait HcnApi: Send + Sync {
-    /// Every endpoint on the host with its addresses.
-    fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError>;
+    /// Every endpoint on the host with its addresses. Fails as a whole only when the endpoints
+    /// cannot be enumerated (or HNS is gone); an endpoint that cannot be read is listed as
+    /// unreadable.
+    fn list_endpoints(&self) -> Result<EndpointListing, DatapathError>;
 
     /// The endpoint's complete policy list, netpol's and everyone else's.
     fn read_policies(&self, endpoint: &str) -> Result<Vec<EndpointPolicy>, DatapathError>;
 
-    /// Replaces the endpoint's complete policy list (an HCN `Update`). Callers pass back every
-    /// policy they do not own exactly as read.
-    fn update_policies(
+    /// Sends one policy request to the endpoint: `Add` the given policies, `Remove` them (each
+    /// exactly as read back), or `Update` (replace the whole list, which loses what another
+    /// owner adds meanwhile: netpol's programmer never sends it).
+    fn modify_policies(
         &self,
         endpoint: &str,
+        request: RequestType,
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError>;
 

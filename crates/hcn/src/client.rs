@@ -8,9 +8,11 @@ use std::net::IpAddr;
 
 use netpol_datapath::{DatapathError, EndpointInfo};
 
-use crate::api::HcnApi;
+use crate::api::{EndpointListing, HcnApi};
 use crate::resync::ResyncSignal;
-use crate::schema::{EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest};
+use crate::schema::{
+    EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest, RequestType,
+};
 use crate::version::Capabilities;
 
 /// A raw HCN call failure.
@@ -19,9 +21,10 @@ pub enum RawError {
     /// `HCN_E_ENDPOINT_NOT_FOUND` or `ERROR_NOT_FOUND`.
     #[error("not found")]
     NotFound,
-    /// The handle or registration the call went through belongs to an HNS service instance that
-    /// is gone (the service restarted): nothing works until the client is re-created.
-    #[error("the HNS service restarted: the client's handles are invalid")]
+    /// HNS is not answering (stopped, restarting, its RPC server gone), or the handle the call
+    /// went through belongs to an HNS instance that is gone: the client must be re-created once
+    /// HNS answers, and everything read again.
+    #[error("HNS is not answering or restarted: the client must reconnect")]
     Disconnected,
     /// Any other failure, with HCN's error record where it gave one.
     #[error("{message}")]
@@ -104,7 +107,7 @@ fn addresses(props: &EndpointProperties) -> Vec<IpAddr> {
 }
 
 impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
-    fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
+    fn list_endpoints(&self) -> Result<EndpointListing, DatapathError> {
         let query = serde_json::to_string(&HostComputeQuery::default())
             .expect("an HCN query serializes to JSON");
         let text = self
@@ -117,17 +120,26 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
                 endpoint: None,
                 message: e.to_string(),
             })?;
-        let mut out = Vec::with_capacity(ids.len());
+        let mut out = EndpointListing {
+            endpoints: Vec::with_capacity(ids.len()),
+            unreadable: Vec::new(),
+        };
         for id in ids {
             match self.properties(&id) {
-                Ok(props) => out.push(EndpointInfo {
+                Ok(props) => out.endpoints.push(EndpointInfo {
                     addresses: addresses(&props),
                     id,
                     name: props.name,
                 }),
                 // Deleted between the enumeration and the query: it is simply gone.
                 Err(DatapathError::NotFound { .. }) => {}
-                Err(e) => return Err(e),
+                // HNS itself is gone: no listing at all, the caller reconnects.
+                Err(e) if e.is_disconnected() => return Err(e),
+                // This endpoint alone: the others are still listed (and programmed).
+                Err(e) => {
+                    tracing::warn!(endpoint = %id, error = %e, "skipping an endpoint that cannot be read");
+                    out.unreadable.push((id, e));
+                }
             }
         }
         Ok(out)
@@ -137,12 +149,13 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
         Ok(self.properties(endpoint)?.policies)
     }
 
-    fn update_policies(
+    fn modify_policies(
         &self,
         endpoint: &str,
+        request: RequestType,
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError> {
-        let request = serde_json::to_string(&ModifyEndpointRequest::update(policies))
+        let request = serde_json::to_string(&ModifyEndpointRequest::new(request, policies))
             .expect("an HCN request serializes to JSON");
         self.calls
             .modify_endpoint(endpoint, &request)

@@ -6,7 +6,9 @@
 //! the pod gets its address and deleted when it goes.
 //!
 //! Either side may come first. An endpoint without a pod gets no netpol rules (and loses any it
-//! had); a pod without an endpoint makes discovery look again shortly.
+//! had); a pod without an endpoint makes discovery look again shortly. An endpoint whose
+//! properties cannot be read is passed on as unreadable (the enforcer reports it and asks for
+//! a new listing after backoff); the others are listed and programmed as usual.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -15,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use netpol_datapath::{DatapathError, EndpointInfo, LocalPods};
 
-use crate::api::HcnApi;
+use crate::api::{EndpointListing, HcnApi};
 use crate::client::HcnDatapath;
 use crate::sim::HcnSim;
 
@@ -24,14 +26,15 @@ pub const RELIST_FOR_MISSING: Duration = Duration::from_secs(2);
 
 /// Finds the host's endpoints.
 pub trait EndpointDiscovery: Send {
-    /// The host's endpoints. `refresh` demands a fresh listing (a full resync).
+    /// The host's endpoints. `refresh` demands a fresh listing (a full resync, or another try at
+    /// endpoints that could not be read).
     fn endpoints(
         &mut self,
         datapath: &dyn HcnApi,
         pods: &LocalPods,
         refresh: bool,
         now: Instant,
-    ) -> Result<Vec<EndpointInfo>, DatapathError>;
+    ) -> Result<EndpointListing, DatapathError>;
 
     /// When discovery wants to look again, if it does.
     fn next_look(&self) -> Option<Instant>;
@@ -77,7 +80,7 @@ fn unmatched<'a>(endpoints: &[EndpointInfo], pods: &'a LocalPods) -> Vec<&'a str
 /// The real host: endpoints come and go with the CNI plugin, and are listed from HCN.
 #[derive(Debug, Default)]
 pub struct HostEndpoints {
-    listing: Option<Vec<EndpointInfo>>,
+    listing: Option<EndpointListing>,
     listed_at: Option<Instant>,
     waiting_for_endpoints: bool,
 }
@@ -89,10 +92,10 @@ impl EndpointDiscovery for HostEndpoints {
         pods: &LocalPods,
         refresh: bool,
         now: Instant,
-    ) -> Result<Vec<EndpointInfo>, DatapathError> {
+    ) -> Result<EndpointListing, DatapathError> {
         let stale = match (&self.listing, self.listed_at) {
             (Some(listing), Some(at)) => {
-                !unmatched(listing, pods).is_empty() && now >= at + RELIST_FOR_MISSING
+                !unmatched(&listing.endpoints, pods).is_empty() && now >= at + RELIST_FOR_MISSING
             }
             _ => true,
         };
@@ -101,7 +104,7 @@ impl EndpointDiscovery for HostEndpoints {
             self.listed_at = Some(now);
         }
         let listing = self.listing.clone().unwrap_or_default();
-        let missing = unmatched(&listing, pods);
+        let missing = unmatched(&listing.endpoints, pods);
         if !missing.is_empty() {
             tracing::debug!(pods = ?missing, "local pods without an HCN endpoint yet");
         }
@@ -127,6 +130,8 @@ pub struct SimulatedCni {
     managed: BTreeMap<String, EndpointInfo>,
     /// Endpoints of others, as last listed.
     foreign: Vec<EndpointInfo>,
+    /// Endpoints the last listing could not read.
+    unreadable: Vec<(String, DatapathError)>,
     next_id: u64,
     listed: bool,
 }
@@ -137,15 +142,24 @@ impl SimulatedCni {
             sim,
             managed: BTreeMap::new(),
             foreign: Vec::new(),
+            unreadable: Vec::new(),
             next_id: 0,
             listed: false,
         }
     }
 
-    fn adopt(&mut self, listing: Vec<EndpointInfo>) {
-        self.managed.clear();
+    /// Takes over what a listing shows. An endpoint of its own that could not be read is kept
+    /// as it was known (so that no second one is created for its pod) but not passed on.
+    fn adopt(&mut self, listing: EndpointListing) {
+        let unreadable: BTreeSet<&str> = listing
+            .unreadable
+            .iter()
+            .map(|(id, _)| id.as_str())
+            .collect();
+        self.managed
+            .retain(|_, endpoint| unreadable.contains(endpoint.id.as_str()));
         self.foreign.clear();
-        for endpoint in listing {
+        for endpoint in listing.endpoints {
             match endpoint.id.strip_prefix(SIM_ENDPOINT_PREFIX) {
                 Some(number) => {
                     if let Ok(n) = number.parse::<u64>() {
@@ -195,16 +209,27 @@ impl EndpointDiscovery for SimulatedCni {
         pods: &LocalPods,
         refresh: bool,
         _now: Instant,
-    ) -> Result<Vec<EndpointInfo>, DatapathError> {
+    ) -> Result<EndpointListing, DatapathError> {
         if refresh || !self.listed {
             let listing = datapath.list_endpoints()?;
+            self.unreadable = listing.unreadable.clone();
             self.adopt(listing);
             self.listed = true;
         }
         self.mirror(pods);
-        let mut all: Vec<EndpointInfo> = self.managed.values().cloned().collect();
-        all.extend(self.foreign.iter().cloned());
-        Ok(all)
+        let unreadable = self.unreadable.clone();
+        let skipped: BTreeSet<&str> = unreadable.iter().map(|(id, _)| id.as_str()).collect();
+        let mut endpoints: Vec<EndpointInfo> = self
+            .managed
+            .values()
+            .filter(|e| !skipped.contains(e.id.as_str()))
+            .cloned()
+            .collect();
+        endpoints.extend(self.foreign.iter().cloned());
+        Ok(EndpointListing {
+            endpoints,
+            unreadable,
+        })
     }
 
     fn next_look(&self) -> Option<Instant> {
@@ -265,14 +290,16 @@ mod tests {
         let first = pods(&[("x/a", &["10.0.0.1"]), ("x/b", &["10.0.0.2"])]);
         let listed = cni
             .endpoints(datapath.as_ref(), &first, false, now)
-            .unwrap();
+            .unwrap()
+            .endpoints;
         assert_eq!(listed.len(), 3);
 
         // x/a is gone and x/b changed address: one endpoint deleted, one replaced.
         let second = pods(&[("x/b", &["10.0.0.3"])]);
         let listed = cni
             .endpoints(datapath.as_ref(), &second, false, now)
-            .unwrap();
+            .unwrap()
+            .endpoints;
         let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["sim-ep-000002", "host-vnic"]);
         assert!(datapath.calls().endpoint("sim-ep-000000").is_none());
@@ -282,13 +309,15 @@ mod tests {
         let mut restarted = SimulatedCni::new(datapath.clone());
         let listed = restarted
             .endpoints(datapath.as_ref(), &second, false, now)
-            .unwrap();
+            .unwrap()
+            .endpoints;
         let ids: Vec<&str> = listed.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["sim-ep-000002", "host-vnic"]);
         let third = pods(&[("x/b", &["10.0.0.3"]), ("x/d", &["10.0.0.4"])]);
         let listed = restarted
             .endpoints(datapath.as_ref(), &third, false, now)
-            .unwrap();
+            .unwrap()
+            .endpoints;
         assert!(
             listed.iter().any(|e| e.id == "sim-ep-000003"),
             "ids are never reused"

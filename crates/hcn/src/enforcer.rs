@@ -1,7 +1,9 @@
 //! The HCN datapath behind the neutral [`Enforcer`]: discovers the host's endpoints, matches
 //! them to pods by address and programs each endpoint's ACLs through the diff-based
 //! [`Programmer`]. Compiled rules are rendered as ACL settings here, once per distinct compiled
-//! list (replicas share one).
+//! list (replicas share one). An endpoint whose properties cannot be read is left as it is and
+//! reported as failed (with backoff, after which the endpoints are listed again); the others
+//! are programmed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use std::time::Instant;
 
 use netpol_datapath::{
     ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules, DatapathError, Desired,
-    EndpointInfo, Enforcer,
+    EndpointInfo, Enforcer, Outcome,
 };
 use netpol_engine::{IdentityId, IdentityStore};
 
@@ -30,6 +32,8 @@ pub struct HcnEnforcer {
     /// Consecutive failures to list the endpoints, and when to try again.
     discovery_failures: u32,
     discovery_retry: Option<Instant>,
+    /// Endpoints that could not be read: consecutive failures and when to list again.
+    unreadable: BTreeMap<String, (u32, Instant)>,
 }
 
 impl HcnEnforcer {
@@ -47,7 +51,36 @@ impl HcnEnforcer {
             endpoints: Vec::new(),
             discovery_failures: 0,
             discovery_retry: None,
+            unreadable: BTreeMap::new(),
         }
+    }
+
+    /// Records the endpoints that could not be read, and reports each as failed.
+    fn note_unreadable(
+        &mut self,
+        unreadable: Vec<(String, DatapathError)>,
+        report: &mut ApplyReport,
+        now: Instant,
+    ) {
+        let mut still = BTreeMap::new();
+        for (id, error) in unreadable {
+            let (failures, retry_at) = match self.unreadable.get(&id) {
+                // Reported again from the same listing: nothing new was tried.
+                Some(&(failures, retry_at)) if retry_at > now => (failures, retry_at),
+                Some(&(failures, _)) => (failures + 1, now + self.backoff.delay(failures + 1)),
+                None => (1, now + self.backoff.delay(1)),
+            };
+            still.insert(id.clone(), (failures, retry_at));
+            report.outcomes.insert(
+                id,
+                Outcome::Failed {
+                    error,
+                    failures,
+                    retry_at,
+                },
+            );
+        }
+        self.unreadable = still;
     }
 
     /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
@@ -85,21 +118,25 @@ impl Enforcer for HcnEnforcer {
             self.programmer.resync();
         }
         let pods = desired.pods;
-        match self
+        // Another try at endpoints that could not be read is another listing.
+        let relist = refresh || self.unreadable.values().any(|(_, at)| *at <= now);
+        let unreadable = match self
             .discovery
-            .endpoints(self.datapath.as_ref(), pods, refresh, now)
+            .endpoints(self.datapath.as_ref(), pods, relist, now)
         {
-            Ok(endpoints) => {
+            Ok(listing) => {
                 self.discovery_failures = 0;
                 self.discovery_retry = None;
-                let owners = match_pods(&endpoints, pods);
-                self.endpoints = endpoints
+                let owners = match_pods(&listing.endpoints, pods);
+                self.endpoints = listing
+                    .endpoints
                     .into_iter()
                     .map(|e| {
                         let pod = owners.get(&e.id).cloned().flatten();
                         (e, pod)
                     })
                     .collect();
+                listing.unreadable
             }
             Err(error) => {
                 self.discovery_failures += 1;
@@ -108,9 +145,11 @@ impl Enforcer for HcnEnforcer {
                 tracing::warn!(%error, retry_in_ms = delay.as_millis(), "listing the host's endpoints failed");
                 return Err(error);
             }
-        }
+        };
         let rules = self.desired(desired, refresh);
-        Ok(self.programmer.apply(self.datapath.as_ref(), &rules, now))
+        let mut report = self.programmer.apply(self.datapath.as_ref(), &rules, now);
+        self.note_unreadable(unreadable, &mut report, now);
+        Ok(report)
     }
 
     fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
@@ -122,6 +161,7 @@ impl Enforcer for HcnEnforcer {
             self.programmer.next_retry(),
             self.discovery.next_look(),
             self.discovery_retry,
+            self.unreadable.values().map(|(_, at)| *at).min(),
         ]
         .into_iter()
         .flatten()

@@ -20,13 +20,16 @@
 
 pub mod api;
 pub mod client;
+pub mod diff;
 pub mod discovery;
 pub mod enforcer;
+pub mod hresult;
 pub mod matcher;
 pub mod naive;
 pub mod oracle;
 pub mod programmer;
 pub mod render;
+pub mod restart;
 pub mod resync;
 pub mod schema;
 pub mod sim;

@@ -109,6 +109,52 @@ impl AclMatcher {
     }
 }
 
+impl AclMatcher {
+    /// The fields in which two rules differ in meaning, by their HCN names. The order of list
+    /// items, a host written with or without `/32`, and `256` against an absent protocol do not
+    /// count, nor does the id: what HCN may normalise on read-back is not a difference.
+    pub fn differences(&self, other: &AclMatcher) -> Vec<&'static str> {
+        fn sorted<T: Ord + Clone>(list: &Option<Vec<T>>) -> Option<Vec<T>> {
+            list.as_ref().map(|l| {
+                let mut l = l.clone();
+                l.sort();
+                l.dedup();
+                l
+            })
+        }
+        let mut out = Vec::new();
+        let mut differ = |field, same: bool| {
+            if !same {
+                out.push(field);
+            }
+        };
+        differ("Action", self.action == other.action);
+        differ("Direction", self.direction == other.direction);
+        differ("Priority", self.priority == other.priority);
+        differ(
+            "Protocols",
+            sorted(&self.protocols) == sorted(&other.protocols),
+        );
+        differ(
+            "LocalAddresses",
+            sorted(&self.local_addresses) == sorted(&other.local_addresses),
+        );
+        differ(
+            "RemoteAddresses",
+            sorted(&self.remote_addresses) == sorted(&other.remote_addresses),
+        );
+        differ(
+            "LocalPorts",
+            sorted(&self.local_ports) == sorted(&other.local_ports),
+        );
+        differ(
+            "RemotePorts",
+            sorted(&self.remote_ports) == sorted(&other.remote_ports),
+        );
+        out
+    }
+}
+
 fn port_matches(ranges: &Option<Vec<(u16, u16)>>, port: u16) -> bool {
     ranges
         .as_ref()
@@ -239,6 +285,15 @@ mod tests {
         assert_eq!(e.field, "LocalPorts");
         let e = AclMatcher::parse(&acl("TCP", "", "")).unwrap_err();
         assert_eq!(e.field, "Protocols");
+    }
+
+    #[test]
+    fn differences_ignore_what_hcn_may_normalise() {
+        let a = AclMatcher::parse(&acl("256", "10.0.0.1,10.2.0.0/16", "80,90")).unwrap();
+        let same = AclMatcher::parse(&acl("", "10.2.0.0/16,10.0.0.1/32", "90,80")).unwrap();
+        assert!(a.differences(&same).is_empty());
+        let other = AclMatcher::parse(&acl("6", "10.0.0.1", "80,90")).unwrap();
+        assert_eq!(a.differences(&other), ["Protocols", "RemoteAddresses"]);
     }
 
     #[test]

@@ -4,9 +4,18 @@
 //! whose rules this programmer installed and has not been told to doubt costs no call at all.
 //!
 //! - **Ownership.** Only ACLs whose `Id` starts with `netpol-` are netpol's. Every other policy is
-//!   passed back in the `Update` exactly as read, in its original order.
-//! - **Diffs** compare rule ids, which hash the whole rule content, so they are exact and immune
-//!   to HCN normalizing fields on read-back.
+//!   left alone: netpol never sends `Update` (which replaces the whole list, and so loses a policy
+//!   another owner adds between netpol's read and its write), only `Add` of its own rules and
+//!   `Remove` of its own rules exactly as read back.
+//! - **Diffs** ([`crate::diff`]) match rules by id, which hashes the whole rule content, and then
+//!   compare meanings, so HCN normalising fields on read-back is no difference but a rule edited
+//!   in place is.
+//! - **Make before break.** The rules a change brings are added before the stale ones are
+//!   removed, so that while the endpoint holds both, every packet gets either its old or its new
+//!   verdict (the first matching rule is an old or a new one), never one neither list gives.
+//! - **Read back.** After writing, the endpoint is read again. If its netpol rules are not the
+//!   wanted ones, another writer replaced the list meanwhile: the repair is computed and written
+//!   again, up to [`ATTEMPTS`] times, and then reported as a failure (retried with backoff).
 //! - **Failures** are per endpoint: a failed endpoint is retried with exponential backoff on
 //!   later [`Programmer::apply`] calls and never holds others back. An endpoint that no longer
 //!   exists is reported as gone and not retried (HCN endpoint ids are never reused).
@@ -21,7 +30,12 @@ use std::time::Instant;
 use netpol_datapath::{ApplyReport, Backoff, DatapathError, Outcome};
 
 use crate::api::HcnApi;
-use crate::schema::{AclPolicySetting, EndpointPolicy};
+use crate::diff::diff;
+use crate::schema::{AclPolicySetting, EndpointPolicy, RequestType};
+
+/// How many times one apply writes an endpoint and reads it back before it gives up on a
+/// conflict with another writer (and retries after backoff).
+pub const ATTEMPTS: u32 = 3;
 
 /// A list of netpol's rules for one endpoint, however the caller holds it.
 pub trait RuleList {
@@ -169,7 +183,7 @@ impl Programmer {
         let mut wanted: Vec<String> = rules.iter().map(|r| r.id.clone()).collect();
         wanted.sort();
 
-        let result = self.sync(datapath, endpoint, rules, &wanted);
+        let result = self.sync(datapath, endpoint, rules);
         match result {
             Ok(outcome) => {
                 self.failures.remove(endpoint);
@@ -198,27 +212,55 @@ impl Programmer {
         }
     }
 
-    /// Reads the endpoint back and updates it if its netpol rules differ.
+    /// Reads the endpoint back and repairs its netpol rules if they differ, reading back after
+    /// every write.
     fn sync(
         &self,
         datapath: &dyn HcnApi,
         endpoint: &str,
         rules: &[AclPolicySetting],
-        wanted: &[String],
     ) -> Result<Outcome, DatapathError> {
-        let current = datapath.read_policies(endpoint)?;
-        let (owned, foreign): (Vec<EndpointPolicy>, Vec<EndpointPolicy>) =
-            current.into_iter().partition(|p| p.netpol_id().is_some());
-        let mut have: Vec<String> = owned.iter().filter_map(EndpointPolicy::netpol_id).collect();
-        have.sort();
-        if have == wanted {
+        let mut current = diff(&datapath.read_policies(endpoint)?, rules);
+        if current.is_clean() {
             return Ok(Outcome::Unchanged);
         }
-        let added = wanted.iter().filter(|id| !have.contains(id)).count();
-        let removed = have.iter().filter(|id| !wanted.contains(id)).count();
-        let mut policies = foreign;
-        policies.extend(rules.iter().map(EndpointPolicy::acl));
-        datapath.update_policies(endpoint, policies)?;
-        Ok(Outcome::Updated { added, removed })
+        let (mut added, mut removed) = (0, 0);
+        for attempt in 1..=ATTEMPTS {
+            let add: Vec<EndpointPolicy> =
+                current.to_add().iter().map(EndpointPolicy::acl).collect();
+            let remove = current.to_remove();
+            if !add.is_empty() {
+                added += add.len();
+                datapath.modify_policies(endpoint, RequestType::Add, add)?;
+            }
+            if !remove.is_empty() {
+                removed += remove.len();
+                datapath.modify_policies(endpoint, RequestType::Remove, remove)?;
+            }
+            current = diff(&datapath.read_policies(endpoint)?, rules);
+            if current.is_clean() {
+                return Ok(Outcome::Updated { added, removed });
+            }
+            tracing::warn!(
+                %endpoint,
+                attempt,
+                missing = current.missing.len(),
+                altered = current.altered.len(),
+                extra = current.extra.len(),
+                "the endpoint's netpol rules are not as just written: another writer changed its policy list meanwhile"
+            );
+        }
+        Err(DatapathError::Call {
+            call: "HcnModifyEndpoint",
+            endpoint: Some(endpoint.to_string()),
+            message: format!(
+                "after {ATTEMPTS} writes the endpoint still lacks {} netpol rules, holds {} \
+                 altered and {} it should not: another writer keeps replacing its policy list, \
+                 or HNS does not apply netpol's Add and Remove requests",
+                current.missing.len(),
+                current.altered.len(),
+                current.extra.len()
+            ),
+        })
     }
 }

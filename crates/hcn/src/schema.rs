@@ -151,7 +151,9 @@ pub enum ResourceType {
     Policy,
 }
 
-/// `RequestType` of a modify request. `Update` replaces the endpoint's whole policy list.
+/// `RequestType` of a modify request. `Add` appends the given policies and `Remove` takes away
+/// those equal to the given ones, leaving every other policy alone; `Update` replaces the
+/// endpoint's whole policy list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RequestType {
     Add,
@@ -178,13 +180,18 @@ pub struct ModifyEndpointRequest {
 }
 
 impl ModifyEndpointRequest {
-    /// An `Update` that makes `policies` the endpoint's complete policy list.
-    pub fn update(policies: Vec<EndpointPolicy>) -> Self {
+    /// A policy request of `request_type` carrying `policies`.
+    pub fn new(request_type: RequestType, policies: Vec<EndpointPolicy>) -> Self {
         ModifyEndpointRequest {
             resource_type: ResourceType::Policy,
-            request_type: RequestType::Update,
+            request_type,
             settings: PolicyEndpointRequest { policies },
         }
+    }
+
+    /// An `Update` that makes `policies` the endpoint's complete policy list.
+    pub fn update(policies: Vec<EndpointPolicy>) -> Self {
+        ModifyEndpointRequest::new(RequestType::Update, policies)
     }
 }
 

@@ -9,7 +9,12 @@
 //! - An endpoint with no ACL at all passes everything. Once any ACL is present the endpoint is
 //!   default deny (the 2026 Windows Server behaviour), so traffic no rule matches is dropped.
 //! - Equal priorities with different actions have undefined order in HCN. The simulator refuses
-//!   a policy list where two overlapping rules of different actions share a priority.
+//!   a request that brings such a pair itself (an `Update` whose list holds one, an `Add` among
+//!   its own rules). A pair of a rule already there and one an `Add` brings is the transient of
+//!   a make-before-break change and allowed; the rule already there is evaluated first.
+//! - `Add` appends, `Remove` takes away the policies equal to the given ones, `Update` replaces
+//!   the whole list: other owners' policies survive `Add` and `Remove` whatever happens between
+//!   a client's read and its write.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -60,16 +65,31 @@ impl Call {
 }
 
 /// A fault to inject. Each fires once, on the first call it applies to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Fault {
     /// The next call of `kind` (on `endpoint`, if given) fails without effect.
     Fail {
         kind: CallKind,
         endpoint: Option<String>,
     },
+    /// Like `Fail`, for the call of `kind` on `endpoint` that follows `skip` calls of that kind
+    /// on it (the `Remove` after an `Add`, say).
+    FailLater {
+        kind: CallKind,
+        endpoint: String,
+        skip: u32,
+    },
     /// The endpoint is deleted while the next modify of it is in flight: the modify fails with
     /// not-found and the endpoint is gone.
     VanishDuringModify { endpoint: String },
+    /// Another writer's `request` lands on the endpoint just before the next modify of it (a CNI
+    /// adding its policy between netpol's read and its write) or, with `after`, just after it (a
+    /// writer replacing the list from a read older than netpol's write).
+    Interleave {
+        endpoint: String,
+        request: ModifyEndpointRequest,
+        after: bool,
+    },
 }
 
 /// An endpoint in the simulator.
@@ -211,6 +231,15 @@ impl Default for State {
 }
 
 impl State {
+    /// Applies a modify request to an endpoint's policy list.
+    fn apply(&mut self, endpoint: &str, request: &ModifyEndpointRequest) -> Result<(), RawError> {
+        let ep = self.endpoints.get_mut(endpoint).ok_or(RawError::NotFound)?;
+        ep.policies = apply_request(&ep.policies, request, &mut self.matchers)
+            .map_err(|message| RawError::Failed { message })?;
+        self.parsed.remove(endpoint);
+        Ok(())
+    }
+
     fn rules(&mut self, endpoint: &str) -> Result<Arc<Vec<AclMatcher>>, RawError> {
         if let Some(rules) = self.parsed.get(endpoint) {
             return Ok(rules.clone());
@@ -377,12 +406,24 @@ impl HcnSim {
 
     /// Checks a fault matching the call, consuming it.
     fn take_fault(state: &mut State, kind: CallKind, endpoint: Option<&str>) -> Option<Fault> {
-        let index = state.faults.iter().position(|f| match f {
+        let index = state.faults.iter_mut().position(|f| match f {
             Fault::Fail {
                 kind: k,
                 endpoint: e,
             } => *k == kind && (e.is_none() || e.as_deref() == endpoint),
-            Fault::VanishDuringModify { endpoint: e } => {
+            Fault::FailLater {
+                kind: k,
+                endpoint: e,
+                skip,
+            } => {
+                let applies = *k == kind && Some(e.as_str()) == endpoint;
+                if applies && *skip > 0 {
+                    *skip -= 1;
+                    return false;
+                }
+                applies
+            }
+            Fault::VanishDuringModify { endpoint: e } | Fault::Interleave { endpoint: e, .. } => {
                 kind == CallKind::Modify && Some(e.as_str()) == endpoint
             }
         })?;
@@ -396,8 +437,6 @@ impl HcnSim {
     }
 }
 
-/// Parses every ACL of a policy list, sorted by ascending priority (stable, so HCN's undefined
-/// order among equal priorities is at least deterministic here).
 /// Parsed ACLs by their settings text, dropped wholesale once it holds [`MatcherCache::LIMIT`].
 #[derive(Debug, Default)]
 struct MatcherCache {
@@ -467,9 +506,23 @@ fn apply_request(
 ) -> Result<Vec<EndpointPolicy>, String> {
     let ResourceType::Policy = request.resource_type;
     let given = &request.settings.policies;
+    // What one request sends must have a defined order; rules of other owners already on the
+    // endpoint are theirs to order.
+    let check_given = |matchers: &mut MatcherCache| {
+        matchers
+            .parse_acls(given)
+            .and_then(|rules| check_parsed_priorities(&rules))
+            .map_err(|e| e.to_string())
+    };
     let next = match request.request_type {
-        RequestType::Update => given.clone(),
-        RequestType::Add => current.iter().chain(given).cloned().collect(),
+        RequestType::Update => {
+            check_given(matchers)?;
+            given.clone()
+        }
+        RequestType::Add => {
+            check_given(matchers)?;
+            current.iter().chain(given).cloned().collect()
+        }
         RequestType::Remove => current
             .iter()
             .filter(|p| !given.contains(p))
@@ -477,21 +530,20 @@ fn apply_request(
             .collect(),
         RequestType::Refresh => current.to_vec(),
     };
-    matchers
-        .parse_acls(&next)
-        .and_then(|rules| check_parsed_priorities(&rules))
-        .map_err(|e| e.to_string())?;
     Ok(next)
 }
 
-/// A client's connection to the simulated HNS, as the Windows client holds one: calls go
-/// through handles of the service instance that was running when it connected, and a service
-/// callback registered then reports that instance's end. After a restart every call fails with
-/// [`RawError::Disconnected`] and the callback never fires again: the client must connect anew.
+/// A client's connection to the simulated HNS. [`SimSession::connect`] holds handles of the
+/// service instance that was running when it connected and a service callback registered then:
+/// after a restart every call fails with [`RawError::Disconnected`] and the callback never fires
+/// again, so the client must connect anew. [`SimSession::per_call`] is the Windows client as it
+/// is: a handle opened per call (so no call fails after a restart) and no callback, so that only
+/// a [`crate::restart::RestartWatch`] notices the restart.
 #[derive(Debug)]
 pub struct SimSession {
     sim: Arc<crate::HcnDatapath<HcnSim>>,
-    service: u64,
+    /// The service instance its handles belong to; None when it opens one per call.
+    service: Option<u64>,
     disconnect: Arc<ResyncSignal>,
 }
 
@@ -508,17 +560,30 @@ impl SimSession {
         };
         SimSession {
             sim: sim.clone(),
-            service,
+            service: Some(service),
             disconnect,
         }
     }
 
+    /// A session that opens a handle per call and registers no callback.
+    pub fn per_call(sim: &Arc<crate::HcnDatapath<HcnSim>>) -> SimSession {
+        SimSession {
+            sim: sim.clone(),
+            service: None,
+            disconnect: Arc::new(ResyncSignal::default()),
+        }
+    }
+
+    /// The signal the session raises on a restart it hears of, shared for a restart watch.
+    pub fn signal(&self) -> &Arc<ResyncSignal> {
+        &self.disconnect
+    }
+
     fn live(&self) -> Result<&HcnSim, RawError> {
         let sim = self.sim.calls();
-        if sim.service_instance() == self.service {
-            Ok(sim)
-        } else {
-            Err(RawError::Disconnected)
+        match self.service {
+            Some(service) if service != sim.service_instance() => Err(RawError::Disconnected),
+            _ => Ok(sim),
         }
     }
 }
@@ -599,27 +664,32 @@ impl HcnCalls for HcnSim {
             endpoint: endpoint.to_string(),
             request: request.to_string(),
         });
+        let mut after = None;
         match HcnSim::take_fault(&mut state, CallKind::Modify, Some(endpoint)) {
             Some(Fault::VanishDuringModify { .. }) => {
                 state.endpoints.remove(endpoint);
                 state.parsed.remove(endpoint);
                 return Err(RawError::NotFound);
             }
-            Some(Fault::Fail { .. }) => return Err(HcnSim::injected(CallKind::Modify)),
+            Some(Fault::Fail { .. } | Fault::FailLater { .. }) => {
+                return Err(HcnSim::injected(CallKind::Modify))
+            }
+            Some(Fault::Interleave {
+                request,
+                after: false,
+                ..
+            }) => state.apply(endpoint, &request)?,
+            Some(Fault::Interleave { request, .. }) => after = Some(request),
             None => {}
         }
         let request: ModifyEndpointRequest =
             serde_json::from_str(request).map_err(|e| RawError::Failed {
                 message: format!("invalid modify request: {e}"),
             })?;
-        let state = &mut *state;
-        let ep = state
-            .endpoints
-            .get_mut(endpoint)
-            .ok_or(RawError::NotFound)?;
-        ep.policies = apply_request(&ep.policies, &request, &mut state.matchers)
-            .map_err(|message| RawError::Failed { message })?;
-        state.parsed.remove(endpoint);
+        state.apply(endpoint, &request)?;
+        if let Some(other) = after {
+            state.apply(endpoint, &other)?;
+        }
         Ok(())
     }
 

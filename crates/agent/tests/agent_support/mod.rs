@@ -148,6 +148,14 @@ impl Agent {
     }
 }
 
+/// Health as it stands after a first full sync.
+pub fn synced_health() -> netpol_agent::health::Health {
+    let health = netpol_agent::health::Health::default();
+    health.heartbeat();
+    health.set_synced();
+    health
+}
+
 pub fn new_sim() -> Arc<HcnDatapath<HcnSim>> {
     Arc::new(HcnDatapath::new(HcnSim::new()))
 }
@@ -213,7 +221,7 @@ pub fn assert_converged(dir: &Path, sim: &HcnDatapath<HcnSim>) -> usize {
     // Every pod and node address, and one address of every world prefix.
     let per_address = engine.per_address_store();
     let remotes = per_address.representative_addresses();
-    let listing = sim.list_endpoints().unwrap();
+    let listing = sim.list_endpoints().unwrap().endpoints;
     let mut checked = 0;
     let mut local_pods = 0;
     for (key, _) in engine.endpoints() {

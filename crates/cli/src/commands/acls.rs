@@ -1,66 +1,263 @@
-//! `netpol acls FILE [--endpoint ns/pod]`: the HCN requests the agent would send for a scenario's
-//! pods, with the rule count of each endpoint, without touching any host.
+//! `netpol acls FILE | -f PATH... [--endpoint ns/pod] [--output json] [--compare LIVE]`: the HCN
+//! ACLs netpol computes for each pod of a cluster, without touching any host; or, with
+//! `--compare`, a node's live endpoints (as `config/Get-NetpolEndpointAcls.ps1` dumps them)
+//! against those rules.
+//!
+//! Exit status: 0 printed (or, comparing, equal), 1 some endpoint differs, 2 an input does not
+//! load.
 
+use std::collections::BTreeMap;
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use netpol_hcn::compile_acls;
+use netpol_datapath::CompileOptions;
+use netpol_engine::Engine;
 use netpol_hcn::naive::naive_rule_counts;
+use netpol_hcn::schema::{ModifyEndpointRequest, RequestType};
+use netpol_hcn::{compile_acls_with, Capabilities, HcnAcls, HnsVersion};
 
 use crate::decide::load_engine;
-use crate::input::load_scenario;
+use crate::endpoint_acls::compare::{compare, to_json, write_text, PodRules};
+use crate::endpoint_acls::document::{self, Document, Endpoint, RuleCounts, FORMAT};
+use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
+use crate::output::report::TextOrJson;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A scenario file (its `expect` section is ignored).
-    pub file: PathBuf,
-    /// Only this endpoint (`namespace/pod`); every pod otherwise.
+    /// A scenario file, or a manifest file or folder (or name manifests with `-f`), e.g. what
+    /// `kubectl get pods,namespaces,nodes,networkpolicies -A -o yaml` prints.
+    #[arg(required_unless_present = "filenames", conflicts_with = "filenames")]
+    pub file: Option<PathBuf>,
+    #[command(flatten)]
+    pub manifests: ManifestArgs,
+    /// Only this pod (`namespace/pod`); every pod otherwise.
     #[arg(long)]
     pub endpoint: Option<String>,
+    /// `text` (one `Add` request per pod) or `json` (the endpoint document, see docs/cli.md).
+    #[arg(long, short = 'o', value_enum, default_value_t)]
+    pub output: TextOrJson,
+    /// Compare a node's live endpoints with what netpol computes: a file written by
+    /// `config/Get-NetpolEndpointAcls.ps1`, `netpol acls --output json`, or `Get-HnsEndpoint |
+    /// ConvertTo-Json -Depth 10`.
+    #[arg(long, value_name = "LIVE")]
+    pub compare: Option<PathBuf>,
+    /// The node's HNS version (`MAJOR.MINOR`), which decides what netpol compiles (no IPv6 rules
+    /// before 11.10). Default: the compared file's, else every feature.
+    #[arg(long, value_name = "VERSION")]
+    pub hns_version: Option<String>,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let Some(scenario) = load_scenario(&args.file, err)? else {
+    let live = match &args.compare {
+        Some(path) => match read_live(path) {
+            Ok(live) => Some(live),
+            Err(e) => {
+                writeln!(err, "error: {}: {e}", path.display())?;
+                return Ok(Outcome::Invalid);
+            }
+        },
+        None => None,
+    };
+    let version = match &args.hns_version {
+        Some(text) => match document::parse_version(text) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                writeln!(err, "error: --hns-version: {e}")?;
+                return Ok(Outcome::Invalid);
+            }
+        },
+        None => live.as_ref().and_then(|l| l.hns_version),
+    };
+    let options = match version.map(Capabilities::of).transpose() {
+        Ok(capabilities) => {
+            capabilities.map_or_else(CompileOptions::default, |c| c.compile_options())
+        }
+        Err(e) => {
+            writeln!(err, "error: {e}: netpol cannot program this node")?;
+            return Ok(Outcome::Invalid);
+        }
+    };
+    let Some(input) = args.manifests.input(args.file.as_deref()) else {
+        writeln!(err, "error: name a scenario file or manifests with -f")?;
+        return Ok(Outcome::Invalid);
+    };
+    let Some(scenario) = input::load(&input, err)? else {
         return Ok(Outcome::Invalid);
     };
     let engine = load_engine(&scenario.cluster);
-    let mut printed = 0;
-    for (key, map) in engine.endpoints() {
-        if args.endpoint.as_deref().is_some_and(|wanted| wanted != key) {
+    if let Some(wanted) = &args.endpoint {
+        if engine.endpoint(wanted).is_none() {
+            writeln!(
+                err,
+                "error: {}: no pod {wanted} (expected namespace/pod)",
+                scenario.file.display()
+            )?;
+            return Ok(Outcome::Invalid);
+        }
+    }
+    let mut computed = BTreeMap::new();
+    for (key, _) in engine.endpoints() {
+        if live.is_none() && args.endpoint.as_deref().is_some_and(|wanted| wanted != key) {
             continue;
         }
-        let compiled = match compile_acls(map, engine.identities()) {
-            Ok(compiled) => compiled,
+        match pod_acls(&engine, key, &options) {
+            Ok(acls) => computed.insert(key.to_owned(), acls),
             Err(e) => {
                 writeln!(err, "error: {key}: {e}")?;
                 return Ok(Outcome::Invalid);
             }
         };
+    }
+
+    match live {
+        Some(live) => {
+            let pods: BTreeMap<String, PodRules> = computed
+                .iter()
+                .map(|(key, pod)| {
+                    let addresses = engine
+                        .endpoint_pod(key)
+                        .map_or_else(Vec::new, |(_, a)| a.to_vec());
+                    (
+                        key.clone(),
+                        PodRules {
+                            addresses,
+                            rules: pod.acls.rules.clone(),
+                        },
+                    )
+                })
+                .collect();
+            let comparisons = compare(&live, &pods, args.endpoint.as_deref());
+            if let Some(wanted) = &args.endpoint {
+                if comparisons.is_empty() {
+                    writeln!(
+                        err,
+                        "error: {}: no endpoint holds an address of pod {wanted}",
+                        args.compare
+                            .as_deref()
+                            .map_or(Path::new(""), |p| p)
+                            .display()
+                    )?;
+                    return Ok(Outcome::Invalid);
+                }
+            }
+            match args.output {
+                TextOrJson::Text => write_text(out, &comparisons)?,
+                TextOrJson::Json => writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&to_json(live.node.as_deref(), &comparisons))
+                        .expect("JSON serializes")
+                )?,
+            }
+            Ok(if comparisons.iter().any(|c| c.differs()) {
+                Outcome::Mismatch
+            } else {
+                Outcome::Success
+            })
+        }
+        None => {
+            match args.output {
+                TextOrJson::Text => write_requests(out, &computed)?,
+                TextOrJson::Json => {
+                    let document = computed_document(&engine, &computed, version);
+                    writeln!(
+                        out,
+                        "{}",
+                        serde_json::to_string_pretty(&document).expect("JSON serializes")
+                    )?;
+                }
+            }
+            Ok(Outcome::Success)
+        }
+    }
+}
+
+fn read_live(path: &Path) -> Result<document::LiveDocument, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    document::read(&document::decode(&bytes)?)
+}
+
+/// A pod's ACLs, with the counts `netpol acls` prints.
+struct PodAcls {
+    acls: HcnAcls,
+    mapstate_entries: usize,
+    naive_rules: usize,
+}
+
+fn pod_acls(
+    engine: &Engine,
+    key: &str,
+    options: &CompileOptions,
+) -> Result<PodAcls, netpol_datapath::CompileError> {
+    let map = engine.endpoint(key).expect("an endpoint the engine listed");
+    Ok(PodAcls {
+        acls: compile_acls_with(map, engine.identities(), options)?,
+        mapstate_entries: map.len(),
+        naive_rules: naive_rule_counts(map).total(),
+    })
+}
+
+/// Text: per pod, its counts and the `Add` request that installs its rules on a fresh endpoint
+/// (the agent sends that, then `Add`s and `Remove`s only what changes).
+fn write_requests(out: &mut dyn Write, computed: &BTreeMap<String, PodAcls>) -> io::Result<()> {
+    for (key, pod) in computed {
+        let acls = &pod.acls;
         writeln!(
             out,
             "# {key}: {} rules ({} ingress, {} egress) from {} MapState entries; the naive expansion would need {}",
-            compiled.count.total(),
-            compiled.count.ingress,
-            compiled.count.egress,
-            map.len(),
-            naive_rule_counts(map).total(),
+            acls.count.total(),
+            acls.count.ingress,
+            acls.count.egress,
+            pod.mapstate_entries,
+            pod.naive_rules,
         )?;
-        for warning in &compiled.warnings {
+        for warning in &acls.warnings {
             writeln!(out, "# warning: {warning}")?;
         }
-        writeln!(out, "{}", compiled.update_request_json())?;
-        printed += 1;
+        let request = ModifyEndpointRequest::new(RequestType::Add, acls.policies());
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&request).expect("an HCN request serializes")
+        )?;
     }
-    if printed == 0 {
-        if let Some(wanted) = &args.endpoint {
-            writeln!(
-                err,
-                "error: {}: no pod {wanted} (expected namespace/pod)",
-                args.file.display()
-            )?;
-            return Ok(Outcome::Invalid);
-        }
+    Ok(())
+}
+
+fn computed_document(
+    engine: &Engine,
+    computed: &BTreeMap<String, PodAcls>,
+    version: Option<HnsVersion>,
+) -> Document {
+    Document {
+        format: FORMAT.into(),
+        source: "netpol".into(),
+        hns_version: version.map(|v| v.to_string()),
+        endpoints: computed
+            .iter()
+            .map(|(key, pod)| Endpoint {
+                pod: Some(key.clone()),
+                addresses: engine
+                    .endpoint_pod(key)
+                    .map_or_else(Vec::new, |(_, a)| a.iter().map(|a| a.to_string()).collect()),
+                rules: Some(RuleCounts {
+                    total: pod.acls.count.total(),
+                    ingress: pod.acls.count.ingress,
+                    egress: pod.acls.count.egress,
+                }),
+                mapstate_entries: Some(pod.mapstate_entries),
+                naive_rules: Some(pod.naive_rules),
+                warnings: pod.acls.warnings.iter().map(ToString::to_string).collect(),
+                policies: pod
+                    .acls
+                    .policies()
+                    .iter()
+                    .map(|p| serde_json::value::to_raw_value(p).expect("a policy serializes"))
+                    .collect(),
+                ..Endpoint::default()
+            })
+            .collect(),
+        ..Document::default()
     }
-    Ok(Outcome::Success)
 }

@@ -165,6 +165,7 @@ pub fn hcn_state(sim: &HcnDatapath<HcnSim>) -> Vec<(String, Vec<String>)> {
     let mut state: Vec<(String, Vec<String>)> = sim
         .list_endpoints()
         .unwrap()
+        .endpoints
         .into_iter()
         .map(|endpoint| {
             let mut policies: Vec<String> = sim

@@ -68,3 +68,22 @@ pub fn first_mismatch(
     }
     None
 }
+
+/// An endpoint's MapState isolated for ingress except TCP `port` from 10.1.0.11, and its store.
+pub fn isolated_but_tcp_from_one_host(port: u16) -> (MapState, IdentityStore) {
+    let (store, ids) = store_with(&[], &["10.1.0.11"]);
+    let mut b = MapBuilder::new(Verdict::Allow);
+    b.set(
+        Direction::Ingress,
+        None,
+        key(None, 0, 0),
+        value(2, Verdict::Deny, None),
+    );
+    b.set(
+        Direction::Ingress,
+        Some(ids["10.1.0.11"]),
+        key(Some(Protocol::Tcp), port, 16),
+        value(5, Verdict::Allow, None),
+    );
+    (b.build(), store)
+}

@@ -2,50 +2,48 @@
 //! here; building requests, parsing responses and classifying errors are shared with the
 //! simulator in [`crate::client`], and everything above that in [`crate::programmer`].
 //!
+//! - The libraries are loaded at run time by [`library`], so the executable starts (and every
+//!   other command runs) on hosts without HNS; [`HcnClient::connect`] says why it cannot run
+//!   where they are missing.
 //! - Every call blocks and may take seconds under load. The agent makes them from its reconcile
 //!   thread (through [`HcnDatapath`](crate::client::HcnDatapath)), never on its async runtime.
 //! - Every output string and every error record HCN allocates is freed with `CoTaskMemFree`,
-//!   on success and on failure alike; endpoint handles are closed by a guard.
+//!   on success and on failure alike; endpoint handles are opened per call and closed by a guard.
+//! - A failed call's HRESULT is classified by [`crate::hresult`]: a dead or restarting HNS
+//!   (RPC server unavailable, call failed, invalid handle, service not running) is
+//!   [`RawError::Disconnected`], which makes the agent reconnect and re-read every endpoint.
 //! - The HNS version comes from the V1 globals query (`HNSCall GET /globals/version` in
-//!   `vmcompute.dll`, which the `windows` crate does not bind; there is no `HcnQueryGlobals`).
-//!   [`Capabilities::of`] refuses an HNS without the V2 API or ACL lists and ranges, and logs
-//!   that IPv6 rules are left out where dual stack is missing.
-//! - `HcnRegisterServiceCallback` reports a service disconnect (an HNS restart, which drops
-//!   endpoint policies); the client then raises its [`ResyncSignal`] so the programmer re-reads
-//!   every endpoint. A restarted HNS forgets the registration: after a resync the agent should
-//!   build a new client with [`HcnClient::connect`].
+//!   `vmcompute.dll`; there is no `HcnQueryGlobals`). [`Capabilities::of`] refuses an HNS without
+//!   the V2 API or ACL lists and ranges.
+//! - A restart is noticed two ways, both raising the client's [`ResyncSignal`]: the
+//!   service-disconnect callback (`HcnRegisterServiceCallback`), when HNS accepts it, and a
+//!   [`RestartWatch`] polling the `hns` service's process every [`POLL_INTERVAL`], which also
+//!   covers a refused registration and a restart between two calls (handles are per call, so
+//!   no call fails afterwards). A restarted HNS forgets the registration: the agent builds a new
+//!   client with [`HcnClient::connect`].
+
+pub mod library;
+pub mod service;
 
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use windows::core::{GUID, HRESULT, HSTRING, PCWSTR, PWSTR};
 use windows::Win32::System::Com::CoTaskMemFree;
-use windows::Win32::System::HostComputeNetwork::{
-    HcnCloseEndpoint, HcnEnumerateEndpoints, HcnModifyEndpoint, HcnNotificationServiceDisconnect,
-    HcnOpenEndpoint, HcnQueryEndpointProperties, HcnRegisterServiceCallback,
-    HcnUnregisterServiceCallback,
-};
 
 use crate::client::{HcnCalls, RawError};
+use crate::hresult::{self, HcnFailure};
+use crate::restart::{RestartPoller, RestartWatch, POLL_INTERVAL};
 use crate::resync::ResyncSignal;
 use crate::schema::HnsResponse;
 use crate::version::{Capabilities, HnsVersion, Unsupported};
-
-/// `HCN_E_ENDPOINT_NOT_FOUND` (computenetwork.h; the `windows` crate does not define it).
-const HCN_E_ENDPOINT_NOT_FOUND: HRESULT = HRESULT(0x803B_0002_u32 as i32);
-/// `HRESULT_FROM_WIN32(ERROR_NOT_FOUND)`.
-const E_NOT_FOUND: HRESULT = HRESULT(0x8007_0490_u32 as i32);
-
-#[link(name = "vmcompute", kind = "raw-dylib")]
-extern "system" {
-    /// The V1 HNS entry point: a REST-like call with JSON in and out. The response is
-    /// allocated with CoTaskMemAlloc.
-    fn HNSCall(method: PCWSTR, path: PCWSTR, object: PCWSTR, response: *mut PWSTR) -> HRESULT;
-}
+use library::{Hcn, LoadError, NOTIFICATION_SERVICE_DISCONNECT};
 
 /// Why the client could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
     #[error("reading the HNS version failed: {0}")]
     Version(String),
     #[error(transparent)]
@@ -53,7 +51,10 @@ pub enum ConnectError {
 }
 
 /// The registration of the service callback, unregistered on drop.
-struct CallbackHandle(*mut c_void);
+struct CallbackHandle {
+    handle: *mut c_void,
+    unregister: library::UnregisterFn,
+}
 
 // SAFETY: the handle is an opaque token HCN hands out; it is only passed back to
 // HcnUnregisterServiceCallback, once, from Drop. HCN does not tie it to a thread.
@@ -61,11 +62,23 @@ unsafe impl Send for CallbackHandle {}
 // SAFETY: as above; no method reads it through a shared reference.
 unsafe impl Sync for CallbackHandle {}
 
+impl Drop for CallbackHandle {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from HcnRegisterServiceCallback and is unregistered once.
+        let result = unsafe { (self.unregister)(self.handle) };
+        if let Err(e) = result.ok() {
+            tracing::warn!(error = %e, "unregistering the HNS service callback failed");
+        }
+    }
+}
+
 /// The HCN client.
 pub struct HcnClient {
+    hcn: &'static Hcn,
     capabilities: Capabilities,
-    // Declared before `resync` so it unregisters before the signal it points to is dropped.
+    // Declared before `resync` so that both stop using the signal before it is dropped.
     callback: Option<CallbackHandle>,
+    _watch: RestartWatch,
     resync: Arc<ResyncSignal>,
 }
 
@@ -73,38 +86,31 @@ impl std::fmt::Debug for HcnClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HcnClient")
             .field("capabilities", &self.capabilities)
-            .field("disconnect_detection", &self.callback.is_some())
+            .field("disconnect_callback", &self.callback.is_some())
             .finish()
     }
 }
 
 impl HcnClient {
-    /// Reads the HNS version, refuses an HNS netpol cannot program, and registers for
-    /// service-disconnect notifications. Blocks.
+    /// Loads the HCN libraries, reads the HNS version, refuses an HNS netpol cannot program,
+    /// registers for service-disconnect notifications and starts the restart watch. Blocks.
     pub fn connect() -> Result<HcnClient, ConnectError> {
-        let version = hns_version().map_err(ConnectError::Version)?;
+        let hcn = library::hcn()?;
+        let version = hns_version(hcn).map_err(ConnectError::Version)?;
         let capabilities = Capabilities::of(version).inspect_err(|e| {
             tracing::error!(hns_version = %version, "{e}; netpol cannot program this host");
         })?;
         tracing::info!(hns_version = %version, dual_stack = capabilities.dual_stack, "connected to HNS");
         let resync = Arc::new(ResyncSignal::default());
-        let callback = register_disconnect_callback(&resync);
+        let callback = register_disconnect_callback(hcn, &resync);
+        let poller = RestartPoller::new(Box::new(service::hns_service_state), &resync);
         Ok(HcnClient {
+            hcn,
             capabilities,
             callback,
+            _watch: RestartWatch::spawn(poller, POLL_INTERVAL),
             resync,
         })
-    }
-}
-
-impl Drop for HcnClient {
-    fn drop(&mut self) {
-        if let Some(handle) = self.callback.take() {
-            // SAFETY: the handle came from HcnRegisterServiceCallback and is unregistered once.
-            if let Err(e) = unsafe { HcnUnregisterServiceCallback(handle.0) } {
-                tracing::warn!(error = %e, "unregistering the HNS service callback failed");
-            }
-        }
     }
 }
 
@@ -115,7 +121,7 @@ unsafe extern "system" fn on_service_notification(
     _status: HRESULT,
     _data: PCWSTR,
 ) {
-    if notification_type != HcnNotificationServiceDisconnect.0 as u32 || context.is_null() {
+    if notification_type != NOTIFICATION_SERVICE_DISCONNECT || context.is_null() {
         return;
     }
     // SAFETY: `context` is the `ResyncSignal` the registering client keeps alive (in an Arc)
@@ -128,16 +134,24 @@ unsafe extern "system" fn on_service_notification(
     tracing::warn!("HNS service disconnected; every endpoint will be re-read");
 }
 
-fn register_disconnect_callback(signal: &Arc<ResyncSignal>) -> Option<CallbackHandle> {
+fn register_disconnect_callback(
+    hcn: &'static Hcn,
+    signal: &Arc<ResyncSignal>,
+) -> Option<CallbackHandle> {
     let mut handle: *mut c_void = std::ptr::null_mut();
     let context = Arc::as_ptr(signal) as *const c_void;
     // SAFETY: the callback only dereferences `context` while the client (which owns an Arc of
-    // the signal) is alive; Drop unregisters it first.
-    match unsafe { HcnRegisterServiceCallback(Some(on_service_notification), context, &mut handle) }
-    {
-        Ok(()) => Some(CallbackHandle(handle)),
+    // the signal) is alive; the client drops the registration first.
+    let result = unsafe {
+        (hcn.register_service_callback)(Some(on_service_notification), context, &mut handle)
+    };
+    match result.ok() {
+        Ok(()) => Some(CallbackHandle {
+            handle,
+            unregister: hcn.unregister_service_callback,
+        }),
         Err(e) => {
-            tracing::warn!(error = %e, "cannot register for HNS disconnect notifications; resync relies on periodic reads");
+            tracing::warn!(error = %e, "cannot register for HNS disconnect notifications; restarts are noticed by polling the hns service");
             None
         }
     }
@@ -162,18 +176,48 @@ unsafe fn take_string(p: PWSTR) -> Option<String> {
     Some(text)
 }
 
-fn raw_error(call: &str, error: windows::core::Error, record: Option<String>) -> RawError {
-    let code = error.code();
-    if code == HCN_E_ENDPOINT_NOT_FOUND || code == E_NOT_FOUND {
-        return RawError::NotFound;
+/// The [`RawError`] of a failed call, by its HRESULT.
+fn raw_error(call: &str, result: HRESULT, record: Option<String>) -> RawError {
+    let code = result.0 as u32;
+    match hresult::classify(code) {
+        HcnFailure::NotFound => RawError::NotFound,
+        HcnFailure::Unavailable => {
+            tracing::warn!(
+                call,
+                code = format_args!("{code:#010x}"),
+                name = hresult::name(code).unwrap_or("?"),
+                "HNS is not answering"
+            );
+            RawError::Disconnected
+        }
+        HcnFailure::Other => {
+            let message = result.message();
+            RawError::Failed {
+                message: match record.filter(|r| !r.is_empty()) {
+                    Some(r) => format!("{call}: {code:#010x} {message}: {r}"),
+                    None => format!("{call}: {code:#010x} {message}"),
+                },
+            }
+        }
     }
-    let record = record.filter(|r| !r.is_empty());
-    RawError::Failed {
-        message: match record {
-            Some(r) => format!("{call}: {code} {}: {r}", error.message()),
-            None => format!("{call}: {code} {}", error.message()),
-        },
+}
+
+/// The call's outcome: its HRESULT, failing also on a non-empty error record (as hcsshim does).
+fn check(call: &str, result: HRESULT, record: Option<String>) -> Result<(), RawError> {
+    if result.is_err() {
+        return Err(raw_error(call, result, record));
     }
+    match record.filter(|r| !r.trim().is_empty()) {
+        Some(record) if !record_says_success(&record) => Err(RawError::Failed {
+            message: format!("{call}: {record}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Whether an error record is HCN's `{"Success":true}`.
+fn record_says_success(record: &str) -> bool {
+    serde_json::from_str::<HnsResponse>(record).is_ok_and(|r| r.success)
 }
 
 fn parse_guid(endpoint: &str) -> Result<GUID, RawError> {
@@ -184,47 +228,54 @@ fn parse_guid(endpoint: &str) -> Result<GUID, RawError> {
 }
 
 /// An open endpoint handle, closed on drop.
-struct Endpoint(*mut c_void);
+struct Endpoint {
+    handle: *mut c_void,
+    close: library::CloseFn,
+}
 
 impl Endpoint {
-    fn open(endpoint: &str) -> Result<Endpoint, RawError> {
+    fn open(hcn: &Hcn, endpoint: &str) -> Result<Endpoint, RawError> {
         let guid = parse_guid(endpoint)?;
         let mut handle: *mut c_void = std::ptr::null_mut();
         let mut record = PWSTR::null();
         // SAFETY: valid GUID and out pointers; the error record is freed by take_string.
-        let result = unsafe { HcnOpenEndpoint(&guid, &mut handle, Some(&mut record)) };
+        let result = unsafe { (hcn.open_endpoint)(&guid, &mut handle, &mut record) };
         let record = unsafe { take_string(record) };
-        result.map_err(|e| raw_error("HcnOpenEndpoint", e, record))?;
-        Ok(Endpoint(handle))
+        check("HcnOpenEndpoint", result, record)?;
+        Ok(Endpoint {
+            handle,
+            close: hcn.close_endpoint,
+        })
     }
 }
 
 impl Drop for Endpoint {
     fn drop(&mut self) {
         // SAFETY: the handle came from HcnOpenEndpoint and is closed once.
-        if let Err(e) = unsafe { HcnCloseEndpoint(self.0) } {
+        if let Err(e) = unsafe { (self.close)(self.handle) }.ok() {
             tracing::warn!(error = %e, "HcnCloseEndpoint failed");
         }
     }
 }
 
 /// The HNS version from the V1 globals query.
-fn hns_version() -> Result<HnsVersion, String> {
+fn hns_version(hcn: &Hcn) -> Result<HnsVersion, String> {
     let method = HSTRING::from("GET");
     let path = HSTRING::from("/globals/version");
-    let object = HSTRING::new();
+    let request = HSTRING::new();
     let mut response = PWSTR::null();
     // SAFETY: valid NUL-terminated inputs; the response is freed by take_string.
-    let hr = unsafe {
-        HNSCall(
+    let result = unsafe {
+        (hcn.hns_call)(
             PCWSTR(method.as_ptr()),
             PCWSTR(path.as_ptr()),
-            PCWSTR(object.as_ptr()),
+            PCWSTR(request.as_ptr()),
             &mut response,
         )
     };
     let response = unsafe { take_string(response) };
-    hr.ok()
+    result
+        .ok()
         .map_err(|e| format!("HNSCall GET /globals/version: {e}"))?;
     let text = response.ok_or("HNSCall GET /globals/version returned nothing")?;
     let envelope: HnsResponse = serde_json::from_str(&text)
@@ -241,38 +292,47 @@ impl HcnCalls for HcnClient {
         let mut endpoints = PWSTR::null();
         let mut record = PWSTR::null();
         // SAFETY: valid query string and out pointers; both outputs are freed by take_string.
-        let result = unsafe { HcnEnumerateEndpoints(&query, &mut endpoints, Some(&mut record)) };
+        let result = unsafe {
+            (self.hcn.enumerate_endpoints)(PCWSTR(query.as_ptr()), &mut endpoints, &mut record)
+        };
         let endpoints = unsafe { take_string(endpoints) };
         let record = unsafe { take_string(record) };
-        result.map_err(|e| raw_error("HcnEnumerateEndpoints", e, record))?;
+        check("HcnEnumerateEndpoints", result, record)?;
         Ok(endpoints.unwrap_or_else(|| "[]".to_string()))
     }
 
     fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError> {
-        let handle = Endpoint::open(endpoint)?;
+        let handle = Endpoint::open(self.hcn, endpoint)?;
         let query = HSTRING::from(query);
         let mut properties = PWSTR::null();
         let mut record = PWSTR::null();
         // SAFETY: open handle, valid query and out pointers; outputs freed by take_string.
         let result = unsafe {
-            HcnQueryEndpointProperties(handle.0, &query, &mut properties, Some(&mut record))
+            (self.hcn.query_endpoint_properties)(
+                handle.handle,
+                PCWSTR(query.as_ptr()),
+                &mut properties,
+                &mut record,
+            )
         };
         let properties = unsafe { take_string(properties) };
         let record = unsafe { take_string(record) };
-        result.map_err(|e| raw_error("HcnQueryEndpointProperties", e, record))?;
+        check("HcnQueryEndpointProperties", result, record)?;
         properties.ok_or_else(|| RawError::Failed {
             message: "HcnQueryEndpointProperties returned no properties".into(),
         })
     }
 
     fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError> {
-        let handle = Endpoint::open(endpoint)?;
+        let handle = Endpoint::open(self.hcn, endpoint)?;
         let request = HSTRING::from(request);
         let mut record = PWSTR::null();
         // SAFETY: open handle, valid request and out pointer; the record is freed by take_string.
-        let result = unsafe { HcnModifyEndpoint(handle.0, &request, Some(&mut record)) };
+        let result = unsafe {
+            (self.hcn.modify_endpoint)(handle.handle, PCWSTR(request.as_ptr()), &mut record)
+        };
         let record = unsafe { take_string(record) };
-        result.map_err(|e| raw_error("HcnModifyEndpoint", e, record))
+        check("HcnModifyEndpoint", result, record)
     }
 
     fn capabilities(&self) -> Capabilities {
