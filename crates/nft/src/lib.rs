@@ -28,15 +28,20 @@
 //! chain of the destination's endpoint (verdict maps keyed by address). Allow rules `return`, so a
 //! flow between two local pods needs both sides' allow; block rules `drop`.
 
+pub mod bypass;
 pub mod enforcer;
 pub mod eval;
 #[cfg(target_os = "linux")]
 pub mod host;
+pub mod isolate;
+pub mod naming;
 pub mod programmer;
 pub mod ruleset;
 pub mod script;
 
 pub use enforcer::NftEnforcer;
 pub use eval::{Evaluation, Packet};
+pub use naming::chain_name;
+pub use programmer::{NftBackend, NftError};
 pub use ruleset::{ChainRule, ChainVerdict, EndpointChains, RemoteMatch, Ruleset};
-pub use script::{chain_name, Table, TABLE};
+pub use script::{Table, TABLE};

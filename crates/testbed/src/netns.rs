@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use netpol_nft::host::run_piped;
-use netpol_nft::programmer::{chains_via, NftBackend};
+use netpol_nft::host::{run_nft, run_piped};
+use netpol_nft::programmer::{chains_via, NftBackend, NftError};
 
 /// A private network namespace.
 pub struct Netns {
@@ -96,12 +96,16 @@ impl Netns {
 }
 
 impl NftBackend for Netns {
-    fn apply(&self, script: &str) -> io::Result<()> {
-        self.nft(script)
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        run_nft(self.command("nft"), &["-f", "-"], script).map(drop)
     }
 
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| self.run("nft", args, ""))
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        run_nft(self.command("nft"), &["-c", "-f", "-"], script).map(drop)
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        chains_via(|args| run_nft(self.command("nft"), args, ""))
     }
 }
 

@@ -142,8 +142,14 @@ struct Servers {
 
 impl Servers {
     fn open(topology: &Topology, probes: &[Probe]) -> io::Result<Servers> {
-        let wanted: BTreeSet<(IpAddr, Transport, u16)> =
-            probes.iter().map(|p| (p.to, p.transport, p.port)).collect();
+        // A probe to a Service lands on its backend: the listener goes there.
+        let wanted: BTreeSet<(IpAddr, Transport, u16)> = probes
+            .iter()
+            .map(|p| {
+                let at = topology.backend_of(SocketAddr::new(p.to, p.port));
+                (at.ip(), p.transport, at.port())
+            })
+            .collect();
         // Sockets keep the namespace they were made in, so one thread makes them all.
         std::thread::scope(|scope| {
             scope
