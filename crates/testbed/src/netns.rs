@@ -131,7 +131,14 @@ fn enter(fd: i32) -> io::Result<()> {
 /// cannot run the test fails it, with the reason, rather than letting it pass having checked
 /// nothing.
 pub fn skip_kernel_test(test: &str) -> bool {
-    let Some(why) = unavailable() else {
+    skip_without(test, unavailable())
+}
+
+/// For tests that need something beyond namespaces (a tool, a kernel feature): whether to skip
+/// `test` because `missing` says why it cannot run and `NETPOL_SKIP_KERNEL=1` says that is
+/// expected; without that variable it fails, with the reason.
+pub fn skip_without(test: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else {
         return false;
     };
     if std::env::var_os("NETPOL_SKIP_KERNEL").is_some_and(|v| v == "1") {

@@ -93,7 +93,7 @@ impl ServiceProxy {
                 ns.nft(&format!(
                     "table {family} kube-proxy {{\n\
                      \tchain nat-prerouting {{ type nat hook prerouting priority dstnat; policy accept; }}\n\
-                     \tchain nat-output {{ type nat hook output priority dstnat; policy accept; }}\n\
+                     \tchain nat-output {{ type nat hook output priority -100; policy accept; }}\n\
                      }}\n\
                      add rule {family} kube-proxy nat-prerouting {rule}\n\
                      add rule {family} kube-proxy nat-output {rule}\n"

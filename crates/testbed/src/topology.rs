@@ -3,7 +3,7 @@
 //! router's forward hook, where netpol's table is loaded.
 //!
 //! The router can also be a node of its own ([`Topology::build_node`]): it then holds the node's
-//! addresses (on a dummy link, as a node holds its InternalIP) and sources what it sends to its
+//! addresses (on a link of its own, as a node holds its InternalIP) and sources what it sends to its
 //! hosts from them. Its hosts are then the node's local pods: a packet from the node (kubelet, a
 //! hostNetwork pod: processes of the router's namespace) to a pod takes the `output` hook, a pod's
 //! packet to the node takes `input`, as on a Calico or Cilium-legacy node. Services
@@ -91,7 +91,12 @@ impl Topology {
         )?;
         let mut router_batch = String::from("link set lo up\n");
         if !node.is_empty() {
-            router_batch.push_str("link add node0 type dummy\nlink set node0 up\n");
+            // The node's own link (a veth whose peer leads nowhere: this kernel may have no
+            // dummy links) and a default route through it, as a node has: it is what lets the
+            // node send to a Service VIP, which is routed before kube-proxy's DNAT rewrites it.
+            router_batch.push_str(
+                "link add node0 type veth peer name node0p\nlink set node0 up\nlink set node0p up\n",
+            );
         }
         for address in &node {
             let (len, flags) = if address.is_ipv6() {
@@ -100,6 +105,12 @@ impl Topology {
                 (32, "")
             };
             let _ = writeln!(router_batch, "addr add {address}/{len} dev node0{flags}");
+        }
+        for v6 in [false, true] {
+            if let Some(source) = node.iter().find(|a| a.is_ipv6() == v6) {
+                let default = if v6 { "::/0" } else { "default" };
+                let _ = writeln!(router_batch, "route add {default} dev node0 src {source}");
+            }
         }
         let mut built = Vec::with_capacity(hosts.len());
         for (i, host) in hosts.into_iter().enumerate() {
