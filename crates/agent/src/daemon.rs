@@ -25,12 +25,8 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let Datapaths { enforcer, hcn, .. } = datapaths::build(
-        config.datapath,
-        config.datapath_options,
-        &metrics,
-        &health,
-    )?;
+    let Datapaths { enforcer, hcn, .. } =
+        datapaths::build(config.datapath, config.datapath_options, &metrics, &health)?;
 
     let (inputs, receiver) = mpsc::channel();
     if let Some(datapath) = hcn {

@@ -107,7 +107,9 @@ fn refuse_netfilter_bypass() -> anyhow::Result<()> {
     use netpol_nft::host::{host_facts, CILIUM_NODE_CONFIG};
     const OVERRIDE: &str = "pass --ignore-netfilter-bypass only if you know the finding is wrong";
     let facts = host_facts(std::path::Path::new(CILIUM_NODE_CONFIG)).map_err(|e| {
-        anyhow::anyhow!("cannot tell whether this node's dataplane bypasses netfilter: {e}; {OVERRIDE}")
+        anyhow::anyhow!(
+            "cannot tell whether this node's dataplane bypasses netfilter: {e}; {OVERRIDE}"
+        )
     })?;
     let found = detect(&facts);
     if found.is_empty() {

@@ -16,8 +16,8 @@ use crate::health::Health;
 use crate::indexes::SourceEvent;
 use crate::metrics::Metrics;
 use crate::reconciler::{Pipeline, ReconcileReport};
-use netpol_datapath::Outcome;
 use crate::sources::files::{report_file_problems, FileProblem, FileSource, SETTLE_AGE};
+use netpol_datapath::Outcome;
 
 /// How many reconciles `--once` tries before it reports endpoints it could not program.
 pub const ATTEMPTS: usize = 5;

@@ -33,8 +33,8 @@ fn nft_calls_errors_durations_and_rules_are_measured() {
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
     health.heartbeat();
-    let backend = InstrumentedNft::new(Box::new(kernel.clone()), metrics.clone())
-        .with_health(health.clone());
+    let backend =
+        InstrumentedNft::new(Box::new(kernel.clone()), metrics.clone()).with_health(health.clone());
     let backoff = Backoff {
         initial: Duration::from_secs(1),
         max: Duration::from_secs(8),
@@ -59,33 +59,54 @@ fn nft_calls_errors_durations_and_rules_are_measured() {
         metric(text, &format!("netpol_{family}{{call=\"{call}\"}}")).unwrap_or(0.0)
     };
     assert_eq!(call(&first, "datapath_calls_total", "nft_apply"), 1.0);
-    assert_eq!(call(&first, "datapath_calls_total", "nft_list"), 1.0, "only `list tables`: no table yet");
+    assert_eq!(
+        call(&first, "datapath_calls_total", "nft_list"),
+        1.0,
+        "only `list tables`: no table yet"
+    );
     assert_eq!(call(&first, "datapath_errors_total", "nft_apply"), 0.0);
-    assert_eq!(call(&first, "datapath_call_duration_seconds_count", "nft_apply"), 1.0);
+    assert_eq!(
+        call(&first, "datapath_call_duration_seconds_count", "nft_apply"),
+        1.0
+    );
     let rules: usize = pipeline.compiled().values().map(|r| r.rules.len()).sum();
     assert!(rules > 0);
     assert_eq!(metric(&first, "netpol_acl_rules"), Some(rules as f64));
     assert_eq!(
-        metric(&first, "netpol_endpoint_programs_total{outcome=\"updated\"}"),
+        metric(
+            &first,
+            "netpol_endpoint_programs_total{outcome=\"updated\"}"
+        ),
         Some(pipeline.compiled().len() as f64)
     );
-    assert!(health.readiness().is_err_and(|r| r.contains("first full sync")));
+    assert!(health
+        .readiness()
+        .is_err_and(|r| r.contains("first full sync")));
 
     // The table is lost (someone flushed the ruleset) and, rebuilding it, the kernel refuses one
     // endpoint's chains: found with check-only calls, counted as failed, the others programmed,
     // and nft still answers.
     let victim = pipeline.compiled().keys().next().unwrap().clone();
-    kernel.apply( "delete table inet netpol\n").unwrap();
+    kernel.apply("delete table inet netpol\n").unwrap();
     kernel.poison(&format!(" of {victim}\""));
     pipeline.request_resync();
     let report = pipeline.reconcile(now + Duration::from_secs(1)).unwrap();
     assert!(!report.complete());
     assert_eq!(report.apply.failed(), 1, "{:?}", report.apply);
     let second = text(&registry);
-    assert!(call(&second, "datapath_errors_total", "nft_apply") >= 1.0, "{second}");
-    assert!(call(&second, "datapath_calls_total", "nft_check") >= 2.0, "{second}");
+    assert!(
+        call(&second, "datapath_errors_total", "nft_apply") >= 1.0,
+        "{second}"
+    );
+    assert!(
+        call(&second, "datapath_calls_total", "nft_check") >= 2.0,
+        "{second}"
+    );
     assert_eq!(
-        metric(&second, "netpol_endpoint_programs_total{outcome=\"failed\"}"),
+        metric(
+            &second,
+            "netpol_endpoint_programs_total{outcome=\"failed\"}"
+        ),
         Some(1.0)
     );
     let victim_rules = pipeline.compiled()[&victim].rules.len();

@@ -19,7 +19,10 @@ fn in_private_namespace(script: &str, dir: &Path) -> String {
         .args(["--net", "sh", "-euc", script])
         .current_dir(dir)
         .env("NETPOL", env!("CARGO_BIN_EXE_netpol"))
-        .env("RUST_LOG", "netpol_cli=info,netpol_agent=debug,netpol_nft=debug")
+        .env(
+            "RUST_LOG",
+            "netpol_cli=info,netpol_agent=debug,netpol_nft=debug",
+        )
         .output()
         .expect("unshare runs");
     assert!(
@@ -231,7 +234,10 @@ fn the_agent_filters_every_path_of_its_node_and_admits_its_node_probes() {
         .command(env!("CARGO_BIN_EXE_netpol"))
         .args(AGENT.trim_start_matches("$NETPOL ").split(' '))
         .current_dir(&dir)
-        .env("RUST_LOG", "netpol_cli=info,netpol_agent=debug,netpol_nft=debug")
+        .env(
+            "RUST_LOG",
+            "netpol_cli=info,netpol_agent=debug,netpol_nft=debug",
+        )
         .output()
         .unwrap();
     assert!(
@@ -243,14 +249,62 @@ fn the_agent_filters_every_path_of_its_node_and_admits_its_node_probes() {
 
     // (from, to, port, passes, path)
     let cases = [
-        ("10.244.1.11", "10.244.1.10", 80, true, "forward: a client pod"),
-        ("10.244.2.10", "10.244.1.10", 80, true, "forward: a remote client pod"),
-        ("10.244.2.10", "10.244.1.10", 81, false, "forward: another port"),
-        ("10.244.1.10", "10.244.1.11", 80, true, "forward: web's allowed egress"),
-        ("10.244.1.10", "10.244.2.10", 81, false, "forward: web's other egress"),
-        ("10.0.0.1", "10.244.1.10", 8080, true, "output: the node's probe of isolated web"),
-        ("10.244.1.10", "10.0.0.1", 9100, false, "input: web to its node, not allowed"),
-        ("10.244.1.11", "10.0.0.1", 9100, true, "input: client is not isolated"),
+        (
+            "10.244.1.11",
+            "10.244.1.10",
+            80,
+            true,
+            "forward: a client pod",
+        ),
+        (
+            "10.244.2.10",
+            "10.244.1.10",
+            80,
+            true,
+            "forward: a remote client pod",
+        ),
+        (
+            "10.244.2.10",
+            "10.244.1.10",
+            81,
+            false,
+            "forward: another port",
+        ),
+        (
+            "10.244.1.10",
+            "10.244.1.11",
+            80,
+            true,
+            "forward: web's allowed egress",
+        ),
+        (
+            "10.244.1.10",
+            "10.244.2.10",
+            81,
+            false,
+            "forward: web's other egress",
+        ),
+        (
+            "10.0.0.1",
+            "10.244.1.10",
+            8080,
+            true,
+            "output: the node's probe of isolated web",
+        ),
+        (
+            "10.244.1.10",
+            "10.0.0.1",
+            9100,
+            false,
+            "input: web to its node, not allowed",
+        ),
+        (
+            "10.244.1.11",
+            "10.0.0.1",
+            9100,
+            true,
+            "input: client is not isolated",
+        ),
     ];
     let probes: Vec<Probe> = cases
         .iter()
@@ -309,8 +363,16 @@ fn the_agent_refuses_a_node_whose_dataplane_bypasses_netfilter() {
     );
     let stdout = in_private_namespace(&script, &dir);
     let read = |name: &str| without_colours(&std::fs::read_to_string(dir.join(name)).unwrap());
-    assert!(stdout.contains("bridge=2"), "{stdout}\n{}", read("bridge.log"));
-    assert!(stdout.contains("cilium=2"), "{stdout}\n{}", read("cilium.log"));
+    assert!(
+        stdout.contains("bridge=2"),
+        "{stdout}\n{}",
+        read("bridge.log")
+    );
+    assert!(
+        stdout.contains("cilium=2"),
+        "{stdout}\n{}",
+        read("cilium.log")
+    );
     let bridge = read("bridge.log");
     assert!(
         bridge.contains("bridge br0 has ports (v0)")
@@ -370,13 +432,20 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
         ("plain".to_string(), "shop", "web"),
     ];
     for (i, (name, namespace, app)) in pods.iter().enumerate() {
-        docs.push_str(&named_pod(name, namespace, &format!("10.244.1.{}", i + 1), app));
+        docs.push_str(&named_pod(
+            name,
+            namespace,
+            &format!("10.244.1.{}", i + 1),
+            app,
+        ));
     }
     docs.push_str(&deny_ingress(&namespace));
     docs.push_str(&deny_ingress("shop"));
     cluster(&dir, &[("all.yaml", docs)]);
     let tables = in_private_namespace(
-        &format!("{AGENT} > out.txt 2> out.log\nnft list table inet netpol > table.nft\nnft list tables"),
+        &format!(
+            "{AGENT} > out.txt 2> out.log\nnft list table inet netpol > table.nft\nnft list tables"
+        ),
         &dir,
     );
     let listing = std::fs::read_to_string(dir.join("table.nft")).unwrap();
@@ -401,9 +470,16 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
             "{text}"
         );
     }
-    assert!(listing.contains("comment \"ingress of shop/plain\""), "{listing}");
+    assert!(
+        listing.contains("comment \"ingress of shop/plain\""),
+        "{listing}"
+    );
     // Every pod is isolated for ingress, as its namespace's policy says: its chain ends in drop.
-    assert_eq!(listing.matches("\t\tdrop\n").count(), pods.len(), "{listing}");
+    assert_eq!(
+        listing.matches("\t\tdrop\n").count(),
+        pods.len(),
+        "{listing}"
+    );
     // The names' words stay inside comments, never statements of their own.
     assert!(
         listing

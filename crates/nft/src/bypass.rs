@@ -240,10 +240,7 @@ mod tests {
     #[test]
     fn cilium_is_judged_by_its_node_configuration() {
         let mut facts = node(vec![link("cilium_host", Some("veth"), None)]);
-        assert!(matches!(
-            detect(&facts)[..],
-            [Bypass::CiliumUnknown { .. }]
-        ));
+        assert!(matches!(detect(&facts)[..], [Bypass::CiliumUnknown { .. }]));
         facts.cilium_node_config = Some("#define ENABLE_HOST_ROUTING 1\n".into());
         let found = detect(&facts);
         assert!(matches!(found[..], [Bypass::CiliumHostRouting { .. }]));

@@ -190,8 +190,7 @@ impl Enforcer for NftEnforcer {
         }
         if self.programmed.as_ref() == Some(&ruleset) {
             return Ok(report(&ruleset, |k| {
-                self.refusal_outcome(k, &held)
-                    .unwrap_or(Outcome::Unchanged)
+                self.refusal_outcome(k, &held).unwrap_or(Outcome::Unchanged)
             }));
         }
         match program_isolating(self.backend.as_ref(), &ruleset) {

@@ -101,7 +101,9 @@ impl NftBackend for FakeNft {
                 .strip_prefix("chain ")
                 .and_then(|rest| rest.strip_suffix(" {"))
             {
-                chains.get_or_insert_with(BTreeSet::new).insert(name.to_string());
+                chains
+                    .get_or_insert_with(BTreeSet::new)
+                    .insert(name.to_string());
             }
         }
         state.chains = chains;

@@ -49,7 +49,12 @@ fn output(mut command: Command, program: &str, args: &[&str], stdin: &str) -> io
 }
 
 /// Runs `command args...` with `stdin`, returning its output or failing with its stderr.
-pub fn run_piped(command: Command, program: &str, args: &[&str], stdin: &str) -> io::Result<String> {
+pub fn run_piped(
+    command: Command,
+    program: &str,
+    args: &[&str],
+    stdin: &str,
+) -> io::Result<String> {
     let output = output(command, program, args, stdin)?;
     if !output.status.success() {
         return Err(io::Error::other(format!(
@@ -92,9 +97,7 @@ pub fn host_facts(cilium_node_config: &Path) -> io::Result<HostFacts> {
         .map_err(|e| io::Error::other(format!("reading `ip -details -json link show`: {e}")))?;
     let switch = |name: &str| -> Option<bool> {
         let path = format!("/proc/sys/net/bridge/{name}");
-        std::fs::read_to_string(path)
-            .ok()
-            .map(|v| v.trim() == "1")
+        std::fs::read_to_string(path).ok().map(|v| v.trim() == "1")
     };
     Ok(HostFacts {
         links,

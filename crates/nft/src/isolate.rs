@@ -79,10 +79,7 @@ fn bisect(
     let message = if known_bad && keys.len() > 1 {
         None
     } else {
-        let names: Vec<&str> = keys
-            .iter()
-            .flat_map(|k| table.endpoint_chains(k))
-            .collect();
+        let names: Vec<&str> = keys.iter().flat_map(|k| table.endpoint_chains(k)).collect();
         match backend.check(&render_check(table, &names)) {
             Ok(()) => return Ok(()),
             Err(NftError::Refused(message)) => Some(message),
@@ -116,7 +113,11 @@ mod tests {
 
     impl Picky {
         fn refuses(&self, script: &str) -> Result<(), NftError> {
-            match self.poison.iter().find(|p| script.contains(&format!(" of {p}\""))) {
+            match self
+                .poison
+                .iter()
+                .find(|p| script.contains(&format!(" of {p}\"")))
+            {
                 Some(p) => Err(NftError::Refused(format!("{p} is poison"))),
                 None => Ok(()),
             }

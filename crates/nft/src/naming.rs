@@ -55,7 +55,8 @@ pub fn comment_line(endpoint: &str, direction: Direction) -> String {
 }
 
 fn comment_key(key: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '/' | ':' | '@');
+    let safe =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | '/' | ':' | '@');
     if key.len() <= KEY_BUDGET && key.chars().all(safe) {
         return key.to_string();
     }
@@ -119,7 +120,10 @@ mod tests {
                     inner.chars().all(|c| c.is_ascii_graphic() || c == ' '),
                     "{inner:?}"
                 );
-                assert!(!inner.contains(['"', ';', '{', '}', '\\', '\n', '#']), "{inner}");
+                assert!(
+                    !inner.contains(['"', ';', '{', '}', '\\', '\n', '#']),
+                    "{inner}"
+                );
                 assert!(seen.insert(line), "two keys share a comment");
             }
         }

@@ -110,7 +110,10 @@ impl Table {
             }
         }
         let lines = dispatch_chain(ruleset, &names)?;
-        let dispatch = format!("{DISPATCH_PREFIX}{}", hash(lines.iter().map(String::as_str)));
+        let dispatch = format!(
+            "{DISPATCH_PREFIX}{}",
+            hash(lines.iter().map(String::as_str))
+        );
         table.bases = HOOKS
             .iter()
             .map(|hook| {
@@ -141,7 +144,11 @@ impl Table {
 
     /// The chain names of endpoint `key` (none if the table does not program it).
     pub fn endpoint_chains(&self, key: &str) -> impl Iterator<Item = &str> {
-        self.by_endpoint.get(key).into_iter().flatten().map(String::as_str)
+        self.by_endpoint
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
     }
 
     /// The lines of chain `name`, if the table has it.

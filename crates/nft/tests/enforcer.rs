@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use netpol_datapath::{
-    Backoff, CompiledPods, CompiledRules, DatapathError, Enforcer, Family, LocalPods,
-    OrderedRule, Outcome, RuleAction, ALL_PORTS,
+    Backoff, CompiledPods, CompiledRules, DatapathError, Enforcer, Family, LocalPods, OrderedRule,
+    Outcome, RuleAction, ALL_PORTS,
 };
 use netpol_engine::reference::Reason;
 use netpol_engine::Direction;
@@ -22,7 +22,10 @@ fn pods(n: usize) -> (LocalPods, CompiledPods) {
         } else {
             format!("x/p{i}")
         };
-        pods.insert(key.clone(), vec![format!("10.0.0.{}", i + 1).parse().unwrap()]);
+        pods.insert(
+            key.clone(),
+            vec![format!("10.0.0.{}", i + 1).parse().unwrap()],
+        );
         compiled.insert(
             key,
             Arc::new(CompiledRules {
@@ -89,12 +92,21 @@ fn a_refused_endpoint_is_isolated_alone_reported_by_name_and_retried() {
         report.outcomes["x/evil"],
         Outcome::Deferred { .. }
     ));
-    assert_eq!(kernel.counts().2, refused_before, "nothing refused meanwhile");
+    assert_eq!(
+        kernel.counts().2,
+        refused_before,
+        "nothing refused meanwhile"
+    );
     assert_eq!(kernel.chain_names().unwrap().len(), 2 * 30 + 4);
 
     // Still refused at the retry: the backoff doubles.
     let report = enforcer
-        .enforce(&more, &more_compiled, false, start + Duration::from_secs(11))
+        .enforce(
+            &more,
+            &more_compiled,
+            false,
+            start + Duration::from_secs(11),
+        )
         .unwrap();
     assert!(matches!(
         report.outcomes["x/evil"],
@@ -108,12 +120,14 @@ fn a_refused_endpoint_is_isolated_alone_reported_by_name_and_retried() {
     // Once the kernel takes it, it is programmed like any other.
     kernel.heal();
     let report = enforcer
-        .enforce(&more, &more_compiled, false, start + Duration::from_secs(31))
+        .enforce(
+            &more,
+            &more_compiled,
+            false,
+            start + Duration::from_secs(31),
+        )
         .unwrap();
-    assert!(matches!(
-        report.outcomes["x/evil"],
-        Outcome::Updated { .. }
-    ));
+    assert!(matches!(report.outcomes["x/evil"], Outcome::Updated { .. }));
     assert_eq!(report.failed(), 0);
     assert_eq!(enforcer.next_wakeup(), None);
     assert_eq!(kernel.chain_names().unwrap().len(), 2 * 31 + 4);
@@ -161,8 +175,5 @@ fn an_endpoint_whose_rules_change_is_tried_again_at_once() {
     let report = enforcer
         .enforce(&pods, &changed, false, start + Duration::from_secs(1))
         .unwrap();
-    assert!(matches!(
-        report.outcomes["x/evil"],
-        Outcome::Updated { .. }
-    ));
+    assert!(matches!(report.outcomes["x/evil"], Outcome::Updated { .. }));
 }

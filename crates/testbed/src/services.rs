@@ -80,8 +80,21 @@ impl ServiceProxy {
                 let port = port.to_string();
                 for chain in ["PREROUTING", "OUTPUT"] {
                     let args = [
-                        "-w", "-t", "nat", "-A", chain, "-d", &vip, "-p", protocol, "--dport",
-                        &port, "-j", "DNAT", "--to-destination", &to,
+                        "-w",
+                        "-t",
+                        "nat",
+                        "-A",
+                        chain,
+                        "-d",
+                        &vip,
+                        "-p",
+                        protocol,
+                        "--dport",
+                        &port,
+                        "-j",
+                        "DNAT",
+                        "--to-destination",
+                        &to,
                     ];
                     ns.run(tool, &args, "")?;
                 }
@@ -89,7 +102,8 @@ impl ServiceProxy {
             }
             ServiceProxy::Nftables => {
                 let family = if v6 { "ip6" } else { "ip" };
-                let rule = format!("{family} daddr {vip} {protocol} dport {port} dnat to {backend}");
+                let rule =
+                    format!("{family} daddr {vip} {protocol} dport {port} dnat to {backend}");
                 ns.nft(&format!(
                     "table {family} kube-proxy {{\n\
                      \tchain nat-prerouting {{ type nat hook prerouting priority dstnat; policy accept; }}\n\

@@ -93,21 +93,30 @@ fn the_longest_keys_and_hostile_keys_are_carried_safely() {
     ];
     let peer = "10.1.0.100";
     let addresses = ["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4"];
-    let topology = Topology::build(hosts(&[&addresses[..], &[peer]].concat()))
-        .expect("the network builds");
+    let topology =
+        Topology::build(hosts(&[&addresses[..], &[peer]].concat())).expect("the network builds");
     let mut ruleset = Ruleset::default();
     for (key, address) in keys.iter().zip(addresses) {
-        ruleset.insert(*key, EndpointChains::new(vec![ip(address)], &admits(peer, &[80])));
+        ruleset.insert(
+            *key,
+            EndpointChains::new(vec![ip(address)], &admits(peer, &[80])),
+        );
     }
     let done = program(topology.router(), &ruleset).expect("nft takes every key");
     assert_eq!(done.added.len(), 2 * keys.len() + 4);
-    let tables = topology.router().run("nft", &["list", "tables"], "").unwrap();
+    let tables = topology
+        .router()
+        .run("nft", &["list", "tables"], "")
+        .unwrap();
     assert_eq!(tables.trim(), "table inet netpol", "nothing was injected");
     let listing = topology
         .router()
         .run("nft", &["list", "table", "inet", "netpol"], "")
         .unwrap();
-    assert!(!listing.contains("priority -500") && !listing.contains("evil {"), "{listing}");
+    assert!(
+        !listing.contains("priority -500") && !listing.contains("evil {"),
+        "{listing}"
+    );
     // Every endpoint is enforced: its one allowed port passes, the next does not.
     for address in addresses {
         assert_eq!(
@@ -164,8 +173,13 @@ fn thousands_of_ports_and_peers_load_and_filter() {
         "x/a",
         EndpointChains::new(vec![ip("10.1.0.1")], &compiled.rules),
     );
-    let topology = Topology::build(hosts(&["10.1.0.1", "10.1.0.2", "10.1.0.3", "10.100.15.159"]))
-        .expect("the network builds");
+    let topology = Topology::build(hosts(&[
+        "10.1.0.1",
+        "10.1.0.2",
+        "10.1.0.3",
+        "10.100.15.159",
+    ]))
+    .expect("the network builds");
     let started = Instant::now();
     program(topology.router(), &ruleset).expect("nft takes thousands of ports and peers");
     eprintln!(
@@ -208,7 +222,10 @@ fn an_endpoint_the_kernel_refuses_is_isolated_alone_and_named() {
         } else {
             format!("x/p{i}")
         };
-        ruleset.insert(key, EndpointChains::new(vec![ip(address)], &admits(peer, &[80])));
+        ruleset.insert(
+            key,
+            EndpointChains::new(vec![ip(address)], &admits(peer, &[80])),
+        );
     }
     // A port range nft refuses ("Range has zero or negative size"), in one endpoint's chain.
     let refused = ruleset.endpoints.get_mut("x/refused").unwrap();
@@ -233,7 +250,10 @@ fn an_endpoint_the_kernel_refuses_is_isolated_alone_and_named() {
         "{}",
         done.refused["x/refused"]
     );
-    let chains = topology.router().run("nft", &["list", "table", "inet", "netpol"], "").unwrap();
+    let chains = topology
+        .router()
+        .run("nft", &["list", "table", "inet", "netpol"], "")
+        .unwrap();
     assert_eq!(chains.matches("comment \"ingress of x/p").count(), 19);
     assert!(!chains.contains("of x/refused"));
     // Every other endpoint is enforced; the refused one is isolated (fail closed).

@@ -80,8 +80,8 @@ fn node() -> (Topology, Ruleset) {
             addresses: vec![ip(REMOTE)],
         },
     ];
-    let topology = Topology::build_node(vec![ip(NODE), ip("fd00::a")], hosts)
-        .expect("the network builds");
+    let topology =
+        Topology::build_node(vec![ip(NODE), ip("fd00::a")], hosts).expect("the network builds");
     let ruleset = ruleset();
     program(topology.router(), &ruleset).expect("the table loads");
     (topology, ruleset)
@@ -157,7 +157,13 @@ fn every_path_to_and_from_a_local_pod_is_filtered() {
             (A, B, 80, true, "forward: a may send to b on 80"),
             (A, REMOTE, 80, true, "forward: and to the remote pod on 80"),
             (A, REMOTE, 81, false, "forward: but not on 81"),
-            (NODE, A, 80, false, "output: a admits no packet from the node"),
+            (
+                NODE,
+                A,
+                80,
+                false,
+                "output: a admits no packet from the node",
+            ),
             (NODE, B, 22, true, "output: b is not isolated"),
             (A, NODE, 9100, true, "input: a may send to its node on 9100"),
             (A, NODE, 9101, false, "input: ... and nothing else"),
@@ -174,7 +180,8 @@ fn services_are_judged_by_their_backends_after_kube_proxys_dnat() {
     }
     for proxy in ServiceProxy::ALL {
         let (mut topology, ruleset) = node();
-        let test = format!("services_are_judged_by_their_backends_after_kube_proxys_dnat ({proxy:?})");
+        let test =
+            format!("services_are_judged_by_their_backends_after_kube_proxys_dnat ({proxy:?})");
         if netns::skip_without(&test, proxy.unavailable(topology.router())) {
             continue;
         }
@@ -201,11 +208,35 @@ fn services_are_judged_by_their_backends_after_kube_proxys_dnat() {
             &topology,
             &ruleset,
             &[
-                (B, "10.96.0.10", 80, true, "b to a's Service: a admits b on 8080"),
+                (
+                    B,
+                    "10.96.0.10",
+                    80,
+                    true,
+                    "b to a's Service: a admits b on 8080",
+                ),
                 (REMOTE, "10.96.0.10", 80, false, "remote pod to a's Service"),
-                (NODE, "10.96.0.10", 80, false, "node to a's Service (nat output)"),
-                (A, "10.96.0.11", 80, true, "a to the remote pod's Service on 80"),
-                (A, "10.96.0.12", 80, false, "a to the remote pod's Service on 81"),
+                (
+                    NODE,
+                    "10.96.0.10",
+                    80,
+                    false,
+                    "node to a's Service (nat output)",
+                ),
+                (
+                    A,
+                    "10.96.0.11",
+                    80,
+                    true,
+                    "a to the remote pod's Service on 80",
+                ),
+                (
+                    A,
+                    "10.96.0.12",
+                    80,
+                    false,
+                    "a to the remote pod's Service on 81",
+                ),
                 (B, "10.96.0.12", 80, true, "b is not isolated"),
             ],
         );
