@@ -15,3 +15,4 @@ pub mod netns;
 pub mod probe;
 pub mod services;
 pub mod topology;
+pub mod transport;

@@ -11,11 +11,7 @@ use std::time::Duration;
 
 use crate::topology::Topology;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
+pub use crate::transport::Transport;
 
 /// One flow to try.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

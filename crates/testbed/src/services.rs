@@ -17,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 
 use crate::netns::Netns;
-use crate::probe::Transport;
+use crate::transport::Transport;
 
 /// A Service port with one backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
