@@ -1,6 +1,6 @@
-//! Datapath wrappers that count and time every call, so that the metrics see exactly what the
-//! programmers and the endpoint discovery do: [`Instrumented`] around any HCN datapath (the
-//! Windows client or the simulator), [`InstrumentedNft`] around any `nft` backend.
+//! A datapath wrapper that counts and times every call, so that the metrics see exactly what the
+//! programmers and the endpoint discovery do, whichever datapath sits underneath: any HCN
+//! datapath (the Windows client or the simulator), or any `nft` backend ([`InstrumentedNft`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -13,14 +13,21 @@ use netpol_nft::{NftBackend, NftError};
 use super::health::Health;
 use super::metrics::{DatapathCall, Metrics};
 
-pub struct Instrumented {
-    inner: Arc<dyn HcnApi>,
+/// `inner`, its calls counted, timed and reported to health.
+pub struct Instrumented<D = Arc<dyn HcnApi>> {
+    inner: D,
     metrics: Metrics,
     health: Option<Arc<Health>>,
 }
 
-impl Instrumented {
-    pub fn new(inner: Arc<dyn HcnApi>, metrics: Metrics) -> Self {
+/// The nftables datapath's `nft` calls, counted and timed like the HCN calls: `nft_apply` (a
+/// transaction), `nft_check` (a check-only transaction, while looking for refused endpoints) and
+/// `nft_list` (reading the table back). A refused script counts as an error of its call but is an
+/// answer for health; only an `nft` that cannot run is not.
+pub type InstrumentedNft = Instrumented<Box<dyn NftBackend + Send>>;
+
+impl<D> Instrumented<D> {
+    pub fn new(inner: D, metrics: Metrics) -> Self {
         Instrumented {
             inner,
             metrics,
@@ -34,32 +41,54 @@ impl Instrumented {
         self
     }
 
-    fn timed<T>(
+    /// Runs `f` as `call`; `judge` says whether its result is a success and whether it is an
+    /// answer at all.
+    fn timed<T, E>(
         &self,
         call: DatapathCall,
-        f: impl FnOnce() -> Result<T, DatapathError>,
-    ) -> Result<T, DatapathError> {
+        f: impl FnOnce() -> Result<T, E>,
+        judge: impl FnOnce(&Result<T, E>) -> (bool, bool),
+    ) -> Result<T, E> {
         let start = Instant::now();
         let result = f();
-        // A vanished endpoint is an answer, not a datapath failure.
-        let ok = matches!(&result, Ok(_) | Err(DatapathError::NotFound { .. }));
+        let (ok, answered) = judge(&result);
         self.metrics.observe_call(call, start.elapsed(), ok);
         if let Some(health) = &self.health {
-            health.set_datapath_answers(ok);
+            health.set_datapath_answers(answered);
         }
         result
     }
 }
 
-impl HcnApi for Instrumented {
+/// HCN: a vanished endpoint is an answer, not a datapath failure.
+fn hcn<T>(result: &Result<T, DatapathError>) -> (bool, bool) {
+    let ok = matches!(result, Ok(_) | Err(DatapathError::NotFound { .. }));
+    (ok, ok)
+}
+
+/// nft: a refusal failed, but nft answered.
+fn nft<T>(result: &Result<T, NftError>) -> (bool, bool) {
+    (
+        result.is_ok(),
+        !matches!(result, Err(NftError::Unavailable(_))),
+    )
+}
+
+impl<H: HcnApi + ?Sized> HcnApi for Instrumented<Arc<H>> {
     fn list_endpoints(&self) -> Result<Vec<EndpointInfo>, DatapathError> {
-        self.timed(DatapathCall::ListEndpoints, || self.inner.list_endpoints())
+        self.timed(
+            DatapathCall::ListEndpoints,
+            || self.inner.list_endpoints(),
+            hcn,
+        )
     }
 
     fn read_policies(&self, endpoint: &str) -> Result<Vec<EndpointPolicy>, DatapathError> {
-        self.timed(DatapathCall::ReadPolicies, || {
-            self.inner.read_policies(endpoint)
-        })
+        self.timed(
+            DatapathCall::ReadPolicies,
+            || self.inner.read_policies(endpoint),
+            hcn,
+        )
     }
 
     fn update_policies(
@@ -67,9 +96,11 @@ impl HcnApi for Instrumented {
         endpoint: &str,
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError> {
-        self.timed(DatapathCall::UpdatePolicies, || {
-            self.inner.update_policies(endpoint, policies)
-        })
+        self.timed(
+            DatapathCall::UpdatePolicies,
+            || self.inner.update_policies(endpoint, policies),
+            hcn,
+        )
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -81,57 +112,16 @@ impl HcnApi for Instrumented {
     }
 }
 
-/// The nftables datapath's `nft` calls, counted and timed like the HCN calls: `nft_apply` (a
-/// transaction), `nft_check` (a check-only transaction, while looking for refused endpoints) and
-/// `nft_list` (reading the table back). A refused script counts as an error of its call but is an
-/// answer for health; only an `nft` that cannot run is not.
-pub struct InstrumentedNft {
-    inner: Box<dyn NftBackend + Send>,
-    metrics: Metrics,
-    health: Option<Arc<Health>>,
-}
-
-impl InstrumentedNft {
-    pub fn new(inner: Box<dyn NftBackend + Send>, metrics: Metrics) -> Self {
-        InstrumentedNft {
-            inner,
-            metrics,
-            health: None,
-        }
-    }
-
-    /// Also reports to `health` whether each call got an answer.
-    pub fn with_health(mut self, health: Arc<Health>) -> Self {
-        self.health = Some(health);
-        self
-    }
-
-    fn timed<T>(
-        &self,
-        call: DatapathCall,
-        f: impl FnOnce() -> Result<T, NftError>,
-    ) -> Result<T, NftError> {
-        let start = Instant::now();
-        let result = f();
-        self.metrics
-            .observe_call(call, start.elapsed(), result.is_ok());
-        if let Some(health) = &self.health {
-            health.set_datapath_answers(!matches!(result, Err(NftError::Unavailable(_))));
-        }
-        result
-    }
-}
-
-impl NftBackend for InstrumentedNft {
+impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
     fn apply(&self, script: &str) -> Result<(), NftError> {
-        self.timed(DatapathCall::NftApply, || self.inner.apply(script))
+        self.timed(DatapathCall::NftApply, || self.inner.apply(script), nft)
     }
 
     fn check(&self, script: &str) -> Result<(), NftError> {
-        self.timed(DatapathCall::NftCheck, || self.inner.check(script))
+        self.timed(DatapathCall::NftCheck, || self.inner.check(script), nft)
     }
 
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
-        self.timed(DatapathCall::NftList, || self.inner.chains())
+        self.timed(DatapathCall::NftList, || self.inner.chains(), nft)
     }
 }

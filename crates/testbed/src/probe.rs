@@ -91,6 +91,29 @@ pub fn run(topology: &Topology, probes: &[Probe], options: ProbeOptions) -> Vec<
     results
 }
 
+/// TCP probes of `(from, to, port)`, 16 at a time, each silent for `timeout` before it counts as
+/// dropped; results in order.
+pub fn tcp(
+    topology: &Topology,
+    flows: &[(IpAddr, IpAddr, u16)],
+    timeout: Duration,
+) -> Vec<ProbeResult> {
+    let probes: Vec<Probe> = flows
+        .iter()
+        .map(|&(from, to, port)| Probe {
+            from,
+            to,
+            transport: Transport::Tcp,
+            port,
+        })
+        .collect();
+    let options = ProbeOptions {
+        timeout,
+        parallel: 16,
+    };
+    run(topology, &probes, options)
+}
+
 /// One probe, from a worker thread that enters the source's namespace.
 fn probe_one(topology: &Topology, probe: &Probe, timeout: Duration) -> ProbeResult {
     let Some(source) = topology.host_at(probe.from) else {

@@ -19,16 +19,15 @@ use netpol_nft::isolate::program_isolating;
 use netpol_nft::programmer::program;
 use netpol_nft::{ChainRule, ChainVerdict, EndpointChains, Ruleset};
 use netpol_testbed::netns;
-use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+use netpol_testbed::probe::{self, ProbeResult};
 use netpol_testbed::topology::{Host, Topology};
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-/// The rules of a pod that admits TCP from `peer` on `ports` and nothing else.
-fn admits(peer: &str, ports: &[u16]) -> Vec<netpol_datapath::OrderedRule> {
-    let (store, ids) = store_with(&[], &[peer]);
+/// A MapState isolated for ingress (nothing admitted yet), open for egress.
+fn isolated_for_ingress() -> MapBuilder {
     let mut map = MapBuilder::new(Verdict::Allow);
     map.set(
         Direction::Ingress,
@@ -36,6 +35,13 @@ fn admits(peer: &str, ports: &[u16]) -> Vec<netpol_datapath::OrderedRule> {
         key(None, 0, 0),
         value(1, Verdict::Deny, None),
     );
+    map
+}
+
+/// The rules of a pod that admits TCP from `peer` on `ports` and nothing else.
+fn admits(peer: &str, ports: &[u16]) -> Vec<netpol_datapath::OrderedRule> {
+    let (store, ids) = store_with(&[], &[peer]);
+    let mut map = isolated_for_ingress();
     for &port in ports {
         map.set(
             Direction::Ingress,
@@ -60,20 +66,11 @@ fn hosts(addresses: &[&str]) -> Vec<Host> {
 }
 
 fn tcp(topology: &Topology, cases: &[(&str, &str, u16)]) -> Vec<ProbeResult> {
-    let probes: Vec<Probe> = cases
+    let flows: Vec<(IpAddr, IpAddr, u16)> = cases
         .iter()
-        .map(|&(from, to, port)| Probe {
-            from: ip(from),
-            to: ip(to),
-            transport: Transport::Tcp,
-            port,
-        })
+        .map(|&(from, to, port)| (ip(from), ip(to), port))
         .collect();
-    let options = ProbeOptions {
-        timeout: Duration::from_millis(1000),
-        parallel: 16,
-    };
-    probe::run(topology, &probes, options)
+    probe::tcp(topology, &flows, Duration::from_millis(1000))
 }
 
 use ProbeResult::{Dropped, Passed};
@@ -142,13 +139,7 @@ fn thousands_of_ports_and_peers_load_and_filter() {
     let mut names: Vec<&str> = peers.iter().map(String::as_str).collect();
     names.push("10.1.0.2");
     let (store, ids) = store_with(&[], &names);
-    let mut map = MapBuilder::new(Verdict::Allow);
-    map.set(
-        Direction::Ingress,
-        None,
-        key(None, 0, 0),
-        value(1, Verdict::Deny, None),
-    );
+    let mut map = isolated_for_ingress();
     let allow = value(1, Verdict::Allow, None);
     for &port in &ports {
         map.set(

@@ -24,7 +24,7 @@ use netpol_nft::eval::{evaluate, Packet};
 use netpol_nft::programmer::program;
 use netpol_nft::{EndpointChains, Ruleset};
 use netpol_testbed::netns;
-use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+use netpol_testbed::probe::{self, ProbeResult, Transport};
 use netpol_testbed::services::{Service, ServiceProxy};
 use netpol_testbed::topology::{Host, Topology};
 
@@ -93,22 +93,13 @@ type Case = (&'static str, &'static str, u16, bool, &'static str);
 /// Probes every case over TCP and checks its fate, and the in-process evaluation of the packet
 /// the filter sees (the backend's, for a Service).
 fn check(topology: &Topology, ruleset: &Ruleset, cases: &[Case]) {
-    let probes: Vec<Probe> = cases
+    let flows: Vec<(IpAddr, IpAddr, u16)> = cases
         .iter()
-        .map(|&(from, to, port, _, _)| Probe {
-            from: ip(from),
-            to: ip(to),
-            transport: Transport::Tcp,
-            port,
-        })
+        .map(|&(from, to, port, _, _)| (ip(from), ip(to), port))
         .collect();
-    let options = ProbeOptions {
-        timeout: Duration::from_millis(1000),
-        parallel: 16,
-    };
-    let results = probe::run(topology, &probes, options);
+    let results = probe::tcp(topology, &flows, Duration::from_millis(1000));
     let mut wrong = Vec::new();
-    for ((case, probe), result) in cases.iter().zip(&probes).zip(&results) {
+    for ((case, &(from, to, port)), result) in cases.iter().zip(&flows).zip(&results) {
         let want = if case.3 {
             ProbeResult::Passed
         } else {
@@ -117,11 +108,11 @@ fn check(topology: &Topology, ruleset: &Ruleset, cases: &[Case]) {
         if result != &want {
             wrong.push(format!("{case:?}: {result:?}"));
         }
-        let seen = topology.backend_of(SocketAddr::new(probe.to, probe.port));
+        let seen = topology.backend_of(SocketAddr::new(to, port));
         let model = evaluate(
             ruleset,
             &Packet {
-                source: probe.from,
+                source: from,
                 destination: seen.ip(),
                 protocol: Protocol::Tcp,
                 dport: seen.port(),
