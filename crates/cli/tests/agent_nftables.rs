@@ -105,7 +105,8 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
 
     let first = read("first.nft");
     let names = chains(&first);
-    // One ingress and one egress chain per local pod, and the base chain on the forward hook.
+    // One ingress and one egress chain per local pod, the dispatch chain, and a base chain on
+    // each of the forward, input and output hooks.
     let endpoint_chains = names.iter().filter(|n| n.starts_with("ep_")).count();
     assert_eq!(endpoint_chains, 2 * endpoints, "{first}");
     assert_eq!(
@@ -113,7 +114,14 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
         1,
         "{first}"
     );
-    assert!(first.contains("hook forward"), "{first}");
+    for hook in ["hook forward", "hook input", "hook output"] {
+        assert!(first.contains(hook), "{hook}: {first}");
+    }
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("pods_")).count(),
+        1,
+        "{first}"
+    );
     assert!(
         first.contains("ct state established,related accept"),
         "{first}"

@@ -10,7 +10,7 @@ use netpol_datapath::{OrderedRule, RuleAction};
 use netpol_engine::reference::Reason;
 use netpol_engine::{Direction, Protocol};
 
-/// What a matching chain rule does. Allow is `return` (to the base chain, which then consults the
+/// What a matching chain rule does. Allow is `return` (to the dispatch chain, which then consults the
 /// other side of the flow), block is `drop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChainVerdict {
