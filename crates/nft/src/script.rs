@@ -66,7 +66,8 @@ pub enum ScriptError {
 pub struct Table {
     /// Endpoint chains by name: their lines (a comment, then the rules).
     pub chains: BTreeMap<String, Vec<String>>,
-    /// The dispatch chain: replies first, then a jump by address to each endpoint's chains.
+    /// The dispatch chain: replies first, neighbor discovery, then a jump by address to each
+    /// endpoint's chains.
     pub dispatch: (String, Vec<String>),
     /// One base chain per hook, in [`HOOKS`] order: its name and lines.
     pub bases: Vec<(String, Vec<String>)>,
@@ -231,8 +232,16 @@ pub fn render_check(table: &Table, names: &[&str]) -> String {
 /// The scratch table of [`render_check`]: checked, never committed.
 pub const CHECK_TABLE: &str = "inet netpol_check";
 
-/// The dispatch chain: replies first, then the source's egress chain, then the destination's
-/// ingress chain; an isolated endpoint's addresses lead to `drop` in both.
+/// The ICMPv6 types of neighbor and router discovery, which every IPv6 host needs on its link.
+pub const NEIGHBOR_DISCOVERY: [&str; 4] = [
+    "nd-router-solicit",
+    "nd-router-advert",
+    "nd-neighbor-solicit",
+    "nd-neighbor-advert",
+];
+
+/// The dispatch chain: replies first, neighbor discovery, then the source's egress chain, then
+/// the destination's ingress chain; an isolated endpoint's addresses lead to `drop` in both.
 fn dispatch_chain(
     ruleset: &Ruleset,
     names: &BTreeMap<(&str, Direction), String>,
@@ -247,7 +256,13 @@ fn dispatch_chain(
             });
         }
     }
-    let mut lines = vec!["ct state established,related accept".to_string()];
+    let mut lines = vec![
+        "ct state established,related accept".to_string(),
+        // IPv6 neighbor discovery between a pod and its node takes `input` and `output`, and
+        // conntrack does not track it: without it a pod's IPv6 could not reach anything. It is
+        // link-local plumbing no policy API can name (as ARP is for IPv4, which is not IP).
+        format!("icmpv6 type {{ {} }} accept", NEIGHBOR_DISCOVERY.join(", ")),
+    ];
     for (direction, field) in [(Direction::Egress, "saddr"), (Direction::Ingress, "daddr")] {
         for v6 in [false, true] {
             let elements: Vec<String> = owner
