@@ -24,6 +24,15 @@ pub enum DatapathKind {
     Nftables,
 }
 
+/// What the chosen datapath is told beyond its kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DatapathOptions {
+    /// nftables: program the table even on a node whose dataplane was found to carry pod traffic
+    /// past netfilter (`netpol_nft::bypass`), where it would enforce nothing. For a node the
+    /// operator knows the check to be wrong about.
+    pub ignore_netfilter_bypass: bool,
+}
+
 /// Everything the agent needs to run.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
@@ -31,6 +40,7 @@ pub struct AgentConfig {
     pub node: String,
     pub source: SourceConfig,
     pub datapath: DatapathKind,
+    pub datapath_options: DatapathOptions,
     /// Where to serve /metrics, /healthz and /readyz.
     pub listen: SocketAddr,
     /// Between full resyncs (every endpoint read back, every file read again).

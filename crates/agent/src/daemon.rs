@@ -60,6 +60,7 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
     exit_on_panic(observability.health.clone());
     let datapaths = datapaths::build(
         config.datapath,
+        config.datapath_options,
         &observability.metrics,
         &observability.health,
     )?;

@@ -11,7 +11,7 @@ use netpol_hcn::discovery::{EndpointDiscovery, SimulatedCni};
 use netpol_hcn::sim::{HcnSim, SimSession};
 use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer};
 
-use crate::config::DatapathKind;
+use crate::config::{DatapathKind, DatapathOptions};
 use crate::health::Health;
 use crate::instrumented::Instrumented;
 use crate::metrics::Metrics;
@@ -43,16 +43,17 @@ impl Datapaths {
     }
 }
 
-/// Builds the datapath `kind`, its HCN calls counted and timed in `metrics`.
+/// Builds the datapath `kind`, its HCN or `nft` calls counted and timed in `metrics`.
 pub fn build(
     kind: DatapathKind,
+    options: DatapathOptions,
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
     match kind {
         DatapathKind::HcnSim => hcn_sim(Arc::new(HcnDatapath::new(HcnSim::new())), metrics, health),
         DatapathKind::Hcn => host_hcn(|raw| instrument(raw, metrics, health)),
-        DatapathKind::Nftables => nftables(),
+        DatapathKind::Nftables => nftables(options, metrics, health),
     }
 }
 
@@ -80,19 +81,56 @@ pub fn hcn_sim(
     ))
 }
 
+/// The nftables datapath on this node's kernel, once the node's dataplane is known to pass its
+/// pods' packets through netfilter.
 #[cfg(target_os = "linux")]
-fn nftables() -> anyhow::Result<Datapaths> {
+fn nftables(
+    options: DatapathOptions,
+    metrics: &Metrics,
+    health: &Arc<Health>,
+) -> anyhow::Result<Datapaths> {
     use netpol_nft::host::HostNft;
     use netpol_nft::NftEnforcer;
+    if options.ignore_netfilter_bypass {
+        tracing::warn!("not checking whether this node's dataplane bypasses netfilter (--ignore-netfilter-bypass)");
+    } else {
+        refuse_netfilter_bypass()?;
+    }
+    let backend = crate::instrumented::InstrumentedNft::new(Box::new(HostNft), metrics.clone())
+        .with_health(health.clone());
     Ok(Datapaths {
-        enforcer: Box::new(NftEnforcer::new(Box::new(HostNft), Backoff::default())),
+        enforcer: Box::new(NftEnforcer::new(Box::new(backend), Backoff::default())),
         hcn: None,
         sim: None,
     })
 }
 
+/// Fails, naming every finding, if this node's dataplane carries pod traffic past netfilter:
+/// a table that sees none of the traffic would report every pod enforced and enforce nothing.
+#[cfg(target_os = "linux")]
+fn refuse_netfilter_bypass() -> anyhow::Result<()> {
+    use netpol_nft::bypass::detect;
+    use netpol_nft::host::{host_facts, CILIUM_NODE_CONFIG};
+    const OVERRIDE: &str = "pass --ignore-netfilter-bypass only if you know the finding is wrong";
+    let facts = host_facts(std::path::Path::new(CILIUM_NODE_CONFIG)).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot tell whether this node's dataplane bypasses netfilter: {e}; {OVERRIDE}"
+        )
+    })?;
+    let found = detect(&facts);
+    if found.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = found.iter().map(|b| format!("  - {b}")).collect();
+    bail!(
+        "this node's dataplane carries pod traffic past netfilter, where the nftables datapath \
+         would enforce nothing; refusing to start rather than report pods enforced that are not:\n{}\n{OVERRIDE}",
+        list.join("\n")
+    )
+}
+
 #[cfg(not(target_os = "linux"))]
-fn nftables() -> anyhow::Result<Datapaths> {
+fn nftables(_: DatapathOptions, _: &Metrics, _: &Arc<Health>) -> anyhow::Result<Datapaths> {
     bail!("the nftables datapath exists only on Linux")
 }
 

@@ -1,5 +1,6 @@
 //! A datapath wrapper that counts and times every call, so that the metrics see exactly what the
-//! programmer and the endpoint discovery do, whichever datapath sits underneath.
+//! programmers and the endpoint discovery do, whichever datapath sits underneath: any HCN
+//! datapath (the Windows client or the simulator), or any `nft` backend ([`InstrumentedNft`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -8,18 +9,26 @@ use netpol_datapath::DatapathError;
 use netpol_hcn::api::EndpointListing;
 use netpol_hcn::schema::{EndpointPolicy, RequestType};
 use netpol_hcn::{Capabilities, HcnApi, ResyncSignal};
+use netpol_nft::{NftBackend, NftError};
 
 use super::health::Health;
 use super::metrics::{DatapathCall, Metrics};
 
-pub struct Instrumented {
-    inner: Arc<dyn HcnApi>,
+/// `inner`, its calls counted, timed and reported to health.
+pub struct Instrumented<D = Arc<dyn HcnApi>> {
+    inner: D,
     metrics: Metrics,
     health: Option<Arc<Health>>,
 }
 
-impl Instrumented {
-    pub fn new(inner: Arc<dyn HcnApi>, metrics: Metrics) -> Self {
+/// The nftables datapath's `nft` calls, counted and timed like the HCN calls: `nft_apply` (a
+/// transaction), `nft_check` (a check-only transaction, while looking for refused endpoints) and
+/// `nft_list` (reading the table back). A refused script counts as an error of its call but is an
+/// answer for health; only an `nft` that cannot run is not.
+pub type InstrumentedNft = Instrumented<Box<dyn NftBackend + Send>>;
+
+impl<D> Instrumented<D> {
+    pub fn new(inner: D, metrics: Metrics) -> Self {
         Instrumented {
             inner,
             metrics,
@@ -33,32 +42,54 @@ impl Instrumented {
         self
     }
 
-    fn timed<T>(
+    /// Runs `f` as `call`; `judge` says whether its result is a success and whether it is an
+    /// answer at all.
+    fn timed<T, E>(
         &self,
         call: DatapathCall,
-        f: impl FnOnce() -> Result<T, DatapathError>,
-    ) -> Result<T, DatapathError> {
+        f: impl FnOnce() -> Result<T, E>,
+        judge: impl FnOnce(&Result<T, E>) -> (bool, bool),
+    ) -> Result<T, E> {
         let start = Instant::now();
         let result = f();
-        // A vanished endpoint is an answer, not a datapath failure.
-        let ok = matches!(&result, Ok(_) | Err(DatapathError::NotFound { .. }));
+        let (ok, answered) = judge(&result);
         self.metrics.observe_call(call, start.elapsed(), ok);
         if let Some(health) = &self.health {
-            health.set_datapath_answers(ok);
+            health.set_datapath_answers(answered);
         }
         result
     }
 }
 
-impl HcnApi for Instrumented {
+/// HCN: a vanished endpoint is an answer, not a datapath failure.
+fn hcn<T>(result: &Result<T, DatapathError>) -> (bool, bool) {
+    let ok = matches!(result, Ok(_) | Err(DatapathError::NotFound { .. }));
+    (ok, ok)
+}
+
+/// nft: a refusal failed, but nft answered.
+fn nft<T>(result: &Result<T, NftError>) -> (bool, bool) {
+    (
+        result.is_ok(),
+        !matches!(result, Err(NftError::Unavailable(_))),
+    )
+}
+
+impl<H: HcnApi + ?Sized> HcnApi for Instrumented<Arc<H>> {
     fn list_endpoints(&self) -> Result<EndpointListing, DatapathError> {
-        self.timed(DatapathCall::ListEndpoints, || self.inner.list_endpoints())
+        self.timed(
+            DatapathCall::ListEndpoints,
+            || self.inner.list_endpoints(),
+            hcn,
+        )
     }
 
     fn read_policies(&self, endpoint: &str) -> Result<Vec<EndpointPolicy>, DatapathError> {
-        self.timed(DatapathCall::ReadPolicies, || {
-            self.inner.read_policies(endpoint)
-        })
+        self.timed(
+            DatapathCall::ReadPolicies,
+            || self.inner.read_policies(endpoint),
+            hcn,
+        )
     }
 
     fn modify_policies(
@@ -72,9 +103,11 @@ impl HcnApi for Instrumented {
             RequestType::Remove => DatapathCall::RemovePolicies,
             RequestType::Update | RequestType::Refresh => DatapathCall::UpdatePolicies,
         };
-        self.timed(call, || {
-            self.inner.modify_policies(endpoint, request, policies)
-        })
+        self.timed(
+            call,
+            || self.inner.modify_policies(endpoint, request, policies),
+            hcn,
+        )
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -83,5 +116,19 @@ impl HcnApi for Instrumented {
 
     fn resync_signal(&self) -> &ResyncSignal {
         self.inner.resync_signal()
+    }
+}
+
+impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        self.timed(DatapathCall::NftApply, || self.inner.apply(script), nft)
+    }
+
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        self.timed(DatapathCall::NftCheck, || self.inner.check(script), nft)
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.timed(DatapathCall::NftList, || self.inner.chains(), nft)
     }
 }

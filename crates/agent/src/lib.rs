@@ -17,7 +17,7 @@
 //! | [`reconciler`] | the pipeline: commit the engine, compile what changed, hand it to the enforcer |
 //! | [`driver`] | runs the pipeline on its own thread: debounce, retries, periodic resync |
 //! | [`datapaths`] | builds the chosen datapath's enforcer |
-//! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; its calls counted and timed |
+//! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
 //! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
@@ -38,5 +38,5 @@ pub mod reconnect;
 pub mod sources;
 pub mod usage;
 
-pub use config::{AgentConfig, DatapathKind, SourceConfig};
+pub use config::{AgentConfig, DatapathKind, DatapathOptions, SourceConfig};
 pub use kind::SourceKind;

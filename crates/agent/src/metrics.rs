@@ -60,6 +60,9 @@ label_values!(DatapathCall {
     AddPolicies => "add_policies",
     RemovePolicies => "remove_policies",
     UpdatePolicies => "update_policies",
+    NftApply => "nft_apply",
+    NftCheck => "nft_check",
+    NftList => "nft_list",
 });
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -103,7 +106,8 @@ pub struct Metrics {
 }
 
 fn call_histogram() -> Histogram {
-    // 100 µs to ~3 s: a quick HCN query up to a modify of a big list under load.
+    // 100 µs to ~3 s: a quick HCN query up to a modify of a big list under load, or an `nft`
+    // transaction of a large table.
     Histogram::new(exponential_buckets(0.0001, 2.0, 16))
 }
 
@@ -156,7 +160,7 @@ impl Metrics {
         );
         r.register(
             "acl_rules",
-            "ACL rules netpol has programmed (or found in place) on this host's endpoints",
+            "Rules netpol has programmed (or found in place) for this host's endpoints: HCN ACLs, or the compiled rules of the endpoints' nftables chains",
             metrics.acl_rules.clone(),
         );
         r.register(

@@ -10,13 +10,14 @@ use netpol_hcn::sim::HcnSim;
 use netpol_hcn::HcnDatapath;
 use prometheus_client::registry::Registry;
 
-use crate::config::DatapathKind;
+use crate::config::{DatapathKind, DatapathOptions};
 use crate::datapaths::{self, Datapaths};
 use crate::health::Health;
 use crate::indexes::SourceEvent;
 use crate::metrics::Metrics;
-use crate::reconciler::Pipeline;
+use crate::reconciler::{Pipeline, ReconcileReport};
 use crate::sources::files::{report_file_problems, FileProblem, FileSource, SETTLE_AGE};
+use netpol_datapath::Outcome;
 
 /// How many reconciles `--once` tries before it reports endpoints it could not program.
 pub const ATTEMPTS: usize = 5;
@@ -28,6 +29,8 @@ pub struct Synced {
     pub sim: Option<Arc<HcnDatapath<HcnSim>>>,
     /// Whether every endpoint was programmed.
     pub complete: bool,
+    /// The endpoints the last attempt left unprogrammed, each with why.
+    pub failed: Vec<(String, String)>,
     /// Files that could not be read (their objects are missing).
     pub unreadable_files: usize,
     /// Objects that could not be read or were refused.
@@ -48,13 +51,14 @@ pub fn sync(
     dir: &Path,
     node: &str,
     datapath: DatapathKind,
+    options: DatapathOptions,
     poll: Duration,
 ) -> anyhow::Result<Synced> {
     let started = Instant::now();
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, &metrics, &health)?;
+    let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, options, &metrics, &health)?;
     let mut pipeline = Pipeline::with_enforcer(node, enforcer, metrics.clone());
     let mut source = FileSource::new(dir);
     let (events, problems) = read_first_list(&mut source, poll)?;
@@ -67,14 +71,17 @@ pub fn sync(
         pipeline.ingest(event);
     }
     let mut complete = false;
+    let mut failed = Vec::new();
     for _ in 0..ATTEMPTS {
         let report = pipeline
             .reconcile(Instant::now())
             .context("the files did not list every kind")?;
         if report.complete() {
             complete = true;
+            failed.clear();
             break;
         }
+        failed = unprogrammed(&report);
         if let Some(at) = pipeline.next_wakeup() {
             std::thread::sleep(at.saturating_duration_since(Instant::now()));
         }
@@ -88,6 +95,7 @@ pub fn sync(
         pipeline,
         sim,
         complete,
+        failed,
         unreadable_files,
         invalid_objects,
         took: started.elapsed(),
@@ -118,6 +126,26 @@ fn read_first_list(
             std::thread::sleep(poll);
         }
     }
+}
+
+/// The endpoints a reconcile left unprogrammed, with why.
+fn unprogrammed(report: &ReconcileReport) -> Vec<(String, String)> {
+    if let Some(error) = &report.discovery_error {
+        return vec![("(every endpoint)".to_string(), error.to_string())];
+    }
+    report
+        .apply
+        .outcomes
+        .iter()
+        .filter_map(|(endpoint, outcome)| {
+            let why = match outcome {
+                Outcome::Failed { error, .. } => error.to_string(),
+                Outcome::Deferred { .. } => "still backing off from a failure".to_string(),
+                _ => return None,
+            };
+            Some((endpoint.clone(), why))
+        })
+        .collect()
 }
 
 /// Policies read but refused by translation (their errors were logged).

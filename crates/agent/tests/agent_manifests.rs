@@ -1,13 +1,15 @@
-//! The deployment manifests under `config/` are what `kubectl apply -k config/` sends to the API
-//! server. Each one must parse into its typed k8s-openapi object *without losing a field*: k8s-openapi
-//! ignores unknown fields, so a misspelled key would otherwise pass silently and be dropped by the
-//! API server too. The checks below then pin the properties the agent depends on.
+//! The deployment manifests under `config/` are what `kubectl apply -k config/windows` and
+//! `kubectl apply -k config/linux` send to the API server: each overlay is its OS's DaemonSet over
+//! `config/base` (namespace, ServiceAccount, ClusterRole and binding, shared). Each manifest must
+//! parse into its typed k8s-openapi object *without losing a field*: k8s-openapi ignores unknown
+//! fields, so a misspelled key would otherwise pass silently and be dropped by the API server too.
+//! The checks below then pin the properties the agent depends on.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, PodSpec, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -16,15 +18,32 @@ fn config_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
 
+/// The kustomizations: the shared base and one overlay per node OS.
+const KUSTOMIZATIONS: [&str; 3] = ["base", "windows", "linux"];
+
 #[derive(Deserialize)]
 struct Kustomization {
     namespace: String,
     resources: Vec<String>,
+    #[serde(default)]
+    images: Vec<Image>,
+}
+
+#[derive(Deserialize)]
+struct Image {
+    name: String,
+    #[serde(rename = "newName")]
+    new_name: String,
+}
+
+fn kustomization_of(dir: &str) -> Kustomization {
+    let path = config_dir().join(dir).join("kustomization.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn kustomization() -> Kustomization {
-    let text = std::fs::read_to_string(config_dir().join("kustomization.yaml")).unwrap();
-    serde_saphyr::from_str(&text).expect("kustomization.yaml parses")
+    kustomization_of("base")
 }
 
 /// Parses `file` as `T` and checks that nothing was dropped on the way: the typed object,
@@ -48,11 +67,45 @@ struct Head {
     kind: String,
 }
 
+/// Every manifest file the overlays apply, by its path under `config/`: the base's, then each
+/// overlay's own.
+fn resources() -> Vec<String> {
+    let mut files = Vec::new();
+    for dir in KUSTOMIZATIONS {
+        for resource in kustomization_of(dir).resources {
+            if resource == "../base" {
+                assert_ne!(dir, "base");
+                continue;
+            }
+            files.push(format!("{dir}/{resource}"));
+        }
+    }
+    files
+}
+
+#[test]
+fn both_overlays_apply_the_shared_base_into_one_namespace() {
+    let base = kustomization();
+    for overlay in ["windows", "linux"] {
+        let k = kustomization_of(overlay);
+        assert_eq!(k.namespace, base.namespace, "{overlay}");
+        assert_eq!(k.resources, ["../base", "daemonset.yaml"], "{overlay}");
+        let daemon_set: DaemonSet = typed(&format!("{overlay}/daemonset.yaml"));
+        let container = &daemon_set.spec.unwrap().template.spec.unwrap().containers[0];
+        assert!(
+            k.images
+                .iter()
+                .any(|i| i.name == container.image.clone().unwrap()
+                    && i.new_name.starts_with("ghcr.io/netpol/")),
+            "{overlay}: the DaemonSet's image is the one the kustomization sets"
+        );
+    }
+}
+
 #[test]
 fn every_kustomization_resource_parses_into_its_typed_object() {
-    let kustomization = kustomization();
     let mut kinds = BTreeSet::new();
-    for file in &kustomization.resources {
+    for file in &resources() {
         let text = std::fs::read_to_string(config_dir().join(file)).unwrap();
         let head: Head = serde_saphyr::from_str(&text).unwrap();
         match head.kind.as_str() {
@@ -78,22 +131,34 @@ fn every_kustomization_resource_parses_into_its_typed_object() {
 }
 
 #[test]
-fn every_yaml_file_in_config_is_listed_in_the_kustomization() {
-    let listed: BTreeSet<String> = kustomization().resources.into_iter().collect();
-    for entry in std::fs::read_dir(config_dir()).unwrap() {
-        let name = entry.unwrap().file_name().into_string().unwrap();
-        if name.ends_with(".yaml") && name != "kustomization.yaml" {
-            assert!(
-                listed.contains(&name),
-                "config/{name} is not in kustomization.yaml"
-            );
+fn every_yaml_file_in_config_is_listed_in_its_kustomization() {
+    let listed: BTreeSet<String> = resources().into_iter().collect();
+    for dir in KUSTOMIZATIONS {
+        for entry in std::fs::read_dir(config_dir().join(dir)).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name.ends_with(".yaml") && name != "kustomization.yaml" {
+                let path = format!("{dir}/{name}");
+                assert!(
+                    listed.contains(&path),
+                    "config/{path} is not in its kustomization.yaml"
+                );
+            }
         }
     }
+    let top: Vec<String> = std::fs::read_dir(config_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| !KUSTOMIZATIONS.contains(&n.as_str()))
+        .collect();
+    assert!(
+        top.is_empty(),
+        "config/ holds only the kustomizations: {top:?}"
+    );
 }
 
 #[test]
 fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds() {
-    let role: ClusterRole = typed("clusterrole.yaml");
+    let role: ClusterRole = typed("base/clusterrole.yaml");
     let mut granted = BTreeSet::new();
     for rule in role.rules.unwrap() {
         let verbs: BTreeSet<&str> = rule.verbs.iter().map(String::as_str).collect();
@@ -124,9 +189,9 @@ fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds() {
 #[test]
 fn binding_ties_the_service_account_to_the_role() {
     let namespace = kustomization().namespace;
-    let binding: ClusterRoleBinding = typed("clusterrolebinding.yaml");
-    let account: ServiceAccount = typed("serviceaccount.yaml");
-    let role: ClusterRole = typed("clusterrole.yaml");
+    let binding: ClusterRoleBinding = typed("base/clusterrolebinding.yaml");
+    let account: ServiceAccount = typed("base/serviceaccount.yaml");
+    let role: ClusterRole = typed("base/clusterrole.yaml");
     assert_eq!(binding.role_ref.kind, "ClusterRole");
     assert_eq!(Some(binding.role_ref.name), role.metadata.name);
     let subjects = binding.subjects.unwrap();
@@ -136,26 +201,29 @@ fn binding_ties_the_service_account_to_the_role() {
     assert_eq!(subjects[0].namespace.as_ref(), Some(&namespace));
 }
 
-#[test]
-fn daemon_set_runs_a_host_process_agent_on_windows_nodes() {
-    let account: ServiceAccount = typed("serviceaccount.yaml");
-    let daemon_set: DaemonSet = typed("daemonset.yaml");
-    let pod = daemon_set.spec.unwrap().template.spec.unwrap();
+/// What every agent DaemonSet needs, whichever OS: the ServiceAccount, the node's OS, the host
+/// network, NODE_NAME, probes on the port it listens on, resource requests. Returns its pod spec.
+fn agent_pod(file: &str, os: &str) -> PodSpec {
+    let account: ServiceAccount = typed("base/serviceaccount.yaml");
+    let daemon_set: DaemonSet = typed(file);
+    let spec = daemon_set.spec.unwrap();
+    let selector = spec.selector.match_labels.clone().unwrap();
+    let labels = spec.template.metadata.clone().unwrap().labels.unwrap();
+    assert!(
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v)),
+        "{file}: the template carries the selector's labels"
+    );
+    let pod = spec.template.spec.unwrap();
     assert_eq!(pod.service_account_name, account.metadata.name);
     assert_eq!(
         pod.node_selector
+            .clone()
             .unwrap()
             .get("kubernetes.io/os")
             .map(String::as_str),
-        Some("windows")
+        Some(os)
     );
     assert_eq!(pod.host_network, Some(true));
-    let windows = pod.security_context.unwrap().windows_options.unwrap();
-    assert_eq!(windows.host_process, Some(true));
-    assert_eq!(
-        windows.run_as_user_name.as_deref(),
-        Some(r"NT AUTHORITY\SYSTEM")
-    );
 
     assert_eq!(pod.containers.len(), 1);
     let container = &pod.containers[0];
@@ -202,11 +270,108 @@ fn daemon_set_runs_a_host_process_agent_on_windows_nodes() {
         .as_ref()
         .unwrap();
     assert!(requests.contains_key("cpu") && requests.contains_key("memory"));
+    pod
+}
+
+#[test]
+fn daemon_set_runs_a_host_process_agent_on_windows_nodes() {
+    let pod = agent_pod("windows/daemonset.yaml", "windows");
+    let windows = pod.security_context.unwrap().windows_options.unwrap();
+    assert_eq!(windows.host_process, Some(true));
+    assert_eq!(
+        windows.run_as_user_name.as_deref(),
+        Some(r"NT AUTHORITY\SYSTEM")
+    );
+    let args = pod.containers[0].args.clone().unwrap();
+    assert!(args.contains(&"--datapath=hcn".to_string()), "{args:?}");
+}
+
+#[test]
+fn daemon_set_runs_an_nftables_agent_with_net_admin_alone_on_linux_nodes() {
+    let pod = agent_pod("linux/daemonset.yaml", "linux");
+    let container = &pod.containers[0];
+    let args = container.args.clone().unwrap();
+    assert!(
+        args.contains(&"--datapath=nftables".to_string()),
+        "{args:?}"
+    );
+    assert!(!args.iter().any(|a| a.contains("ignore-netfilter-bypass")));
+
+    let security = container.security_context.clone().unwrap();
+    let capabilities = security.capabilities.unwrap();
+    assert_eq!(capabilities.add, Some(vec!["NET_ADMIN".to_string()]));
+    assert_eq!(capabilities.drop, Some(vec!["ALL".to_string()]));
+    assert_ne!(security.privileged, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+
+    // The image holds the binary where the DaemonSet runs it, and the tools it runs.
+    let command = container.command.clone().unwrap();
+    let dockerfile = std::fs::read_to_string(config_dir().join("linux/Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains(&format!(
+            "COPY --from=build /src/target/release/netpol {}",
+            command[0]
+        )),
+        "{dockerfile}"
+    );
+    let install = dockerfile
+        .lines()
+        .find(|l| l.contains("apt-get install"))
+        .expect("the image installs its tools");
+    assert!(
+        install.contains("nftables") && install.contains("iproute2"),
+        "{install}"
+    );
+
+    // Cilium's node configuration, read by the start-up dataplane check, is mounted read-only.
+    let mount = container
+        .volume_mounts
+        .iter()
+        .flatten()
+        .find(|m| m.name == "cilium-state")
+        .expect("Cilium's state is mounted");
+    assert_eq!(mount.read_only, Some(true));
+    #[cfg(target_os = "linux")]
+    assert!(netpol_nft::host::CILIUM_NODE_CONFIG.starts_with(&mount.mount_path));
+    let volume = pod
+        .volumes
+        .iter()
+        .flatten()
+        .find(|v| v.name == mount.name)
+        .unwrap();
+    assert_eq!(
+        volume.host_path.as_ref().map(|h| h.path.as_str()),
+        Some(mount.mount_path.as_str())
+    );
+}
+
+#[test]
+fn the_two_daemon_sets_never_select_each_others_pods() {
+    let windows: DaemonSet = typed("windows/daemonset.yaml");
+    let linux: DaemonSet = typed("linux/daemonset.yaml");
+    assert_ne!(windows.metadata.name, linux.metadata.name);
+    let labels = |d: &DaemonSet| {
+        d.spec
+            .clone()
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .labels
+            .unwrap()
+    };
+    let selects = |d: &DaemonSet, other: &DaemonSet| {
+        let selector = d.spec.clone().unwrap().selector.match_labels.unwrap();
+        let labels = labels(other);
+        selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+    };
+    assert!(!selects(&windows, &linux) && !selects(&linux, &windows));
 }
 
 #[test]
 fn namespace_admits_privileged_pods() {
-    let namespace: Namespace = typed("namespace.yaml");
+    let namespace: Namespace = typed("base/namespace.yaml");
     assert_eq!(namespace.metadata.name, Some(kustomization().namespace));
     let labels = namespace.metadata.labels.unwrap();
     assert_eq!(

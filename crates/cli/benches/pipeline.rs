@@ -139,7 +139,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
     let enforcer = if nftables {
         nft_enforcer()
     } else {
-        datapaths::build(DatapathKind::HcnSim, &metrics, &health)
+        datapaths::build(DatapathKind::HcnSim, Default::default(), &metrics, &health)
             .unwrap()
             .enforcer
     };

@@ -19,7 +19,10 @@ fn in_private_namespace(script: &str, dir: &Path) -> String {
         .args(["--net", "sh", "-euc", script])
         .current_dir(dir)
         .env("NETPOL", env!("CARGO_BIN_EXE_netpol"))
-        .env("RUST_LOG", "netpol_agent=debug,netpol_nft=debug")
+        .env(
+            "RUST_LOG",
+            "netpol_cli=info,netpol_agent=debug,netpol_nft=debug",
+        )
         .output()
         .expect("unshare runs");
     assert!(
@@ -102,7 +105,8 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
 
     let first = read("first.nft");
     let names = chains(&first);
-    // One ingress and one egress chain per local pod, and the base chain on the forward hook.
+    // One ingress and one egress chain per local pod, the dispatch chain, and a base chain on
+    // each of the forward, input and output hooks.
     let endpoint_chains = names.iter().filter(|n| n.starts_with("ep_")).count();
     assert_eq!(endpoint_chains, 2 * endpoints, "{first}");
     assert_eq!(
@@ -110,7 +114,14 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
         1,
         "{first}"
     );
-    assert!(first.contains("hook forward"), "{first}");
+    for hook in ["hook forward", "hook input", "hook output"] {
+        assert!(first.contains(hook), "{hook}: {first}");
+    }
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("pods_")).count(),
+        1,
+        "{first}"
+    );
     assert!(
         first.contains("ct state established,related accept"),
         "{first}"
@@ -145,5 +156,343 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
     assert_eq!(
         after.iter().filter(|n| n.starts_with("forward_")).count(),
         1
+    );
+}
+
+/// Writes `files` (name, text) under `dir/cluster`.
+fn cluster(dir: &Path, files: &[(&str, String)]) {
+    let root = dir.join("cluster");
+    std::fs::create_dir_all(&root).unwrap();
+    for (name, text) in files {
+        std::fs::write(root.join(name), text).unwrap();
+    }
+}
+
+fn pod(name: &str, node: &str, app: &str, ip: &str, host_network: bool) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: shop\n  labels: {{app: {app}}}\n\
+         spec:\n  nodeName: {node}\n  hostNetwork: {host_network}\n  containers:\n  - name: c\n    image: c\n\
+         status:\n  phase: Running\n  podIP: {ip}\n---\n"
+    )
+}
+
+const NODES: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {type: InternalIP, address: 10.0.0.1}\n---\n\
+apiVersion: v1\nkind: Node\nmetadata:\n  name: node-2\nstatus:\n  addresses:\n  - {type: InternalIP, address: 10.0.0.2}\n---\n\
+apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {team: shop}\n";
+
+/// web admits TCP 80 from app=client pods and may send only to them, on TCP 80.
+const WEB_POLICY: &str = r"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: web
+  namespace: shop
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress, Egress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{protocol: TCP, port: 80}]
+  egress:
+  - to: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{protocol: TCP, port: 80}]
+";
+
+#[test]
+fn the_agent_filters_every_path_of_its_node_and_admits_its_node_probes() {
+    use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+    use netpol_testbed::topology::{Host, Topology};
+    if netpol_testbed::netns::skip_kernel_test(
+        "the_agent_filters_every_path_of_its_node_and_admits_its_node_probes",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-paths");
+    let pods = [
+        pod("web", "node-1", "web", "10.244.1.10", false),
+        pod("client", "node-1", "client", "10.244.1.11", false),
+        pod("remote", "node-2", "client", "10.244.2.10", false),
+        // A hostNetwork pod shares its node's address: its packets are the node's.
+        pod("agent", "node-1", "agent", "10.0.0.1", true),
+    ]
+    .concat();
+    cluster(
+        &dir,
+        &[
+            ("cluster.yaml", NODES.to_string()),
+            ("pods.yaml", pods),
+            ("web.yaml", WEB_POLICY.to_string()),
+        ],
+    );
+    let host = |name: &str, address: &str| Host {
+        name: name.into(),
+        addresses: vec![address.parse().unwrap()],
+    };
+    let topology = Topology::build_node(
+        vec!["10.0.0.1".parse().unwrap()],
+        vec![
+            host("web", "10.244.1.10"),
+            host("client", "10.244.1.11"),
+            host("remote", "10.244.2.10"),
+        ],
+    )
+    .expect("the network builds");
+    // The agent runs on the node: in the router's namespace.
+    let output = topology
+        .router()
+        .command(env!("CARGO_BIN_EXE_netpol"))
+        .args(AGENT.trim_start_matches("$NETPOL ").split(' '))
+        .current_dir(&dir)
+        .env(
+            "RUST_LOG",
+            "netpol_cli=info,netpol_agent=debug,netpol_nft=debug",
+        )
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // (from, to, port, passes, path)
+    let cases = [
+        (
+            "10.244.1.11",
+            "10.244.1.10",
+            80,
+            true,
+            "forward: a client pod",
+        ),
+        (
+            "10.244.2.10",
+            "10.244.1.10",
+            80,
+            true,
+            "forward: a remote client pod",
+        ),
+        (
+            "10.244.2.10",
+            "10.244.1.10",
+            81,
+            false,
+            "forward: another port",
+        ),
+        (
+            "10.244.1.10",
+            "10.244.1.11",
+            80,
+            true,
+            "forward: web's allowed egress",
+        ),
+        (
+            "10.244.1.10",
+            "10.244.2.10",
+            81,
+            false,
+            "forward: web's other egress",
+        ),
+        (
+            "10.0.0.1",
+            "10.244.1.10",
+            8080,
+            true,
+            "output: the node's probe of isolated web",
+        ),
+        (
+            "10.244.1.10",
+            "10.0.0.1",
+            9100,
+            false,
+            "input: web to its node, not allowed",
+        ),
+        (
+            "10.244.1.11",
+            "10.0.0.1",
+            9100,
+            true,
+            "input: client is not isolated",
+        ),
+    ];
+    let probes: Vec<Probe> = cases
+        .iter()
+        .map(|&(from, to, port, _, _)| Probe {
+            from: from.parse().unwrap(),
+            to: to.parse().unwrap(),
+            transport: Transport::Tcp,
+            port,
+        })
+        .collect();
+    let options = ProbeOptions {
+        timeout: std::time::Duration::from_millis(1000),
+        parallel: 8,
+    };
+    let results = probe::run(&topology, &probes, options);
+    let wrong: Vec<String> = cases
+        .iter()
+        .zip(&results)
+        .filter(|(case, result)| {
+            let want = if case.3 {
+                ProbeResult::Passed
+            } else {
+                ProbeResult::Dropped
+            };
+            **result != want
+        })
+        .map(|(case, result)| format!("{case:?}: {result:?}"))
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_agent_refuses_a_node_whose_dataplane_bypasses_netfilter() {
+    if netpol_testbed::netns::skip_kernel_test(
+        "the_agent_refuses_a_node_whose_dataplane_bypasses_netfilter",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-bypass");
+    copy_example_cluster(&dir.join("cluster"));
+    // A bridge with a port while bridged traffic skips netfilter, then Cilium's host device with
+    // no readable node configuration: each refused, nothing programmed; the override programs.
+    let script = format!(
+        "ip link add br0 type bridge\n\
+         ip link add v0 type veth peer name v1\n\
+         ip link set v0 master br0\n\
+         sysctl -qw net.bridge.bridge-nf-call-iptables=0\n\
+         if {AGENT} > bridge.txt 2> bridge.log; then echo bridge-ran; else echo bridge=$?; fi\n\
+         nft list tables > bridge.nft\n\
+         sysctl -qw net.bridge.bridge-nf-call-iptables=1\n\
+         ip link add cilium_host type veth peer name cilium_net\n\
+         if {AGENT} > cilium.txt 2> cilium.log; then echo cilium-ran; else echo cilium=$?; fi\n\
+         nft list tables > cilium.nft\n\
+         {AGENT} --ignore-netfilter-bypass > override.txt 2> override.log\n\
+         nft list tables"
+    );
+    let stdout = in_private_namespace(&script, &dir);
+    let read = |name: &str| without_colours(&std::fs::read_to_string(dir.join(name)).unwrap());
+    assert!(
+        stdout.contains("bridge=2"),
+        "{stdout}\n{}",
+        read("bridge.log")
+    );
+    assert!(
+        stdout.contains("cilium=2"),
+        "{stdout}\n{}",
+        read("cilium.log")
+    );
+    let bridge = read("bridge.log");
+    assert!(
+        bridge.contains("bridge br0 has ports (v0)")
+            && bridge.contains("net.bridge.bridge-nf-call-iptables")
+            && bridge.contains("--ignore-netfilter-bypass"),
+        "{bridge}"
+    );
+    let cilium = read("cilium.log");
+    assert!(
+        cilium.contains("cilium_host") && cilium.contains("node_config.h"),
+        "{cilium}"
+    );
+    assert_eq!(read("bridge.nft").trim(), "", "nothing programmed");
+    assert_eq!(read("cilium.nft").trim(), "", "nothing programmed");
+    assert!(stdout.trim_end().ends_with("table inet netpol"), "{stdout}");
+    assert!(read("override.log").contains("not checking"));
+}
+
+/// A pod of `namespace` on node-1 named `name` (a YAML scalar, quoted if it must be).
+fn named_pod(name: &str, namespace: &str, ip: &str, app: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{app: {app}}}\n\
+         spec:\n  nodeName: node-1\n  containers:\n  - name: c\n    image: c\n\
+         status:\n  phase: Running\n  podIP: {ip}\n---\n"
+    )
+}
+
+fn deny_ingress(namespace: &str) -> String {
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  namespace: {namespace}\n\
+         spec:\n  podSelector: {{}}\n  policyTypes: [Ingress]\n---\n"
+    )
+}
+
+#[test]
+fn the_longest_names_and_hostile_names_are_programmed_safely() {
+    if netpol_testbed::netns::skip_kernel_test(
+        "the_longest_names_and_hostile_names_are_programmed_safely",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-names");
+    // The API's limits (63-character namespace, 253-character name), the 201-character name that
+    // once turned the datapath off, and names only a file can hold.
+    let namespace = "n".repeat(63);
+    let mut docs = format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {{type: InternalIP, address: 10.0.0.1}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\n"
+    );
+    let pods = [
+        ("p".repeat(253), namespace.as_str(), "web"),
+        ("q".repeat(201), "shop", "web"),
+        (r#""evil\"; flush ruleset; {""#.to_string(), "shop", "web"),
+        (r#""new\nline\" drop""#.to_string(), "shop", "web"),
+        ("\"ünïcødé-名前\"".to_string(), "shop", r#""we\"b; }""#),
+        ("plain".to_string(), "shop", "web"),
+    ];
+    for (i, (name, namespace, app)) in pods.iter().enumerate() {
+        docs.push_str(&named_pod(
+            name,
+            namespace,
+            &format!("10.244.1.{}", i + 1),
+            app,
+        ));
+    }
+    docs.push_str(&deny_ingress(&namespace));
+    docs.push_str(&deny_ingress("shop"));
+    cluster(&dir, &[("all.yaml", docs)]);
+    let tables = in_private_namespace(
+        &format!(
+            "{AGENT} > out.txt 2> out.log\nnft list table inet netpol > table.nft\nnft list tables"
+        ),
+        &dir,
+    );
+    let listing = std::fs::read_to_string(dir.join("table.nft")).unwrap();
+    assert_eq!(tables.trim(), "table inet netpol", "nothing was injected");
+    let names = chains(&listing);
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("ep_")).count(),
+        2 * pods.len(),
+        "every pod is programmed:\n{listing}"
+    );
+    let comments: Vec<&str> = listing
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("comment \""))
+        .collect();
+    assert_eq!(comments.len(), 2 * pods.len());
+    for comment in &comments {
+        let text = comment.strip_suffix('"').unwrap();
+        assert!(text.len() <= 128, "{text}");
+        assert!(
+            text.chars().all(|c| c.is_ascii_graphic() || c == ' ')
+                && !text.contains(['"', ';', '{', '}']),
+            "{text}"
+        );
+    }
+    assert!(
+        listing.contains("comment \"ingress of shop/plain\""),
+        "{listing}"
+    );
+    // Every pod is isolated for ingress, as its namespace's policy says: its chain ends in drop.
+    assert_eq!(
+        listing.matches("\t\tdrop\n").count(),
+        pods.len(),
+        "{listing}"
+    );
+    // The names' words stay inside comments, never statements of their own.
+    assert!(
+        listing
+            .lines()
+            .all(|l| !l.contains("flush") || l.trim().starts_with("comment \"")),
+        "{listing}"
     );
 }

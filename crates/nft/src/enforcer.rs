@@ -1,15 +1,26 @@
 //! The nftables datapath behind the neutral [`Enforcer`]: the whole ruleset in one table, one
-//! transaction per change.
+//! transaction per change, and an endpoint whose chains the kernel refuses isolated alone.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
 use netpol_datapath::{
     ApplyReport, Backoff, CompileOptions, DatapathError, Desired, EndpointInfo, Enforcer, Outcome,
 };
 
-use crate::programmer::{program, NftBackend};
+use crate::isolate::{program_isolating, Programmed};
+use crate::programmer::NftBackend;
 use crate::ruleset::{EndpointChains, Ruleset};
+
+/// An endpoint whose chains the kernel refused: isolated until `retry_at`, or until its chains
+/// change.
+#[derive(Clone, Debug)]
+struct Refusal {
+    chains: EndpointChains,
+    error: DatapathError,
+    failures: u32,
+    retry_at: Instant,
+}
 
 /// nftables: the whole ruleset in one table, one transaction per change.
 ///
@@ -22,8 +33,11 @@ pub struct NftEnforcer {
     /// What the kernel holds, as last programmed; None when it must be read back (at start,
     /// after a failure, on a resync).
     programmed: Option<Ruleset>,
+    /// Consecutive failures of whole transactions.
     failures: u32,
     retry_at: Option<Instant>,
+    /// Endpoints whose chains the kernel refused, by pod key.
+    refused: BTreeMap<String, Refusal>,
 }
 
 impl NftEnforcer {
@@ -35,6 +49,7 @@ impl NftEnforcer {
             programmed: None,
             failures: 0,
             retry_at: None,
+            refused: BTreeMap::new(),
         }
     }
 
@@ -60,6 +75,89 @@ impl NftEnforcer {
         }
         ruleset
     }
+
+    /// Isolates in `ruleset` the endpoints refused earlier whose retry is not due and whose
+    /// chains did not change; returns them with their retry times.
+    fn hold_refused(&mut self, ruleset: &mut Ruleset, now: Instant) -> BTreeMap<String, Instant> {
+        self.refused
+            .retain(|key, _| ruleset.endpoints.contains_key(key));
+        let mut held = BTreeMap::new();
+        for (key, refusal) in &self.refused {
+            if now < refusal.retry_at && ruleset.endpoints.get(key) == Some(&refusal.chains) {
+                ruleset.isolate(key);
+                held.insert(key.clone(), refusal.retry_at);
+            }
+        }
+        held
+    }
+
+    /// Records what the kernel refused in this transaction and isolates it in `ruleset`; every
+    /// endpoint tried again and accepted is forgiven.
+    fn note_refusals(
+        &mut self,
+        ruleset: &mut Ruleset,
+        refused: BTreeMap<String, String>,
+        held: &BTreeMap<String, Instant>,
+        now: Instant,
+    ) {
+        self.refused
+            .retain(|key, _| held.contains_key(key) || refused.contains_key(key));
+        for (key, message) in refused {
+            let Some(chains) = ruleset.endpoints.get(&key).cloned() else {
+                continue;
+            };
+            let failures = self.refused.get(&key).map_or(0, |r| r.failures) + 1;
+            let retry_at = now + self.backoff.delay(failures);
+            let error = DatapathError::Call {
+                call: "nft -f",
+                endpoint: Some(key.clone()),
+                message,
+            };
+            tracing::error!(
+                endpoint = %key,
+                failures,
+                %error,
+                "nftables refused this endpoint's chains: new flows to and from it are dropped \
+                 until they load; every other endpoint is programmed"
+            );
+            ruleset.isolate(&key);
+            self.refused.insert(
+                key,
+                Refusal {
+                    chains,
+                    error,
+                    failures,
+                    retry_at,
+                },
+            );
+        }
+    }
+
+    /// The outcome of a refused endpoint: failed in this transaction, or still waiting.
+    fn refusal_outcome(&self, key: &str, held: &BTreeMap<String, Instant>) -> Option<Outcome> {
+        if let Some(retry_at) = held.get(key) {
+            return Some(Outcome::Deferred {
+                retry_at: *retry_at,
+            });
+        }
+        self.refused.get(key).map(|r| Outcome::Failed {
+            error: r.error.clone(),
+            failures: r.failures,
+            retry_at: r.retry_at,
+        })
+    }
+}
+
+/// The same kind of outcome for every endpoint of `ruleset`, programmed or isolated.
+fn report(ruleset: &Ruleset, outcome: impl Fn(&str) -> Outcome) -> ApplyReport {
+    ApplyReport {
+        outcomes: ruleset
+            .endpoints
+            .keys()
+            .chain(ruleset.isolated.keys())
+            .map(|k| (k.clone(), outcome(k)))
+            .collect(),
+    }
 }
 
 impl Enforcer for NftEnforcer {
@@ -81,31 +179,34 @@ impl Enforcer for NftEnforcer {
                 (info, Some(key.clone()))
             })
             .collect();
-        let ruleset = Self::ruleset(desired);
-        let every = |outcome: &dyn Fn(&str) -> Outcome| ApplyReport {
-            outcomes: ruleset
-                .endpoints
-                .keys()
-                .map(|k| (k.clone(), outcome(k)))
-                .collect(),
-        };
+        let mut ruleset = Self::ruleset(desired);
         if refresh {
             self.programmed = None;
             self.retry_at = None;
         }
+        let held = self.hold_refused(&mut ruleset, now);
         if let Some(retry_at) = self.retry_at.filter(|at| now < *at) {
-            return Ok(every(&|_| Outcome::Deferred { retry_at }));
+            return Ok(report(&ruleset, |_| Outcome::Deferred { retry_at }));
         }
         if self.programmed.as_ref() == Some(&ruleset) {
-            return Ok(every(&|_| Outcome::Unchanged));
+            return Ok(report(&ruleset, |k| {
+                self.refusal_outcome(k, &held).unwrap_or(Outcome::Unchanged)
+            }));
         }
-        match program(self.backend.as_ref(), &ruleset) {
-            Ok(report) => {
+        match program_isolating(self.backend.as_ref(), &ruleset) {
+            Ok(Programmed {
+                report: done,
+                refused,
+            }) => {
+                self.note_refusals(&mut ruleset, refused, &held, now);
                 let before = self.programmed.take();
                 self.failures = 0;
                 self.retry_at = None;
-                let sent = report.script.is_some();
-                let outcomes = every(&|key| {
+                let sent = done.script.is_some();
+                let outcomes = report(&ruleset, |key| {
+                    if let Some(outcome) = self.refusal_outcome(key, &held) {
+                        return outcome;
+                    }
                     let old = before.as_ref().and_then(|r| r.endpoints.get(key));
                     let new = &ruleset.endpoints[key];
                     // After a read-back only the chain names are known: a pod counts as updated
@@ -124,9 +225,10 @@ impl Enforcer for NftEnforcer {
                     }
                 });
                 tracing::debug!(
-                    added = report.added.len(),
-                    deleted = report.deleted.len(),
-                    unchanged = report.unchanged,
+                    added = done.added.len(),
+                    deleted = done.deleted.len(),
+                    unchanged = done.unchanged,
+                    isolated = ruleset.isolated.len(),
                     "nftables table programmed"
                 );
                 self.programmed = Some(ruleset);
@@ -145,7 +247,7 @@ impl Enforcer for NftEnforcer {
                 };
                 tracing::warn!(%error, failures = self.failures, "programming nftables failed");
                 let failures = self.failures;
-                Ok(every(&|_| Outcome::Failed {
+                Ok(report(&ruleset, |_| Outcome::Failed {
                     error: error.clone(),
                     failures,
                     retry_at,
@@ -159,7 +261,8 @@ impl Enforcer for NftEnforcer {
     }
 
     fn next_wakeup(&self) -> Option<Instant> {
-        self.retry_at
+        let refused = self.refused.values().map(|r| r.retry_at);
+        self.retry_at.into_iter().chain(refused).min()
     }
 
     fn compile_options(&self) -> CompileOptions {

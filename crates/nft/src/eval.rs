@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
 
-use crate::ruleset::{ChainRule, ChainVerdict, Ruleset};
+use crate::ruleset::{ChainRule, ChainVerdict, Holder, Ruleset};
 
 /// The first packet of a flow (conntrack state `new`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,21 +25,31 @@ pub struct Evaluation<'a> {
     /// Each endpoint chain the packet went through: (endpoint, direction, the rule that matched).
     /// A chain without a matching rule returns (None).
     pub chains: Vec<(&'a str, Direction, Option<&'a ChainRule>)>,
+    /// The isolated endpoint (its chains were refused) that dropped the packet, if one did.
+    pub isolated: Option<&'a str>,
 }
 
-/// Runs the forward base chain: the source's egress chain, then the destination's ingress chain;
-/// a `drop` ends it, the policy accepts what is left.
+/// Runs the dispatch chain every base chain (forward, input, output) jumps to: the source's
+/// egress chain, then the destination's ingress chain; a `drop` ends it, the policy accepts what
+/// is left. The hooks differ only in which packets reach them, so one evaluation serves all three.
 pub fn evaluate<'a>(ruleset: &'a Ruleset, packet: &Packet) -> Evaluation<'a> {
     let mut out = Evaluation {
         accepted: true,
         chains: Vec::new(),
+        isolated: None,
     };
     for (direction, address) in [
         (Direction::Egress, packet.source),
         (Direction::Ingress, packet.destination),
     ] {
-        let Some((key, chains)) = ruleset.endpoint_at(address) else {
-            continue;
+        let (key, chains) = match ruleset.holder_of(address) {
+            None => continue,
+            Some(Holder::Isolated(key)) => {
+                out.accepted = false;
+                out.isolated = Some(key);
+                break;
+            }
+            Some(Holder::Chains(key, chains)) => (key, chains),
         };
         let rule = chains.chain(direction).iter().find(|r| matches(r, packet));
         out.chains.push((key, direction, rule));

@@ -2,10 +2,11 @@
 //! ([`crate::script::Table`]), so the chain names in the kernel are the whole state to compare:
 //!
 //! - a new or changed endpoint chain is added under its new name;
-//! - the base chain is swapped (new `forward_<hash>` added, old one deleted) whenever any jump
-//!   target or address changed; both happen in the same transaction, so no packet sees neither;
+//! - the dispatch chain and the three base chains are swapped (new ones added, old ones deleted)
+//!   whenever any jump target or address changed; both happen in the same transaction, so no
+//!   packet sees neither;
 //! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
-//!   deleted after the base chain that jumped to them;
+//!   deleted after the chains that jumped to them;
 //! - a restart with nothing changed reads the same names back and sends nothing.
 
 use std::collections::BTreeSet;
@@ -14,12 +15,55 @@ use std::io;
 use crate::ruleset::Ruleset;
 use crate::script::{self, ScriptError, Table};
 
+/// Why `nft` did not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    /// `nft` could not be run, or its output could not be read: nothing answered.
+    #[error("nft could not run: {0}")]
+    Unavailable(#[source] io::Error),
+    /// `nft` ran and refused the script (its parser, or the kernel), with its message. The
+    /// kernel applied none of the transaction.
+    #[error("nft refused the script: {0}")]
+    Refused(String),
+}
+
+impl NftError {
+    /// The longest refusal message kept: nft echoes the offending line, which may be long.
+    pub const MESSAGE_MAX: usize = 1024;
+
+    /// A refusal, its message cut to [`Self::MESSAGE_MAX`] bytes.
+    pub fn refused(message: &str) -> NftError {
+        let mut end = message.len().min(Self::MESSAGE_MAX);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        NftError::Refused(message[..end].trim().to_string())
+    }
+}
+
 /// Where the table lives: runs scripts and lists netpol's chains.
 pub trait NftBackend {
     /// Applies an `nft -f` script as one transaction.
-    fn apply(&self, script: &str) -> io::Result<()>;
+    fn apply(&self, script: &str) -> Result<(), NftError>;
+    /// Checks an `nft -f` script without committing anything (`nft -c`: the kernel validates
+    /// the transaction and aborts it).
+    fn check(&self, script: &str) -> Result<(), NftError>;
     /// The chain names of table `inet netpol`, or None if the table does not exist.
-    fn chains(&self) -> io::Result<Option<Vec<String>>>;
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError>;
+}
+
+impl<T: NftBackend + ?Sized> NftBackend for &T {
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        (**self).apply(script)
+    }
+
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        (**self).check(script)
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        (**self).chains()
+    }
 }
 
 /// What one [`program`] call did.
@@ -36,8 +80,8 @@ pub struct ProgramReport {
 pub enum ProgramError {
     #[error(transparent)]
     Script(#[from] ScriptError),
-    #[error("nft: {0}")]
-    Nft(#[from] io::Error),
+    #[error(transparent)]
+    Nft(#[from] NftError),
 }
 
 /// Brings the table to `ruleset` with the fewest changes, in one transaction.
@@ -82,7 +126,9 @@ pub fn parse_chain_names(listing: &str) -> Vec<String> {
 }
 
 /// The chain names of netpol's table, read through `nft` (run on the host or in a namespace).
-pub fn chains_via(nft: impl Fn(&[&str]) -> io::Result<String>) -> io::Result<Option<Vec<String>>> {
+pub fn chains_via(
+    nft: impl Fn(&[&str]) -> Result<String, NftError>,
+) -> Result<Option<Vec<String>>, NftError> {
     let tables = nft(&["list", "tables", "inet"])?;
     if !tables.lines().any(|l| l.trim() == "table inet netpol") {
         return Ok(None);

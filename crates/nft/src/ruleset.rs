@@ -11,7 +11,7 @@ use netpol_engine::reference::Reason;
 use netpol_engine::IdentityStore;
 use netpol_engine::{Direction, Protocol};
 
-/// What a matching chain rule does. Allow is `return` (to the base chain, which then consults the
+/// What a matching chain rule does. Allow is `return` (to the dispatch chain, which then consults the
 /// other side of the flow), block is `drop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChainVerdict {
@@ -116,10 +116,23 @@ fn chain_rules(rule: &OrderedRule, store: &IdentityStore) -> Vec<ChainRule> {
     vec![make(Some(RemoteMatch { source, nets }))]
 }
 
-/// netpol's whole table: every endpoint's chains, by endpoint key.
+/// netpol's whole table: every endpoint's chains, by endpoint key, and the endpoints whose
+/// chains the kernel refused, isolated until they load.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Ruleset {
     pub endpoints: BTreeMap<String, EndpointChains>,
+    /// Endpoints whose chains could not be loaded, by key, with their addresses: every new flow
+    /// from or to them is dropped (see [`Ruleset::isolate`]).
+    pub isolated: BTreeMap<String, Vec<IpAddr>>,
+}
+
+/// Where an address leads in the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holder<'a> {
+    /// A programmed endpoint and its chains.
+    Chains(&'a str, &'a EndpointChains),
+    /// An isolated endpoint: new flows are dropped.
+    Isolated(&'a str),
 }
 
 impl Ruleset {
@@ -127,11 +140,41 @@ impl Ruleset {
         self.endpoints.insert(key.into(), chains);
     }
 
+    /// Replaces the chains of endpoint `key` by isolation: new flows from and to its addresses
+    /// are dropped, connections already established continue. For an endpoint whose chains the
+    /// kernel refused: failing closed for it alone keeps every other endpoint programmed, and
+    /// never lets through what its policies would have denied.
+    pub fn isolate(&mut self, key: &str) {
+        if let Some(chains) = self.endpoints.remove(key) {
+            self.isolated.insert(key.to_string(), chains.addresses);
+        }
+    }
+
     /// The endpoint holding `address`, if any.
-    pub fn endpoint_at(&self, address: IpAddr) -> Option<(&str, &EndpointChains)> {
-        self.endpoints
+    pub fn holder_of(&self, address: IpAddr) -> Option<Holder<'_>> {
+        if let Some((key, chains)) = self
+            .endpoints
             .iter()
             .find(|(_, e)| e.addresses.contains(&address))
-            .map(|(k, e)| (k.as_str(), e))
+        {
+            return Some(Holder::Chains(key, chains));
+        }
+        self.isolated
+            .iter()
+            .find(|(_, addresses)| addresses.contains(&address))
+            .map(|(key, _)| Holder::Isolated(key))
+    }
+
+    /// Every (address, endpoint key) the table dispatches on, isolated endpoints included.
+    pub fn addresses(&self) -> impl Iterator<Item = (IpAddr, &str)> {
+        let programmed = self
+            .endpoints
+            .iter()
+            .flat_map(|(k, e)| e.addresses.iter().map(move |a| (*a, k.as_str())));
+        let isolated = self
+            .isolated
+            .iter()
+            .flat_map(|(k, addresses)| addresses.iter().map(move |a| (*a, k.as_str())));
+        programmed.chain(isolated)
     }
 }

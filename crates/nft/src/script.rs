@@ -8,12 +8,45 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
-use sha2::{Digest, Sha256};
 
+use crate::naming::{chain_name, comment_line, hash};
 use crate::ruleset::{ChainRule, ChainVerdict, Ruleset};
 
 /// The family and name of the one table netpol owns.
 pub const TABLE: &str = "inet netpol";
+
+/// A netfilter hook netpol's table attaches a base chain to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hook {
+    pub name: &'static str,
+    pub priority: &'static str,
+}
+
+/// Every path a packet to or from a local pod takes through the node: `forward` (routed between
+/// pods, and between pods and anything off the node), `input` (a pod to its node: kubelet's
+/// address, host services, hostNetwork pods) and `output` (the node and hostNetwork pods to a
+/// pod). kube-proxy's DNAT (iptables and nftables modes, `dstnat`, -100) has already run when
+/// these see a packet, so Services are judged by their backends. `input` runs after IPVS (which
+/// takes a Service's packets at 98-99 of `input` and sends them on through `output`, where the
+/// backend is visible) and after input SNAT (100): a pod's packet to a Service VIP bound on
+/// `kube-ipvs0` is judged once, by its backend, on `output`.
+pub const HOOKS: [Hook; 3] = [
+    Hook {
+        name: "forward",
+        priority: "filter",
+    },
+    Hook {
+        name: "input",
+        priority: "101",
+    },
+    Hook {
+        name: "output",
+        priority: "filter",
+    },
+];
+
+/// The prefix of the dispatch chain's name (`pods_<hash>`), which every base chain jumps to.
+pub const DISPATCH_PREFIX: &str = "pods_";
 
 /// Why a ruleset cannot be written as a script.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -33,36 +66,30 @@ pub enum ScriptError {
 pub struct Table {
     /// Endpoint chains by name: their lines (a comment, then the rules).
     pub chains: BTreeMap<String, Vec<String>>,
-    /// The forward-hook base chain: its name and lines.
-    pub base: (String, Vec<String>),
+    /// The dispatch chain: replies first, neighbor discovery, then a jump by address to each
+    /// endpoint's chains.
+    pub dispatch: (String, Vec<String>),
+    /// One base chain per hook, in [`HOOKS`] order: its name and lines.
+    pub bases: Vec<(String, Vec<String>)>,
+    /// The names of each endpoint's two chains, by endpoint key.
+    pub by_endpoint: BTreeMap<String, Vec<String>>,
 }
 
-/// The prefix of the base chain's name (`forward_<hash>`).
-pub const BASE_PREFIX: &str = "forward_";
-
-/// 64 bits of the SHA-256 of `parts`, in hex.
-fn hash<'a>(parts: impl IntoIterator<Item = &'a str>) -> String {
-    let mut digest = Sha256::new();
-    for part in parts {
-        digest.update(part.as_bytes());
-        digest.update(b"\n");
+/// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
+/// which jumps to endpoint chains (2). A chain must be added after what it jumps to and deleted
+/// before it.
+pub fn stage(name: &str) -> u8 {
+    let base = HOOKS.iter().any(|h| {
+        name.strip_prefix(h.name)
+            .is_some_and(|rest| rest.starts_with('_'))
+    });
+    if base {
+        0
+    } else if name.starts_with(DISPATCH_PREFIX) {
+        1
+    } else {
+        2
     }
-    digest.finalize()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// The chain of one endpoint direction with these lines: `ep_` plus a hash of the endpoint key
-/// (stable across restarts, valid whatever characters the key holds), the direction, and a hash
-/// of the lines.
-pub fn chain_name(endpoint: &str, direction: Direction, lines: &[String]) -> String {
-    let suffix = match direction {
-        Direction::Ingress => "in",
-        Direction::Egress => "out",
-    };
-    let content = hash(lines.iter().map(String::as_str));
-    format!("ep_{}_{suffix}_{content}", hash([endpoint]))
 }
 
 impl Table {
@@ -71,28 +98,70 @@ impl Table {
         let mut names: BTreeMap<(&str, Direction), String> = BTreeMap::new();
         for (key, chains) in &ruleset.endpoints {
             for direction in Direction::BOTH {
-                let mut lines = vec![format!(
-                    "comment \"{direction} of {}\"",
-                    key.replace('"', "'")
-                )];
+                let mut lines = vec![comment_line(key, direction)];
                 lines.extend(chains.chain(direction).iter().map(render_rule));
                 let name = chain_name(key, direction, &lines);
                 names.insert((key.as_str(), direction), name.clone());
+                table
+                    .by_endpoint
+                    .entry(key.clone())
+                    .or_default()
+                    .push(name.clone());
                 table.chains.insert(name, lines);
             }
         }
-        let lines = base_chain(ruleset, &names)?;
-        let name = format!("{BASE_PREFIX}{}", hash(lines.iter().map(String::as_str)));
-        table.base = (name, lines);
+        let lines = dispatch_chain(ruleset, &names)?;
+        let dispatch = format!(
+            "{DISPATCH_PREFIX}{}",
+            hash(lines.iter().map(String::as_str))
+        );
+        table.bases = HOOKS
+            .iter()
+            .map(|hook| {
+                let lines = vec![
+                    format!(
+                        "type filter hook {} priority {}; policy accept;",
+                        hook.name, hook.priority
+                    ),
+                    format!("jump {dispatch}"),
+                ];
+                let name = format!("{}_{}", hook.name, hash(lines.iter().map(String::as_str)));
+                (name, lines)
+            })
+            .collect();
+        table.dispatch = (dispatch, lines);
         Ok(table)
     }
 
-    /// Every chain name, the base chain's included.
+    /// Every chain name, in the order they can be added: endpoint chains, the dispatch chain,
+    /// the base chains.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.chains
             .keys()
             .map(String::as_str)
-            .chain([self.base.0.as_str()])
+            .chain([self.dispatch.0.as_str()])
+            .chain(self.bases.iter().map(|(n, _)| n.as_str()))
+    }
+
+    /// The chain names of endpoint `key` (none if the table does not program it).
+    pub fn endpoint_chains(&self, key: &str) -> impl Iterator<Item = &str> {
+        self.by_endpoint
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
+    }
+
+    /// The lines of chain `name`, if the table has it.
+    pub fn lines(&self, name: &str) -> Option<&[String]> {
+        if let Some(lines) = self.chains.get(name) {
+            return Some(lines);
+        }
+        [&self.dispatch]
+            .into_iter()
+            .chain(&self.bases)
+            .find(|(n, _)| n == name)
+            .map(|(_, lines)| lines.as_slice())
     }
 }
 
@@ -109,19 +178,16 @@ fn chain_block(name: &str, lines: &[String]) -> String {
 /// The script that replaces netpol's table with `ruleset` in one transaction.
 pub fn render(ruleset: &Ruleset) -> Result<String, ScriptError> {
     let table = Table::new(ruleset)?;
-    let mut out = format!("add table {TABLE}\ndelete table {TABLE}\ntable {TABLE} {{\n");
-    // Endpoint chains come before the base chain that jumps to them.
-    for (name, lines) in &table.chains {
-        out.push_str(&chain_block(name, lines));
-    }
-    out.push_str(&chain_block(&table.base.0, &table.base.1));
-    out.push_str("}\n");
+    let all: Vec<&str> = table.names().collect();
+    let mut out = format!("add table {TABLE}\ndelete table {TABLE}\n");
+    out.push_str(&render_changes(&table, true, &all, &[]));
     Ok(out)
 }
 
-/// A script that adds `chains` (by name, from `table`) and deletes `obsolete` chain names, in
-/// an order the kernel accepts in one transaction: new chains, then the new base chain, then
-/// deletions (the old base chain first, which releases its jumps).
+/// A script that adds `add` (chain names of `table`) and deletes `obsolete` chain names, in an
+/// order the kernel accepts in one transaction: chains before those that jump to them, then
+/// deletions, base chains first (which releases the dispatch chain, which releases endpoint
+/// chains).
 pub fn render_changes(
     table: &Table,
     create_table: bool,
@@ -132,54 +198,80 @@ pub fn render_changes(
     if create_table {
         let _ = writeln!(out, "add table {TABLE}");
     }
+    let mut add: Vec<&str> = add.to_vec();
+    add.sort_by_key(|n| std::cmp::Reverse(stage(n)));
     let mut block = String::new();
-    for name in add.iter().filter(|n| **n != table.base.0) {
-        if let Some(lines) = table.chains.get(*name) {
+    for name in add {
+        if let Some(lines) = table.lines(name) {
             block.push_str(&chain_block(name, lines));
         }
-    }
-    if add.contains(&table.base.0.as_str()) {
-        block.push_str(&chain_block(&table.base.0, &table.base.1));
     }
     if !block.is_empty() {
         let _ = write!(out, "table {TABLE} {{\n{block}}}\n");
     }
-    let mut obsolete: Vec<&&str> = obsolete.iter().collect();
-    obsolete.sort_by_key(|n| !n.starts_with(BASE_PREFIX));
+    let mut obsolete: Vec<&str> = obsolete.to_vec();
+    obsolete.sort_by_key(|n| stage(n));
     for name in obsolete {
         let _ = writeln!(out, "delete chain {TABLE} {name}");
     }
     out
 }
 
-/// The forward-hook base chain: replies first, then the source's egress chain, then the
-/// destination's ingress chain.
-fn base_chain(
+/// The chains of `names` alone, in a scratch table that is never committed: what
+/// [`crate::isolate`] asks the kernel to check when it looks for the chains it refuses.
+pub fn render_check(table: &Table, names: &[&str]) -> String {
+    let mut block = String::new();
+    for name in names {
+        if let Some(lines) = table.lines(name) {
+            block.push_str(&chain_block(name, lines));
+        }
+    }
+    format!("add table {CHECK_TABLE}\ntable {CHECK_TABLE} {{\n{block}}}\n")
+}
+
+/// The scratch table of [`render_check`]: checked, never committed.
+pub const CHECK_TABLE: &str = "inet netpol_check";
+
+/// The ICMPv6 types of neighbor and router discovery, which every IPv6 host needs on its link.
+pub const NEIGHBOR_DISCOVERY: [&str; 4] = [
+    "nd-router-solicit",
+    "nd-router-advert",
+    "nd-neighbor-solicit",
+    "nd-neighbor-advert",
+];
+
+/// The dispatch chain: replies first, neighbor discovery, then the source's egress chain, then
+/// the destination's ingress chain; an isolated endpoint's addresses lead to `drop` in both.
+fn dispatch_chain(
     ruleset: &Ruleset,
     names: &BTreeMap<(&str, Direction), String>,
 ) -> Result<Vec<String>, ScriptError> {
     let mut owner: BTreeMap<IpAddr, &str> = BTreeMap::new();
-    for (key, chains) in &ruleset.endpoints {
-        for address in &chains.addresses {
-            if let Some(first) = owner.insert(*address, key) {
-                return Err(ScriptError::SharedAddress {
-                    address: *address,
-                    first: first.to_string(),
-                    second: key.clone(),
-                });
-            }
+    for (address, key) in ruleset.addresses() {
+        if let Some(first) = owner.insert(address, key) {
+            return Err(ScriptError::SharedAddress {
+                address,
+                first: first.to_string(),
+                second: key.to_string(),
+            });
         }
     }
     let mut lines = vec![
-        "type filter hook forward priority filter; policy accept;".to_string(),
         "ct state established,related accept".to_string(),
+        // IPv6 neighbor discovery between a pod and its node takes `input` and `output`, and
+        // conntrack does not track it: without it a pod's IPv6 could not reach anything. It is
+        // link-local plumbing no policy API can name (as ARP is for IPv4, which is not IP).
+        format!("icmpv6 type {{ {} }} accept", NEIGHBOR_DISCOVERY.join(", ")),
     ];
     for (direction, field) in [(Direction::Egress, "saddr"), (Direction::Ingress, "daddr")] {
         for v6 in [false, true] {
             let elements: Vec<String> = owner
                 .iter()
                 .filter(|(a, _)| a.is_ipv6() == v6)
-                .map(|(a, key)| format!("{a} : jump {}", names[&(*key, direction)]))
+                .map(|(a, key)| match names.get(&(*key, direction)) {
+                    Some(chain) => format!("{a} : jump {chain}"),
+                    None => format!("{a} : drop"),
+                })
                 .collect();
             if !elements.is_empty() {
                 let family = if v6 { "ip6" } else { "ip" };
@@ -295,18 +387,5 @@ mod tests {
             reason: Arc::new(Reason::Default),
         };
         assert_eq!(render_rule(&v6), "ip6 daddr fd00::/16 meta l4proto 58 drop");
-    }
-
-    #[test]
-    fn chain_names_are_stable_identifiers_that_change_with_content() {
-        let lines = vec!["drop".to_string()];
-        let name = chain_name("x/a \"quoted\"", Direction::Ingress, &lines);
-        assert_eq!(
-            name,
-            chain_name("x/a \"quoted\"", Direction::Ingress, &lines)
-        );
-        assert_ne!(name, chain_name("x/a \"quoted\"", Direction::Ingress, &[]));
-        assert!(name.starts_with("ep_") && name.contains("_in_"));
-        assert!(name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'));
     }
 }

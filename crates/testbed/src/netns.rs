@@ -13,8 +13,8 @@ use std::process::Command;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 
-use netpol_nft::host::run_piped;
-use netpol_nft::programmer::{chains_via, NftBackend};
+use netpol_nft::host::{run_nft, run_piped};
+use netpol_nft::programmer::{chains_via, NftBackend, NftError};
 
 /// A private network namespace.
 pub struct Netns {
@@ -96,12 +96,16 @@ impl Netns {
 }
 
 impl NftBackend for Netns {
-    fn apply(&self, script: &str) -> io::Result<()> {
-        self.nft(script)
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        run_nft(self.command("nft"), &["-f", "-"], script).map(drop)
     }
 
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| self.run("nft", args, ""))
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        run_nft(self.command("nft"), &["-c", "-f", "-"], script).map(drop)
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        chains_via(|args| run_nft(self.command("nft"), args, ""))
     }
 }
 
@@ -127,7 +131,14 @@ fn enter(fd: i32) -> io::Result<()> {
 /// cannot run the test fails it, with the reason, rather than letting it pass having checked
 /// nothing.
 pub fn skip_kernel_test(test: &str) -> bool {
-    let Some(why) = unavailable() else {
+    skip_without(test, unavailable())
+}
+
+/// For tests that need something beyond namespaces (a tool, a kernel feature): whether to skip
+/// `test` because `missing` says why it cannot run and `NETPOL_SKIP_KERNEL=1` says that is
+/// expected; without that variable it fails, with the reason.
+pub fn skip_without(test: &str, missing: Option<String>) -> bool {
+    let Some(why) = missing else {
         return false;
     };
     if std::env::var_os("NETPOL_SKIP_KERNEL").is_some_and(|v| v == "1") {

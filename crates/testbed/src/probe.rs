@@ -11,11 +11,7 @@ use std::time::Duration;
 
 use crate::topology::Topology;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
+pub use crate::transport::Transport;
 
 /// One flow to try.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +91,29 @@ pub fn run(topology: &Topology, probes: &[Probe], options: ProbeOptions) -> Vec<
     results
 }
 
+/// TCP probes of `(from, to, port)`, 16 at a time, each silent for `timeout` before it counts as
+/// dropped; results in order.
+pub fn tcp(
+    topology: &Topology,
+    flows: &[(IpAddr, IpAddr, u16)],
+    timeout: Duration,
+) -> Vec<ProbeResult> {
+    let probes: Vec<Probe> = flows
+        .iter()
+        .map(|&(from, to, port)| Probe {
+            from,
+            to,
+            transport: Transport::Tcp,
+            port,
+        })
+        .collect();
+    let options = ProbeOptions {
+        timeout,
+        parallel: 16,
+    };
+    run(topology, &probes, options)
+}
+
 /// One probe, from a worker thread that enters the source's namespace.
 fn probe_one(topology: &Topology, probe: &Probe, timeout: Duration) -> ProbeResult {
     let Some(source) = topology.host_at(probe.from) else {
@@ -142,8 +161,14 @@ struct Servers {
 
 impl Servers {
     fn open(topology: &Topology, probes: &[Probe]) -> io::Result<Servers> {
-        let wanted: BTreeSet<(IpAddr, Transport, u16)> =
-            probes.iter().map(|p| (p.to, p.transport, p.port)).collect();
+        // A probe to a Service lands on its backend: the listener goes there.
+        let wanted: BTreeSet<(IpAddr, Transport, u16)> = probes
+            .iter()
+            .map(|p| {
+                let at = topology.backend_of(SocketAddr::new(p.to, p.port));
+                (at.ip(), p.transport, at.port())
+            })
+            .collect();
         // Sockets keep the namespace they were made in, so one thread makes them all.
         std::thread::scope(|scope| {
             scope

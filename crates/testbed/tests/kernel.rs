@@ -205,8 +205,8 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let created = program(router, &first).unwrap();
     assert_eq!(
         created.added.len(),
-        5,
-        "two chains per endpoint and the base chain"
+        8,
+        "two chains per endpoint, the dispatch chain and a base chain per hook"
     );
     assert!(created.deleted.is_empty());
     assert_eq!(
@@ -217,7 +217,7 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     // A restart with nothing changed reads the table back and sends nothing.
     let restart = program(router, &first).unwrap();
     assert_eq!(restart.script, None);
-    assert_eq!(restart.unchanged, 5);
+    assert_eq!(restart.unchanged, 8);
 
     // A chain netpol no longer wants (left by an earlier run) is removed.
     router
@@ -229,9 +229,9 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         vec!["ep_0000000000000000_in_0000000000000000"]
     );
     assert!(cleaned.added.is_empty());
-    assert_eq!(router.chains().unwrap().unwrap().len(), 5);
+    assert_eq!(router.chains().unwrap().unwrap().len(), 8);
 
-    // One pod's change replaces its chain and the base chain, nothing else.
+    // One pod's change replaces its chain, the dispatch chain and the base chains, nothing else.
     let before: Vec<String> = router.chains().unwrap().unwrap();
     let mut second = ruleset_with_ports(&[80, 81]);
     second.insert(
@@ -239,9 +239,11 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
     );
     let changed = program(router, &second).unwrap();
-    assert_eq!(changed.added.len(), 2, "{changed:?}");
-    assert_eq!(changed.deleted.len(), 2, "{changed:?}");
-    assert!(changed.added.iter().any(|n| n.starts_with("forward_")));
+    assert_eq!(changed.added.len(), 5, "{changed:?}");
+    assert_eq!(changed.deleted.len(), 5, "{changed:?}");
+    for prefix in ["forward_", "input_", "output_", "pods_"] {
+        assert!(changed.added.iter().any(|n| n.starts_with(prefix)));
+    }
     assert!(changed.added.iter().any(|n| n.contains("_in_")));
     let after: Vec<String> = router.chains().unwrap().unwrap();
     let kept = before.iter().filter(|n| after.contains(n)).count();
@@ -262,8 +264,8 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let gone = program(router, &ruleset_with_ports(&[80, 81])).unwrap();
     assert_eq!(
         gone.deleted.len(),
-        3,
-        "x/b's chains and the old base chain: {gone:?}"
+        6,
+        "x/b's chains, the old dispatch and base chains: {gone:?}"
     );
-    assert_eq!(router.chains().unwrap().unwrap().len(), 3);
+    assert_eq!(router.chains().unwrap().unwrap().len(), 6);
 }

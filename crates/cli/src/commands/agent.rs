@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use netpol_agent::once::{self, ATTEMPTS};
-use netpol_agent::{daemon, AgentConfig, SourceConfig};
+use netpol_agent::{daemon, AgentConfig, DatapathOptions, SourceConfig};
 use netpol_engine::Protocol;
 
 use crate::summary;
@@ -23,7 +23,8 @@ pub enum DatapathKind {
     HcnSim,
     /// The Linux kernel's nftables, in the agent's network namespace (the node's, with
     /// hostNetwork and CAP_NET_ADMIN): table `inet netpol`, local pods matched by address on the
-    /// forward hook, whatever the CNI.
+    /// forward, input and output hooks. Refuses to start on a node whose dataplane bypasses
+    /// netfilter.
     Nftables,
 }
 
@@ -86,9 +87,21 @@ pub struct Args {
     /// of each probe, not only the counts of allowed and denied pairs.
     #[arg(long, requires = "once")]
     pub matrix: bool,
+    /// nftables: start even if this node's dataplane is found to carry pod traffic past
+    /// netfilter (Cilium's eBPF host routing, Calico's eBPF dataplane, netkit devices, a bridge
+    /// without br_netfilter), where the table would enforce nothing. Only for a node you know
+    /// the check is wrong about.
+    #[arg(long)]
+    pub ignore_netfilter_bypass: bool,
 }
 
 impl Args {
+    fn datapath_options(&self) -> DatapathOptions {
+        DatapathOptions {
+            ignore_netfilter_bypass: self.ignore_netfilter_bypass,
+        }
+    }
+
     fn config(&self) -> AgentConfig {
         let source = match &self.from_dir {
             Some(dir) => SourceConfig::Files(dir.clone()),
@@ -100,6 +113,7 @@ impl Args {
             node: self.node.clone(),
             source,
             datapath: self.datapath.into(),
+            datapath_options: self.datapath_options(),
             listen: self.listen,
             resync_period: Duration::from_secs(self.resync_period),
             debounce: Duration::from_millis(self.debounce),
@@ -166,6 +180,7 @@ fn run_once(args: &Args, dir: &std::path::Path) -> anyhow::Result<ExitCode> {
         dir,
         &args.node,
         args.datapath.into(),
+        args.datapath_options(),
         Duration::from_millis(args.poll_interval),
     )?;
     let mut out = std::io::stdout().lock();
@@ -180,6 +195,9 @@ fn run_once(args: &Args, dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     )?;
     out.flush()?;
     if !synced.complete {
+        for (endpoint, why) in &synced.failed {
+            tracing::error!(%endpoint, "not programmed: {why}");
+        }
         tracing::error!("some endpoints could not be programmed after {ATTEMPTS} attempts");
     }
     if synced.unreadable_files > 0 || synced.invalid_objects > 0 {

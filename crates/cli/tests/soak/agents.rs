@@ -3,7 +3,6 @@
 //! one programming nftables in a private network namespace through a backend that refuses
 //! transactions when told to. And what a fresh agent computes from the same objects.
 
-use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -21,7 +20,7 @@ use netpol_hcn::discovery::SimulatedCni;
 use netpol_hcn::schema::EndpointPolicy;
 use netpol_hcn::sim::HcnSim;
 use netpol_hcn::{HcnApi, HcnDatapath};
-use netpol_nft::programmer::NftBackend;
+use netpol_nft::programmer::{NftBackend, NftError};
 use netpol_nft::NftEnforcer;
 use netpol_testbed::netns::Netns;
 
@@ -35,18 +34,22 @@ pub struct Refusing {
 }
 
 impl NftBackend for Refusing {
-    fn apply(&self, script: &str) -> io::Result<()> {
+    fn apply(&self, script: &str) -> Result<(), NftError> {
         let refused = self
             .refusals
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
             .is_ok();
         if refused {
-            return Err(io::Error::other("soak: the transaction is refused"));
+            return Err(NftError::refused("soak: the transaction is refused"));
         }
         self.netns.apply(script)
     }
 
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        self.netns.check(script)
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         self.netns.chains()
     }
 }
@@ -77,6 +80,7 @@ impl RunningAgent {
             },
             // Not read: the datapath is given.
             datapath: DatapathKind::HcnSim,
+            datapath_options: Default::default(),
             listen,
             resync_period: Duration::from_secs(20),
             debounce: Duration::from_millis(50),
