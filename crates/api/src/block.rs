@@ -295,9 +295,12 @@ fn plain_scalar(text: &str) -> Option<Value> {
     if !(first.is_ascii_alphabetic() || first == b'/') || is_reserved_word(text) {
         return None;
     }
-    // Inside: no indicator that could start something else (`: `, ` #` were ruled out by the
-    // caller's split; a `:` at the end would be a key), nothing that is not printable ASCII
-    // except letters of other scripts.
+    plain_text(text)
+}
+
+/// Plain text made only of characters that cannot start or end something else inside a plain
+/// scalar (`: ` and ` #` were ruled out by the caller's split; a `:` at the end would be a key).
+fn plain_text(text: &str) -> Option<Value> {
     let safe = text.bytes().all(|b| {
         b.is_ascii_alphanumeric()
             || matches!(
@@ -312,11 +315,14 @@ fn plain_scalar(text: &str) -> Option<Value> {
     Some(Value::String(text.to_owned()))
 }
 
-/// A plain scalar starting with a digit: a decimal integer without leading zeros is a number,
-/// digits and two or more dots (an address) are text; anything else is left to the general
-/// parser (floats, other radices, underscores, times).
+/// A plain scalar starting with a digit. The general parser tries an integer (decimal without
+/// leading zeros, `0x`/`0o`/`0b`, underscores allowed) and then a float (Rust's grammar: digits,
+/// a dot, an exponent) before taking the text. A decimal integer without leading zeros is a
+/// number; text holding a character no number has (a uid, `100m`, `2024-01-01`) or digits with
+/// two or more dots (an address) is text; anything else is left to the general parser.
 fn numberlike(text: &str) -> Option<Value> {
-    if text.bytes().all(|b| b.is_ascii_digit()) {
+    let bytes = text.as_bytes();
+    if bytes.iter().all(u8::is_ascii_digit) {
         if text.len() > 1 && text.starts_with('0') {
             return None;
         }
@@ -325,11 +331,20 @@ fn numberlike(text: &str) -> Option<Value> {
             .ok()
             .map(|n| Value::Number(Number::from(n)));
     }
-    let dots = text.bytes().filter(|b| *b == b'.').count();
-    if dots >= 2 && text.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
-        return Some(Value::String(text.to_owned()));
+    if bytes.len() > 1
+        && bytes[0] == b'0'
+        && matches!(bytes[1], b'x' | b'X' | b'o' | b'O' | b'b' | b'B')
+    {
+        return None;
     }
-    None
+    let dots = bytes.iter().filter(|b| **b == b'.').count();
+    let address = dots >= 2 && bytes.iter().all(|b| b.is_ascii_digit() || *b == b'.');
+    let no_number_has_it = bytes
+        .iter()
+        .any(|b| !(b.is_ascii_digit() || matches!(b, b'_' | b'.' | b'e' | b'E' | b'+' | b'-')));
+    (address || no_number_has_it)
+        .then(|| plain_text(text))
+        .flatten()
 }
 
 /// `"..."` on one line: its text and what follows the closing quote. Only the escapes JSON has
@@ -426,6 +441,7 @@ mod tests {
         same("---\na: 1\n---\n# only a comment\n---\nb: 'it''s'\nc: \"tab\\tand \\u00e9\"\nd: hello world  # a comment\ne:\nf: null\ng: true\nh: /path/x\n");
         same("\u{feff}a:\r\n  - x\r\n  - - w\r\n    - z\r\n  - k: v\r\n    l: w\r\n");
         same("- 0\n- 10\n- 18446744073709551615\n- 1.2.3\n- \"\"\n- ''\n- a,b\n- x=y\n");
+        same("uid: 4c8601b7-df40-7b84-e88c-c44c8601b7aa\nhash: 186c0f2fb7\ncpu: 100m\nt: 12:30\ne: 1e5x\n");
     }
 
     #[test]
@@ -455,7 +471,6 @@ mod tests {
             "a: yes\n",
             "a: True\n",
             "a: ~\n",
-            "a: 12:30\n",
             "a: \"\\ud83d\"\n",
             "a: \"\\x41\"\n",
             "a: \"open\n",
