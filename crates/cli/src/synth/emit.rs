@@ -235,7 +235,7 @@ mod tests {
 
     fn sample() -> Vec<Value> {
         vec![
-            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"n": "1", "b": "true", "ip": "10.0.0.1"}},
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "labels": {"num": "1", "b": "true", "ip": "10.0.0.1"}},
                    "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}], "tolerations": []},
                    "status": {"podIPs": [{"ip": "10.0.0.1"}], "conditions": {}}}),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "labels": {"empty": "", "q": "a: b"}}}),
@@ -251,7 +251,7 @@ mod tests {
             "{list}"
         );
         assert!(
-            list.contains("\n      n: \"1\"\n"),
+            list.contains("\n      num: \"1\"\n"),
             "numbers-as-text are quoted: {list}"
         );
         assert!(
