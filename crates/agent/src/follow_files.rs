@@ -36,21 +36,26 @@ impl FollowFiles {
                 );
                 source.accept_partial();
             }
+            // Events go to the reconcile loop as the files are parsed.
+            let mut stopped = false;
+            let mut send = |event| {
+                if !stopped && self.inputs.send(Input::Event(Box::new(event))).is_err() {
+                    stopped = true;
+                }
+            };
             let scan = if source.is_listed() && Instant::now() >= next_relist {
                 next_relist = Instant::now() + self.relist;
-                source.relist()
+                source.relist_into(&mut send)
             } else {
-                source.scan()
+                source.scan_into(&mut send)
             };
+            if stopped {
+                return;
+            }
             match scan {
                 Ok(scan) => {
                     report_file_problems(&scan.problems, &self.metrics);
                     publish_state(&source, &self.metrics, &self.health);
-                    for event in scan.events {
-                        if self.inputs.send(Input::Event(Box::new(event))).is_err() {
-                            return;
-                        }
-                    }
                 }
                 Err(error) => {
                     tracing::warn!(dir = %source.root().display(), %error, "reading the files failed");

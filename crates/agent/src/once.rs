@@ -61,15 +61,11 @@ pub fn sync(
     let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, options, &metrics, &health)?;
     let mut pipeline = Pipeline::with_enforcer(node, enforcer, metrics.clone());
     let mut source = FileSource::new(dir);
-    let (events, problems) = read_first_list(&mut source, poll)?;
+    // Each object goes into the pipeline as it is parsed: the list never exists as a whole.
+    let problems = read_first_list(&mut source, poll, &mut |event| pipeline.ingest(event))?;
     report_file_problems(&problems, &metrics);
     let unreadable_files = source.unreadable().len();
-    // Nothing reads the files again: the source's copy of every object would only add to the
-    // peak while the engine and compiler work.
     drop(source);
-    for event in events {
-        pipeline.ingest(event);
-    }
     let mut complete = false;
     let mut failed = Vec::new();
     for _ in 0..ATTEMPTS {
@@ -103,20 +99,21 @@ pub fn sync(
 }
 
 /// The first list: waits (boundedly) for files still being written, then lists what could be
-/// read. Returns the events and every problem met.
+/// read into `sink`. Returns every problem met.
 fn read_first_list(
     source: &mut FileSource,
     poll: Duration,
-) -> anyhow::Result<(Vec<SourceEvent>, Vec<FileProblem>)> {
+    sink: &mut dyn FnMut(SourceEvent),
+) -> anyhow::Result<Vec<FileProblem>> {
     let started = Instant::now();
     let mut problems = Vec::new();
     loop {
         let scan = source
-            .scan()
+            .scan_into(sink)
             .with_context(|| format!("reading {}", source.root().display()))?;
         problems.extend(scan.problems);
         if source.is_listed() {
-            return Ok((scan.events, problems));
+            return Ok(problems);
         }
         // Only files still changing are worth waiting for, and not for long; unreadable ones
         // are reported and the rest is listed.

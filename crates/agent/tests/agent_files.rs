@@ -64,12 +64,12 @@ fn the_first_scan_lists_every_kind_and_later_scans_send_changes() {
         Vec::<String>::new()
     );
 
-    // A second policy in the same file: its objects are sent again, the new one with them.
+    // A second policy in the same file: only the new one is sent, the unchanged one is not.
     let two = format!("{POLICY}---\n{}", POLICY.replace("name: p", "name: r"));
     std::fs::write(dir.join("nested/policy.yml"), two).unwrap();
     assert_eq!(
         describe(&settled_scan(&mut source).events),
-        ["NetworkPolicy:Apply:p", "NetworkPolicy:Apply:r"]
+        ["NetworkPolicy:Apply:r"]
     );
 
     std::fs::remove_file(dir.join("nested/policy.yml")).unwrap();
@@ -219,9 +219,13 @@ fn an_unreadable_file_holds_the_first_list_until_the_caller_stops_waiting() {
     std::fs::write(dir.join("policy.yaml"), "kind: [unclosed\n").unwrap();
     let mut source = FileSource::new(&dir);
     let scan = settled_scan(&mut source);
+    // The list met the broken file part-way and was abandoned: no kind's list completed.
     assert!(
-        scan.events.is_empty(),
-        "nothing listed while a file is unreadable"
+        !describe(&scan.events)
+            .iter()
+            .any(|e| e.ends_with(":InitDone")),
+        "nothing listed while a file is unreadable: {:?}",
+        describe(&scan.events)
     );
     assert!(matches!(
         scan.problems.as_slice(),
@@ -277,4 +281,105 @@ fn an_idle_poll_builds_nothing_whatever_the_number_of_objects() {
             .collect::<Vec<_>>(),
         ["NetworkPolicy:Delete:p1", "NetworkPolicy:Apply:q1"]
     );
+}
+
+/// `count` pods in one `kind: List`, as `kubectl get pods -A -o yaml` prints them.
+fn pod_list(count: usize, relabelled: Option<usize>) -> String {
+    let mut text = String::from("apiVersion: v1\nitems:\n");
+    for i in 0..count {
+        let version = if relabelled == Some(i) { "v2" } else { "v1" };
+        text.push_str(&format!(
+            "- apiVersion: v1\n  kind: Pod\n  metadata:\n    labels:\n      app: web\n      version: {version}\n    \
+             name: web-{i}\n    namespace: x\n  spec:\n    nodeName: node-{}\n  status:\n    podIP: 10.{}.{}.{}\n",
+            i % 100,
+            i / 65_536,
+            i / 256 % 256,
+            i % 256
+        ));
+    }
+    text + "kind: List\nmetadata:\n  resourceVersion: \"\"\n"
+}
+
+#[test]
+fn a_one_pod_change_in_a_file_of_10000_pods_sends_exactly_that_pod() {
+    let dir = scratch_dir("files-one-pod");
+    std::fs::write(dir.join("ns.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("pods.yaml"), pod_list(10_000, None)).unwrap();
+    let mut source = FileSource::new(&dir);
+    let first = settled_scan(&mut source);
+    let applies = describe(&first.events)
+        .iter()
+        .filter(|e| e.starts_with("Pod:InitApply"))
+        .count();
+    assert_eq!(applies, 10_000);
+
+    // One pod relabelled, one gone: one Apply and one Delete, nothing else.
+    let mut text = pod_list(10_000, Some(4_321));
+    let gone = "- apiVersion: v1\n  kind: Pod\n  metadata:\n    labels:\n      app: web\n      version: v1\n    name: web-9999\n";
+    let at = text.find(gone).unwrap();
+    let end = text[at + 1..]
+        .find("- apiVersion")
+        .map_or(text.find("kind: List").unwrap(), |e| at + 1 + e);
+    text.replace_range(at..end, "");
+    std::fs::write(dir.join("pods.yaml"), text).unwrap();
+    let scan = settled_scan(&mut source);
+    assert_eq!(
+        describe(&scan.events),
+        ["Pod:Apply:web-4321", "Pod:Delete:web-9999"]
+    );
+    assert_eq!(scan.objects_mapped, 2);
+    match &scan.events[0].event {
+        Event::Apply(netpol_api::Object::Pod(pod)) => {
+            let labels = pod.metadata.labels.as_ref().unwrap();
+            assert_eq!(labels["version"], "v2");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The pod comes back: one Apply.
+    std::fs::write(dir.join("pods.yaml"), pod_list(10_000, Some(4_321))).unwrap();
+    let again = settled_scan(&mut source);
+    assert_eq!(describe(&again.events), ["Pod:Apply:web-9999"]);
+}
+
+#[test]
+fn a_relist_while_a_file_is_broken_sends_changes_only_and_keeps_its_objects() {
+    let dir = scratch_dir("files-relist-broken");
+    std::fs::write(dir.join("ns.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("policy.yaml"), POLICY).unwrap();
+    let mut source = FileSource::new(&dir);
+    settled_scan(&mut source);
+    std::fs::write(dir.join("policy.yaml"), "kind: [unclosed\n").unwrap();
+    settled_scan(&mut source);
+    assert_eq!(source.unreadable().len(), 1);
+    // A list now would leave the policy out and so delete it: the relist sends changes only.
+    std::fs::write(
+        dir.join("ns.yaml"),
+        NAMESPACE_X.replace("{name: x}", "{name: x, labels: {a: b}}"),
+    )
+    .unwrap();
+    std::thread::sleep(netpol_agent::sources::files::SETTLE_AGE);
+    let relist = describe(&source.relist().unwrap().events);
+    assert_eq!(relist, ["Namespace:Apply:x"]);
+}
+
+#[test]
+fn a_list_that_meets_a_broken_file_starts_again_without_it() {
+    let dir = scratch_dir("files-list-restart");
+    std::fs::write(dir.join("a.yaml"), NAMESPACE_X).unwrap();
+    std::fs::write(dir.join("b.yaml"), "kind: [unclosed\n").unwrap();
+    std::fs::write(dir.join("c.yaml"), POLICY).unwrap();
+    // Old enough to be read at first sight.
+    std::thread::sleep(netpol_agent::sources::files::SETTLE_AGE);
+    let mut source = FileSource::new(&dir);
+    source.accept_partial();
+    let events = describe(&settled_scan(&mut source).events);
+    // The first attempt met b.yaml after listing a.yaml; the second listed a.yaml and c.yaml.
+    let inits = events.iter().filter(|e| *e == "Namespace:Init").count();
+    let dones = events.iter().filter(|e| *e == "Namespace:InitDone").count();
+    assert_eq!((inits, dones), (2, 1), "{events:?}");
+    let after_restart = &events[events.iter().rposition(|e| e == "Namespace:Init").unwrap()..];
+    assert!(after_restart.contains(&"Namespace:InitApply:x".to_owned()));
+    assert!(after_restart.contains(&"NetworkPolicy:InitApply:p".to_owned()));
+    assert!(source.is_listed());
+    assert_eq!(source.unreadable().len(), 1);
 }

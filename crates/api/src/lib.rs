@@ -83,9 +83,11 @@
 //! - A CIDR with host bits set (`10.1.2.3/16`) is read as its network (`10.1.0.0/16`).
 //! - A CiliumNetworkPolicy `endpointSelector` naming another namespace is pinned to its own.
 
+mod block;
 pub mod cluster;
 pub mod crd;
 pub mod error;
+mod json;
 pub mod node;
 pub mod object;
 pub mod parse;
@@ -101,7 +103,8 @@ pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, W
 pub use node::Node;
 pub use object::{Object, DEFAULT_NAMESPACE};
 pub use parse::{
-    parse_values, parse_yaml, unpack_lists, yaml_options, yaml_options_for, YamlError,
+    parse_values, parse_yaml, parse_yaml_each, unpack_lists, yaml_options, yaml_options_for,
+    YamlError,
 };
 pub use pod::Pod;
 pub use translate::{translate, Translation};

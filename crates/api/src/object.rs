@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::de::DeserializeOwned;
+use serde::{Serialize, Serializer};
 use serde_json::Value;
 
 use crate::crd::cilium::CiliumPolicyWire;
@@ -247,6 +248,59 @@ impl Object {
         }
     }
 
+    /// An object of `object`'s kind with nothing but its name and namespace: what a source that
+    /// keeps no objects sends to say that one was deleted. `None` for a kind netpol does not read.
+    pub fn skeleton(object: &ObjectRef) -> Option<Object> {
+        let metadata = ObjectMeta {
+            name: Some(object.name.clone()),
+            namespace: object.namespace.clone(),
+            ..ObjectMeta::default()
+        };
+        Some(match object.kind.as_str() {
+            "Namespace" => Object::Namespace(Namespace {
+                metadata,
+                ..Namespace::default()
+            }),
+            "Pod" => Object::Pod(Pod {
+                metadata,
+                ..Pod::default()
+            }),
+            "Node" => Object::Node(Node {
+                metadata,
+                ..Node::default()
+            }),
+            "NetworkPolicy" => Object::NetworkPolicy(NetworkPolicy {
+                metadata,
+                ..NetworkPolicy::default()
+            }),
+            "AdminNetworkPolicy" => Object::AdminNetworkPolicy(AdminNetworkPolicy {
+                metadata,
+                spec: Default::default(),
+            }),
+            "BaselineAdminNetworkPolicy" => {
+                Object::BaselineAdminNetworkPolicy(BaselineAdminNetworkPolicy {
+                    metadata,
+                    spec: Default::default(),
+                })
+            }
+            "ClusterNetworkPolicy" => Object::ClusterNetworkPolicy(ClusterNetworkPolicy {
+                metadata,
+                spec: Default::default(),
+            }),
+            "CiliumNetworkPolicy" => Object::CiliumNetworkPolicy(CiliumNetworkPolicy {
+                metadata,
+                spec: Default::default(),
+            }),
+            "CiliumClusterwideNetworkPolicy" => {
+                Object::CiliumClusterwideNetworkPolicy(CiliumClusterwideNetworkPolicy {
+                    metadata,
+                    spec: Default::default(),
+                })
+            }
+            _ => return None,
+        })
+    }
+
     /// Checks the fields of cluster objects that identities are built from, so that
     /// [`crate::cluster`] can rely on them.
     fn validate(&self) -> Result<(), ValidationError> {
@@ -256,6 +310,24 @@ impl Object {
             _ => Ok(()),
         };
         checked.map_err(|e| e.in_object(&self.object_ref()))
+    }
+}
+
+/// An object serializes as its resource does (the digest of what a file source last sent is
+/// taken over this).
+impl Serialize for Object {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Object::Namespace(o) => o.serialize(serializer),
+            Object::Pod(o) => o.serialize(serializer),
+            Object::Node(o) => o.serialize(serializer),
+            Object::NetworkPolicy(o) => o.serialize(serializer),
+            Object::AdminNetworkPolicy(o) => o.serialize(serializer),
+            Object::BaselineAdminNetworkPolicy(o) => o.serialize(serializer),
+            Object::ClusterNetworkPolicy(o) => o.serialize(serializer),
+            Object::CiliumNetworkPolicy(o) => o.serialize(serializer),
+            Object::CiliumClusterwideNetworkPolicy(o) => o.serialize(serializer),
+        }
     }
 }
 
@@ -355,6 +427,20 @@ mod tests {
             panic!("not a pod")
         };
         assert!(pod.spec.unwrap().containers.is_empty());
+    }
+
+    #[test]
+    fn every_kind_has_a_skeleton_with_its_key() {
+        for info in &KINDS {
+            let namespace = info.namespaced.then_some("x");
+            let key = ObjectRef::new(info.kind, namespace, "n");
+            let skeleton = Object::skeleton(&key).unwrap_or_else(|| panic!("{}", info.kind));
+            assert_eq!(skeleton.object_ref(), key);
+        }
+        assert_eq!(
+            Object::skeleton(&ObjectRef::new("Service", Some("x"), "n")),
+            None
+        );
     }
 
     #[test]

@@ -3,15 +3,17 @@
 //! A stream holds documents (`---`), a document holds one object, a sequence of objects or a
 //! `kind: List`, and each object is read by [`Object::from_value`] on its own, so one malformed
 //! object never hides the others. Documents are read as the parser produces them (see
-//! `stream.rs`), and a large `kind: List` is cut into pieces parsed on every core (see
-//! `split.rs`).
+//! `stream.rs`); a large stream of documents or a large `kind: List` is cut into pieces parsed on
+//! every core (see `split.rs`), and JSON is read by a JSON parser (see `json.rs`).
 
 use serde_json::Value;
 
+use crate::block::read_documents;
 use crate::error::ValidationError;
+use crate::json::parse_json;
 use crate::object::Object;
-use crate::split::{split_list, MIN_SPLIT_BYTES};
-use crate::stream::{is_list_kind, Document};
+use crate::split::{split_documents, split_list, MIN_SPLIT_BYTES};
+use crate::stream::{is_list_kind, value_objects, Document};
 
 /// YAML that could not be read at all: nothing in it is usable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -23,12 +25,84 @@ pub struct YamlError(pub String);
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
 /// whole stream.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
-    match parse_list_in_parallel(text) {
-        Some(objects) => Ok(objects),
-        None => parse_whole(text),
+    let mut objects = Vec::new();
+    parse_yaml_each(text, |object| object, &mut |object| objects.push(object))?;
+    Ok(objects)
+}
+
+/// Reads a YAML stream as [`parse_yaml`] does and hands each object, after `prepare`, to `sink`
+/// in stream order. `prepare` runs on the threads that parse, so work done per object (a digest,
+/// a conversion) is spread over the cores too. A large stream is parsed a few pieces at a time
+/// and each piece's objects are handed on before the next pieces are parsed, so its objects
+/// never all exist at once.
+///
+/// On an error, `sink` may already have received objects of the stream, which is broken as a
+/// whole: the caller must discard them (as a sequential parse would have given none).
+pub fn parse_yaml_each<T: Send>(
+    text: &str,
+    prepare: impl Fn(Result<Object, ValidationError>) -> T + Sync,
+    sink: &mut dyn FnMut(T),
+) -> Result<(), YamlError> {
+    parse_each_with(text, Cutting::for_this_machine(), prepare, sink)
+}
+
+/// When and how finely a stream is cut into pieces parsed in parallel.
+#[derive(Clone, Copy, Debug)]
+struct Cutting {
+    /// Texts below this size are parsed whole: splitting would not pay for the threads.
+    min_bytes: usize,
+    /// The most text one piece holds, so that what a piece's objects hold while they wait to be
+    /// handed on stays small whatever the size of the stream.
+    max_piece_bytes: usize,
+    workers: usize,
+}
+
+impl Cutting {
+    fn for_this_machine() -> Cutting {
+        Cutting {
+            min_bytes: MIN_SPLIT_BYTES,
+            max_piece_bytes: 1 << 20,
+            workers: std::thread::available_parallelism().map_or(1, usize::from),
+        }
     }
 }
 
+fn parse_each_with<T: Send>(
+    text: &str,
+    cutting: Cutting,
+    prepare: impl Fn(Result<Object, ValidationError>) -> T + Sync,
+    sink: &mut dyn FnMut(T),
+) -> Result<(), YamlError> {
+    if let Some(objects) = parse_json(text) {
+        objects.into_iter().map(&prepare).for_each(sink);
+        return Ok(());
+    }
+    let mut delivered = 0;
+    if let Some(pieces) = pieces_of(text, cutting) {
+        let complete = parse_pieces(&pieces, &prepare, &mut |object| {
+            delivered += 1;
+            sink(object);
+        });
+        if complete {
+            return Ok(());
+        }
+    }
+    if delivered == 0 {
+        if let Some(objects) = parse_block(text) {
+            objects.into_iter().map(&prepare).for_each(sink);
+            return Ok(());
+        }
+    }
+    // The sequential parse decides; the objects of the pieces already handed on are the first
+    // ones it gives (pieces are cut where the stream parses the same in parts), so they are not
+    // handed on again.
+    for object in parse_whole(text)?.into_iter().skip(delivered) {
+        sink(prepare(object));
+    }
+    Ok(())
+}
+
+/// The sequential parse: what every other way of reading must equal.
 fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
     let documents: Vec<Document> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
@@ -36,48 +110,107 @@ fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlE
     Ok(documents.into_iter().flat_map(|d| d.0).collect())
 }
 
-/// A large `kind: List` parsed on every core (see [`crate::split`]); `None` when the text is
-/// small, has another shape, or any piece fails, and is then parsed whole.
-fn parse_list_in_parallel(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    if text.len() < MIN_SPLIT_BYTES || cores < 2 {
+/// Pieces per core: more pieces than cores keep every core busy when pieces parse at different
+/// speeds.
+const PIECES_PER_CORE: usize = 4;
+
+/// A stream cut into pieces that parse on their own, and how each piece is parsed.
+struct Pieces<'a> {
+    runs: Vec<&'a str>,
+    /// Runs of whole documents, or runs of the items of one `kind: List`.
+    documents: bool,
+    workers: usize,
+}
+
+/// A large stream of several documents, or a large `kind: List`, cut into pieces (see
+/// [`crate::split`]); `None` when the text is small or has another shape.
+fn pieces_of(text: &str, cutting: Cutting) -> Option<Pieces<'_>> {
+    let cores = cutting.workers;
+    if text.len() < cutting.min_bytes || cores < 2 {
         return None;
     }
-    let split = split_list(text, cores)?;
+    let count = (cores * PIECES_PER_CORE).max(text.len() / cutting.max_piece_bytes);
+    if let Some(runs) = split_documents(text, count) {
+        return Some(Pieces {
+            runs,
+            documents: true,
+            workers: cores,
+        });
+    }
+    let split = split_list(text, count)?;
     let head: Value =
         serde_saphyr::from_str_with_options(&split.head, yaml_options_for(split.head.len()))
             .ok()?;
-    if !head
+    let is_list = head
         .get("kind")
         .and_then(Value::as_str)
-        .is_some_and(is_list_kind)
-    {
-        return None;
-    }
-    let parsed: Vec<Option<Document>> = std::thread::scope(|scope| {
-        let workers: Vec<_> = split
-            .items
-            .iter()
-            .map(|run| {
-                scope.spawn(move || {
-                    serde_saphyr::from_str_with_options::<Document>(
-                        run,
-                        yaml_options_for(run.len()),
-                    )
-                    .ok()
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|w| w.join().ok().flatten())
-            .collect()
-    });
+        .is_some_and(is_list_kind);
+    is_list.then_some(Pieces {
+        runs: split.items,
+        documents: false,
+        workers: cores,
+    })
+}
+
+/// The objects of a text in the plain block style kubectl prints, read by the block reader (see
+/// `block.rs`); `None` when the text uses any other YAML.
+fn parse_block(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
     let mut objects = Vec::new();
-    for document in parsed {
-        objects.extend(document?.0);
+    for document in read_documents(text)? {
+        value_objects(document, &mut objects);
     }
     Some(objects)
+}
+
+/// The objects of one piece, or `None` if it does not parse alone.
+fn parse_piece(run: &str, documents: bool) -> Option<Vec<Result<Object, ValidationError>>> {
+    if let Some(objects) = parse_block(run) {
+        return Some(objects);
+    }
+    let options = yaml_options_for(run.len());
+    if documents {
+        let documents: Vec<Document> =
+            serde_saphyr::from_multiple_with_options(run, options).ok()?;
+        Some(documents.into_iter().flat_map(|d| d.0).collect())
+    } else {
+        serde_saphyr::from_str_with_options::<Document>(run, options)
+            .ok()
+            .map(|d| d.0)
+    }
+}
+
+/// Parses the pieces a wave of `workers` at a time, one thread each, and hands each wave's
+/// objects to `sink` in order before the next wave starts. Returns whether every piece parsed;
+/// it stops at the first wave with a piece that did not.
+fn parse_pieces<T: Send>(
+    pieces: &Pieces,
+    prepare: &(impl Fn(Result<Object, ValidationError>) -> T + Sync),
+    sink: &mut dyn FnMut(T),
+) -> bool {
+    let parse = |run: &str| -> Option<Vec<T>> {
+        Some(
+            parse_piece(run, pieces.documents)?
+                .into_iter()
+                .map(prepare)
+                .collect(),
+        )
+    };
+    for wave in pieces.runs.chunks(pieces.workers) {
+        let parsed: Vec<Option<Vec<T>>> = std::thread::scope(|scope| {
+            let others: Vec<_> = wave[1..]
+                .iter()
+                .map(|run| scope.spawn(|| parse(run)))
+                .collect();
+            let mut parsed = vec![parse(wave[0])];
+            parsed.extend(others.into_iter().map(|h| h.join().ok().flatten()));
+            parsed
+        });
+        if parsed.iter().any(Option::is_none) {
+            return false;
+        }
+        parsed.into_iter().flatten().flatten().for_each(&mut *sink);
+    }
+    true
 }
 
 /// How netpol reads YAML. Booleans follow YAML 1.2 (`true`/`false` only): under YAML 1.1 rules
@@ -103,6 +236,7 @@ pub fn yaml_options_for(text_len: usize) -> serde_saphyr::Options {
         max_nodes: linear,
         max_events: linear,
         max_total_scalar_bytes: linear,
+        max_total_comment_bytes: linear,
     };
     options
 }
@@ -223,7 +357,11 @@ spec: {podSelector: {}}
     fn a_large_list_parsed_in_parallel_equals_the_whole_parse() {
         let text = large_list();
         if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
-            assert!(parse_list_in_parallel(&text).is_some(), "not split");
+            let cutting = Cutting::for_this_machine();
+            assert!(
+                pieces_of(&text, cutting).is_some_and(|p| !p.documents),
+                "not split"
+            );
         }
         let parallel = parse_yaml(&text).unwrap();
         let whole = parse_whole(&text).unwrap();
@@ -339,4 +477,48 @@ metadata: {name: c}
     fn broken_yaml_syntax_fails_the_stream() {
         assert!(parse_yaml("kind: [unclosed").is_err());
     }
+
+    /// `count` namespaces as `---`-separated documents, over the split threshold.
+    fn many_documents(count: usize) -> String {
+        let mut text = String::new();
+        for i in 0..count {
+            text.push_str(&format!(
+                "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: ns-{i}\n  labels:\n    team: t-{}\n",
+                i % 7
+            ));
+        }
+        assert!(text.len() > crate::split::MIN_SPLIT_BYTES);
+        text
+    }
+
+    #[test]
+    fn many_documents_parsed_in_parallel_equal_the_whole_parse() {
+        let mut text = many_documents(14_000);
+        // An invalid object, and a document that is a list, among them.
+        text = text.replacen("  name: ns-4321\n", "  name: [ns-4321]\n", 1);
+        text.push_str("---\n- {apiVersion: v1, kind: Namespace, metadata: {name: last}}\n...\n");
+        if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
+            let cutting = Cutting::for_this_machine();
+            assert!(
+                pieces_of(&text, cutting).is_some_and(|p| p.documents),
+                "not split"
+            );
+        }
+        let parallel = parse_yaml(&text).unwrap();
+        assert_eq!(parallel.len(), 14_001);
+        assert_eq!(parallel, parse_whole(&text).unwrap());
+        assert_eq!(parallel.iter().filter(|o| o.is_err()).count(), 1);
+        // A syntax error in one document fails the stream with the whole parse's message.
+        let broken = text.replacen(
+            "kind: Namespace\nmetadata:\n  name: ns-9000",
+            "kind: [Namespace\nmetadata:\n  name: ns-9000",
+            1,
+        );
+        assert_eq!(parse_yaml(&broken), parse_whole(&broken));
+        assert!(parse_yaml(&broken).is_err());
+    }
 }
+
+#[cfg(test)]
+#[path = "parse_equivalence.rs"]
+mod equivalence;

@@ -1,14 +1,23 @@
-//! Splitting one large `kind: List` document into pieces that parse on their own, so that a
-//! 10,000-pod `kubectl get pods -A -o yaml` is parsed on every core rather than on one.
+//! Splitting a large YAML stream into pieces that parse on their own, so that a 10,000-pod
+//! `kubectl get pods -A -o yaml` (one `kind: List`) or a file of 10,000 `---`-separated documents
+//! is parsed on every core rather than on one.
 //!
-//! YAML parsing is most of what loading a large cluster costs, and the parser is sequential. The
-//! list kubectl prints has a plain shape: top-level keys at column 0, and under `items:` one entry
-//! per object, each starting with `- ` at column 0 and everything inside it indented. A run of
-//! such entries is a block sequence by itself, so the items can be cut at entry starts and the
-//! runs parsed in parallel. Only that shape is split; anything else (several documents, flow
-//! style, anchors, a list kind that cannot be confirmed) returns `None` and is parsed whole, and
-//! so does every text in which a piece fails to parse, so errors are reported exactly as a
-//! sequential parse reports them.
+//! YAML parsing is most of what loading a large cluster costs, and the parser is sequential.
+//!
+//! - **Several documents** ([`split_documents`]): a line that starts with `---` followed by a
+//!   space, a tab or the line's end is a document start wherever it appears (YAML 1.2 forbids
+//!   such a line inside any scalar or collection), so the stream can be cut before such lines and
+//!   each run of whole documents parsed alone.
+//! - **One `kind: List`** ([`split_list`]): the list kubectl prints has a plain shape: top-level
+//!   keys at column 0, and under `items:` one entry per object, each starting with `- ` at column
+//!   0 and everything inside it indented. A run of such entries is a block sequence by itself, so
+//!   the items can be cut at entry starts.
+//!
+//! What could make a piece read differently alone is refused: directives (`%YAML`, `%TAG`), a
+//! byte order mark past the start, and anything that looks like an anchor, an alias or a merge key
+//! (the parser's limits on those count over the whole stream). Refused texts return `None` and are
+//! parsed whole, and so is every text in which a piece fails to parse, so errors are reported
+//! exactly as a sequential parse reports them.
 
 use std::ops::Range;
 
@@ -26,6 +35,9 @@ pub(crate) struct SplitList<'a> {
 /// Splits `text` into at most `pieces` runs of items, or `None` when its shape is not the plain
 /// one described above.
 pub(crate) fn split_list(text: &str, pieces: usize) -> Option<SplitList<'_>> {
+    if may_depend_on_other_pieces(text) {
+        return None;
+    }
     let mut head = String::new();
     let mut item_starts: Vec<usize> = Vec::new();
     let mut items: Option<Range<usize>> = None;
@@ -95,6 +107,64 @@ pub(crate) fn split_list(text: &str, pieces: usize) -> Option<SplitList<'_>> {
     Some(SplitList {
         head,
         items: runs(text, &item_starts, items.end, pieces.max(1)),
+    })
+}
+
+/// Splits a stream of several documents before document-start lines into at most `pieces` runs
+/// of whole documents, or `None` when it has fewer than two documents or something that could
+/// read differently in pieces (see the module's documentation).
+pub(crate) fn split_documents(text: &str, pieces: usize) -> Option<Vec<&str>> {
+    if may_depend_on_other_pieces(text) {
+        return None;
+    }
+    let mut starts = Vec::new();
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        if line.starts_with('%') {
+            return None;
+        }
+        if is_document_start(line) {
+            starts.push(offset);
+        }
+        offset += line.len();
+    }
+    // What comes before the first document start (a byte order mark, comments, or a first
+    // document without a start line) belongs to the first run.
+    if starts.first() != Some(&0) {
+        starts.insert(0, 0);
+    }
+    if starts.len() < 2 {
+        return None;
+    }
+    Some(runs(text, &starts, text.len(), pieces.max(1)))
+}
+
+/// `---` at column 0 followed by a space, a tab or the end of the line.
+fn is_document_start(line: &str) -> bool {
+    line.strip_prefix("---")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
+}
+
+/// Whether a piece of `text` might read differently from the whole: a byte order mark past the
+/// start, or something that looks like an anchor (`&a`), an alias (`*a`) or a merge key (`<<`),
+/// whose limits the parser counts over the whole stream. Looks may deceive (`"a &b"` is text):
+/// such texts are only parsed whole, never misread.
+fn may_depend_on_other_pieces(text: &str) -> bool {
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if body.contains('\u{feff}') || body.contains("<<") {
+        return true;
+    }
+    let bytes = body.as_bytes();
+    bytes.iter().enumerate().any(|(i, &b)| {
+        (b == b'&' || b == b'*')
+            && bytes
+                .get(i + 1)
+                .is_some_and(|next| !next.is_ascii_whitespace())
+            && (i == 0
+                || matches!(
+                    bytes[i - 1],
+                    b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b'-' | b':' | b'?'
+                ))
     })
 }
 
@@ -173,11 +243,50 @@ mod tests {
             None
         );
         assert_eq!(
+            split_list("kind: List\nitems:\n- a: &x 1\n- b: *x\n", 2),
+            None
+        );
+        assert_eq!(
             split_list("kind: List\nitems:\n  - a: 1\n  - b: 2\n", 2),
             None
         );
         assert_eq!(split_list("kind: List\nmetadata: {}\n", 2), None);
         assert_eq!(split_list("- a: 1\n- b: 2\n", 2), None);
+    }
+
+    #[test]
+    fn documents_split_before_their_start_lines() {
+        let text =
+            "# pods\napiVersion: v1\nkind: A\n---\nkind: B\n--- \nkind: C\n...\n---\r\nkind: D\n";
+        let runs = split_documents(text, 10).unwrap();
+        assert_eq!(
+            runs,
+            [
+                "# pods\napiVersion: v1\nkind: A\n",
+                "---\nkind: B\n",
+                "--- \nkind: C\n...\n",
+                "---\r\nkind: D\n"
+            ]
+        );
+        assert_eq!(split_documents(text, 2).unwrap().concat(), text);
+        // `---x`, `----` and an indented `---` start nothing.
+        assert_eq!(split_documents("a: 1\n---x\n----\n  ---\n", 4), None);
+    }
+
+    #[test]
+    fn documents_that_could_read_differently_alone_are_not_split() {
+        let two = |extra: &str| format!("---\na: 1\n---\nb: {extra}\n");
+        assert!(split_documents(&two("2"), 2).is_some());
+        assert!(split_documents(&format!("\u{feff}{}", two("2")), 2).is_some());
+        for refused in ["&x 2", "*x", "[*x]", "{<<: {}}", "\u{feff}2"] {
+            assert_eq!(split_documents(&two(refused), 2), None, "{refused}");
+        }
+        assert_eq!(
+            split_documents(&format!("%YAML 1.2\n{}", two("2")), 2),
+            None
+        );
+        // Text that merely contains the characters is split.
+        assert!(split_documents(&two("\"a&b*c\""), 2).is_some());
     }
 
     #[test]

@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::ValidationError;
@@ -20,7 +20,45 @@ pub(crate) struct Document(pub Vec<Result<Object, ValidationError>>);
 
 impl<'de> Deserialize<'de> for Document {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(DocumentVisitor)
+        DocumentVisitor::yaml().deserialize(deserializer)
+    }
+}
+
+/// A [`Document`] read from a JSON parser, which refuses what YAML could read differently (see
+/// `json.rs`): duplicate keys, numbers that are not integers, and nesting deeper than the YAML
+/// parser allows.
+pub(crate) struct JsonDocument(pub Vec<Result<Object, ValidationError>>);
+
+impl<'de> Deserialize<'de> for JsonDocument {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let visitor = DocumentVisitor {
+            json: true,
+            depth: 0,
+        };
+        visitor.deserialize(deserializer).map(|d| JsonDocument(d.0))
+    }
+}
+
+/// The objects of a document already read into a value, as [`Document`] reads them from the
+/// parser: nulls hold nothing, sequences and list kinds' `items` are unpacked, anything else is
+/// one object (or an error naming what was found).
+pub(crate) fn value_objects(value: Value, out: &mut Vec<Result<Object, ValidationError>>) {
+    match value {
+        Value::Null => {}
+        Value::Array(items) => {
+            for item in items {
+                value_objects(item, out);
+            }
+        }
+        Value::Object(mut fields) => {
+            let items = fields.remove("items");
+            let kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");
+            match items {
+                Some(items) if is_list_kind(kind) => value_objects(items, out),
+                _ => out.push(Object::from_value(Value::Object(fields))),
+            }
+        }
+        scalar => out.push(Object::from_value(scalar)),
     }
 }
 
@@ -30,12 +68,56 @@ pub(crate) fn is_list_kind(kind: &str) -> bool {
     kind.ends_with("List")
 }
 
-struct DocumentVisitor;
+/// Nesting a JSON document may have and still be read as JSON: well inside the YAML parser's
+/// depth limit (64), so that JSON never reads what YAML would refuse.
+const MAX_JSON_DEPTH: usize = 48;
+
+#[derive(Clone, Copy)]
+struct DocumentVisitor {
+    /// Read through [`StrictValue`] rather than [`Value`].
+    json: bool,
+    depth: usize,
+}
 
 impl DocumentVisitor {
+    fn yaml() -> Self {
+        DocumentVisitor {
+            json: false,
+            depth: 0,
+        }
+    }
+
+    fn nested(self) -> Self {
+        DocumentVisitor {
+            depth: self.depth + 1,
+            ..self
+        }
+    }
+
     /// A scalar where an object was expected: [`Object::from_value`] names what was found.
     fn scalar(value: Value) -> Document {
         Document(vec![Object::from_value(value)])
+    }
+
+    fn value<'de, A: MapAccess<'de>>(self, map: &mut A) -> Result<Value, A::Error> {
+        if self.json {
+            map.next_value_seed(StrictValue {
+                depth: self.depth + 1,
+            })
+        } else {
+            map.next_value()
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for DocumentVisitor {
+    type Value = Document;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Document, D::Error> {
+        if self.json && self.depth > MAX_JSON_DEPTH {
+            return Err(de::Error::custom("nested too deeply to read as JSON"));
+        }
+        deserializer.deserialize_any(self)
     }
 }
 
@@ -67,6 +149,9 @@ impl<'de> Visitor<'de> for DocumentVisitor {
     }
 
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Document, E> {
+        if self.json {
+            return Err(E::custom("not an integer"));
+        }
         Ok(Self::scalar(v.into()))
     }
 
@@ -76,7 +161,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
         let mut objects = Vec::new();
-        while let Some(Document(more)) = seq.next_element()? {
+        while let Some(Document(more)) = seq.next_element_seed(self.nested())? {
             objects.extend(more);
         }
         Ok(Document(objects))
@@ -91,9 +176,15 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         let mut items: Option<Vec<Result<Object, ValidationError>>> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                items = Some(map.next_value::<Document>()?.0);
+                if items.is_some() && self.json {
+                    return Err(de::Error::custom("duplicate key `items`"));
+                }
+                items = Some(map.next_value_seed(self.nested())?.0);
             } else {
-                fields.insert(key, map.next_value()?);
+                let value = self.value(&mut map)?;
+                if fields.insert(key, value).is_some() && self.json {
+                    return Err(de::Error::custom("duplicate key"));
+                }
             }
         }
         let kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -101,6 +192,83 @@ impl<'de> Visitor<'de> for DocumentVisitor {
             Some(items) if is_list_kind(kind) => Ok(Document(items)),
             _ => Ok(Document(vec![Object::from_value(Value::Object(fields))])),
         }
+    }
+}
+
+/// A JSON value read the way the YAML parser would read it, or an error where it might not: a
+/// duplicate key (YAML refuses it, JSON parsers keep the last), a number that is not an integer
+/// (float spellings and range differ), or nesting deeper than YAML allows.
+struct StrictValue {
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        if self.depth > MAX_JSON_DEPTH {
+            return Err(de::Error::custom("nested too deeply to read as JSON"));
+        }
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Value, E> {
+        Err(E::custom("not an integer"))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(StrictValue {
+            depth: self.depth + 1,
+        })? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut fields = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(StrictValue {
+                depth: self.depth + 1,
+            })?;
+            if fields.insert(key, value).is_some() {
+                return Err(de::Error::custom("duplicate key"));
+            }
+        }
+        Ok(Value::Object(fields))
     }
 }
 

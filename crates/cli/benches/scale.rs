@@ -1,16 +1,22 @@
-//! The scale benchmark: `netpol agent --once` on synthetic clusters of growing size.
+//! The scale benchmark: `netpol agent --once` on synthetic clusters of every shape, form and
+//! size.
 //!
 //! `cargo bench -p netpol-cli --bench scale` writes each cluster with `netpol synth` and runs
 //! the release binary on it in a process of its own, so that peak RSS is the run's own, and
-//! prints one table row per size (the table in docs/performance.md). Sizes come from
-//! `NETPOL_SCALE_PODS` (comma-separated pod counts, default `2500,5000,10000,20000,40000`);
-//! 150,000 pods takes a few minutes and about 1 GB of disk in the temporary directory.
+//! prints one table row per run (the tables in docs/performance.md). What runs:
+//! - `NETPOL_SCALE_PODS`: comma-separated pod counts (default `10000,40000`; 150,000 pods takes
+//!   minutes per run and up to 200 MB of disk in the temporary directory);
+//! - `NETPOL_SCALE_WORKLOADS`: `deployments,statefulsets,daemonsets,jobs,mixed` (the default);
+//! - `NETPOL_SCALE_FORMATS`: `list,multidoc,json` (the default);
+//! - `NETPOL_SCALE_NODES`: nodes (default: one per 100 pods).
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const DEFAULT_SIZES: &str = "2500,5000,10000,20000,40000";
+const DEFAULT_SIZES: &str = "10000,40000";
+const DEFAULT_WORKLOADS: &str = "deployments,statefulsets,daemonsets,jobs,mixed";
+const DEFAULT_FORMATS: &str = "list,multidoc,json";
 
 /// What one run printed, read back from its summary.
 #[derive(Debug, Default)]
@@ -25,50 +31,67 @@ struct Run {
     policies: u64,
 }
 
+fn list(variable: &str, default: &str) -> Vec<String> {
+    std::env::var(variable)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not meaningful here.
     let netpol = env!("CARGO_BIN_EXE_netpol");
-    let sizes = std::env::var("NETPOL_SCALE_PODS").unwrap_or_else(|_| DEFAULT_SIZES.into());
+    let nodes = std::env::var("NETPOL_SCALE_NODES").ok();
     let work = std::env::temp_dir().join(format!("netpol-scale-{}", std::process::id()));
     println!(
-        "| pods | policies | wall s | CPU s | peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
+        "| workloads | format | pods | policies | wall s | CPU s | peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut previous: Option<(u64, f64)> = None;
-    for pods in sizes
-        .split(',')
-        .filter_map(|s| s.trim().parse::<u64>().ok())
-    {
-        let dir = work.join(pods.to_string());
-        let run = run_size(netpol, pods, &dir);
-        let _ = std::fs::remove_dir_all(&dir);
-        println!(
-            "| {pods} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
-            run.policies,
-            run.wall,
-            run.cpu,
-            run.rss_mb,
-            run.identities,
-            run.entries,
-            run.endpoints,
-            run.rules,
-            run.rss_mb * 1e6 / pods as f64
-        );
-        if let Some((p, cpu)) = previous {
-            eprintln!(
-                "  {}x the pods cost {:.2}x the CPU",
-                pods as f64 / p as f64,
-                run.cpu / cpu
-            );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for workloads in list("NETPOL_SCALE_WORKLOADS", DEFAULT_WORKLOADS) {
+        for format in list("NETPOL_SCALE_FORMATS", DEFAULT_FORMATS) {
+            for pods in list("NETPOL_SCALE_PODS", DEFAULT_SIZES)
+                .iter()
+                .filter_map(|s| s.parse::<u64>().ok())
+            {
+                let dir = work.join(format!("{workloads}-{format}-{pods}"));
+                let mut synth = vec![
+                    "synth".to_owned(),
+                    "--pods".into(),
+                    pods.to_string(),
+                    "--workloads".into(),
+                    workloads.clone(),
+                    "--format".into(),
+                    format.clone(),
+                ];
+                if let Some(nodes) = &nodes {
+                    synth.extend(["--nodes".into(), nodes.clone()]);
+                }
+                let run = run_size(netpol, &synth, &dir);
+                let _ = std::fs::remove_dir_all(&dir);
+                println!(
+                    "| {workloads} | {format} | {pods} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
+                    run.policies,
+                    run.wall,
+                    run.cpu,
+                    run.rss_mb,
+                    run.identities,
+                    run.entries,
+                    run.endpoints,
+                    run.rules,
+                    run.rss_mb * 1e6 / pods as f64
+                );
+            }
         }
-        previous = Some((pods, run.cpu));
     }
     let _ = std::fs::remove_dir_all(&work);
 }
 
-fn run_size(netpol: &str, pods: u64, dir: &Path) -> Run {
+fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
     let synth = Command::new(netpol)
-        .args(["synth", "--pods", &pods.to_string(), "--out"])
+        .args(synth_args)
+        .arg("--out")
         .arg(dir)
         .output()
         .expect("netpol synth runs");
@@ -95,12 +118,12 @@ fn run_size(netpol: &str, pods: u64, dir: &Path) -> Run {
     let stdout = String::from_utf8_lossy(&agent.stdout).into_owned();
     assert!(
         agent.status.success(),
-        "netpol agent --once failed on {pods} pods: {}",
+        "netpol agent --once failed on {synth_args:?}: {}",
         String::from_utf8_lossy(&agent.stderr)
     );
     let mut run = parse_summary(&stdout).unwrap_or_else(|| panic!("no summary in:\n{stdout}"));
     run.policies = number_before(&wrote, " policies").unwrap_or(0);
-    eprintln!("{pods} pods: process ran {elapsed:.2} s");
+    eprintln!("{synth_args:?}: process ran {elapsed:.2} s");
     run
 }
 

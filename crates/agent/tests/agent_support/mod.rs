@@ -183,6 +183,7 @@ pub fn settled_scan(source: &mut FileSource) -> Scan {
         all.events.extend(scan.events);
         all.problems.extend(scan.problems);
         all.settling = scan.settling;
+        all.objects_mapped += scan.objects_mapped;
         if scan.settling == 0 {
             return all;
         }

@@ -1,0 +1,107 @@
+//! What the file source remembers of a file's objects: a 64-bit digest per object key, never the
+//! objects.
+//!
+//! A changed file is parsed again, and each object's digest compared with the one remembered:
+//! only objects whose digest changed are sent, and keys that disappeared are deleted. Digests are
+//! computed on the parsing threads (see `netpol_api::parse_yaml_each`), over the object as read
+//! (pruned of what netpol never reads), so a change to a field nothing reads sends nothing.
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::io;
+use std::path::Path;
+
+use netpol_api::{parse_yaml_each, Object, ObjectRef, ValidationError};
+
+use super::FileProblem;
+
+/// The objects of one file as last parsed: each key's digest.
+pub(super) type Digests = BTreeMap<ObjectRef, u64>;
+
+/// One object as parsed, with its key and digest (computed where it was parsed).
+pub(super) struct Parsed {
+    pub key: ObjectRef,
+    pub digest: u64,
+    pub object: Object,
+}
+
+/// The digest of an object: a hash of its JSON form (maps are ordered, so equal objects hash
+/// equally).
+pub(super) fn object_digest(object: &Object) -> u64 {
+    let mut writer = HashWriter(std::hash::DefaultHasher::new());
+    // Writing into a hasher cannot fail, and every object serializes.
+    let _ = serde_json::to_writer(&mut writer, object);
+    writer.0.finish()
+}
+
+/// The digest of a file's text.
+pub(super) fn text_digest(text: &str) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    hasher.write(text.as_bytes());
+    hasher.finish()
+}
+
+struct HashWriter(std::hash::DefaultHasher);
+
+impl io::Write for HashWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.0.write(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Parses one file, handing each valid object (the first of a key, if the file repeats one) to
+/// `each` with its key and digest, and returns every key's digest. Invalid objects and repeated
+/// keys are reported; a YAML error (reported) leaves the file unreadable, and `each` may have
+/// been given objects of it, which the caller must then discard.
+pub(super) fn parse_file(
+    path: &Path,
+    text: &str,
+    problems: &mut Vec<FileProblem>,
+    each: &mut dyn FnMut(Parsed),
+) -> Result<Digests, String> {
+    let mut digests = Digests::new();
+    let mut file_problems = Vec::new();
+    let prepare = |read: Result<Object, ValidationError>| {
+        read.map(|object| Parsed {
+            key: object.object_ref(),
+            digest: object_digest(&object),
+            object,
+        })
+    };
+    let parsed = parse_yaml_each(text, prepare, &mut |read| match read {
+        Ok(parsed) => {
+            if digests.contains_key(&parsed.key) {
+                file_problems.push(FileProblem::Duplicate {
+                    object: parsed.key,
+                    used: path.to_owned(),
+                    ignored: path.to_owned(),
+                });
+            } else {
+                digests.insert(parsed.key.clone(), parsed.digest);
+                each(parsed);
+            }
+        }
+        Err(error) => file_problems.push(FileProblem::InvalidObject {
+            path: path.to_owned(),
+            error,
+        }),
+    });
+    match parsed {
+        Ok(()) => {
+            problems.extend(file_problems);
+            Ok(digests)
+        }
+        Err(error) => {
+            problems.push(FileProblem::Unreadable {
+                path: path.to_owned(),
+                message: error.to_string(),
+            });
+            Err(error.to_string())
+        }
+    }
+}
