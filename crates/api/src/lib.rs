@@ -86,6 +86,7 @@
 pub mod cluster;
 pub mod crd;
 pub mod error;
+pub mod fields;
 pub mod node;
 pub mod object;
 pub mod parse;
@@ -99,9 +100,11 @@ mod validate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use node::Node;
-pub use object::{Object, DEFAULT_NAMESPACE};
+pub use fields::FieldValidation;
+pub use object::{is_supported_kind, Object, ReadObject, DEFAULT_NAMESPACE};
 pub use parse::{
-    parse_values, parse_yaml, unpack_lists, yaml_options, yaml_options_for, YamlError,
+    parse_values, parse_yaml, parse_yaml_with, unpack_lists, yaml_options, yaml_options_for,
+    YamlError,
 };
 pub use pod::Pod;
 pub use translate::{translate, Translation};

@@ -9,9 +9,10 @@
 use serde_json::Value;
 
 use crate::error::ValidationError;
+use crate::fields::FieldValidation;
 use crate::object::Object;
 use crate::split::{split_list, MIN_SPLIT_BYTES};
-use crate::stream::{is_list_kind, Document};
+use crate::stream::{is_list_kind, is_strict, Document};
 
 /// YAML that could not be read at all: nothing in it is usable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -21,16 +22,36 @@ pub struct YamlError(pub String);
 /// Reads a YAML stream of objects: several `---`-separated documents, each an object, a list of
 /// objects or a `kind: List` with `items`. Empty documents are skipped. Each object is read on its
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
-/// whole stream.
+/// whole stream. Unknown fields are ignored, as for objects the API server has pruned.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
-    match parse_list_in_parallel(text) {
-        Some(objects) => Ok(objects),
-        None => parse_whole(text),
+    parse_yaml_with(text, FieldValidation::Ignore)
+}
+
+/// [`parse_yaml`], with unknown fields of policies treated as `validation` says: under
+/// [`FieldValidation::Strict`] (files a person wrote) such an object is an error on its own,
+/// and the others still load.
+pub fn parse_yaml_with(
+    text: &str,
+    validation: FieldValidation,
+) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+    if is_strict(validation) {
+        parse::<true>(text)
+    } else {
+        parse::<false>(text)
     }
 }
 
-fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
-    let documents: Vec<Document> =
+fn parse<const STRICT: bool>(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+    match parse_list_in_parallel::<STRICT>(text) {
+        Some(objects) => Ok(objects),
+        None => parse_whole::<STRICT>(text),
+    }
+}
+
+fn parse_whole<const STRICT: bool>(
+    text: &str,
+) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+    let documents: Vec<Document<STRICT>> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
             .map_err(|e| YamlError(e.to_string()))?;
     Ok(documents.into_iter().flat_map(|d| d.0).collect())
@@ -38,7 +59,9 @@ fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlE
 
 /// A large `kind: List` parsed on every core (see [`crate::split`]); `None` when the text is
 /// small, has another shape, or any piece fails, and is then parsed whole.
-fn parse_list_in_parallel(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
+fn parse_list_in_parallel<const STRICT: bool>(
+    text: &str,
+) -> Option<Vec<Result<Object, ValidationError>>> {
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     if text.len() < MIN_SPLIT_BYTES || cores < 2 {
         return None;
@@ -54,13 +77,13 @@ fn parse_list_in_parallel(text: &str) -> Option<Vec<Result<Object, ValidationErr
     {
         return None;
     }
-    let parsed: Vec<Option<Document>> = std::thread::scope(|scope| {
+    let parsed: Vec<Option<Document<STRICT>>> = std::thread::scope(|scope| {
         let workers: Vec<_> = split
             .items
             .iter()
             .map(|run| {
                 scope.spawn(move || {
-                    serde_saphyr::from_str_with_options::<Document>(
+                    serde_saphyr::from_str_with_options::<Document<STRICT>>(
                         run,
                         yaml_options_for(run.len()),
                     )
@@ -223,10 +246,10 @@ spec: {podSelector: {}}
     fn a_large_list_parsed_in_parallel_equals_the_whole_parse() {
         let text = large_list();
         if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
-            assert!(parse_list_in_parallel(&text).is_some(), "not split");
+            assert!(parse_list_in_parallel::<false>(&text).is_some(), "not split");
         }
         let parallel = parse_yaml(&text).unwrap();
-        let whole = parse_whole(&text).unwrap();
+        let whole = parse_whole::<false>(&text).unwrap();
         assert_eq!(parallel.len(), 12_000);
         assert_eq!(parallel, whole);
         assert_eq!(parallel.iter().filter(|o| o.is_err()).count(), 1);
@@ -239,7 +262,7 @@ spec: {podSelector: {}}
         let last = text.rfind("team: t-3").unwrap();
         text.replace_range(last..last + "team: t-3".len(), "team: *t0");
         let objects = parse_yaml(&text).unwrap();
-        assert_eq!(objects, parse_whole(&text).unwrap());
+        assert_eq!(objects, parse_whole::<false>(&text).unwrap());
         // The last namespace of team t-3 is ns-11994; its team is now the alias.
         let aliased = objects
             .iter()
@@ -249,7 +272,7 @@ spec: {podSelector: {}}
         let labels = aliased.metadata().labels.as_ref().unwrap();
         assert_eq!(labels["team"], "t-0", "the alias resolved across pieces");
         let broken = large_list().replacen("  kind: Namespace\n", "  kind: [Namespace\n", 1);
-        assert_eq!(parse_yaml(&broken), parse_whole(&broken));
+        assert_eq!(parse_yaml(&broken), parse_whole::<false>(&broken));
         assert!(parse_yaml(&broken).is_err());
     }
 

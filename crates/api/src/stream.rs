@@ -7,21 +7,30 @@
 //! time, whatever the size of the list.
 
 use std::fmt;
+use std::marker::PhantomData;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use crate::error::ValidationError;
+use crate::fields::FieldValidation;
 use crate::object::Object;
 
 /// The objects of one document: a single object, a sequence of objects, or a list kind
-/// (`kind: List`, `PodList`, ...) whose `items` are objects. Sequences and lists nest.
-pub(crate) struct Document(pub Vec<Result<Object, ValidationError>>);
+/// (`kind: List`, `PodList`, ...) whose `items` are objects. Sequences and lists nest. Objects
+/// are read under `STRICT` field validation or not (a type parameter, since the YAML parser
+/// takes a `Deserialize` type, not a seed).
+pub(crate) struct Document<const STRICT: bool>(pub Vec<Result<Object, ValidationError>>);
 
-impl<'de> Deserialize<'de> for Document {
+impl<'de, const STRICT: bool> Deserialize<'de> for Document<STRICT> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(DocumentVisitor)
+        deserializer.deserialize_any(DocumentVisitor::<STRICT>(PhantomData))
     }
+}
+
+/// Whether documents of this validation are read with `STRICT`.
+pub(crate) fn is_strict(validation: FieldValidation) -> bool {
+    validation == FieldValidation::Strict
 }
 
 /// Whether `kind` names a list of objects, as kubectl's resource builder decides: `List` or a
@@ -30,53 +39,63 @@ pub(crate) fn is_list_kind(kind: &str) -> bool {
     kind.ends_with("List")
 }
 
-struct DocumentVisitor;
+struct DocumentVisitor<const STRICT: bool>(PhantomData<()>);
 
-impl DocumentVisitor {
+impl<const STRICT: bool> DocumentVisitor<STRICT> {
+    /// Reads one object under this document's field validation.
+    fn object(value: Value) -> Result<Object, ValidationError> {
+        let validation = if STRICT {
+            FieldValidation::Strict
+        } else {
+            FieldValidation::Ignore
+        };
+        Object::from_value_with(value, validation)
+    }
+
     /// A scalar where an object was expected: [`Object::from_value`] names what was found.
-    fn scalar(value: Value) -> Document {
-        Document(vec![Object::from_value(value)])
+    fn scalar(value: Value) -> Document<STRICT> {
+        Document(vec![Self::object(value)])
     }
 }
 
-impl<'de> Visitor<'de> for DocumentVisitor {
-    type Value = Document;
+impl<'de, const STRICT: bool> Visitor<'de> for DocumentVisitor<STRICT> {
+    type Value = Document<STRICT>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an object, a list of objects, or a `kind: List` with items")
     }
 
-    fn visit_unit<E: de::Error>(self) -> Result<Document, E> {
+    fn visit_unit<E: de::Error>(self) -> Result<Document<STRICT>, E> {
         Ok(Document(Vec::new()))
     }
 
-    fn visit_none<E: de::Error>(self) -> Result<Document, E> {
+    fn visit_none<E: de::Error>(self) -> Result<Document<STRICT>, E> {
         Ok(Document(Vec::new()))
     }
 
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Document, E> {
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Document<STRICT>, E> {
         Ok(Self::scalar(v.into()))
     }
 
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Document, E> {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Document<STRICT>, E> {
         Ok(Self::scalar(v.into()))
     }
 
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Document, E> {
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Document<STRICT>, E> {
         Ok(Self::scalar(v.into()))
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Document, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Document<STRICT>, E> {
         Ok(Self::scalar(v.into()))
     }
 
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Document, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Document<STRICT>, E> {
         Ok(Self::scalar(v.into()))
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Document<STRICT>, A::Error> {
         let mut objects = Vec::new();
-        while let Some(Document(more)) = seq.next_element()? {
+        while let Some(Document(more)) = seq.next_element::<Document<STRICT>>()? {
             objects.extend(more);
         }
         Ok(Document(objects))
@@ -86,12 +105,12 @@ impl<'de> Visitor<'de> for DocumentVisitor {
     /// objects straight away. Whether those were the items of a list is known only once `kind`
     /// has been read, which may come later; if it was not a list, the object is read from its
     /// other fields (no supported kind has `items`) and the items are dropped.
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document<STRICT>, A::Error> {
         let mut fields = Map::new();
         let mut items: Option<Vec<Result<Object, ValidationError>>> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
-                items = Some(map.next_value::<Document>()?.0);
+                items = Some(map.next_value::<Document<STRICT>>()?.0);
             } else {
                 fields.insert(key, map.next_value()?);
             }
@@ -99,7 +118,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         let kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");
         match items {
             Some(items) if is_list_kind(kind) => Ok(Document(items)),
-            _ => Ok(Document(vec![Object::from_value(Value::Object(fields))])),
+            _ => Ok(Document(vec![Self::object(Value::Object(fields))])),
         }
     }
 }
