@@ -9,6 +9,7 @@ use netpol_hcn::naive::naive_rule_counts;
 
 use crate::decide::load_engine;
 use crate::input::load_scenario;
+use crate::scenario::ReadFlags;
 use crate::outcome::Outcome;
 
 #[derive(Debug, clap::Args)]
@@ -21,7 +22,7 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let Some(scenario) = load_scenario(&args.file, err)? else {
+    let Some(scenario) = load_scenario(&args.file, ReadFlags::default(), err)? else {
         return Ok(Outcome::Invalid);
     };
     let engine = load_engine(&scenario.cluster);
