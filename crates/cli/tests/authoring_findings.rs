@@ -266,11 +266,32 @@ fn an_app_folder_is_read_with_workloads_as_pods_and_other_kinds_counted() {
         "{err}"
     );
     assert!(err.contains("the policy is skipped"), "{err}");
-    let out = stdout(&output);
+    // One pod per workload, addresses assigned and marked; the L7 policy did not apply.
     assert_eq!(
-        out,
-        "TCP/8080 (http): 4 of 6 flows allowed ...\n",
-        "placeholder replaced below"
+        stdout(&output),
+        "\
+TCP/8080 (http): 13 of 18 flows allowed
+  from \\ to                          1  2  3  4  5
+  1 ops/prober *                     -  X  .  .  .
+  2 shop/db *                        .  -  .  .  .
+  3 shop/web *                       .  X  -  .  .
+  4 0.0.0.0/0 except 192.168.0.0/16  .  X  .  -  -
+  5 192.168.0.0/16                   .  X  X  -  -
+
+. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+* the pod of a workload's template, its address assigned from 10.244.0.0/16
+"
+    );
+    let output = netpol(&["explain", "-f", &app, "shop/web", "shop/db", "TCP/pg"]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stdout(&output).starts_with(
+            "shop/web -> shop/db TCP/5432 (pg): allow\n\
+             \x20 source:      pod shop/web (10.244.0.3, assigned), the pod of Deployment shop/web\n\
+             \x20 destination: pod shop/db (10.244.0.1, assigned), the pod of StatefulSet shop/db\n"
+        ),
+        "{}",
+        stdout(&output)
     );
 
     let output = netpol(&["matrix", "-f", &app, "--strict-kinds"]);

@@ -56,13 +56,22 @@ impl Cluster {
         if known.is_empty() {
             return format!("{base}, which has no pods");
         }
+        // Within the namespace typed, names are compared; across namespaces, whole names.
         let wanted_text = wanted.to_string();
+        let score = |known: &str| match known.split_once('/') {
+            Some((ns, name)) if ns == wanted.namespace => {
+                strsim::normalized_damerau_levenshtein(&wanted.name, name)
+            }
+            _ => strsim::normalized_damerau_levenshtein(&wanted_text, known),
+        };
         let mut close: Vec<(f64, &String)> = known
             .iter()
-            .map(|k| (strsim::jaro_winkler(&wanted_text, k), k))
-            .filter(|(score, _)| *score >= 0.8)
+            .map(|k| (score(k), k))
+            .filter(|(score, _)| *score >= 0.5)
             .collect();
         close.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
+        let best = close.first().map_or(0.0, |c| c.0);
+        close.retain(|c| c.0 >= best - 0.1);
         if !close.is_empty() {
             let names: Vec<&str> = close
                 .iter()
