@@ -150,9 +150,8 @@ mod tests {
         let err = Object::from_value_with(dedented_ports, FieldValidation::Strict).unwrap_err();
         assert_eq!(err.field, "spec.ports");
         assert!(
-            err.to_string().starts_with(
-                "NetworkPolicy x/only-80-from-b: spec.ports: unknown field \"ports\""
-            ),
+            err.to_string()
+                .starts_with("NetworkPolicy x/only-80-from-b: spec.ports: unknown field \"ports\""),
             "{err}"
         );
         assert!(Object::from_value_with(misspelt.clone(), FieldValidation::Ignore).is_ok());

@@ -99,8 +99,8 @@ pub mod translate;
 mod validate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
-pub use node::Node;
 pub use fields::FieldValidation;
+pub use node::Node;
 pub use object::{is_supported_kind, Object, ReadObject, DEFAULT_NAMESPACE};
 pub use parse::{
     parse_values, parse_yaml, parse_yaml_with, unpack_lists, yaml_options, yaml_options_for,

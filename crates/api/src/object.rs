@@ -107,13 +107,18 @@ const KINDS: [KindInfo; 9] = [
         kind: "CiliumNetworkPolicy",
         api_version: "cilium.io/v2",
         namespaced: true,
-        read: |v, o, u| deserialize::<CiliumPolicyWire>(v, o, u).map(|w| Object::CiliumNetworkPolicy(w.into())),
+        read: |v, o, u| {
+            deserialize::<CiliumPolicyWire>(v, o, u).map(|w| Object::CiliumNetworkPolicy(w.into()))
+        },
     },
     KindInfo {
         kind: "CiliumClusterwideNetworkPolicy",
         api_version: "cilium.io/v2",
         namespaced: false,
-        read: |v, o, u| deserialize::<CiliumPolicyWire>(v, o, u).map(|w| Object::CiliumClusterwideNetworkPolicy(w.into())),
+        read: |v, o, u| {
+            deserialize::<CiliumPolicyWire>(v, o, u)
+                .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
+        },
     },
 ];
 

@@ -41,7 +41,9 @@ pub fn parse_yaml_with(
     }
 }
 
-fn parse<const STRICT: bool>(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+fn parse<const STRICT: bool>(
+    text: &str,
+) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
     match parse_list_in_parallel::<STRICT>(text) {
         Some(objects) => Ok(objects),
         None => parse_whole::<STRICT>(text),
@@ -246,7 +248,10 @@ spec: {podSelector: {}}
     fn a_large_list_parsed_in_parallel_equals_the_whole_parse() {
         let text = large_list();
         if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
-            assert!(parse_list_in_parallel::<false>(&text).is_some(), "not split");
+            assert!(
+                parse_list_in_parallel::<false>(&text).is_some(),
+                "not split"
+            );
         }
         let parallel = parse_yaml(&text).unwrap();
         let whole = parse_whole::<false>(&text).unwrap();

@@ -130,7 +130,15 @@ TCP/8080 (http): 7 of 12 flows allowed
 fn matrix_reads_manifests_from_stdin() {
     let list = std::fs::read_to_string(manifests("cluster.yaml")).unwrap();
     let output = netpol_with_stdin(
-        &["matrix", "-f", "-", "-f", &manifests("policies-after"), "-o", "scenario"],
+        &[
+            "matrix",
+            "-f",
+            "-",
+            "-f",
+            &manifests("policies-after"),
+            "-o",
+            "scenario",
+        ],
         &list,
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -177,7 +185,14 @@ fn scenario_objects_may_be_a_kind_list() {
     let listed =
         format!("name: listed\nobjects:\n- apiVersion: v1\n  kind: List\n  items:\n{indented}");
     std::fs::write(&file, listed).unwrap();
-    let output = netpol(&["matrix", file.to_str().unwrap(), "--port", "80", "-o", "scenario"]);
+    let output = netpol(&[
+        "matrix",
+        file.to_str().unwrap(),
+        "--port",
+        "80",
+        "-o",
+        "scenario",
+    ]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
@@ -305,7 +320,11 @@ fn diff_narrows_to_a_port_and_prints_json() {
     let changes = diff["changes"].as_array().unwrap();
     assert_eq!(changes.len(), 2, "{diff:#}");
     assert_eq!(
-        (&changes[1]["from"], &changes[1]["from_kind"], &changes[1]["to_workload"]),
+        (
+            &changes[1]["from"],
+            &changes[1]["from_kind"],
+            &changes[1]["to_workload"]
+        ),
         (&"0.0.0.0/0".into(), &"outside".into(), &"shop/web".into())
     );
     let change = &changes[0];

@@ -36,15 +36,6 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
 fn example(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/manifests")
@@ -59,7 +50,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(name: &str, files: &[(&str, &str)]) -> Self {
-        let dir = std::env::temp_dir().join(format!("netpol-findings-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("netpol-findings-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         for (file, text) in files {
             let path = dir.join(file);
@@ -140,28 +132,57 @@ spec:
     );
     let pods = scratch.path("pods.yaml");
     let policies = scratch.path("p");
-    let output = netpol(&["explain", "-f", &pods, "-f", &policies, "x/b", "x/a", "TCP/22"]);
+    let output = netpol(&[
+        "explain", "-f", &pods, "-f", &policies, "x/b", "x/a", "TCP/22",
+    ]);
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
-    assert_eq!(stdout(&output), "", "nothing is decided on a refused policy");
+    assert_eq!(
+        stdout(&output),
+        "",
+        "nothing is decided on a refused policy"
+    );
     let err = stderr(&output);
     for (file, object, field) in [
-        ("misspelt.yaml", "documents[0] (NetworkPolicy x/isolate-a)", "spec.podselector"),
-        ("ports.yaml", "documents[0] (NetworkPolicy x/only-80-from-b)", "spec.ports"),
-        ("selector.yaml", "documents[0] (NetworkPolicy x/from-b)", "spec.ingress[0].podSelector"),
+        (
+            "misspelt.yaml",
+            "documents[0] (NetworkPolicy x/isolate-a)",
+            "spec.podselector",
+        ),
+        (
+            "ports.yaml",
+            "documents[0] (NetworkPolicy x/only-80-from-b)",
+            "spec.ports",
+        ),
+        (
+            "selector.yaml",
+            "documents[0] (NetworkPolicy x/from-b)",
+            "spec.ingress[0].podSelector",
+        ),
     ] {
         let line = err
             .lines()
             .find(|l| l.contains(file))
             .unwrap_or_else(|| panic!("{file} not named: {err}"));
         assert!(
-            line.starts_with(&format!("error: {}/{file}: {object}: {field}: unknown field", policies)),
+            line.starts_with(&format!(
+                "error: {}/{file}: {object}: {field}: unknown field",
+                policies
+            )),
             "{line}"
         );
     }
 
     // --lenient reads them anyway, as before, and says what it ignored.
     let output = netpol(&[
-        "explain", "-f", &pods, "-f", &policies, "--lenient", "x/b", "x/a", "TCP/22",
+        "explain",
+        "-f",
+        &pods,
+        "-f",
+        &policies,
+        "--lenient",
+        "x/b",
+        "x/a",
+        "TCP/22",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
@@ -185,7 +206,10 @@ fn diff_reports_regions_outside_the_cluster_one_line_each() {
     };
     let scratch = Scratch::new(
         "outside",
-        &[("before.yaml", &web_from("0.0.0.0/0")), ("after.yaml", &web_from("10.0.0.0/8"))],
+        &[
+            ("before.yaml", &web_from("0.0.0.0/0")),
+            ("after.yaml", &web_from("10.0.0.0/8")),
+        ],
     );
     let output = netpol(&[
         "diff",
@@ -233,7 +257,11 @@ fn inputs_with_nothing_to_decide_are_refused() {
     let empty = Scratch::new("empty", &[("notes.txt", "")]);
     let output = netpol(&["check", &empty.path("")]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("no scenario files"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no scenario files"),
+        "{}",
+        stderr(&output)
+    );
 
     // A policy that selects no pod is said, and so is an input without policies.
     let stray = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
@@ -247,13 +275,19 @@ fn inputs_with_nothing_to_decide_are_refused() {
         stderr(&output)
     );
     let output = netpol(&["matrix", "-f", &scratch.path("pods.yaml")]);
-    assert!(stderr(&output).contains("warning: no policies in the manifests: every flow is allowed"));
+    assert!(
+        stderr(&output).contains("warning: no policies in the manifests: every flow is allowed")
+    );
 }
 
 /// Finding 4: any other kind was fatal, and pods had to be running.
 #[test]
 fn an_app_folder_is_read_with_workloads_as_pods_and_other_kinds_counted() {
-    let app = fixture("app");
+    let app = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/app")
+        .to_str()
+        .unwrap()
+        .to_owned();
     let output = netpol(&["matrix", "-f", &app, "--port", "8080"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let err = stderr(&output);
@@ -296,7 +330,11 @@ TCP/8080 (http): 13 of 18 flows allowed
 
     let output = netpol(&["matrix", "-f", &app, "--strict-kinds"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("unsupported kind \"Service\""), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unsupported kind \"Service\""),
+        "{}",
+        stderr(&output)
+    );
 
     // `helm template ... | netpol matrix -f -`
     let mut stream = String::new();
@@ -304,7 +342,10 @@ TCP/8080 (http): 13 of 18 flows allowed
         stream.push_str(&std::fs::read_to_string(Path::new(&app).join(file)).unwrap());
         stream.push_str("\n---\n");
     }
-    let output = netpol_with_stdin(&["matrix", "-f", "-", "-o", "json", "--port", "5432"], &stream);
+    let output = netpol_with_stdin(
+        &["matrix", "-f", "-", "-o", "json", "--port", "5432"],
+        &stream,
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let matrix = &json["matrices"][0];
@@ -369,9 +410,14 @@ spec:
   ingress:
   - {name: allow-b, action: Allow, from: [{pods: {namespaceSelector: {}, podSelector: {matchLabels: {pod: b}}}}]}
 ";
-    let scratch = Scratch::new("chain", &[("pods.yaml", PODS_AB), ("policies.yaml", policies)]);
+    let scratch = Scratch::new(
+        "chain",
+        &[("pods.yaml", PODS_AB), ("policies.yaml", policies)],
+    );
     let (pods, policies) = (scratch.path("pods.yaml"), scratch.path("policies.yaml"));
-    let output = netpol(&["explain", "-f", &pods, "-f", &policies, "x/b", "x/a", "TCP/22"]);
+    let output = netpol(&[
+        "explain", "-f", &pods, "-f", &policies, "x/b", "x/a", "TCP/22",
+    ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
@@ -390,11 +436,22 @@ spec:
     );
 
     // An outside address is shown as given, with its region and the except that holds it.
-    let output = netpol(&["explain", "-f", &pods, "-f", &policies, "203.0.113.9", "x/a", "TCP/443"]);
+    let output = netpol(&[
+        "explain",
+        "-f",
+        &pods,
+        "-f",
+        &policies,
+        "203.0.113.9",
+        "x/a",
+        "TCP/443",
+    ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let out = stdout(&output);
     assert!(
-        out.contains("  source:      address 203.0.113.9, outside the cluster (region 203.0.113.0/24)\n"),
+        out.contains(
+            "  source:      address 203.0.113.9, outside the cluster (region 203.0.113.0/24)\n"
+        ),
         "{out}"
     );
     assert!(
@@ -403,13 +460,27 @@ spec:
     );
 
     // A named port of the destination, and a workload's name, are accepted.
-    let output = netpol(&["explain", "-f", &pods, "-f", &policies, "x/b", "x/a", "TCP/http-api", "-o", "json"]);
+    let output = netpol(&[
+        "explain",
+        "-f",
+        &pods,
+        "-f",
+        &policies,
+        "x/b",
+        "x/a",
+        "TCP/http-api",
+        "-o",
+        "json",
+    ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(json["port"], 8080);
     assert_eq!(json["port_name"], "http-api");
     assert_eq!(json["chain"]["ingress"][0]["outcome"], "passed");
-    assert_eq!(json["chain"]["ingress"][1]["isolating"][0]["name"], "default-deny");
+    assert_eq!(
+        json["chain"]["ingress"][1]["isolating"][0]["name"],
+        "default-deny"
+    );
 }
 
 /// Finding 5: equal-priority admin policies with different actions are settled by name: said.
@@ -424,7 +495,11 @@ fn explain_warns_of_an_equal_priority_tie() {
     };
     let scratch = Scratch::new(
         "tie",
-        &[("pods.yaml", PODS_AB), ("a.yaml", &tie("a-allow", "Allow")), ("b.yaml", &tie("b-deny", "Deny"))],
+        &[
+            ("pods.yaml", PODS_AB),
+            ("a.yaml", &tie("a-allow", "Allow")),
+            ("b.yaml", &tie("b-deny", "Deny")),
+        ],
     );
     let output = netpol(&["explain", "-f", &scratch.path(""), "x/b", "x/a", "TCP/80"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -456,31 +531,53 @@ fn errors_point_at_the_cause() {
 ";
     let scratch = Scratch::new("errors", &[("pods.yaml", PODS_AB), ("odd.yaml", odd_pods)]);
     let all = scratch.path("");
-    let explain = |from: &str, to: &str, port: &str| netpol(&["explain", "-f", &all, from, to, port]);
+    let explain =
+        |from: &str, to: &str, port: &str| netpol(&["explain", "-f", &all, from, to, port]);
     let err = stderr(&explain("x/host", "x/a", "TCP/80"));
     assert!(
-        err.contains("pod x/host uses the host network (spec.hostNetwork): its address 10.0.0.1 is node-1's"),
+        err.contains(
+            "pod x/host uses the host network (spec.hostNetwork): its address 10.0.0.1 is node-1's"
+        ),
         "{err}"
     );
     let err = stderr(&explain("x/done", "x/a", "TCP/80"));
-    assert!(err.contains("pod x/done has finished (status.phase Succeeded)"), "{err}");
+    assert!(
+        err.contains("pod x/done has finished (status.phase Succeeded)"),
+        "{err}"
+    );
     // Manifests are not "the scenario", and a name that is not there gets the ones that are.
     let err = stderr(&explain("x/aa", "x/a", "TCP/80"));
-    assert!(err.contains("no pod or workload x/aa in the manifests; did you mean x/a?"), "{err}");
+    assert!(
+        err.contains("no pod or workload x/aa in the manifests; did you mean x/a?"),
+        "{err}"
+    );
 
     // A missing port: one line saying what is missing, not clap's usage.
     let output = netpol(&["explain", "-f", &all, "x/b", "x/a"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).starts_with("error: with -f, give FROM TO PROTO/PORT (2 given: x/b x/a)\nusage: netpol explain"),
+        stderr(&output).starts_with(
+            "error: with -f, give FROM TO PROTO/PORT (2 given: x/b x/a)\nusage: netpol explain"
+        ),
         "{}",
         stderr(&output)
     );
 
     // A wrong -f path in diff is reported once.
-    let output = netpol(&["diff", "-f", "/no/such/cluster.yaml", &example("policies-before"), &example("policies-after")]);
+    let output = netpol(&[
+        "diff",
+        "-f",
+        "/no/such/cluster.yaml",
+        &example("policies-before"),
+        &example("policies-after"),
+    ]);
     assert_eq!(output.status.code(), Some(2));
-    assert_eq!(stderr(&output).matches("/no/such/cluster.yaml").count(), 1, "{}", stderr(&output));
+    assert_eq!(
+        stderr(&output).matches("/no/such/cluster.yaml").count(),
+        1,
+        "{}",
+        stderr(&output)
+    );
 
     // A named port in a scenario flow says scenarios take numbers.
     let scenario = "name: named\nobjects: []\nexpect:\n- flows:\n  - {from: x/a, to: x/b, protocol: TCP, port: http, verdict: allow}\n";
@@ -488,7 +585,9 @@ fn errors_point_at_the_cause() {
     let output = netpol(&["check", &scenarios.path("s.yaml")]);
     assert_eq!(output.status.code(), Some(2));
     assert!(
-        stderr(&output).contains("expect[0].flows[0].port: `http` is not a port number: scenarios give ports by number"),
+        stderr(&output).contains(
+            "expect[0].flows[0].port: `http` is not a port number: scenarios give ports by number"
+        ),
         "{}",
         stderr(&output)
     );
@@ -496,4 +595,70 @@ fn errors_point_at_the_cause() {
     // Pod to its own node: undefined upstream, and explain says so.
     let out = stdout(&explain("x/a", "10.0.0.1", "TCP/10250"));
     assert!(out.contains("note: x/a runs on node node-1: Kubernetes (and the scenario format) leave traffic between a pod and its own node undefined"), "{out}");
+}
+
+/// Readable at size: replicas collapse into one row per workload, and `diff` prints one line
+/// per pair of workloads.
+#[test]
+fn matrices_and_diffs_read_by_workload() {
+    let mut cluster = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for (name, ip) in [("web-abc-1", "10.2.0.1"), ("web-abc-2", "10.2.0.2"), ("web-abc-3", "10.2.0.3")] {
+        cluster.push_str(&format!(
+            "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: {name}\n    namespace: shop\n\
+             \x20   labels: {{app: web, pod-template-hash: abc}}\n\
+             \x20   ownerReferences: [{{kind: ReplicaSet, name: web-abc, controller: true}}]\n\
+             \x20 spec: {{containers: [{{name: c}}]}}\n  status: {{phase: Running, podIP: {ip}}}\n"
+        ));
+    }
+    cluster.push_str(
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: db-0, namespace: shop, labels: {app: db}}\n\
+         \x20 spec: {containers: [{name: c, ports: [{name: pg, containerPort: 5432}]}]}\n\
+         \x20 status: {phase: Running, podIP: 10.2.0.9}\n",
+    );
+    let db_from = |app: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: db, namespace: shop}}\n\
+             spec:\n  podSelector: {{matchLabels: {{app: db}}}}\n  ingress:\n\
+             \x20 - from: [{{podSelector: {{matchLabels: {{app: {app}}}}}}}]\n    ports: [{{port: pg}}]\n"
+        )
+    };
+    let scratch = Scratch::new(
+        "workloads",
+        &[
+            ("cluster.yaml", &cluster),
+            ("before/db.yaml", &db_from("web")),
+            ("after/db.yaml", &db_from("api")),
+        ],
+    );
+    let (cluster, before, after) = (
+        scratch.path("cluster.yaml"),
+        scratch.path("before"),
+        scratch.path("after"),
+    );
+    let output = netpol(&["matrix", "-f", &cluster, "-f", &before]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "\
+TCP/5432 (pg): 20 of 24 flows allowed
+  from \\ to            1  2  3
+  1 shop/db-0          -  .  .
+  2 shop/web (3 pods)  .  .  .
+  3 0.0.0.0/0          .  X  -
+
+. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+"
+    );
+    let output = netpol(&["matrix", "-f", &cluster, "-f", &before, "--per-pod"]);
+    assert!(stdout(&output).contains("  4 shop/web-abc-3  "), "{}", stdout(&output));
+
+    let output = netpol(&["diff", "-f", &cluster, &before, &after]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.starts_with("shop/web (3 pods) -> shop/db-0 TCP/5432 (pg): allow -> deny\n"),
+        "{out}"
+    );
+    assert_eq!(out.matches(" -> deny\n").count(), 1, "{out}");
+    assert!(out.contains("3 flows change (3 newly denied"), "{out}");
 }

@@ -221,7 +221,12 @@ mod tests {
         let skipped = entry(Tier::Admin, Priority::new(10, "q", 0), Verdict::Allow, "q");
         let mut deny_all = entry(Tier::Normal, Priority::unordered(), Verdict::Allow, "d");
         deny_all.peers.clear();
-        let baseline = entry(Tier::Baseline, Priority::new(0, "b", 0), Verdict::Allow, "b");
+        let baseline = entry(
+            Tier::Baseline,
+            Priority::new(0, "b", 0),
+            Verdict::Allow,
+            "b",
+        );
         let entries = [skipped, pass, deny_all, baseline];
         let (endpoint, remote) = (pod(), Identity::world("0.0.0.0/0".parse().unwrap()));
         let chain = chain(&entries, &flow(&endpoint, &remote));
@@ -231,7 +236,10 @@ mod tests {
             .map(|t| {
                 (
                     t.outcome,
-                    t.matched.iter().map(|e| e.provenance.name.as_str()).collect(),
+                    t.matched
+                        .iter()
+                        .map(|e| e.provenance.name.as_str())
+                        .collect(),
                     t.isolating.iter().map(|p| p.name.as_str()).collect(),
                 )
             })

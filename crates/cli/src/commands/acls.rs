@@ -9,8 +9,8 @@ use netpol_hcn::naive::naive_rule_counts;
 
 use crate::decide::load_engine;
 use crate::input::load_scenario;
-use crate::scenario::ReadFlags;
 use crate::outcome::Outcome;
+use crate::scenario::ReadFlags;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {

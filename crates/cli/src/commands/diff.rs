@@ -224,7 +224,9 @@ pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
     let nodes: Vec<[Party; 2]> = node_parties(before.cluster())
         .into_iter()
         .filter_map(|b| {
-            let a = after_nodes.iter().find(|a| a.to_string() == b.to_string())?;
+            let a = after_nodes
+                .iter()
+                .find(|a| a.to_string() == b.to_string())?;
             Some([b, a.clone()])
         })
         .collect();
@@ -240,7 +242,14 @@ pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
             for to in &parties {
                 let decide = |i: usize| {
                     let side = &sides[i];
-                    decide_between(side.cluster(), side.oracle, &from[i], &to[i], protocol, port)
+                    decide_between(
+                        side.cluster(),
+                        side.oracle,
+                        &from[i],
+                        &to[i],
+                        protocol,
+                        port,
+                    )
                 };
                 let (Some(was), Some(now)) = (decide(0), decide(1)) else {
                     continue;
@@ -299,8 +308,14 @@ fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
         let key = LineKey {
             protocol: &change.protocol,
             port: change.port,
-            from: change.from_workload.clone().unwrap_or_else(|| change.from.clone()),
-            to: change.to_workload.clone().unwrap_or_else(|| change.to.clone()),
+            from: change
+                .from_workload
+                .clone()
+                .unwrap_or_else(|| change.from.clone()),
+            to: change
+                .to_workload
+                .clone()
+                .unwrap_or_else(|| change.to.clone()),
             before: &change.before.deciding_rule,
             after: &change.after.deciding_rule,
         };

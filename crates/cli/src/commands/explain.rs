@@ -23,7 +23,8 @@ use crate::output::describe;
 use crate::output::report::{write_json, FlowJson, TextOrJson};
 use crate::scenario::{parse_port, parse_protocol, Cluster, Endpoint};
 
-const USAGE: &str = "usage: netpol explain [FILE] FROM TO PROTO/PORT, or netpol explain -f PATH... \
+const USAGE: &str =
+    "usage: netpol explain [FILE] FROM TO PROTO/PORT, or netpol explain -f PATH... \
                      FROM TO PROTO/PORT (e.g. netpol explain -f app/ shop/web shop/db TCP/5432)";
 
 #[derive(Debug, clap::Args)]
@@ -111,7 +112,8 @@ fn parse_port_spec(s: &str) -> Result<(Protocol, PortSpec), String> {
 /// letter (at most 15 characters).
 fn is_port_name(s: &str) -> bool {
     (1..=15).contains(&s.len())
-        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && s.chars().any(|c| c.is_ascii_lowercase())
 }
 
@@ -230,15 +232,15 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     )?;
     writeln!(out, "  source:      {source}")?;
     writeln!(out, "  destination: {destination}")?;
-    let side = |d: &Option<Decision>, whose: &str, id: IdentityId| match d {
+    let side = |d: &Option<Decision>, whose: &str, described: &str| match d {
         Some(d) => describe::decision(d),
-        None => format!("not evaluated: the {whose}, {}, is not a pod", name(cluster, id)),
+        None => format!("not evaluated: the {whose}, {described}, is not a pod"),
     };
-    for (label, decided, walked, whose, id, remote) in [
-        ("egress: ", &decision.egress, &chains.egress, "source", src, &to),
-        ("ingress:", &decision.ingress, &chains.ingress, "destination", dst, &from),
+    for (label, decided, walked, whose, described, remote) in [
+        ("egress: ", &decision.egress, &chains.egress, "source", &source, &to),
+        ("ingress:", &decision.ingress, &chains.ingress, "destination", &destination, &from),
     ] {
-        writeln!(out, "  {label}     {}", side(decided, whose, id))?;
+        writeln!(out, "  {label}     {}", side(decided, whose, described))?;
         if let Some(walked) = walked {
             for line in chain_words::lines(walked, &remote.to_string()) {
                 writeln!(out, "    {line}")?;
@@ -251,13 +253,6 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     Ok(Outcome::Success)
 }
 
-fn name(cluster: &Cluster, id: IdentityId) -> String {
-    cluster
-        .store()
-        .get(id)
-        .map_or_else(|| id.to_string(), ToString::to_string)
-}
-
 /// The chain of each direction that is a pod's.
 struct Chains<'a> {
     egress: Option<Chain<'a>>,
@@ -265,7 +260,13 @@ struct Chains<'a> {
 }
 
 impl<'a> Chains<'a> {
-    fn new(cluster: &'a Cluster, src: IdentityId, dst: IdentityId, protocol: Protocol, port: u16) -> Self {
+    fn new(
+        cluster: &'a Cluster,
+        src: IdentityId,
+        dst: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Self {
         let store = cluster.store();
         let walk = |endpoint: IdentityId, direction: Direction, remote: IdentityId| {
             let pod = store.get(endpoint)?.as_pod()?;
@@ -301,9 +302,8 @@ fn own_node_note(cluster: &Cluster, src: IdentityId, dst: IdentityId) -> Option<
     let store = cluster.store();
     let (a, b) = (store.get(src)?, store.get(dst)?);
     let (pod, node) = match (&a.kind, &b.kind) {
-        (IdentityKind::Pod(p), IdentityKind::Node(n)) | (IdentityKind::Node(n), IdentityKind::Pod(p)) => {
-            (p, n)
-        }
+        (IdentityKind::Pod(p), IdentityKind::Node(n))
+        | (IdentityKind::Node(n), IdentityKind::Pod(p)) => (p, n),
         _ => return None,
     };
     (pod.node.as_deref() == Some(node.name.as_str())).then(|| {
@@ -386,7 +386,10 @@ mod tests {
         let query = parse_query(&words("s.yaml x/a 10.0.0.1 UDP/53"), false).unwrap();
         assert_eq!(query.file, Some(PathBuf::from("s.yaml")));
         assert_eq!(query.to, "10.0.0.1".parse().unwrap());
-        assert_eq!((query.protocol, query.port), (Protocol::Udp, PortSpec::Number(53)));
+        assert_eq!(
+            (query.protocol, query.port),
+            (Protocol::Udp, PortSpec::Number(53))
+        );
         let query = parse_query(&words("x/a x/b TCP/80"), true).unwrap();
         assert_eq!(query.file, None);
         assert_eq!(

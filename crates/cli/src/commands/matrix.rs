@@ -84,7 +84,9 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         .into_iter()
         .map(|(protocol, port)| compute_between(cluster, oracle.as_ref(), &parties, protocol, port))
         .collect();
-    let pods_only: Vec<usize> = (0..parties.len()).filter(|&i| parties[i].is_pod()).collect();
+    let pods_only: Vec<usize> = (0..parties.len())
+        .filter(|&i| parties[i].is_pod())
+        .collect();
     match args.output {
         Format::Text => write_text(out, cluster, &parties, &matrices, args.per_pod)?,
         Format::Scenario => {
@@ -142,7 +144,12 @@ fn write_text(
         })
         .collect();
     for (matrix, symbols) in matrices.iter().zip(&symbols) {
-        let cells: Vec<char> = symbols.iter().flatten().copied().filter(|&c| c != '-').collect();
+        let cells: Vec<char> = symbols
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|&c| c != '-')
+            .collect();
         let allowed = cells.iter().filter(|&&c| c == '.').count();
         writeln!(
             out,
@@ -257,7 +264,8 @@ impl MatricesJson {
                 for (i, row) in m.cells.iter().enumerate() {
                     for (j, cell) in row.iter().enumerate() {
                         let Some(decision) = cell else { continue };
-                        let flow = FlowJson::new(&m.pods[i], &m.pods[j], m.protocol, m.port, decision);
+                        let flow =
+                            FlowJson::new(&m.pods[i], &m.pods[j], m.protocol, m.port, decision);
                         if parties[i].is_pod() && parties[j].is_pod() {
                             flows.push(flow);
                         } else {

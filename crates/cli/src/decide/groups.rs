@@ -143,7 +143,12 @@ fn label(cluster: &Cluster, pods: &[&PodRef]) -> String {
     }
     let owners: Vec<Option<&str>> = pods
         .iter()
-        .map(|p| cluster.facts(p).and_then(|f| f.owner.as_ref()).map(|o| o.name.as_str()))
+        .map(|p| {
+            cluster
+                .facts(p)
+                .and_then(|f| f.owner.as_ref())
+                .map(|o| o.name.as_str())
+        })
         .collect();
     let name = match owners[0] {
         Some(owner) if owners.iter().all(|o| *o == Some(owner)) => owner.to_owned(),
@@ -182,13 +187,29 @@ mod tests {
         ];
         assert!(uniform(&symbols, &[0, 1]));
         let groups = [
-            Group { label: "a".into(), members: vec![0, 1], derived: false },
-            Group { label: "b".into(), members: vec![2], derived: false },
-            Group { label: "n".into(), members: vec![3], derived: false },
+            Group {
+                label: "a".into(),
+                members: vec![0, 1],
+                derived: false,
+            },
+            Group {
+                label: "b".into(),
+                members: vec![2],
+                derived: false,
+            },
+            Group {
+                label: "n".into(),
+                members: vec![3],
+                derived: false,
+            },
         ];
         assert_eq!(
             collapse(&groups, &symbols),
-            [vec!['.', 'X', '.'], vec!['.', '-', '.'], vec!['.', '.', '-']]
+            [
+                vec!['.', 'X', '.'],
+                vec!['.', '-', '.'],
+                vec!['.', '.', '-']
+            ]
         );
         let mut differs = symbols.clone();
         differs[1][2] = '.';

@@ -16,7 +16,10 @@ use crate::scenario::{Cluster, Endpoint, PodRef};
 pub enum Party {
     Pod(PodRef),
     /// A node, by one of its addresses.
-    Node { name: String, address: IpAddr },
+    Node {
+        name: String,
+        address: IpAddr,
+    },
     /// A region of addresses outside the cluster, by its representative.
     Outside(Region),
 }
@@ -82,7 +85,10 @@ pub fn node_parties(cluster: &Cluster) -> Vec<Party> {
 /// families some pod of theirs has.
 pub fn outside_parties(clusters: &[&Cluster]) -> Vec<Party> {
     let prefixes = clusters.iter().flat_map(|c| c.outside_prefixes());
-    let taken = clusters.iter().flat_map(|c| c.cluster_addresses()).collect();
+    let taken = clusters
+        .iter()
+        .flat_map(|c| c.cluster_addresses())
+        .collect();
     let families: Vec<bool> = clusters
         .iter()
         .flat_map(|c| c.pods().flat_map(|(_, ids)| ids))
@@ -201,9 +207,8 @@ pub fn decide_between(
 /// Whether one party is a pod and the other its own node: traffic Kubernetes leaves undefined.
 fn own_node(cluster: &Cluster, a: &Party, b: &Party) -> bool {
     let (pod, node) = match (a, b) {
-        (Party::Pod(pod), Party::Node { name, .. }) | (Party::Node { name, .. }, Party::Pod(pod)) => {
-            (pod, name)
-        }
+        (Party::Pod(pod), Party::Node { name, .. })
+        | (Party::Node { name, .. }, Party::Pod(pod)) => (pod, name),
         _ => return false,
     };
     cluster.pod_node(pod) == Some(node.as_str())

@@ -87,7 +87,9 @@ pub fn regions(prefixes: impl IntoIterator<Item = IpNet>, taken: &BTreeSet<IpAdd
 fn first_free(prefix: &IpNet, except: &[IpNet], taken: &BTreeSet<IpAddr>) -> Option<IpAddr> {
     let (start, end) = (number(prefix.network()), number(prefix.broadcast()));
     let mut at = if end - start >= 2 { start + 1 } else { start };
-    let mut cut_outs = except.iter().map(|e| (number(e.network()), number(e.broadcast())));
+    let mut cut_outs = except
+        .iter()
+        .map(|e| (number(e.network()), number(e.broadcast())));
     let mut next_cut = cut_outs.next();
     while at <= end {
         match next_cut {

@@ -75,7 +75,11 @@ fn rule(entry: &PolicyEntry) -> String {
         Tier::Normal => String::new(),
         _ => format!(" (priority {})", entry.priority.value),
     };
-    format!("{} by {}{priority}", action(entry.verdict), entry.provenance)
+    format!(
+        "{} by {}{priority}",
+        action(entry.verdict),
+        entry.provenance
+    )
 }
 
 /// The chain as JSON, one item per tier.

@@ -29,10 +29,7 @@ pub fn render_numbered(labels: &[String], symbols: &[Vec<char>]) -> Vec<String> 
     header.extend((1..=labels.len()).map(|n| cell(&n.to_string())));
     let mut lines = vec![header.join("  ").trim_end().to_owned()];
     for (i, (label, row)) in labels.iter().zip(symbols).enumerate() {
-        let mut cells = vec![format!(
-            "{:>number_width$} {label:<label_width$}",
-            i + 1
-        )];
+        let mut cells = vec![format!("{:>number_width$} {label:<label_width$}", i + 1)];
         cells.extend(row.iter().map(|c| cell(&c.to_string())));
         lines.push(cells.join("  ").trim_end().to_owned());
     }

@@ -148,9 +148,12 @@ pub fn build_cluster(
                 if rules.skip_unsupported && unsupported_only {
                     // As the agent does: the object alone is refused, the others are enforced.
                     reading.inventory.skipped_policies += 1;
-                    reading.warnings.extend(translation.errors.into_iter().map(|e| {
-                        format!("{}; the policy is skipped", object_error(source, e))
-                    }));
+                    reading.warnings.extend(
+                        translation
+                            .errors
+                            .into_iter()
+                            .map(|e| format!("{}; the policy is skipped", object_error(source, e))),
+                    );
                     continue;
                 }
                 let failed = !translation.errors.is_empty();
@@ -224,11 +227,14 @@ fn read<'a>(
         }
         match Object::read(source.value.clone()) {
             Ok(read) => {
-                let unknown = read.unknown_fields.into_iter().map(|d| object_error(source, d));
+                let unknown = read
+                    .unknown_fields
+                    .into_iter()
+                    .map(|d| object_error(source, d));
                 if rules.lenient_fields {
-                    reading.warnings.extend(
-                        unknown.map(|e| format!("{e} (read anyway: --lenient)")),
-                    );
+                    reading
+                        .warnings
+                        .extend(unknown.map(|e| format!("{e} (read anyway: --lenient)")));
                 } else {
                     let before = reading.errors.len();
                     reading.errors.extend(unknown);
@@ -325,7 +331,9 @@ fn unaddressed(pod: &Pod) -> String {
     let ip = status.and_then(|s| s.pod_ip.clone());
     let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
     if spec.and_then(|s| s.host_network).unwrap_or(false) {
-        let node = spec.and_then(|s| s.node_name.as_deref()).unwrap_or("its node");
+        let node = spec
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("its node");
         let address = ip.map(|ip| format!(" {ip}")).unwrap_or_default();
         format!(
             "uses the host network (spec.hostNetwork): its address{address} is {node}'s, and \

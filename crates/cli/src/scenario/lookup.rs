@@ -86,7 +86,8 @@ impl Cluster {
             .map(String::as_str)
             .collect();
         if same_namespace.is_empty() {
-            let namespaces: BTreeSet<&str> = known.iter().filter_map(|k| k.split('/').next()).collect();
+            let namespaces: BTreeSet<&str> =
+                known.iter().filter_map(|k| k.split('/').next()).collect();
             let namespaces: Vec<&str> = namespaces.into_iter().collect();
             return format!(
                 "{base}: namespace {} has no pods; these do: {}",
@@ -94,7 +95,11 @@ impl Cluster {
                 namespaces.join(", ")
             );
         }
-        format!("{base}; {} has {}", wanted.namespace, listing(&same_namespace))
+        format!(
+            "{base}; {} has {}",
+            wanted.namespace,
+            listing(&same_namespace)
+        )
     }
 
     /// The number of the port named `name` that the destination declares for `protocol`.
@@ -136,7 +141,12 @@ impl Cluster {
 
 /// `a, b, c` or `a, b, c, d, e and 3 more`.
 fn listing(names: &[&str]) -> String {
-    let shown = names.iter().take(MAX_SUGGESTIONS).copied().collect::<Vec<_>>().join(", ");
+    let shown = names
+        .iter()
+        .take(MAX_SUGGESTIONS)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     match names.len().checked_sub(MAX_SUGGESTIONS) {
         Some(more) if more > 0 => format!("{shown} and {more} more"),
         _ => shown,

@@ -57,7 +57,12 @@ pub fn template_pod(source: &SourcedObject) -> Result<TemplatePod<'_>, (String, 
     let (_, path) = WORKLOAD_KINDS
         .iter()
         .find(|(k, _)| *k == kind)
-        .ok_or_else(|| ("kind".to_owned(), format!("{kind:?} is not a workload kind")))?;
+        .ok_or_else(|| {
+            (
+                "kind".to_owned(),
+                format!("{kind:?} is not a workload kind"),
+            )
+        })?;
     let name = value["metadata"]["name"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -70,7 +75,12 @@ pub fn template_pod(source: &SourcedObject) -> Result<TemplatePod<'_>, (String, 
         .iter()
         .try_fold(value, |v, key| v.get(key))
         .filter(|t| t.is_object())
-        .ok_or_else(|| (template_path.clone(), "required: the pod template".to_owned()))?;
+        .ok_or_else(|| {
+            (
+                template_path.clone(),
+                "required: the pod template".to_owned(),
+            )
+        })?;
     let labels = match &template["metadata"]["labels"] {
         Value::Object(labels) => labels.clone(),
         Value::Null => Map::new(),
@@ -145,7 +155,11 @@ pub fn owner_of(value: &Value) -> Option<Owner> {
 }
 
 /// Whether a running pod with `labels` is one of the template's pods.
-pub fn runs(template: &TemplatePod<'_>, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
+pub fn runs(
+    template: &TemplatePod<'_>,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     namespace == template.namespace
         && template
             .labels
@@ -206,7 +220,10 @@ mod tests {
         let broken = sourced(json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}}));
         assert_eq!(
             template_pod(&broken).err().unwrap(),
-            ("spec.template".to_string(), "required: the pod template".to_string())
+            (
+                "spec.template".to_string(),
+                "required: the pod template".to_string()
+            )
         );
     }
 
@@ -221,7 +238,8 @@ mod tests {
                 name: "web".into()
             })
         );
-        let stateful = json!({"metadata": {"ownerReferences": [{"kind": "StatefulSet", "name": "db"}]}});
+        let stateful =
+            json!({"metadata": {"ownerReferences": [{"kind": "StatefulSet", "name": "db"}]}});
         assert_eq!(owner_of(&stateful).unwrap().name, "db");
         assert_eq!(owner_of(&json!({"metadata": {}})), None);
     }
