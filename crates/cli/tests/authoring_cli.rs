@@ -2,11 +2,13 @@
 //! `-f` files, folders and stdin, `diff` between two sets of policies, and every output form
 //! (text, JSON, JUnit, HTML in a real headless chromium).
 
-use std::io::Write;
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
+use support::{netpol, netpol_with_stdin, stderr, stdout};
 
 /// The example manifests (`examples/manifests`), or the broken ones among the test fixtures.
 fn manifests(name: &str) -> String {
@@ -26,35 +28,6 @@ fn scenario(name: &str) -> String {
         .to_str()
         .unwrap()
         .to_owned()
-}
-
-fn netpol_with_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the netpol binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn netpol(args: &[&str]) -> Output {
-    netpol_with_stdin(args, "")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 fn json(output: &Output) -> Value {

@@ -2,47 +2,15 @@
 //! way they used to mislead by staying silent or pointing the wrong way, each asserting what is
 //! printed now.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
-use std::io::Write;
+use support::{netpol, netpol_with_stdin, stderr, stdout};
 
-fn netpol_with_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the netpol binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn netpol(args: &[&str]) -> Output {
-    netpol_with_stdin(args, "")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
+/// A file of `examples/manifests`.
 fn example(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/manifests")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_owned()
+    support::example(&format!("manifests/{name}"))
 }
 
 /// A scratch folder with files, removed when dropped.
@@ -283,11 +251,7 @@ fn inputs_with_nothing_to_decide_are_refused() {
 /// Finding 4: any other kind was fatal, and pods had to be running.
 #[test]
 fn an_app_folder_is_read_with_workloads_as_pods_and_other_kinds_counted() {
-    let app = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/app")
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let app = support::example("app");
     let output = netpol(&["matrix", "-f", &app, "--port", "8080"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let err = stderr(&output);
@@ -602,7 +566,11 @@ fn errors_point_at_the_cause() {
 #[test]
 fn matrices_and_diffs_read_by_workload() {
     let mut cluster = String::from("apiVersion: v1\nkind: List\nitems:\n");
-    for (name, ip) in [("web-abc-1", "10.2.0.1"), ("web-abc-2", "10.2.0.2"), ("web-abc-3", "10.2.0.3")] {
+    for (name, ip) in [
+        ("web-abc-1", "10.2.0.1"),
+        ("web-abc-2", "10.2.0.2"),
+        ("web-abc-3", "10.2.0.3"),
+    ] {
         cluster.push_str(&format!(
             "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: {name}\n    namespace: shop\n\
              \x20   labels: {{app: web, pod-template-hash: abc}}\n\
@@ -650,7 +618,11 @@ TCP/5432 (pg): 20 of 24 flows allowed
 "
     );
     let output = netpol(&["matrix", "-f", &cluster, "-f", &before, "--per-pod"]);
-    assert!(stdout(&output).contains("  4 shop/web-abc-3  "), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("  4 shop/web-abc-3  "),
+        "{}",
+        stdout(&output)
+    );
 
     let output = netpol(&["diff", "-f", &cluster, &before, &after]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));

@@ -6,7 +6,7 @@
 //! user can see why a rule they expected did not decide.
 
 use crate::entry::{PolicyEntry, Provenance, Tier, Verdict};
-use crate::reference::{decide, Decision, DirectedFlow};
+use crate::reference::{applicable, decide, Decision, DirectedFlow};
 use crate::selector::Peer;
 
 /// What one tier did with the flow.
@@ -63,13 +63,7 @@ pub fn chain<'a>(entries: &'a [PolicyEntry], flow: &DirectedFlow<'_>) -> Chain<'
     let mut tiers = Vec::new();
     let mut decided = false;
     for tier in Tier::ALL {
-        let mut applicable: Vec<&PolicyEntry> = entries
-            .iter()
-            .filter(|e| {
-                e.tier == tier && e.direction == flow.direction && e.subject.matches(flow.endpoint)
-            })
-            .collect();
-        applicable.sort_by_key(|e| e.order_key());
+        let applicable = applicable(entries, tier, flow);
         let matched: Vec<&PolicyEntry> = applicable
             .iter()
             .copied()

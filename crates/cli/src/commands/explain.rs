@@ -237,8 +237,22 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         None => format!("not evaluated: the {whose}, {described}, is not a pod"),
     };
     for (label, decided, walked, whose, described, remote) in [
-        ("egress: ", &decision.egress, &chains.egress, "source", &source, &to),
-        ("ingress:", &decision.ingress, &chains.ingress, "destination", &destination, &from),
+        (
+            "egress: ",
+            &decision.egress,
+            &chains.egress,
+            "source",
+            &source,
+            &to,
+        ),
+        (
+            "ingress:",
+            &decision.ingress,
+            &chains.ingress,
+            "destination",
+            &destination,
+            &from,
+        ),
     ] {
         writeln!(out, "  {label}     {}", side(decided, whose, described))?;
         if let Some(walked) = walked {

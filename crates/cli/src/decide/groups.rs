@@ -18,6 +18,9 @@ const PER_POD_LABELS: [&str; 5] = [
     "batch.kubernetes.io/job-completion-index",
 ];
 
+/// What pods must share to be one row: their namespace and labels (less per-replica ones).
+type GroupKey = (String, Vec<(String, String)>);
+
 /// One row (and column) of a grouped matrix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Group {
@@ -31,7 +34,7 @@ pub struct Group {
 
 /// Groups `parties`, given each matrix's symbols (`.`, `X`, `-`) between them.
 pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Vec<Vec<char>>]) -> Vec<Group> {
-    let mut candidates: BTreeMap<(String, Vec<(String, String)>), Vec<usize>> = BTreeMap::new();
+    let mut candidates: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, party) in parties.iter().enumerate() {
         match party {
@@ -96,7 +99,7 @@ pub fn collapse(groups: &[Group], symbols: &[Vec<char>]) -> Vec<Vec<char>> {
 }
 
 /// The candidate key of a pod: its namespace and labels, less the per-replica ones.
-fn key(cluster: &Cluster, pod: &PodRef) -> (String, Vec<(String, String)>) {
+fn key(cluster: &Cluster, pod: &PodRef) -> GroupKey {
     let labels = cluster
         .pod_info(pod)
         .map(|info| {

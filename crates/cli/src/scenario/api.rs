@@ -179,9 +179,11 @@ pub fn build_cluster(
     }
     add_template_pods(&mut cluster, &mut reading, &running, &labels_of);
     reading.inventory.count(&cluster);
-    reading
-        .warnings
-        .extend(reading.inventory.warnings(&cluster, &policies, rules));
+    reading.warnings.extend(
+        reading
+            .inventory
+            .warnings(&cluster, &policies, rules.input_name),
+    );
     if reading.errors.is_empty() {
         Ok(Built {
             cluster,

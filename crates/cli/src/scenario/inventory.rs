@@ -8,7 +8,6 @@ use std::collections::BTreeMap;
 use netpol_api::ObjectRef;
 use netpol_engine::PolicyEntry;
 
-use super::api::ReadRules;
 use super::cluster::Cluster;
 use super::objects::SourcedObject;
 
@@ -41,9 +40,8 @@ impl Inventory {
         &self,
         cluster: &Cluster,
         policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
-        rules: ReadRules,
+        input: &str,
     ) -> Vec<String> {
-        let input = rules.input_name;
         let mut warnings = Vec::new();
         if !self.skipped_kinds.is_empty() {
             let kinds: Vec<String> = self
