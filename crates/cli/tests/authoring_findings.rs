@@ -608,11 +608,11 @@ fn matrices_and_diffs_read_by_workload() {
     assert_eq!(
         stdout(&output),
         "\
-TCP/5432 (pg): 20 of 24 flows allowed
+TCP/5432 (pg): 19 of 20 flows allowed
   from \\ to            1  2  3
   1 shop/db-0          -  .  .
   2 shop/web (3 pods)  .  .  .
-  3 0.0.0.0/0          .  X  -
+  3 0.0.0.0/0          X  .  -
 
 . allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
 "
