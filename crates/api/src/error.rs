@@ -63,6 +63,18 @@ pub type ValidationError = Diagnostic;
 /// A warning: the object is used, but part of it is probably not what its author meant.
 pub type Warning = Diagnostic;
 
+/// How every message about a feature netpol deliberately does not implement begins.
+pub const UNSUPPORTED: &str = "unsupported";
+
+impl Diagnostic {
+    /// Whether the object uses a feature netpol does not implement (L7, FQDN, host policies,
+    /// ...), rather than being malformed: the object is valid for the API server, and only
+    /// netpol cannot enforce it.
+    pub fn is_unsupported(&self) -> bool {
+        self.message.starts_with(UNSUPPORTED)
+    }
+}
+
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.field.is_empty() {
@@ -140,7 +152,7 @@ impl FieldPath {
     /// The standard error for a feature netpol deliberately does not implement.
     pub fn unsupported(&self, what: &str) -> FieldError {
         let field = self.0.rsplit('.').next().unwrap_or(&self.0);
-        self.error(format!("unsupported: {field} ({what})"))
+        self.error(format!("{UNSUPPORTED}: {field} ({what})"))
     }
 }
 

@@ -87,6 +87,7 @@ mod block;
 pub mod cluster;
 pub mod crd;
 pub mod error;
+pub mod fields;
 mod json;
 pub mod node;
 pub mod object;
@@ -100,8 +101,9 @@ pub mod translate;
 mod validate;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
+pub use fields::FieldValidation;
 pub use node::Node;
-pub use object::{Object, DEFAULT_NAMESPACE};
+pub use object::{is_supported_kind, Object, ReadObject, DEFAULT_NAMESPACE};
 pub use parse::{
     parse_values, parse_yaml, parse_yaml_each, unpack_lists, yaml_options, yaml_options_for,
     YamlError,

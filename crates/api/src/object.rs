@@ -7,7 +7,6 @@
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::de::DeserializeOwned;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
@@ -16,7 +15,8 @@ use crate::crd::{
     AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
-use crate::error::{ObjectRef, ValidationError};
+use crate::error::{ObjectRef, ValidationError, Warning};
+use crate::fields::{deserialize, unknown_field, FieldValidation};
 use crate::node::Node;
 use crate::pod::Pod;
 use crate::prune::drop_unread_metadata;
@@ -41,12 +41,24 @@ pub enum Object {
     CiliumClusterwideNetworkPolicy(CiliumClusterwideNetworkPolicy),
 }
 
+/// An object as read, with every field its kind does not have (see [`crate::fields`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadObject {
+    pub object: Object,
+    /// One diagnostic per unknown field of a policy kind, naming its path; empty for pods,
+    /// nodes and namespaces, whose unread fields are skipped on purpose.
+    pub unknown_fields: Vec<Warning>,
+}
+
+/// Where a reader records the paths of unknown fields; `None` where they are not tracked.
+type Unknown<'a> = Option<&'a mut Vec<String>>;
+
 /// How a kind is spelled on the wire, whether it lives in a namespace, and how it is read.
 struct KindInfo {
     kind: &'static str,
     api_version: &'static str,
     namespaced: bool,
-    read: fn(Value, &ObjectRef) -> Result<Object, ValidationError>,
+    read: fn(Value, &ObjectRef, Unknown) -> Result<Object, ValidationError>,
 }
 
 const KINDS: [KindInfo; 9] = [
@@ -54,63 +66,108 @@ const KINDS: [KindInfo; 9] = [
         kind: "Namespace",
         api_version: "v1",
         namespaced: false,
-        read: |v, o| deserialize(v, o).map(Object::Namespace),
+        read: |v, o, _| deserialize(v, o, None).map(Object::Namespace),
     },
     KindInfo {
         kind: "Pod",
         api_version: "v1",
         namespaced: true,
-        read: |v, o| deserialize(v, o).map(Object::Pod),
+        read: |v, o, _| deserialize(v, o, None).map(Object::Pod),
     },
     KindInfo {
         kind: "Node",
         api_version: "v1",
         namespaced: false,
-        read: |v, o| deserialize(v, o).map(Object::Node),
+        read: |v, o, _| deserialize(v, o, None).map(Object::Node),
     },
     KindInfo {
         kind: "NetworkPolicy",
         api_version: "networking.k8s.io/v1",
         namespaced: true,
-        read: |v, o| deserialize(v, o).map(Object::NetworkPolicy),
+        read: |v, o, u| deserialize(v, o, u).map(Object::NetworkPolicy),
     },
     KindInfo {
         kind: "AdminNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha1",
         namespaced: false,
-        read: |v, o| deserialize(v, o).map(Object::AdminNetworkPolicy),
+        read: |v, o, u| deserialize(v, o, u).map(Object::AdminNetworkPolicy),
     },
     KindInfo {
         kind: "BaselineAdminNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha1",
         namespaced: false,
-        read: |v, o| deserialize(v, o).map(Object::BaselineAdminNetworkPolicy),
+        read: |v, o, u| deserialize(v, o, u).map(Object::BaselineAdminNetworkPolicy),
     },
     KindInfo {
         kind: "ClusterNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha2",
         namespaced: false,
-        read: |v, o| deserialize(v, o).map(Object::ClusterNetworkPolicy),
+        read: |v, o, u| deserialize(v, o, u).map(Object::ClusterNetworkPolicy),
     },
     KindInfo {
         kind: "CiliumNetworkPolicy",
         api_version: "cilium.io/v2",
         namespaced: true,
-        read: |v, o| read_cilium(v, o).map(|w| Object::CiliumNetworkPolicy(w.into())),
+        read: |v, o, u| {
+            deserialize::<CiliumPolicyWire>(v, o, u).map(|w| Object::CiliumNetworkPolicy(w.into()))
+        },
     },
     KindInfo {
         kind: "CiliumClusterwideNetworkPolicy",
         api_version: "cilium.io/v2",
         namespaced: false,
-        read: |v, o| read_cilium(v, o).map(|w| Object::CiliumClusterwideNetworkPolicy(w.into())),
+        read: |v, o, u| {
+            deserialize::<CiliumPolicyWire>(v, o, u)
+                .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
+        },
     },
 ];
 
+/// Whether netpol reads objects of `kind` (others are an error of [`Object::read`]).
+pub fn is_supported_kind(kind: &str) -> bool {
+    KINDS.iter().any(|k| k.kind == kind)
+}
+
 impl Object {
-    /// Reads one object. The `apiVersion` and `kind` pick the type; an unknown kind, a wrong
-    /// field type or an invalid address is an error naming the object and the field. A
-    /// namespaced object without a namespace is put in `default`, as `kubectl apply` does.
-    pub fn from_value(mut value: Value) -> Result<Object, ValidationError> {
+    /// Reads one object, ignoring fields its kind does not have, as objects from the API server
+    /// need (see [`FieldValidation::Ignore`]).
+    pub fn from_value(value: Value) -> Result<Object, ValidationError> {
+        Self::from_value_with(value, FieldValidation::Ignore)
+    }
+
+    /// Reads one object. Under [`FieldValidation::Strict`] a policy with a field its kind does
+    /// not have is refused: the error names the first such field (and counts the others).
+    pub fn from_value_with(
+        value: Value,
+        validation: FieldValidation,
+    ) -> Result<Object, ValidationError> {
+        let ReadObject {
+            object,
+            unknown_fields,
+        } = Self::read(value)?;
+        let mut unknown = unknown_fields.into_iter();
+        match (validation, unknown.next()) {
+            (FieldValidation::Strict, Some(mut first)) => {
+                let more: Vec<String> = unknown.map(|d| d.field).collect();
+                if !more.is_empty() {
+                    first.message = format!(
+                        "{}; {} more unknown: {}",
+                        first.message,
+                        more.len(),
+                        more.join(", ")
+                    );
+                }
+                Err(first)
+            }
+            _ => Ok(object),
+        }
+    }
+
+    /// Reads one object and lists the fields its kind does not have. The `apiVersion` and `kind`
+    /// pick the type; an unknown kind, a wrong field type or an invalid address is an error
+    /// naming the object and the field. A namespaced object without a namespace is put in
+    /// `default`, as `kubectl apply` does.
+    pub fn read(mut value: Value) -> Result<ReadObject, ValidationError> {
         let Some(map) = value.as_object_mut() else {
             return Err(ValidationError {
                 object: ObjectRef::default(),
@@ -190,9 +247,17 @@ impl Object {
         }
         drop_unread_metadata(map);
 
-        let object = (info.read)(value, &object)?;
-        object.validate()?;
-        Ok(object)
+        let mut unknown = Vec::new();
+        let read = (info.read)(value, &object, Some(&mut unknown))?;
+        read.validate()?;
+        let object_ref = read.object_ref();
+        Ok(ReadObject {
+            object: read,
+            unknown_fields: unknown
+                .into_iter()
+                .map(|path| unknown_field(&object_ref, path))
+                .collect(),
+        })
     }
 
     /// The kind, as spelled in `kind:`.
@@ -352,25 +417,6 @@ fn default_pod_containers(object: &mut serde_json::Map<String, Value>) {
         spec.entry("containers")
             .or_insert_with(|| Value::Array(Vec::new()));
     }
-}
-
-/// Deserializes into `T`, naming the offending field on failure.
-fn deserialize<T: DeserializeOwned>(
-    value: Value,
-    object: &ObjectRef,
-) -> Result<T, ValidationError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        ValidationError {
-            object: object.clone(),
-            field: if path == "." { String::new() } else { path },
-            message: e.into_inner().to_string(),
-        }
-    })
-}
-
-fn read_cilium(value: Value, object: &ObjectRef) -> Result<CiliumPolicyWire, ValidationError> {
-    deserialize(value, object)
 }
 
 fn json_type(value: &Value) -> &'static str {

@@ -27,7 +27,7 @@ use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
 use netpol_agent::sources::files::FileSource;
 use netpol_agent::DatapathKind;
-use netpol_cli::synth::{write_cluster, Shape};
+use netpol_cli::synth::{write_cluster, Cluster, Sizes};
 use prometheus_client::registry::Registry;
 
 const NODE: &str = "node-1";
@@ -128,8 +128,12 @@ fn settle(path: &Path) {
 }
 
 fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
-    let shape = Shape::for_pods(pods);
-    write_cluster(&shape, dir).unwrap();
+    let cluster = Cluster {
+        sizes: Sizes::for_pods(pods),
+        workloads: Default::default(),
+        format: Default::default(),
+    };
+    write_cluster(&cluster, dir).unwrap();
     for entry in std::fs::read_dir(dir).unwrap() {
         settle(&entry.unwrap().path());
     }

@@ -4,7 +4,7 @@
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::scenario::{Input, Scenario};
+use crate::scenario::{Input, ReadFlags, Scenario};
 
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ManifestArgs {
@@ -12,6 +12,30 @@ pub struct ManifestArgs {
     /// `kubectl get pods,namespaces,nodes,networkpolicies -A -o yaml` prints. Repeatable.
     #[arg(short = 'f', long = "filename", value_name = "PATH")]
     pub filenames: Vec<PathBuf>,
+    #[command(flatten)]
+    pub read: ReadArgs,
+}
+
+/// How strictly objects are read.
+#[derive(Clone, Copy, Debug, Default, clap::Args)]
+pub struct ReadArgs {
+    /// Read a policy with a field its kind does not have (misspelt or misplaced), warning,
+    /// instead of refusing it as `kubectl apply` does.
+    #[arg(long)]
+    pub lenient: bool,
+    /// Refuse manifests holding objects of kinds netpol does not read (Service, ConfigMap, ...)
+    /// instead of skipping and counting them.
+    #[arg(long)]
+    pub strict_kinds: bool,
+}
+
+impl ReadArgs {
+    pub fn flags(self) -> ReadFlags {
+        ReadFlags {
+            lenient: self.lenient,
+            strict_kinds: self.strict_kinds,
+        }
+    }
 }
 
 impl ManifestArgs {
@@ -28,23 +52,28 @@ impl ManifestArgs {
 
 /// Loads a scenario file, reporting its warnings, or every problem that keeps it from loading,
 /// on `err`.
-pub fn load_scenario(file: &Path, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
-    load(&Input::Scenario(file.to_owned()), err)
+pub fn load_scenario(
+    file: &Path,
+    flags: ReadFlags,
+    err: &mut dyn Write,
+) -> io::Result<Option<Scenario>> {
+    load(&Input::Scenario(file.to_owned()), flags, err)
 }
 
 /// Loads an input, reporting its warnings, or every problem that keeps it from loading, on `err`.
 /// Stdin is read only if the input names `-`.
-pub fn load(input: &Input, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
-    load_with_stdin(input, &mut io::stdin().lock(), err)
+pub fn load(input: &Input, flags: ReadFlags, err: &mut dyn Write) -> io::Result<Option<Scenario>> {
+    load_with_stdin(input, &mut io::stdin().lock(), flags, err)
 }
 
 /// [`load`], reading `-` from `stdin`.
 pub fn load_with_stdin(
     input: &Input,
     stdin: &mut dyn Read,
+    flags: ReadFlags,
     err: &mut dyn Write,
 ) -> io::Result<Option<Scenario>> {
-    match input.load(stdin) {
+    match input.load(stdin, flags) {
         Ok(scenario) => {
             for warning in &scenario.warnings {
                 writeln!(err, "warning: {warning}")?;

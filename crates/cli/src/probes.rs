@@ -95,3 +95,27 @@ fn collect(cluster: &Cluster, found: &mut BTreeSet<(Protocol, u16)>) {
         }
     }
 }
+
+/// The names pods of `clusters` give `protocol`/`port` (`http`), sorted, each once: a matrix or
+/// a diff shows a named port by name and number.
+pub fn port_names(clusters: &[&Cluster], protocol: Protocol, port: u16) -> Vec<String> {
+    let names: BTreeSet<String> = clusters
+        .iter()
+        .flat_map(|c| c.pods().flat_map(|(_, ids)| ids))
+        .filter_map(|identity| identity.as_pod())
+        .flat_map(|pod| &pod.ports)
+        .filter(|p| p.protocol == protocol && p.port == port)
+        .map(|p| p.name.clone())
+        .collect();
+    names.into_iter().collect()
+}
+
+/// `TCP/8080`, or `TCP/8080 (http)` where pods name the port.
+pub fn probe_label(clusters: &[&Cluster], protocol: Protocol, port: u16) -> String {
+    let names = port_names(clusters, protocol, port);
+    if names.is_empty() {
+        format!("{protocol}/{port}")
+    } else {
+        format!("{protocol}/{port} ({})", names.join(", "))
+    }
+}

@@ -2,11 +2,13 @@
 //! `-f` files, folders and stdin, `diff` between two sets of policies, and every output form
 //! (text, JSON, JUnit, HTML in a real headless chromium).
 
-use std::io::Write;
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
+use support::{netpol, netpol_with_stdin, stderr, stdout};
 
 /// The example manifests (`examples/manifests`), or the broken ones among the test fixtures.
 fn manifests(name: &str) -> String {
@@ -28,42 +30,13 @@ fn scenario(name: &str) -> String {
         .to_owned()
 }
 
-fn netpol_with_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the netpol binary runs");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn netpol(args: &[&str]) -> Output {
-    netpol_with_stdin(args, "")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 fn json(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}", stdout(output)))
 }
 
 /// The matrix the shop cluster has after its proposed policies, on TCP/8080 and the named
-/// port `pg` (5432).
+/// port `pg` (5432), as scenario `expect` items (`--output scenario`).
 const AFTER_MATRIX: &str = "\
 - protocol: TCP
   port: 5432
@@ -89,16 +62,56 @@ fn matrix_reads_a_kubectl_list_and_a_policy_folder() {
         &manifests("cluster.yaml"),
         "-f",
         &manifests("policies-after"),
+        "-o",
+        "scenario",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(stdout(&output), AFTER_MATRIX);
+}
+
+/// The default text output: numbered grids, nodes and the outside as rows and columns, named
+/// ports by name and number.
+#[test]
+fn matrix_text_is_a_numbered_grid_with_nodes_and_the_outside() {
+    let output = netpol(&[
+        "matrix",
+        "-f",
+        &manifests("cluster.yaml"),
+        "-f",
+        &manifests("policies-after"),
+        "--port",
+        "8080",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "\
+TCP/8080 (http): 7 of 12 flows allowed
+  from \\ to      1  2  3  4  5
+  1 ops/prober   -  X  X  -  .
+  2 shop/db      .  -  .  -  .
+  3 shop/web     .  X  -  -  .
+  4 node node-1  -  -  -  -  -
+  5 0.0.0.0/0    .  X  X  -  -
+
+. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+"
+    );
 }
 
 #[test]
 fn matrix_reads_manifests_from_stdin() {
     let list = std::fs::read_to_string(manifests("cluster.yaml")).unwrap();
     let output = netpol_with_stdin(
-        &["matrix", "-f", "-", "-f", &manifests("policies-after")],
+        &[
+            "matrix",
+            "-f",
+            "-",
+            "-f",
+            &manifests("policies-after"),
+            "-o",
+            "scenario",
+        ],
         &list,
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
@@ -145,7 +158,14 @@ fn scenario_objects_may_be_a_kind_list() {
     let listed =
         format!("name: listed\nobjects:\n- apiVersion: v1\n  kind: List\n  items:\n{indented}");
     std::fs::write(&file, listed).unwrap();
-    let output = netpol(&["matrix", file.to_str().unwrap(), "--port", "80"]);
+    let output = netpol(&[
+        "matrix",
+        file.to_str().unwrap(),
+        "--port",
+        "80",
+        "-o",
+        "scenario",
+    ]);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
@@ -178,7 +198,7 @@ fn explain_reads_manifests_and_prints_json() {
     assert!(
         out.contains(
             "ingress:     deny: no Normal-tier rule matched and NetworkPolicy \
-             shop/web-from-shop rule ingress[0] isolates the pod"
+             shop/web-from-shop isolates the pod"
         ),
         "{out}"
     );
@@ -223,23 +243,31 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
     let out = stdout(&output);
     let default = "no rule matched and nothing isolates the pod: default allow";
     let isolated = "ingress: deny: no Normal-tier rule matched and NetworkPolicy \
-                    shop/web-from-shop rule ingress[0] isolates the pod";
+                    shop/web-from-shop isolates the pod";
     let expected: String = [
-        "ops/prober -> shop/web TCP/5432",
-        "shop/db -> shop/web TCP/5432",
-        "ops/prober -> shop/web TCP/8080",
+        ("ops/prober -> shop/web TCP/5432 (pg)", true),
+        ("shop/db -> shop/web TCP/5432 (pg)", true),
+        ("TCP/5432 (pg) from 0.0.0.0/0 into shop/web", false),
+        ("ops/prober -> shop/web TCP/8080 (http)", true),
+        ("TCP/8080 (http) from 0.0.0.0/0 into shop/web", false),
     ]
     .iter()
-    .map(|flow| {
+    .map(|(flow, from_pod)| {
+        let egress = if *from_pod {
+            format!("egress: allow: {default}; ")
+        } else {
+            String::new()
+        };
         format!(
-            "{flow}: allow -> deny\n  before: egress: allow: {default}; ingress: allow: {default}\n  after:  {isolated}\n"
+            "{flow}: allow -> deny\n  before: {egress}ingress: allow: {default}\n  after:  {isolated}\n"
         )
     })
     .collect();
     assert_eq!(
         out,
         format!(
-            "{expected}3 flows change (3 newly denied, 0 newly allowed) between 3 pods on TCP/5432, TCP/8080\n"
+            "{expected}5 flows change (5 newly denied, 0 newly allowed) between 3 pods, 1 nodes \
+             and 1 regions outside the cluster on TCP/5432 (pg), TCP/8080 (http)\n"
         )
     );
 }
@@ -261,8 +289,17 @@ fn diff_narrows_to_a_port_and_prints_json() {
     let diff = json(&output);
     assert_eq!(diff["probes"], serde_json::json!(["TCP/8080"]));
     assert_eq!(diff["pods_compared"], 3);
+    assert_eq!(diff["outside_regions"], serde_json::json!(["0.0.0.0/0"]));
     let changes = diff["changes"].as_array().unwrap();
-    assert_eq!(changes.len(), 1, "{diff:#}");
+    assert_eq!(changes.len(), 2, "{diff:#}");
+    assert_eq!(
+        (
+            &changes[1]["from"],
+            &changes[1]["from_kind"],
+            &changes[1]["to_workload"]
+        ),
+        (&"0.0.0.0/0".into(), &"outside".into(), &"shop/web".into())
+    );
     let change = &changes[0];
     assert_eq!(
         (&change["from"], &change["to"], &change["port"]),
@@ -285,7 +322,8 @@ fn diff_of_equal_policies_changes_nothing_and_a_broken_side_is_exit_2() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "0 flows change (0 newly denied, 0 newly allowed) between 3 pods on TCP/5432\n"
+        "0 flows change (0 newly denied, 0 newly allowed) between 3 pods, 1 nodes and 1 \
+         regions outside the cluster on TCP/5432 (pg)\n"
     );
 
     let output = netpol(&["diff", "-f", &cluster, &before, &manifests("broken")]);
@@ -316,7 +354,8 @@ fn diff_compares_two_scenario_files() {
     );
     assert!(
         out.ends_with(
-            "1 flows change (1 newly denied, 0 newly allowed) between 2 pods on TCP/80\n"
+            "2 flows change (2 newly denied, 0 newly allowed) between 2 pods, 0 nodes and 1 \
+             regions outside the cluster on TCP/80\n"
         ),
         "{out}"
     );

@@ -184,7 +184,7 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
     assert!(
         titles.contains(
             &"ops/prober -> shop/web TCP/8080: deny (ingress: deny: no Normal-tier rule matched \
-              and NetworkPolicy shop/web-from-shop rule ingress[0] isolates the pod)"
+              and NetworkPolicy shop/web-from-shop isolates the pod)"
                 .to_string()
         ),
         "{titles:#?}"

@@ -183,7 +183,7 @@ fn a_missing_path_exits_2() {
 }
 
 #[test]
-fn matrix_prints_the_computed_matrix_as_an_expect_item() {
+fn matrix_prints_the_computed_matrix_as_an_expect_item_on_request() {
     let file = fixture("mismatch.yaml");
     let output = netpol(&[
         "matrix",
@@ -192,6 +192,8 @@ fn matrix_prints_the_computed_matrix_as_an_expect_item() {
         "TCP",
         "--port",
         "80",
+        "--output",
+        "scenario",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
@@ -229,7 +231,10 @@ fn explain_names_the_deciding_rule_of_each_direction() {
     let out = stdout(&output);
     assert!(out.starts_with("192.0.2.1 -> z/a TCP/80: deny\n"), "{out}");
     assert!(
-        out.contains("egress:      not evaluated: the source, world 0.0.0.0/0, is not a pod"),
+        out.contains(
+            "egress:      not evaluated: the source, address 192.0.2.1, outside the cluster \
+             (region 0.0.0.0/0), is not a pod"
+        ),
         "{out}"
     );
 }
@@ -239,7 +244,11 @@ fn explain_rejects_unknown_endpoints() {
     let file = fixture("mismatch.yaml");
     let output = netpol(&["explain", file.to_str().unwrap(), "x/a", "y/zz", "TCP/80"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("no pod y/zz in the scenario"));
+    assert!(
+        stderr(&output).contains("no pod or workload y/zz in the scenario"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 #[test]

@@ -4,10 +4,12 @@
 //!
 //! Stages: [`entry`] (the rule form) → [`resolve`] (per-endpoint rules) → [`selector_cache`]
 //! (selectors to identities) → [`mapstate`] (the datapath view), driven by [`engine::Engine`].
-//! [`reference`] is the independent oracle every engine result is tested against.
+//! [`reference`] is the independent oracle every engine result is tested against; [`explain`]
+//! walks the same order and keeps every tier's part for `netpol explain`.
 
 pub mod engine;
 pub mod entry;
+pub mod explain;
 pub mod flow;
 pub mod identity;
 pub mod labels;

@@ -99,16 +99,27 @@ impl DirectedFlow<'_> {
     }
 }
 
+/// The entries of `tier` that apply to the flow's endpoint in its direction, in evaluation
+/// order (first match wins).
+pub fn applicable<'a>(
+    entries: &'a [PolicyEntry],
+    tier: Tier,
+    flow: &DirectedFlow<'_>,
+) -> Vec<&'a PolicyEntry> {
+    let mut applicable: Vec<&PolicyEntry> = entries
+        .iter()
+        .filter(|e| {
+            e.tier == tier && e.direction == flow.direction && e.subject.matches(flow.endpoint)
+        })
+        .collect();
+    applicable.sort_by_key(|e| e.order_key());
+    applicable
+}
+
 /// Decides one direction of one flow over `entries`.
 pub fn decide(entries: &[PolicyEntry], flow: &DirectedFlow<'_>) -> Decision {
     for tier in Tier::ALL {
-        let mut applicable: Vec<&PolicyEntry> = entries
-            .iter()
-            .filter(|e| {
-                e.tier == tier && e.direction == flow.direction && e.subject.matches(flow.endpoint)
-            })
-            .collect();
-        applicable.sort_by_key(|e| e.order_key());
+        let applicable = applicable(entries, tier, flow);
         if let Some(first) = applicable.iter().find(|e| flow.matched_by(e)) {
             if first.verdict == Verdict::Pass {
                 continue;

@@ -82,7 +82,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         writeln!(err, "error: name a scenario file or manifests with -f")?;
         return Ok(Outcome::Invalid);
     };
-    let Some(scenario) = input::load(&input, err)? else {
+    let Some(scenario) = input::load(&input, args.manifests.read.flags(), err)? else {
         return Ok(Outcome::Invalid);
     };
     let engine = load_engine(&scenario.cluster);

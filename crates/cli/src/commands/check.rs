@@ -25,7 +25,7 @@ use crate::input::load_scenario;
 use crate::outcome::Outcome;
 use crate::output::junit;
 use crate::output::report::{write_json, DecisionJson};
-use crate::scenario::{scenario_files, ExpectedFlow, Scenario};
+use crate::scenario::{scenario_files, ExpectedFlow, ReadFlags, Scenario};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -45,6 +45,10 @@ pub struct Args {
     /// With `--datapath nftables`: how many probes run at once.
     #[arg(long, default_value_t = 64, value_name = "N")]
     pub probe_parallel: usize,
+    /// Load a policy with a field its kind does not have (misspelt or misplaced), warning,
+    /// instead of refusing the scenario as `kubectl apply` would refuse the policy.
+    #[arg(long)]
+    pub lenient: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +67,15 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             return Ok(Outcome::Invalid);
         }
     };
+    if files.is_empty() {
+        let paths: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
+        writeln!(
+            err,
+            "error: no scenario files (.yaml, .yml) under {}: nothing to check",
+            paths.join(", ")
+        )?;
+        return Ok(Outcome::Invalid);
+    }
     let report = evaluate(args, files, err)?;
     let mismatches = report.mismatches().count();
     let probe_failures = report.probe_failures();
@@ -109,7 +122,11 @@ fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result
     for file in files {
         // Load errors go to stderr and into the report, where JSON and JUnit show them.
         let mut errors = Vec::new();
-        let loaded = load_scenario(&file, &mut errors)?;
+        let flags = ReadFlags {
+            lenient: args.lenient,
+            strict_kinds: true,
+        };
+        let loaded = load_scenario(&file, flags, &mut errors)?;
         err.write_all(&errors)?;
         let error_lines = |errors: &[u8]| {
             String::from_utf8_lossy(errors)
@@ -122,6 +139,17 @@ fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result
             report.invalid.push((file, error_lines(&errors)));
             continue;
         };
+        if scenario.flows.is_empty() {
+            // A scenario that expects nothing passes whatever its policies do: in CI that
+            // would read as "checked".
+            let message = format!(
+                "{}: expect: the scenario expects no flow, so it tests nothing",
+                file.display()
+            );
+            writeln!(err, "error: {message}")?;
+            report.invalid.push((file, vec![message]));
+            continue;
+        }
         let mut errors = Vec::new();
         let Some(fates) = fates(args, &scenario, &mut errors)? else {
             err.write_all(&errors)?;

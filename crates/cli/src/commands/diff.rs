@@ -1,27 +1,29 @@
-//! `netpol diff BEFORE AFTER [-f SHARED]...`: the flows between pods whose verdict changes from
-//! one set of policies to another, each with the rule that decided it before and after; "what
-//! breaks if I apply this?" answered before it is applied.
+//! `netpol diff BEFORE AFTER [-f SHARED]...`: the flows whose verdict changes from one set of
+//! policies to another (between pods, and between pods and nodes or the regions outside the
+//! cluster that policies tell apart), each with the rule that decided it before and after, one
+//! line per pair of workloads; "what breaks if I apply this?" answered before it is applied.
 //!
 //! BEFORE and AFTER are each a scenario file or manifests (a file or folder). `-f` names
 //! manifests both sides share, typically the cluster's pods and namespaces as `kubectl get -o
 //! yaml` prints them, so that BEFORE and AFTER can be two folders of policies. Exit status as
-//! diff(1): 0 when nothing changes, 1 when something does, 2 when an input does not load.
+//! diff(1): 0 when nothing changes, 1 when something does, 2 when an input does not load or
+//! the sides have no pod in common (nothing was compared).
 
 use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
-use netpol_engine::Protocol;
+use netpol_engine::flow::DirectionOracle;
 use serde::Serialize;
 
+use crate::decide::matrix::{decide_between, node_parties, outside_parties, Party};
 use crate::decide::{decider, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::describe;
 use crate::output::report::{write_json, DecisionJson, TextOrJson};
-use crate::probes::ProbeArgs;
-use crate::scenario::{Endpoint, Input, PodRef, Scenario, STDIN};
+use crate::probes::{probe_label, ProbeArgs};
+use crate::scenario::{Cluster, Input, PodRef, Scenario, STDIN};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -61,8 +63,17 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     {
         io::stdin().read_to_end(&mut stdin)?;
     }
-    let before = load_with_stdin(&before, &mut stdin.as_slice(), err)?;
-    let after = load_with_stdin(&after, &mut stdin.as_slice(), err)?;
+    // The shared manifests are read by both sides: what they say is said once.
+    let flags = args.shared.read.flags();
+    let mut messages = Vec::new();
+    let before = load_with_stdin(&before, &mut stdin.as_slice(), flags, &mut messages)?;
+    let after = load_with_stdin(&after, &mut stdin.as_slice(), flags, &mut messages)?;
+    let mut said = BTreeSet::new();
+    for line in String::from_utf8_lossy(&messages).lines() {
+        if said.insert(line.to_owned()) {
+            writeln!(err, "{line}")?;
+        }
+    }
     let (Some(before), Some(after)) = (before, after) else {
         return Ok(Outcome::Invalid);
     };
@@ -83,6 +94,16 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         },
     ];
     let report = compare(&sides, args.probes);
+    if report.pods_compared == 0 {
+        // An empty diff reads as "safe" in CI; with no pods there was nothing to compare.
+        writeln!(
+            err,
+            "error: BEFORE and AFTER have no pod (with an address) in common, so no flow to \
+             compare; give the cluster's pods with -f (kubectl get pods,namespaces,nodes -A -o \
+             yaml) or the workloads that run them"
+        )?;
+        return Ok(Outcome::Invalid);
+    }
     match args.output {
         TextOrJson::Text => write_text(out, &report)?,
         TextOrJson::Json => write_json(out, &report)?,
@@ -119,33 +140,23 @@ pub struct Side<'a> {
 }
 
 impl Side<'_> {
-    fn decide(
-        &self,
-        from: &PodRef,
-        to: &PodRef,
-        protocol: Protocol,
-        port: u16,
-    ) -> Option<FlowDecision> {
-        let cluster = &self.scenario.cluster;
-        let (src, dst) = cluster
-            .flow_identities(&Endpoint::Pod(from.clone()), &Endpoint::Pod(to.clone()))
-            .ok()?;
-        Some(decide_flow(
-            self.oracle,
-            cluster.store(),
-            src,
-            dst,
-            protocol,
-            port,
-        ))
+    fn cluster(&self) -> &Cluster {
+        &self.scenario.cluster
     }
 
     fn pods(&self) -> BTreeSet<PodRef> {
-        self.scenario
-            .cluster
+        self.cluster()
             .addressed_pods()
             .map(|(pod, _)| pod.clone())
             .collect()
+    }
+
+    /// The workload a pod belongs to, `ns/name`, or the pod itself.
+    fn workload(&self, pod: &PodRef) -> String {
+        match self.cluster().facts(pod).and_then(|f| f.owner.as_ref()) {
+            Some(owner) => format!("{}/{}", pod.namespace, owner.name),
+            None => pod.to_string(),
+        }
     }
 }
 
@@ -154,11 +165,19 @@ impl Side<'_> {
 pub struct DiffJson {
     /// The protocol/port pairs probed, e.g. `TCP/80`.
     pub probes: Vec<String>,
+    /// The same with the names pods give them, e.g. `TCP/8080 (http)`, for the text output.
+    #[serde(skip)]
+    pub probe_labels: Vec<String>,
     /// How many pods both sides have (flows between them are compared).
     pub pods_compared: usize,
     /// Pods only BEFORE has, and only AFTER has (`namespace/pod`): their flows are not compared.
     pub pods_only_before: Vec<String>,
     pub pods_only_after: Vec<String>,
+    /// Nodes both sides have (`node NAME`): flows between them and the pods are compared.
+    pub nodes_compared: usize,
+    /// The regions outside the cluster that either side's policies tell apart, each compared
+    /// by one address (`0.0.0.0/0 except 10.0.0.0/8`).
+    pub outside_regions: Vec<String>,
     /// Every flow whose verdict changes, by protocol, port, source and destination.
     pub changes: Vec<ChangeJson>,
 }
@@ -166,38 +185,87 @@ pub struct DiffJson {
 /// One flow whose verdict changes.
 #[derive(Debug, Serialize)]
 pub struct ChangeJson {
+    /// `namespace/pod`, `node NAME` or an outside region.
     pub from: String,
     pub to: String,
+    /// `pod`, `node` or `outside`.
+    pub from_kind: &'static str,
+    pub to_kind: &'static str,
+    /// The workload (`namespace/name`) of a pod, or the pod itself; absent for others. Text
+    /// output prints one line per pair of these.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from_workload: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to_workload: Option<String>,
     pub protocol: String,
     pub port: u16,
     pub before: DecisionJson,
     pub after: DecisionJson,
 }
 
-/// Decides every flow between pods both sides have, on every probe port, and keeps those whose
-/// verdict differs.
+/// Decides every flow between pods both sides have, and between those pods and the nodes both
+/// sides have and the regions outside the cluster either side's policies tell apart, on every
+/// probe port, and keeps those whose verdict differs.
 pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
     let [before, after] = sides;
-    let probes = probes.ports(&[&before.scenario.cluster, &after.scenario.cluster]);
+    let clusters = [before.cluster(), after.cluster()];
+    let probes = probes.ports(&clusters);
     let (before_pods, after_pods) = (before.pods(), after.pods());
     let common: Vec<&PodRef> = before_pods.intersection(&after_pods).collect();
     let names = |pods: std::collections::btree_set::Difference<PodRef>| {
         pods.map(ToString::to_string).collect::<Vec<_>>()
     };
+    // Each party as each side has it (a node's address may differ between the sides).
+    let mut parties: Vec<[Party; 2]> = common
+        .iter()
+        .map(|p| [Party::Pod((*p).clone()), Party::Pod((*p).clone())])
+        .collect();
+    let after_nodes = node_parties(after.cluster());
+    let nodes: Vec<[Party; 2]> = node_parties(before.cluster())
+        .into_iter()
+        .filter_map(|b| {
+            let a = after_nodes
+                .iter()
+                .find(|a| a.to_string() == b.to_string())?;
+            Some([b, a.clone()])
+        })
+        .collect();
+    let nodes_compared = nodes.len();
+    parties.extend(nodes);
+    let outside = outside_parties(&clusters);
+    let outside_regions = outside.iter().map(ToString::to_string).collect();
+    parties.extend(outside.into_iter().map(|r| [r.clone(), r]));
+
     let mut changes = Vec::new();
     for &(protocol, port) in &probes {
-        for from in &common {
-            for to in common.iter().filter(|to| *to != from) {
-                let (Some(was), Some(now)) = (
-                    before.decide(from, to, protocol, port),
-                    after.decide(from, to, protocol, port),
-                ) else {
+        for from in &parties {
+            for to in &parties {
+                let decide = |i: usize| {
+                    let side = &sides[i];
+                    decide_between(
+                        side.cluster(),
+                        side.oracle,
+                        &from[i],
+                        &to[i],
+                        protocol,
+                        port,
+                    )
+                };
+                let (Some(was), Some(now)) = (decide(0), decide(1)) else {
                     continue;
                 };
                 if was.allowed() != now.allowed() {
+                    let workload = |party: &Party| match party {
+                        Party::Pod(pod) => Some(after.workload(pod)),
+                        _ => None,
+                    };
                     changes.push(ChangeJson {
-                        from: from.to_string(),
-                        to: to.to_string(),
+                        from: from[0].to_string(),
+                        to: to[0].to_string(),
+                        from_kind: from[0].kind(),
+                        to_kind: to[0].kind(),
+                        from_workload: workload(&from[0]),
+                        to_workload: workload(&to[0]),
                         protocol: protocol.to_string(),
                         port,
                         before: (&was).into(),
@@ -209,25 +277,84 @@ pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
     }
     DiffJson {
         probes: probes.iter().map(|(p, n)| format!("{p}/{n}")).collect(),
+        probe_labels: probes
+            .iter()
+            .map(|&(p, n)| probe_label(&clusters, p, n))
+            .collect(),
         pods_compared: common.len(),
         pods_only_before: names(before_pods.difference(&after_pods)),
         pods_only_after: names(after_pods.difference(&before_pods)),
+        nodes_compared,
+        outside_regions,
         changes,
     }
 }
 
+/// Changes that read as one line: the same workloads, port, verdicts and deciding rules.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+struct LineKey<'a> {
+    protocol: &'a str,
+    port: u16,
+    from: String,
+    to: String,
+    before: &'a str,
+    after: &'a str,
+}
+
 fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
+    // One line per pair of workloads (or other parties): replicas decide alike.
+    let mut lines: Vec<(LineKey, BTreeSet<&str>, BTreeSet<&str>, &ChangeJson)> = Vec::new();
     for change in &report.changes {
-        writeln!(
-            out,
-            "{} -> {} {}/{}: {} -> {}",
-            change.from,
-            change.to,
-            change.protocol,
-            change.port,
-            change.before.verdict,
-            change.after.verdict
-        )?;
+        let key = LineKey {
+            protocol: &change.protocol,
+            port: change.port,
+            from: change
+                .from_workload
+                .clone()
+                .unwrap_or_else(|| change.from.clone()),
+            to: change
+                .to_workload
+                .clone()
+                .unwrap_or_else(|| change.to.clone()),
+            before: &change.before.deciding_rule,
+            after: &change.after.deciding_rule,
+        };
+        match lines.iter_mut().find(|(k, ..)| *k == key) {
+            Some((_, froms, tos, _)) => {
+                froms.insert(&change.from);
+                tos.insert(&change.to);
+            }
+            None => lines.push((
+                key,
+                BTreeSet::from([change.from.as_str()]),
+                BTreeSet::from([change.to.as_str()]),
+                change,
+            )),
+        }
+    }
+    let counted = |name: &str, members: &BTreeSet<&str>| {
+        if members.len() > 1 {
+            format!("{name} ({} pods)", members.len())
+        } else {
+            members.iter().next().map_or(name, |m| *m).to_owned()
+        }
+    };
+    let probe = |c: &ChangeJson| {
+        let plain = format!("{}/{}", c.protocol, c.port);
+        report
+            .probes
+            .iter()
+            .position(|p| *p == plain)
+            .map_or(plain, |i| report.probe_labels[i].clone())
+    };
+    for (key, froms, tos, change) in &lines {
+        let (from, to) = (counted(&key.from, froms), counted(&key.to, tos));
+        let verdicts = format!("{} -> {}", change.before.verdict, change.after.verdict);
+        match (change.from_kind, change.to_kind) {
+            ("pod", "pod") => writeln!(out, "{from} -> {to} {}: {verdicts}", probe(change))?,
+            (_, "pod") => writeln!(out, "{} from {from} into {to}: {verdicts}", probe(change))?,
+            _ => writeln!(out, "{} from {from} to {to}: {verdicts}", probe(change))?,
+        }
         writeln!(out, "  before: {}", change.before.deciding_rule)?;
         writeln!(out, "  after:  {}", change.after.deciding_rule)?;
     }
@@ -246,10 +373,13 @@ fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
         .count();
     writeln!(
         out,
-        "{} flows change ({newly_denied} newly denied, {} newly allowed) between {} pods on {}",
+        "{} flows change ({newly_denied} newly denied, {} newly allowed) between {} pods, {} \
+         nodes and {} regions outside the cluster on {}",
         report.changes.len(),
         report.changes.len() - newly_denied,
         report.pods_compared,
-        report.probes.join(", ")
+        report.nodes_compared,
+        report.outside_regions.len(),
+        report.probe_labels.join(", ")
     )
 }

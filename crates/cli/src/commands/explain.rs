@@ -1,27 +1,38 @@
 //! `netpol explain FILE FROM TO PROTO/PORT` (or `netpol explain -f PATH... FROM TO PROTO/PORT`):
-//! the verdict of one flow, with the rule (or default) that decided its egress side and its
-//! ingress side.
+//! the verdict of one flow and the whole chain behind each direction: every tier in order (Admin
+//! rules matched or passed, the NetworkPolicy tier's allows and the policies that isolate,
+//! baseline), the `except` that kept an address out of a rule, and notes where upstream leaves
+//! the answer undefined. FROM and TO are pods, workloads (`ns/name`) or addresses; PORT is a
+//! number or the name of a destination container port (`TCP/http-api`).
 
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+use netpol_engine::explain::{chain, Chain};
 use netpol_engine::flow::decide_flow;
-use netpol_engine::reference::Decision;
-use netpol_engine::{IdentityId, Protocol};
+use netpol_engine::reference::{Decision, DirectedFlow};
+use netpol_engine::{Direction, IdentityId, IdentityKind, Protocol};
+use serde::Serialize;
 
+use crate::decide::outside::regions;
 use crate::decide::{decider, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
+use crate::output::chain::{self as chain_words, TierJson};
 use crate::output::describe;
 use crate::output::report::{write_json, FlowJson, TextOrJson};
-use crate::scenario::{parse_port, parse_protocol, Endpoint};
+use crate::scenario::{parse_port, parse_protocol, Cluster, Endpoint};
+
+const USAGE: &str =
+    "usage: netpol explain [FILE] FROM TO PROTO/PORT, or netpol explain -f PATH... \
+                     FROM TO PROTO/PORT (e.g. netpol explain -f app/ shop/web shop/db TCP/5432)";
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// `[FILE] FROM TO PROTO/PORT`. FILE is a scenario file or a manifest file or folder; leave
-    /// it out when `-f` names the manifests. FROM and TO are `namespace/pod` or an IP address;
-    /// PROTO/PORT is e.g. `TCP/80`.
-    #[arg(value_name = "[FILE] FROM TO PROTO/PORT", num_args = 3..=4, required = true)]
+    /// it out when `-f` names the manifests. FROM and TO are `namespace/pod`, `namespace/workload`
+    /// or an IP address; PROTO/PORT is e.g. `TCP/80` or `TCP/http` (a destination port's name).
+    #[arg(value_name = "ARGS", num_args = 0..)]
     pub positional: Vec<String>,
     #[command(flatten)]
     pub manifests: ManifestArgs,
@@ -32,6 +43,13 @@ pub struct Args {
     pub engine: EngineArgs,
 }
 
+/// A port as given: a number, or a container port's name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum PortSpec {
+    Number(u16),
+    Name(String),
+}
+
 /// The positional arguments, read.
 #[derive(Debug, PartialEq, Eq)]
 struct Query {
@@ -39,7 +57,7 @@ struct Query {
     from: Endpoint,
     to: Endpoint,
     protocol: Protocol,
-    port: u16,
+    port: PortSpec,
 }
 
 /// Reads `[FILE] FROM TO PROTO/PORT`: the FILE is there exactly when no `-f` was given.
@@ -47,9 +65,23 @@ fn parse_query(positional: &[String], has_manifests: bool) -> Result<Query, Stri
     let (file, rest) = match (positional, has_manifests) {
         ([from, to, port], true) => (None, [from, to, port]),
         ([file, from, to, port], false) => (Some(PathBuf::from(file)), [from, to, port]),
-        (_, true) => return Err("with -f, give FROM TO PROTO/PORT".into()),
-        (_, false) => {
-            return Err("give FILE FROM TO PROTO/PORT, or -f PATH with FROM TO PROTO/PORT".into())
+        (given, true) => {
+            return Err(format!(
+                "with -f, give FROM TO PROTO/PORT ({} given: {})",
+                given.len(),
+                given.join(" ")
+            ))
+        }
+        (given, false) => {
+            return Err(format!(
+                "give FILE FROM TO PROTO/PORT, or -f PATH with FROM TO PROTO/PORT ({} given{})",
+                given.len(),
+                if given.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", given.join(" "))
+                }
+            ))
         }
     };
     let [from, to, port] = rest;
@@ -63,81 +95,279 @@ fn parse_query(positional: &[String], has_manifests: bool) -> Result<Query, Stri
     })
 }
 
-fn parse_port_spec(s: &str) -> Result<(Protocol, u16), String> {
+fn parse_port_spec(s: &str) -> Result<(Protocol, PortSpec), String> {
     let (protocol, port) = s
         .split_once('/')
-        .ok_or_else(|| format!("`{s}` is not PROTO/PORT, e.g. TCP/80"))?;
-    let port = port
-        .parse::<u32>()
-        .map_err(|_| format!("`{port}` is not a port (1-65535)"))
-        .and_then(parse_port)?;
-    Ok((parse_protocol(protocol)?, port))
+        .ok_or_else(|| format!("`{s}` is not PROTO/PORT, e.g. TCP/80 or TCP/http"))?;
+    let protocol = parse_protocol(protocol)?;
+    let port = match port.parse::<u32>() {
+        Ok(number) => PortSpec::Number(parse_port(number)?),
+        Err(_) if is_port_name(port) => PortSpec::Name(port.to_owned()),
+        Err(_) => return Err(format!("`{port}` is not a port (1-65535) or a port name")),
+    };
+    Ok((protocol, port))
+}
+
+/// An IANA service name as container ports use them: lowercase letters, digits and `-`, with a
+/// letter (at most 15 characters).
+fn is_port_name(s: &str) -> bool {
+    (1..=15).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && s.chars().any(|c| c.is_ascii_lowercase())
+}
+
+/// `explain --output json`: the flow, and per direction the chain of tiers.
+#[derive(Debug, Serialize)]
+struct ExplainJson {
+    #[serde(flatten)]
+    flow: FlowJson,
+    /// The port's name, when it was given by name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    port_name: Option<String>,
+    /// Per direction evaluated, every tier's part in order.
+    chain: ChainJson,
+    /// What upstream leaves undefined here, and how netpol settles it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct ChainJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress: Option<Vec<TierJson>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<Vec<TierJson>>,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
     let query = match parse_query(&args.positional, !args.manifests.filenames.is_empty()) {
         Ok(query) => query,
         Err(e) => {
-            writeln!(err, "error: {e}")?;
+            writeln!(err, "error: {e}\n{USAGE}")?;
             return Ok(Outcome::Invalid);
         }
     };
     let Some(input) = args.manifests.input(query.file.as_deref()) else {
         return Ok(Outcome::Invalid);
     };
-    let Some(scenario) = input::load(&input, err)? else {
+    let Some(scenario) = input::load(&input, args.manifests.read.flags(), err)? else {
         return Ok(Outcome::Invalid);
     };
     let cluster = &scenario.cluster;
-    let (src, dst) = match cluster.flow_identities(&query.from, &query.to) {
+    let fail = |err: &mut dyn Write, e: String| -> io::Result<Outcome> {
+        writeln!(err, "error: {}: {e}", scenario.file.display())?;
+        Ok(Outcome::Invalid)
+    };
+    let (from, to) = match (
+        cluster.resolve_endpoint(&query.from),
+        cluster.resolve_endpoint(&query.to),
+    ) {
+        (Ok(from), Ok(to)) => (from, to),
+        (Err(e), _) | (_, Err(e)) => return fail(err, e),
+    };
+    let protocol = query.protocol;
+    let port = match &query.port {
+        PortSpec::Number(n) => *n,
+        PortSpec::Name(name) => match cluster.named_port(&to, protocol, name) {
+            Ok(port) => port,
+            Err(e) => return fail(err, e),
+        },
+    };
+    let (src, dst) = match cluster.flow_identities(&from, &to) {
         Ok(ids) => ids,
-        Err(e) => {
-            writeln!(err, "error: {}: {e}", scenario.file.display())?;
-            return Ok(Outcome::Invalid);
-        }
+        Err(e) => return fail(err, e),
     };
     let Some(oracle) = decider(args.engine, &scenario, err)? else {
         return Ok(Outcome::Invalid);
     };
-    let (protocol, port) = (query.protocol, query.port);
     let decision = decide_flow(oracle.as_ref(), cluster.store(), src, dst, protocol, port);
-    let name = |id: IdentityId| {
-        cluster
-            .store()
-            .get(id)
-            .map_or_else(|| id.to_string(), ToString::to_string)
+    let chains = Chains::new(cluster, src, dst, protocol, port);
+    let mut notes = chains.notes();
+    notes.extend(own_node_note(cluster, src, dst));
+    for (direction, decided, walked) in [
+        (Direction::Egress, &decision.egress, &chains.egress),
+        (Direction::Ingress, &decision.ingress, &chains.ingress),
+    ] {
+        if let (Some(decided), Some(walked)) = (decided, walked) {
+            if decided.verdict != walked.decision.verdict {
+                notes.push(format!(
+                    "the chain is the reference evaluator's reading; the {direction} decision of \
+                     --engine/--datapath differs from it, which is a bug: please report it"
+                ));
+            }
+        }
+    }
+    let source = describe_identity(cluster, src, &from);
+    let destination = describe_identity(cluster, dst, &to);
+    let port_text = match &query.port {
+        PortSpec::Name(name) => format!("{protocol}/{port} ({name})"),
+        PortSpec::Number(_) => format!("{protocol}/{port}"),
     };
     if args.output == TextOrJson::Json {
         let mut flow = FlowJson::new(&query.from, &query.to, protocol, port, &decision);
-        flow.source = Some(name(src));
-        flow.destination = Some(name(dst));
-        write_json(out, &flow)?;
+        flow.source = Some(source);
+        flow.destination = Some(destination);
+        let json = ExplainJson {
+            flow,
+            port_name: match &query.port {
+                PortSpec::Name(name) => Some(name.clone()),
+                PortSpec::Number(_) => None,
+            },
+            chain: ChainJson {
+                egress: chains.egress.as_ref().map(chain_words::json),
+                ingress: chains.ingress.as_ref().map(chain_words::json),
+            },
+            notes,
+        };
+        write_json(out, &json)?;
         return Ok(Outcome::Success);
     }
     writeln!(
         out,
-        "{} -> {} {protocol}/{port}: {}",
+        "{} -> {} {port_text}: {}",
         query.from,
         query.to,
         describe::verdict_word(decision.allowed())
     )?;
-    writeln!(out, "  source:      {}", name(src))?;
-    writeln!(out, "  destination: {}", name(dst))?;
-    let side = |d: &Option<Decision>, whose: &str, id: IdentityId| match d {
+    writeln!(out, "  source:      {source}")?;
+    writeln!(out, "  destination: {destination}")?;
+    let side = |d: &Option<Decision>, whose: &str, described: &str| match d {
         Some(d) => describe::decision(d),
-        None => format!("not evaluated: the {whose}, {}, is not a pod", name(id)),
+        None => format!("not evaluated: the {whose}, {described}, is not a pod"),
     };
-    writeln!(
-        out,
-        "  egress:      {}",
-        side(&decision.egress, "source", src)
-    )?;
-    writeln!(
-        out,
-        "  ingress:     {}",
-        side(&decision.ingress, "destination", dst)
-    )?;
+    for (label, decided, walked, whose, described, remote) in [
+        (
+            "egress: ",
+            &decision.egress,
+            &chains.egress,
+            "source",
+            &source,
+            &to,
+        ),
+        (
+            "ingress:",
+            &decision.ingress,
+            &chains.ingress,
+            "destination",
+            &destination,
+            &from,
+        ),
+    ] {
+        writeln!(out, "  {label}     {}", side(decided, whose, described))?;
+        if let Some(walked) = walked {
+            for line in chain_words::lines(walked, &remote.to_string()) {
+                writeln!(out, "    {line}")?;
+            }
+        }
+    }
+    for note in &notes {
+        writeln!(out, "  note: {note}")?;
+    }
     Ok(Outcome::Success)
+}
+
+/// The chain of each direction that is a pod's.
+struct Chains<'a> {
+    egress: Option<Chain<'a>>,
+    ingress: Option<Chain<'a>>,
+}
+
+impl<'a> Chains<'a> {
+    fn new(
+        cluster: &'a Cluster,
+        src: IdentityId,
+        dst: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> Self {
+        let store = cluster.store();
+        let walk = |endpoint: IdentityId, direction: Direction, remote: IdentityId| {
+            let pod = store.get(endpoint)?.as_pod()?;
+            let remote = store.get(remote)?;
+            Some(chain(
+                cluster.entries(),
+                &DirectedFlow {
+                    endpoint: pod,
+                    direction,
+                    remote,
+                    protocol,
+                    port,
+                },
+            ))
+        };
+        Chains {
+            egress: walk(src, Direction::Egress, dst),
+            ingress: walk(dst, Direction::Ingress, src),
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        [&self.egress, &self.ingress]
+            .into_iter()
+            .flatten()
+            .flat_map(chain_words::tie_notes)
+            .collect()
+    }
+}
+
+/// A pod and its own node: upstream and FORMAT.md leave their traffic undefined.
+fn own_node_note(cluster: &Cluster, src: IdentityId, dst: IdentityId) -> Option<String> {
+    let store = cluster.store();
+    let (a, b) = (store.get(src)?, store.get(dst)?);
+    let (pod, node) = match (&a.kind, &b.kind) {
+        (IdentityKind::Pod(p), IdentityKind::Node(n))
+        | (IdentityKind::Node(n), IdentityKind::Pod(p)) => (p, n),
+        _ => return None,
+    };
+    (pod.node.as_deref() == Some(node.name.as_str())).then(|| {
+        format!(
+            "{} runs on node {}: Kubernetes (and the scenario format) leave traffic between a pod \
+             and its own node undefined; netpol always admits ingress from it (kubelet probes) \
+             and applies the pod's egress policies to traffic to it",
+            pod.namespace.clone() + "/" + &pod.name,
+            node.name
+        )
+    })
+}
+
+/// An endpoint as the user gave it and what it resolved to: a pod (with its workload, and
+/// whether its address was assigned), a node, or an outside address with its region.
+fn describe_identity(cluster: &Cluster, id: IdentityId, given: &Endpoint) -> String {
+    let Some(identity) = cluster.store().get(id) else {
+        return id.to_string();
+    };
+    match (&identity.kind, given) {
+        (IdentityKind::World, Endpoint::Address(address)) => {
+            let regions = regions(cluster.outside_prefixes(), &cluster.cluster_addresses());
+            let region = regions.iter().find(|r| r.contains(*address));
+            match region {
+                Some(region) => format!("address {address}, outside the cluster (region {region})"),
+                None => format!("address {address}, outside the cluster"),
+            }
+        }
+        (IdentityKind::Pod(pod), _) => {
+            let pod_ref = crate::scenario::PodRef {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+            };
+            let address = identity.prefix.addr();
+            let facts = cluster.facts(&pod_ref);
+            let owner = facts.and_then(|f| f.owner.as_ref());
+            match (facts.is_some_and(|f| f.derived), owner) {
+                (true, Some(owner)) => format!(
+                    "pod {pod_ref} ({address}, assigned), the pod of {} {}/{}",
+                    owner.kind, pod_ref.namespace, owner.name
+                ),
+                (_, Some(owner)) => format!(
+                    "pod {pod_ref} ({address}) of {} {}/{}",
+                    owner.kind, pod_ref.namespace, owner.name
+                ),
+                _ => identity.to_string(),
+            }
+        }
+        _ => identity.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -146,11 +376,19 @@ mod tests {
 
     #[test]
     fn port_specs() {
-        assert_eq!(parse_port_spec("SCTP/81"), Ok((Protocol::Sctp, 81)));
+        assert_eq!(
+            parse_port_spec("SCTP/81"),
+            Ok((Protocol::Sctp, PortSpec::Number(81)))
+        );
+        assert_eq!(
+            parse_port_spec("TCP/http-api"),
+            Ok((Protocol::Tcp, PortSpec::Name("http-api".into())))
+        );
         assert!(parse_port_spec("TCP").is_err());
         assert!(parse_port_spec("TCP/0").is_err());
         assert!(parse_port_spec("ICMP/1").is_err());
         assert!(parse_port_spec("TCP/65536").is_err());
+        assert!(parse_port_spec("TCP/Not_A_Name").is_err());
     }
 
     fn words(s: &str) -> Vec<String> {
@@ -162,16 +400,19 @@ mod tests {
         let query = parse_query(&words("s.yaml x/a 10.0.0.1 UDP/53"), false).unwrap();
         assert_eq!(query.file, Some(PathBuf::from("s.yaml")));
         assert_eq!(query.to, "10.0.0.1".parse().unwrap());
-        assert_eq!((query.protocol, query.port), (Protocol::Udp, 53));
+        assert_eq!(
+            (query.protocol, query.port),
+            (Protocol::Udp, PortSpec::Number(53))
+        );
         let query = parse_query(&words("x/a x/b TCP/80"), true).unwrap();
         assert_eq!(query.file, None);
         assert_eq!(
             parse_query(&words("x/a x/b TCP/80"), false).unwrap_err(),
-            "give FILE FROM TO PROTO/PORT, or -f PATH with FROM TO PROTO/PORT"
+            "give FILE FROM TO PROTO/PORT, or -f PATH with FROM TO PROTO/PORT (3 given: x/a x/b TCP/80)"
         );
         assert_eq!(
             parse_query(&words("s.yaml x/a x/b TCP/80"), true).unwrap_err(),
-            "with -f, give FROM TO PROTO/PORT"
+            "with -f, give FROM TO PROTO/PORT (4 given: s.yaml x/a x/b TCP/80)"
         );
         assert!(parse_query(&words("s.yaml x/a nowhere TCP/80"), false).is_err());
     }

@@ -4,7 +4,9 @@
 //! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
 //! [`matrix`] decides every pair of pods.
 
+pub mod groups;
 pub mod matrix;
+pub mod outside;
 pub mod packets;
 
 use std::io::{self, Write};

@@ -3,7 +3,7 @@
 
 use netpol_engine::flow::FlowDecision;
 use netpol_engine::reference::{Decision, Reason};
-use netpol_engine::{AuthMode, Direction, Tier};
+use netpol_engine::{AuthMode, Direction, Provenance, Tier};
 
 /// `allow` or `deny`.
 pub fn verdict_word(allowed: bool) -> &'static str {
@@ -31,9 +31,19 @@ pub fn reason(reason: &Reason) -> String {
             format!("{provenance} ({place})")
         }
         Reason::Isolated { tier, provenance } => {
-            format!("no {tier:?}-tier rule matched and {provenance} isolates the pod")
+            // A policy isolates as a whole; the rule the evaluator met it by is beside the point.
+            let policy = policy_only(provenance);
+            format!("no {tier:?}-tier rule matched and {policy} isolates the pod")
         }
         Reason::Default => "no rule matched and nothing isolates the pod: default allow".into(),
+    }
+}
+
+/// The policy of a rule, without the rule: what isolates a pod is a policy.
+pub fn policy_only(provenance: &Provenance) -> Provenance {
+    Provenance {
+        rule: String::new(),
+        ..provenance.clone()
     }
 }
 
@@ -73,7 +83,7 @@ pub fn deciding_rules(flow: &FlowDecision) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use netpol_engine::{Priority, Provenance, Verdict};
+    use netpol_engine::{Priority, Verdict};
 
     fn rule(tier: Tier, verdict: Verdict) -> Decision {
         Decision {

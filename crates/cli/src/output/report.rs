@@ -80,7 +80,7 @@ impl From<&Decision> for DirectionJson {
                 "isolated",
                 Some(tier_name(tier)),
                 None,
-                Some(provenance.into()),
+                Some((&describe::policy_only(provenance)).into()),
             ),
             Reason::Default => ("default", None, None, None),
         };

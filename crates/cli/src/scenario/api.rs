@@ -1,24 +1,73 @@
-//! The adapter between scenario objects and the API layer: the one module that reads Kubernetes
-//! objects with netpol-api and turns them into the identities and policy entries of a [`Cluster`].
+//! The adapter between input objects and the API layer: the one module that reads Kubernetes
+//! objects with netpol-api and turns them into the identities and policy entries of a
+//! [`Cluster`], by the [`ReadRules`] of the input (scenario files are tests and refuse what they
+//! cannot use; manifests are a real app's folder and skip what netpol does not read).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{translate, Diagnostic, Object, ObjectRef};
-use netpol_engine::SharedLabels;
+use netpol_api::{is_supported_kind, translate, Diagnostic, Object, ObjectRef, Pod};
+use netpol_engine::{PolicyEntry, SharedLabels};
 
-use super::cluster::Cluster;
+use super::cluster::{Cluster, PodFacts};
 use super::error::{LoadError, LoadErrors};
 use super::expect::PodRef;
+use super::inventory::Inventory;
 use super::objects::{overlay, SourcedObject};
+use super::workloads::{
+    is_workload_kind, owner_of, runs, template_pod, TemplatePod, ASSIGNED_POD_CIDR,
+};
 
-/// A cluster built from objects, and the warnings translation raised, each naming its file and
-/// object.
+/// How the objects of an input are read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadRules {
+    /// A policy field its kind does not have is a warning, not an error (`--lenient`).
+    pub lenient_fields: bool,
+    /// An object of a kind netpol does not read is an error, not skipped and counted.
+    pub strict_kinds: bool,
+    /// A policy using a feature netpol does not implement (L7, FQDN) is skipped with a warning,
+    /// as the agent skips it, rather than failing the input.
+    pub skip_unsupported: bool,
+    /// Workloads' pod templates give pods.
+    pub workload_pods: bool,
+    /// What the input is called in messages.
+    pub input_name: &'static str,
+}
+
+impl ReadRules {
+    /// A scenario file is a test (FORMAT.md): anything it holds that cannot be used fails it.
+    pub fn scenario(lenient_fields: bool) -> Self {
+        ReadRules {
+            lenient_fields,
+            strict_kinds: true,
+            skip_unsupported: false,
+            workload_pods: false,
+            input_name: "the scenario",
+        }
+    }
+
+    /// Manifests are what a repository or `helm template` holds: other kinds are skipped and
+    /// counted, workloads give pods, a policy netpol cannot enforce is skipped alone.
+    pub fn manifests(lenient_fields: bool, strict_kinds: bool) -> Self {
+        ReadRules {
+            lenient_fields,
+            strict_kinds,
+            skip_unsupported: true,
+            workload_pods: true,
+            input_name: "the manifests",
+        }
+    }
+}
+
+/// A cluster built from objects, the warnings reading raised (each naming its file and object,
+/// or the input as a whole), and what the input held.
 pub struct Built {
     pub cluster: Cluster,
     pub warnings: Vec<String>,
+    pub inventory: Inventory,
 }
 
 /// A validated object and where it was written.
@@ -27,17 +76,27 @@ struct Placed<'a> {
     object: Object,
 }
 
-/// Reads the objects of a topology and of a scenario, lets the scenario's replace the topology's
-/// with the same kind, namespace and name, and builds their cluster. Every object that fails
-/// validation or translation is reported; one bad object fails the scenario, which then tests
-/// nothing.
+/// What reading turned up, before the cluster is built from it.
+#[derive(Default)]
+struct Reading<'a> {
+    errors: Vec<LoadError>,
+    warnings: Vec<String>,
+    inventory: Inventory,
+    templates: Vec<TemplatePod<'a>>,
+}
+
+/// Reads the objects of a topology and of a scenario (or of manifests), lets the latter replace
+/// the former with the same kind, namespace and name, and builds their cluster. Every object
+/// that fails validation or translation is reported; one bad object fails the input, which
+/// would otherwise decide flows on a cluster missing it.
 pub fn build_cluster(
     topology: &[SourcedObject],
     own: &[SourcedObject],
+    rules: ReadRules,
 ) -> Result<Built, LoadErrors> {
-    let mut errors = Vec::new();
-    let topology = read(topology, &mut errors);
-    let own = read(own, &mut errors);
+    let mut reading = Reading::default();
+    let topology = read(topology, rules, &mut reading);
+    let own = read(own, rules, &mut reading);
     let objects = overlay(topology, own, |p| p.object.object_ref());
 
     let namespaces: BTreeMap<String, SharedLabels> = objects
@@ -49,60 +108,248 @@ pub fn build_cluster(
             _ => None,
         })
         .collect();
+    let labels_of = |namespace: &str| -> SharedLabels {
+        namespaces
+            .get(namespace)
+            .cloned()
+            .unwrap_or_else(|| namespace_name_labels(namespace).into())
+    };
 
     let mut cluster = Cluster::new();
-    let mut warnings = Vec::new();
+    cluster.set_input_name(rules.input_name);
+    let mut policies: Vec<(&SourcedObject, ObjectRef, Vec<PolicyEntry>)> = Vec::new();
+    let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
     for placed in &objects {
         let object_ref = placed.object.object_ref();
         match &placed.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
-                let labels = namespaces
-                    .get(&pod_ref.namespace)
-                    .cloned()
-                    .unwrap_or_else(|| namespace_name_labels(&pod_ref.namespace).into());
-                cluster.add_pod(pod_ref, pod_identities(pod, &labels));
+                let identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                let facts = PodFacts {
+                    owner: owner_of(&placed.source.value),
+                    derived: false,
+                    unaddressed: identities.is_empty().then(|| unaddressed(pod)),
+                };
+                running.push((
+                    pod_ref.namespace.clone(),
+                    pod.metadata.labels.clone().unwrap_or_default(),
+                ));
+                cluster.set_facts(pod_ref.clone(), facts);
+                cluster.add_pod(pod_ref, identities);
             }
             Object::Node(node) => cluster.add_node(object_ref.name, node_identities(node)),
             Object::Namespace(_) => {}
             policy => {
+                reading.inventory.policies += 1;
                 let translation = translate(policy);
-                errors.extend(
+                let source = placed.source;
+                let unsupported_only = !translation.errors.is_empty()
+                    && translation.errors.iter().all(Diagnostic::is_unsupported);
+                if rules.skip_unsupported && unsupported_only {
+                    // As the agent does: the object alone is refused, the others are enforced.
+                    reading.inventory.skipped_policies += 1;
+                    reading.warnings.extend(
+                        translation
+                            .errors
+                            .into_iter()
+                            .map(|e| format!("{}; the policy is skipped", object_error(source, e))),
+                    );
+                    continue;
+                }
+                let failed = !translation.errors.is_empty();
+                reading.errors.extend(
                     translation
                         .errors
                         .into_iter()
-                        .map(|e| object_error(placed.source, e)),
+                        .map(|e| object_error(source, e)),
                 );
                 // A warning reads like an error (file, object, field) but fails nothing.
-                warnings.extend(
+                reading.warnings.extend(
                     translation
                         .warnings
                         .into_iter()
-                        .map(|w| object_error(placed.source, w).to_string()),
+                        .map(|w| object_error(source, w).to_string()),
                 );
+                if !failed {
+                    policies.push((source, object_ref, translation.entries.clone()));
+                }
                 cluster.add_entries(translation.entries);
             }
         }
     }
-    if errors.is_empty() {
-        Ok(Built { cluster, warnings })
+    add_template_pods(&mut cluster, &mut reading, &running, &labels_of);
+    reading.inventory.count(&cluster);
+    reading.warnings.extend(
+        reading
+            .inventory
+            .warnings(&cluster, &policies, rules.input_name),
+    );
+    if reading.errors.is_empty() {
+        Ok(Built {
+            cluster,
+            warnings: reading.warnings,
+            inventory: reading.inventory,
+        })
     } else {
-        Err(LoadErrors(errors))
+        Err(LoadErrors(reading.errors))
     }
 }
 
-/// Reads each object, reporting those that fail validation.
-fn read<'a>(sources: &'a [SourcedObject], errors: &mut Vec<LoadError>) -> Vec<Placed<'a>> {
-    sources
-        .iter()
-        .filter_map(|source| match Object::from_value(source.value.clone()) {
-            Ok(object) => Some(Placed { source, object }),
-            Err(e) => {
-                errors.push(object_error(source, e));
-                None
+/// Reads each object, reporting those that fail validation, and sets aside workloads and the
+/// kinds netpol does not read, as `rules` say.
+fn read<'a>(
+    sources: &'a [SourcedObject],
+    rules: ReadRules,
+    reading: &mut Reading<'a>,
+) -> Vec<Placed<'a>> {
+    let mut placed = Vec::new();
+    for source in sources {
+        let kind = source.value["kind"].as_str().unwrap_or_default();
+        if !kind.is_empty() && !is_supported_kind(kind) {
+            if rules.workload_pods && is_workload_kind(kind) {
+                match template_pod(source) {
+                    Ok(template) => reading.templates.push(template),
+                    Err((field, message)) => reading.errors.push(LoadError::Object {
+                        file: source.file.clone(),
+                        object: source.describe(),
+                        field,
+                        message,
+                    }),
+                }
+                continue;
             }
-        })
-        .collect()
+            if !rules.strict_kinds {
+                *reading
+                    .inventory
+                    .skipped_kinds
+                    .entry(kind.to_owned())
+                    .or_default() += 1;
+                continue;
+            }
+        }
+        match Object::read(source.value.clone()) {
+            Ok(read) => {
+                let unknown = read
+                    .unknown_fields
+                    .into_iter()
+                    .map(|d| object_error(source, d));
+                if rules.lenient_fields {
+                    reading
+                        .warnings
+                        .extend(unknown.map(|e| format!("{e} (read anyway: --lenient)")));
+                } else {
+                    let before = reading.errors.len();
+                    reading.errors.extend(unknown);
+                    if reading.errors.len() > before {
+                        continue;
+                    }
+                }
+                placed.push(Placed {
+                    source,
+                    object: read.object,
+                });
+            }
+            Err(e) => reading.errors.push(object_error(source, e)),
+        }
+    }
+    placed
+}
+
+/// Adds the pod of every workload that no running pod of the input belongs to, each with an
+/// address assigned from [`ASSIGNED_POD_CIDR`] that no pod or node has.
+fn add_template_pods(
+    cluster: &mut Cluster,
+    reading: &mut Reading<'_>,
+    running: &[(String, BTreeMap<String, String>)],
+    labels_of: &dyn Fn(&str) -> SharedLabels,
+) {
+    let mut taken: BTreeSet<IpAddr> = cluster
+        .pods()
+        .flat_map(|(_, ids)| ids)
+        .chain(cluster.nodes().flat_map(|(_, ids)| ids))
+        .map(|identity| identity.prefix.addr())
+        .collect();
+    let pool: ipnet::IpNet = ASSIGNED_POD_CIDR.parse().expect("a valid prefix literal");
+    let mut free = pool.hosts();
+    for template in std::mem::take(&mut reading.templates) {
+        if running
+            .iter()
+            .any(|(ns, labels)| runs(&template, ns, labels))
+        {
+            reading.inventory.running_workloads += 1;
+            continue;
+        }
+        let Some(address) = free.find(|a| !taken.contains(a)) else {
+            reading.warnings.push(format!(
+                "{}: {}: no address left in {ASSIGNED_POD_CIDR} for its pod",
+                template.source.file.display(),
+                template.source.describe()
+            ));
+            continue;
+        };
+        taken.insert(address);
+        let mut value = template.pod.clone();
+        value["status"] = serde_json::json!({"phase": "Running", "podIP": address.to_string()});
+        let pod = match Object::from_value(value) {
+            Ok(Object::Pod(pod)) => pod,
+            Ok(_) => continue,
+            Err(e) => {
+                // The pod's fields are the template's: name them where the user wrote them.
+                let field = format!("{}.{}", template.template_path, e.field);
+                reading.errors.push(LoadError::Object {
+                    file: template.source.file.clone(),
+                    object: template.source.describe(),
+                    field,
+                    message: e.message,
+                });
+                continue;
+            }
+        };
+        let mut pod_ref = PodRef {
+            namespace: template.namespace.clone(),
+            name: template.owner.name.clone(),
+        };
+        if cluster.pods().any(|(p, _)| *p == pod_ref) {
+            pod_ref.name = format!("{}-{}", pod_ref.name, template.owner.kind.to_lowercase());
+        }
+        let identities = pod_identities(&pod, &labels_of(&pod_ref.namespace));
+        cluster.set_facts(
+            pod_ref.clone(),
+            PodFacts {
+                owner: Some(template.owner.clone()),
+                derived: true,
+                unaddressed: identities.is_empty().then(|| unaddressed(&pod)),
+            },
+        );
+        cluster.add_pod(pod_ref, identities);
+        reading.inventory.derived_pods += 1;
+    }
+}
+
+/// Why a pod that has been read has no address to take part in flows.
+fn unaddressed(pod: &Pod) -> String {
+    let spec = pod.spec.as_ref();
+    let status = pod.status.as_ref();
+    let ip = status.and_then(|s| s.pod_ip.clone());
+    let phase = status.and_then(|s| s.phase.clone()).unwrap_or_default();
+    if spec.and_then(|s| s.host_network).unwrap_or(false) {
+        let node = spec
+            .and_then(|s| s.node_name.as_deref())
+            .unwrap_or("its node");
+        let address = ip.map(|ip| format!(" {ip}")).unwrap_or_default();
+        format!(
+            "uses the host network (spec.hostNetwork): its address{address} is {node}'s, and \
+             no pod policy applies to it; name the node's address instead"
+        )
+    } else if matches!(phase.as_str(), "Succeeded" | "Failed") {
+        let address = ip.map(|ip| format!(" {ip}")).unwrap_or_default();
+        format!(
+            "has finished (status.phase {phase}): its address{address} may already belong to \
+             another pod, so it takes part in no flow"
+        )
+    } else {
+        "has no address (status.podIP): it is not running yet".to_owned()
+    }
 }
 
 fn pod_ref(object: &ObjectRef) -> PodRef {

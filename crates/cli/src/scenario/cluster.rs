@@ -1,13 +1,14 @@
 //! A scenario's cluster in engine terms: every identity a flow or a peer can name, and the policy
 //! entries that decide flows between them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use netpol_engine::{Identity, IdentityId, IdentityStore, PolicyEntry};
+use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, PolicyEntry};
 
 use super::expect::{Endpoint, PodRef};
+use super::workloads::Owner;
 
 #[derive(Clone, Debug)]
 pub struct Cluster {
@@ -16,8 +17,23 @@ pub struct Cluster {
     entries: Vec<PolicyEntry>,
     /// Each pod's identities, one per address, its primary address (`status.podIP`) first.
     pods: BTreeMap<PodRef, Vec<IdentityId>>,
+    /// What is known of pods beyond their identities.
+    facts: BTreeMap<PodRef, PodFacts>,
     /// Each node's identities, one per address.
     nodes: BTreeMap<String, Vec<IdentityId>>,
+    /// What the input is called in messages: `the scenario`, `the manifests`.
+    input: &'static str,
+}
+
+/// What the cluster knows of a pod beyond its identities.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodFacts {
+    /// The workload it belongs to (its owner reference), or stands for (derived).
+    pub owner: Option<Owner>,
+    /// Derived from a workload's pod template: its address was assigned by netpol.
+    pub derived: bool,
+    /// Why it has no address of its own, when it has none.
+    pub unaddressed: Option<String>,
 }
 
 /// How many entries [`Cluster::new`] puts ahead of the policies' own.
@@ -67,8 +83,30 @@ impl Cluster {
             store,
             entries,
             pods: BTreeMap::new(),
+            facts: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            input: "the scenario",
         }
+    }
+
+    /// Names the input in messages, e.g. `the manifests`.
+    pub fn set_input_name(&mut self, input: &'static str) {
+        self.input = input;
+    }
+
+    /// What the input is called in messages.
+    pub fn input_name(&self) -> &'static str {
+        self.input
+    }
+
+    /// Records what is known of a pod beyond its identities.
+    pub fn set_facts(&mut self, pod: PodRef, facts: PodFacts) {
+        self.facts.insert(pod, facts);
+    }
+
+    /// What is known of a pod beyond its identities.
+    pub fn facts(&self, pod: &PodRef) -> Option<&PodFacts> {
+        self.facts.get(pod)
     }
 
     /// Adds a pod with one identity per address, its primary address first. A pod without an
@@ -129,6 +167,37 @@ impl Cluster {
             .map(|(node, ids)| (node.as_str(), self.identities(ids)))
     }
 
+    /// The prefixes outside the cluster that identities stand for: the whole address spaces and
+    /// every prefix a policy names.
+    pub fn outside_prefixes(&self) -> Vec<IpNet> {
+        self.store
+            .iter()
+            .filter(|(_, identity)| matches!(identity.kind, IdentityKind::World))
+            .map(|(_, identity)| identity.prefix)
+            .collect()
+    }
+
+    /// A pod as policies see it (labels, node, named ports), if it has an address.
+    pub fn pod_info(&self, pod: &PodRef) -> Option<&PodInfo> {
+        let id = self.pods.get(pod)?.first()?;
+        self.store.get(*id)?.as_pod()
+    }
+
+    /// The node a pod runs on, if it has an address and says.
+    pub fn pod_node(&self, pod: &PodRef) -> Option<&str> {
+        self.pod_info(pod)?.node.as_deref()
+    }
+
+    /// Every address a pod or node has.
+    pub fn cluster_addresses(&self) -> BTreeSet<IpAddr> {
+        self.pods
+            .values()
+            .chain(self.nodes.values())
+            .flatten()
+            .map(|id| self.address_of(*id))
+            .collect()
+    }
+
     fn identities(&self, ids: &[IdentityId]) -> Vec<&Identity> {
         ids.iter().filter_map(|id| self.store.get(*id)).collect()
     }
@@ -166,9 +235,13 @@ impl Cluster {
         let ids = self
             .pods
             .get(pod)
-            .ok_or_else(|| format!("no pod {pod} in the scenario"))?;
+            .ok_or_else(|| format!("no pod {pod} in {}", self.input))?;
         if ids.is_empty() {
-            return Err(format!("pod {pod} has no address (status.podIP)"));
+            let why = self.facts(pod).and_then(|f| f.unaddressed.as_deref());
+            return Err(match why {
+                Some(why) => format!("pod {pod} {why}"),
+                None => format!("pod {pod} has no address (status.podIP)"),
+            });
         }
         Ok(ids)
     }

@@ -30,7 +30,7 @@ pub struct ScenarioDocument {
 #[serde(deny_unknown_fields)]
 pub struct ExpectationDocument {
     pub protocol: Option<String>,
-    pub port: Option<u32>,
+    pub port: Option<PortField>,
     pub matrix: Option<String>,
     pub flows: Option<Vec<FlowDocument>>,
 }
@@ -43,8 +43,17 @@ pub struct FlowDocument {
     /// Absent: the item's.
     pub protocol: Option<String>,
     /// Absent: the item's.
-    pub port: Option<u32>,
+    pub port: Option<PortField>,
     pub verdict: String,
+}
+
+/// A port as written. Scenarios give ports by number; a name is read too, so that the error
+/// can say so rather than where the YAML parser gave up.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum PortField {
+    Number(i64),
+    Name(String),
 }
 
 /// `topologies/NAME.yaml`: a mapping with one key, `objects`.

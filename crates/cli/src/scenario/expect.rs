@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use netpol_engine::Protocol;
 
-use super::document::{ExpectationDocument, FlowDocument};
+use super::document::{ExpectationDocument, FlowDocument, PortField};
 use super::error::{LoadError, LoadErrors};
 
 /// A pod named `namespace/name`.
@@ -153,7 +153,7 @@ fn parse_item(
         .map_err(|m| problems.push((format!("{field}.protocol"), m)));
     let port = item
         .port
-        .map(parse_port)
+        .map(|p| parse_port_field(&p))
         .transpose()
         .map_err(|m| problems.push((format!("{field}.port"), m)));
 
@@ -199,7 +199,7 @@ fn parse_flow(
         }
     };
     let port = match flow.port {
-        Some(p) => parse_port(p).map_err(|m| (at("port"), m))?,
+        Some(p) => parse_port_field(&p).map_err(|m| (at("port"), m))?,
         None => item_port.ok_or_else(|| (field.to_owned(), "a flow needs a port".into()))?,
     };
     Ok(FlowExpectation {
@@ -230,6 +230,19 @@ pub fn parse_port(port: u32) -> Result<u16, String> {
         .ok()
         .filter(|p| *p != 0)
         .ok_or_else(|| format!("{port} is not a port (1-65535)"))
+}
+
+/// A port as a scenario writes it: a number from 1 to 65535, never a name.
+fn parse_port_field(port: &PortField) -> Result<u16, String> {
+    match port {
+        PortField::Number(n) => u32::try_from(*n)
+            .map_err(|_| format!("{n} is not a port (1-65535)"))
+            .and_then(parse_port),
+        PortField::Name(name) => Err(format!(
+            "`{name}` is not a port number: scenarios give ports by number (1-65535), not by \
+             name (`netpol explain` takes names, e.g. TCP/{name})"
+        )),
+    }
 }
 
 /// Parses a matrix: a header row of destinations, then one row per source with one cell per
@@ -342,7 +355,7 @@ mod tests {
     fn matrix_item(matrix: &str) -> ExpectationDocument {
         ExpectationDocument {
             protocol: Some("SCTP".into()),
-            port: Some(81),
+            port: Some(PortField::Number(81)),
             matrix: Some(matrix.into()),
             flows: None,
         }
@@ -423,7 +436,7 @@ mod tests {
         let mut no_port = matrix_item("- x/a\n");
         no_port.port = None;
         let mut bad_port = matrix_item("- x/a\n");
-        bad_port.port = Some(70000);
+        bad_port.port = Some(PortField::Number(70000));
         let mut icmp = matrix_item("- x/a\n");
         icmp.protocol = Some("ICMP".into());
         let no_destinations = matrix_item("-\nx/a\n");
@@ -460,7 +473,7 @@ mod tests {
             from: "x/a".into(),
             to: to.into(),
             protocol: Some("UDP".into()),
-            port: Some(port),
+            port: Some(PortField::Number(port.into())),
             verdict: verdict.into(),
         };
         let item = ExpectationDocument {
@@ -489,7 +502,7 @@ mod tests {
             from: "x/a".into(),
             to: "x/b".into(),
             protocol: protocol.map(Into::into),
-            port,
+            port: port.map(|p| PortField::Number(p.into())),
             verdict: "deny".into(),
         }
     }
@@ -498,7 +511,7 @@ mod tests {
     fn flows_take_a_missing_protocol_and_port_from_their_item() {
         let item = ExpectationDocument {
             protocol: Some("UDP".into()),
-            port: Some(53),
+            port: Some(PortField::Number(53)),
             matrix: Some("- x/b\nx/a X\n".into()),
             flows: Some(vec![flow(None, None), flow(Some("TCP"), Some(80))]),
         };
@@ -521,7 +534,7 @@ mod tests {
     fn a_flow_without_protocol_or_port_anywhere_is_an_error() {
         let item = ExpectationDocument {
             protocol: None,
-            port: Some(80),
+            port: Some(PortField::Number(80)),
             matrix: None,
             flows: Some(vec![flow(None, None)]),
         };

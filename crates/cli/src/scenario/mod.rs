@@ -10,19 +10,25 @@ mod discover;
 mod document;
 mod error;
 mod expect;
+mod inventory;
+mod lookup;
 mod manifests;
 mod objects;
+mod workloads;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use netpol_engine::IdentityId;
 
-pub use cluster::Cluster;
+pub use api::ReadRules;
+pub use cluster::{Cluster, PodFacts};
 pub use discover::{manifest_files, scenario_files};
 pub use error::{LoadError, LoadErrors};
 pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
+pub use inventory::Inventory;
 pub use manifests::{is_scenario_file, STDIN};
+pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 
 use document::{read_yaml, ScenarioDocument};
 
@@ -35,8 +41,19 @@ pub struct Scenario {
     pub cluster: Cluster,
     pub flows: Vec<ExpectedFlow>,
     /// Things the user should know that do not make the scenario invalid, each naming its file
-    /// and object.
+    /// and object, or the input as a whole.
     pub warnings: Vec<String>,
+    /// What the input held.
+    pub inventory: Inventory,
+}
+
+/// How strictly the user asked objects to be read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadFlags {
+    /// Unknown policy fields are warnings, not errors.
+    pub lenient: bool,
+    /// Objects of kinds netpol does not read fail a manifests input.
+    pub strict_kinds: bool,
 }
 
 /// An expectation with both of its endpoints resolved in the scenario's cluster.
@@ -50,7 +67,7 @@ pub struct ExpectedFlow {
 impl Scenario {
     /// Loads a scenario file with its topology, validating every object and expectation. All
     /// problems found are returned, each naming the file, the object or expectation and the field.
-    pub fn load(file: &Path) -> Result<Scenario, LoadErrors> {
+    pub fn load(file: &Path, flags: ReadFlags) -> Result<Scenario, LoadErrors> {
         let document: ScenarioDocument = read_yaml(file)?;
         let topology = match &document.topology {
             Some(name) => objects::load_topology(file, name)?,
@@ -58,7 +75,7 @@ impl Scenario {
         };
         let own = objects::sourced(file, document.objects);
 
-        let built = api::build_cluster(&topology, &own);
+        let built = api::build_cluster(&topology, &own, ReadRules::scenario(flags.lenient));
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
             (Ok(built), Ok(expectations)) => (built, expectations),
@@ -80,6 +97,7 @@ impl Scenario {
             cluster: built.cluster,
             flows,
             warnings: built.warnings,
+            inventory: built.inventory,
         })
     }
 }
@@ -105,10 +123,10 @@ impl Input {
     }
 
     /// Loads the cluster (and, for a scenario, its expectations), reading `stdin` for `-`.
-    pub fn load(&self, stdin: &mut dyn Read) -> Result<Scenario, LoadErrors> {
+    pub fn load(&self, stdin: &mut dyn Read, flags: ReadFlags) -> Result<Scenario, LoadErrors> {
         match self {
-            Input::Scenario(file) => Scenario::load(file),
-            Input::Manifests(paths) => Scenario::from_manifests(paths, stdin),
+            Input::Scenario(file) => Scenario::load(file, flags),
+            Input::Manifests(paths) => Scenario::from_manifests(paths, stdin, flags),
         }
     }
 }
@@ -117,9 +135,14 @@ impl Scenario {
     /// A cluster of the objects in manifests, without expectations. As with `kubectl apply`, an
     /// object given twice (same kind, namespace and name) is the last one given. Its `file` and
     /// `name` are the paths, joined, so that messages name them.
-    pub fn from_manifests(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Scenario, LoadErrors> {
+    pub fn from_manifests(
+        paths: &[PathBuf],
+        stdin: &mut dyn Read,
+        flags: ReadFlags,
+    ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
-        let built = api::build_cluster(&[], &objects)?;
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let built = api::build_cluster(&[], &objects, rules)?;
         let label = paths
             .iter()
             .map(|p| p.display().to_string())
@@ -132,6 +155,7 @@ impl Scenario {
             cluster: built.cluster,
             flows: Vec::new(),
             warnings: built.warnings,
+            inventory: built.inventory,
         })
     }
 }

@@ -1,0 +1,111 @@
+//! What an input held, counted, and what it lacks, said: no pods, no policies, a policy that
+//! selects no pod, objects of kinds netpol does not read. Silence there reads as "safe" (an
+//! empty diff, an empty matrix), so each becomes a warning, and the commands refuse an input
+//! with nothing to decide.
+
+use std::collections::BTreeMap;
+
+use netpol_api::ObjectRef;
+use netpol_engine::PolicyEntry;
+
+use super::cluster::Cluster;
+use super::objects::SourcedObject;
+
+/// What an input held.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// Pods with an address: running ones, and those derived from workloads.
+    pub pods: usize,
+    /// Of `pods`, those derived from workloads' templates (addresses assigned).
+    pub derived_pods: usize,
+    /// Workloads whose pods the input already holds (so none was derived).
+    pub running_workloads: usize,
+    pub nodes: usize,
+    /// Policy objects read, skipped ones included.
+    pub policies: usize,
+    /// Policies skipped for a feature netpol does not implement (L7, FQDN).
+    pub skipped_policies: usize,
+    /// Objects of kinds netpol does not read, by kind.
+    pub skipped_kinds: BTreeMap<String, usize>,
+}
+
+impl Inventory {
+    pub(super) fn count(&mut self, cluster: &Cluster) {
+        self.pods = cluster.addressed_pods().count();
+        self.nodes = cluster.nodes().count();
+    }
+
+    /// The warnings about what the input lacks or holds in vain.
+    pub(super) fn warnings(
+        &self,
+        cluster: &Cluster,
+        policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+        input: &str,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if !self.skipped_kinds.is_empty() {
+            let kinds: Vec<String> = self
+                .skipped_kinds
+                .iter()
+                .map(|(kind, n)| format!("{kind} ({n})"))
+                .collect();
+            warnings.push(format!(
+                "skipped {} objects of kinds netpol does not read: {} (--strict-kinds refuses them)",
+                self.skipped_kinds.values().sum::<usize>(),
+                kinds.join(", ")
+            ));
+        }
+        if self.pods == 0 {
+            warnings.push(format!(
+                "no pods in {input}: no flow can be decided; add the cluster's pods (kubectl get \
+                 pods,namespaces,nodes -A -o yaml) or the workloads that run them"
+            ));
+        } else {
+            for (source, object, entries) in policies {
+                if !entries.is_empty() && !selects_a_pod(cluster, entries) {
+                    warnings.push(format!(
+                        "{}: {}: {object} selects no pod of {input}",
+                        source.file.display(),
+                        source.describe()
+                    ));
+                }
+            }
+        }
+        if self.policies == 0 {
+            warnings.push(format!("no policies in {input}: every flow is allowed"));
+        }
+        warnings
+    }
+
+    /// One line: what was read, e.g. `12 pods (4 from workloads, addresses assigned), 3 nodes,
+    /// 17 policies`.
+    pub fn summary(&self) -> String {
+        let derived = if self.derived_pods > 0 {
+            format!(
+                " ({} from workloads, addresses assigned)",
+                self.derived_pods
+            )
+        } else {
+            String::new()
+        };
+        let skipped = if self.skipped_policies > 0 {
+            format!(" ({} skipped)", self.skipped_policies)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} pods{derived}, {} nodes, {} policies{skipped}",
+            self.pods, self.nodes, self.policies
+        )
+    }
+}
+
+/// Whether some entry's subject is some pod of the cluster.
+fn selects_a_pod(cluster: &Cluster, entries: &[PolicyEntry]) -> bool {
+    cluster.pods().any(|(_, identities)| {
+        identities
+            .iter()
+            .filter_map(|i| i.as_pod())
+            .any(|pod| entries.iter().any(|e| e.subject.matches(pod)))
+    })
+}

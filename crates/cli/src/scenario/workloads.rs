@@ -1,0 +1,246 @@
+//! Pods that workloads will run, so that a repository's manifests (Deployments and the like,
+//! what `helm template` prints) can be checked before anything runs. Each workload gives one
+//! representative pod: its template's labels and container ports (named ports included), in
+//! the workload's namespace, named as the workload. Its address is assigned later, from
+//! [`ASSIGNED_POD_CIDR`], and shown as assigned wherever the pod is named.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::objects::SourcedObject;
+
+/// The kinds whose pod template gives a pod, and where the template is.
+const WORKLOAD_KINDS: [(&str, &[&str]); 6] = [
+    ("Deployment", &["spec", "template"]),
+    ("StatefulSet", &["spec", "template"]),
+    ("DaemonSet", &["spec", "template"]),
+    ("ReplicaSet", &["spec", "template"]),
+    ("Job", &["spec", "template"]),
+    ("CronJob", &["spec", "jobTemplate", "spec", "template"]),
+];
+
+/// Where assigned pod addresses come from: the pod network `kubeadm` and flannel use by default.
+/// An address a pod or node of the input already has is never assigned.
+pub const ASSIGNED_POD_CIDR: &str = "10.244.0.0/16";
+
+/// Whether `kind` is a workload whose template gives a pod.
+pub fn is_workload_kind(kind: &str) -> bool {
+    WORKLOAD_KINDS.iter().any(|(k, _)| *k == kind)
+}
+
+/// The workload a pod stands for, or belongs to.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Owner {
+    /// `Deployment`, `StatefulSet`, ...
+    pub kind: String,
+    pub name: String,
+}
+
+/// The pod a workload's template describes, not yet addressed.
+pub struct TemplatePod<'a> {
+    pub source: &'a SourcedObject,
+    pub owner: Owner,
+    pub namespace: String,
+    /// The labels the workload's pods carry; a running pod with all of them is one of its pods.
+    pub labels: Map<String, Value>,
+    /// A Pod object (without status), read like any pod once it has an address.
+    pub pod: Value,
+    /// Where the template is in the workload, e.g. `spec.template`, for messages.
+    pub template_path: String,
+}
+
+/// The pod of a workload object, or why there is none (a message naming the field).
+pub fn template_pod(source: &SourcedObject) -> Result<TemplatePod<'_>, (String, String)> {
+    let value = &source.value;
+    let kind = value["kind"].as_str().unwrap_or_default();
+    let (_, path) = WORKLOAD_KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .ok_or_else(|| {
+            (
+                "kind".to_owned(),
+                format!("{kind:?} is not a workload kind"),
+            )
+        })?;
+    let name = value["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ("metadata.name".to_owned(), "required".to_owned()))?;
+    let namespace = value["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or(netpol_api::DEFAULT_NAMESPACE);
+    let template_path = path.join(".");
+    let template = path
+        .iter()
+        .try_fold(value, |v, key| v.get(key))
+        .filter(|t| t.is_object())
+        .ok_or_else(|| {
+            (
+                template_path.clone(),
+                "required: the pod template".to_owned(),
+            )
+        })?;
+    let labels = match &template["metadata"]["labels"] {
+        Value::Object(labels) => labels.clone(),
+        Value::Null => Map::new(),
+        _ => {
+            return Err((
+                format!("{template_path}.metadata.labels"),
+                "must be a map of strings".to_owned(),
+            ))
+        }
+    };
+    let spec = &template["spec"];
+    let containers: Vec<Value> = spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| json!({"name": c["name"], "ports": c["ports"]}))
+        .map(drop_nulls)
+        .collect();
+    let pod = drop_nulls(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {"containers": containers, "hostNetwork": spec["hostNetwork"]},
+    }));
+    Ok(TemplatePod {
+        source,
+        owner: Owner {
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+        },
+        namespace: namespace.to_owned(),
+        labels,
+        pod,
+        template_path,
+    })
+}
+
+/// `value` without null fields (a template leaves out what it does not set).
+fn drop_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k, drop_nulls(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// The workload a running pod belongs to, from its owner reference: a ReplicaSet's pods
+/// belong to its Deployment (the ReplicaSet's name less the `pod-template-hash` suffix).
+pub fn owner_of(value: &Value) -> Option<Owner> {
+    let owner = value["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"].as_bool() != Some(false))?;
+    let kind = owner["kind"].as_str()?;
+    let name = owner["name"].as_str()?;
+    let hash = value["metadata"]["labels"]["pod-template-hash"].as_str();
+    let deployment = hash.and_then(|h| name.strip_suffix(&format!("-{h}")));
+    Some(match (kind, deployment) {
+        ("ReplicaSet", Some(deployment)) => Owner {
+            kind: "Deployment".into(),
+            name: deployment.into(),
+        },
+        _ => Owner {
+            kind: kind.into(),
+            name: name.into(),
+        },
+    })
+}
+
+/// Whether a running pod with `labels` is one of the template's pods.
+pub fn runs(
+    template: &TemplatePod<'_>,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
+    namespace == template.namespace
+        && template
+            .labels
+            .iter()
+            .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn sourced(value: Value) -> SourcedObject {
+        SourcedObject {
+            file: PathBuf::from("app.yaml"),
+            at: "documents[0]".into(),
+            value,
+        }
+    }
+
+    #[test]
+    fn a_deployment_and_a_cronjob_give_their_template_pods() {
+        let deployment = sourced(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web", "tier": "front"}},
+                "spec": {"containers": [{"name": "main", "image": "web:1",
+                          "ports": [{"name": "http", "containerPort": 8080}]}]}}}
+        }));
+        let pod = template_pod(&deployment).unwrap();
+        assert_eq!(pod.owner.kind, "Deployment");
+        assert_eq!(pod.namespace, "shop");
+        assert_eq!(pod.template_path, "spec.template");
+        assert_eq!(
+            pod.pod,
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": "web", "namespace": "shop",
+                                "labels": {"app": "web", "tier": "front"}},
+                   "spec": {"containers": [{"name": "main",
+                            "ports": [{"name": "http", "containerPort": 8080}]}]}})
+        );
+        let labels = BTreeMap::from([
+            ("app".to_string(), "web".to_string()),
+            ("tier".to_string(), "front".to_string()),
+            ("pod-template-hash".to_string(), "7d9f".to_string()),
+        ]);
+        assert!(runs(&pod, "shop", &labels));
+        assert!(!runs(&pod, "other", &labels));
+
+        let cron = sourced(json!({
+            "apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "backup"},
+            "spec": {"jobTemplate": {"spec": {"template": {"spec": {"containers": []}}}}}
+        }));
+        let pod = template_pod(&cron).unwrap();
+        assert_eq!(pod.namespace, "default");
+        assert_eq!(pod.template_path, "spec.jobTemplate.spec.template");
+        let broken = sourced(json!({"kind": "Job", "metadata": {"name": "j"}, "spec": {}}));
+        assert_eq!(
+            template_pod(&broken).err().unwrap(),
+            (
+                "spec.template".to_string(),
+                "required: the pod template".to_string()
+            )
+        );
+    }
+
+    #[test]
+    fn a_replicaset_pod_belongs_to_its_deployment() {
+        let pod = json!({"metadata": {"name": "web-7d9f-x2k", "labels": {"pod-template-hash": "7d9f"},
+            "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f", "controller": true}]}});
+        assert_eq!(
+            owner_of(&pod),
+            Some(Owner {
+                kind: "Deployment".into(),
+                name: "web".into()
+            })
+        );
+        let stateful =
+            json!({"metadata": {"ownerReferences": [{"kind": "StatefulSet", "name": "db"}]}});
+        assert_eq!(owner_of(&stateful).unwrap().name, "db");
+        assert_eq!(owner_of(&json!({"metadata": {}})), None);
+    }
+}
