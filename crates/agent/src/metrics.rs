@@ -98,6 +98,7 @@ pub struct Metrics {
     pub datapath_call_seconds: HistogramFamily<CallLabels>,
     pub endpoint_programs: Family<OutcomeLabels, Counter>,
     pub reconcile_seconds: Histogram,
+    pub change_latency_seconds: Histogram,
     pub last_sync_seconds: Gauge<f64, AtomicU64>,
     pub unreadable_files: Gauge,
     pub kind_synced: Family<KindLabels, Gauge>,
@@ -126,6 +127,8 @@ impl Metrics {
             datapath_call_seconds: Family::new_with_constructor(call_histogram),
             endpoint_programs: Family::default(),
             reconcile_seconds: Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            // 1 ms to ~65 s: includes the debounce and any retries until the datapath took it.
+            change_latency_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 17)),
             last_sync_seconds: Gauge::default(),
             unreadable_files: Gauge::default(),
             kind_synced: Family::default(),
@@ -187,6 +190,11 @@ impl Metrics {
             "reconcile_duration_seconds",
             "Duration of one reconcile: engine commit, compile and programming",
             metrics.reconcile_seconds.clone(),
+        );
+        r.register(
+            "change_latency_seconds",
+            "From a change's arrival (watch event, changed file) to the datapath holding it, per reconcile that left every endpoint programmed (its oldest change)",
+            metrics.change_latency_seconds.clone(),
         );
         r.register(
             "last_sync_timestamp_seconds",

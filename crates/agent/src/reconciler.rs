@@ -61,6 +61,9 @@ pub struct Pipeline {
     options: CompileOptions,
     /// Identities whose addresses changed in commits the enforcer has not been given yet.
     changed_identities: BTreeSet<IdentityId>,
+    /// When the oldest event not yet acknowledged by the datapath arrived (kept across
+    /// reconciles that leave an endpoint unprogrammed).
+    unacknowledged_since: Option<Instant>,
     /// Engine updates are staged and not yet committed.
     staged: bool,
     /// A full resync is due: re-read every endpoint and list them afresh.
@@ -93,6 +96,7 @@ impl Pipeline {
             }),
             compiled: BTreeMap::new(),
             changed_identities: BTreeSet::new(),
+            unacknowledged_since: None,
             enforcer,
             metrics,
             options,
@@ -104,6 +108,7 @@ impl Pipeline {
 
     /// Feeds one watch event: updates the indexes and stages the resulting engine updates.
     pub fn ingest(&mut self, event: SourceEvent) {
+        self.note_received(event.received);
         let applied = self.indexes.apply(event);
         self.stage(applied);
     }
@@ -111,8 +116,15 @@ impl Pipeline {
     /// Feeds the event of a policy its source could not read: it counts as invalid and replaces
     /// what its key held.
     pub fn ingest_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) {
+        self.note_received(Instant::now());
         let applied = self.indexes.apply_rejected(kind, event);
         self.stage(applied);
+    }
+
+    /// Keeps the arrival of the oldest event the datapath has not acknowledged yet.
+    fn note_received(&mut self, received: Instant) {
+        let oldest = self.unacknowledged_since.get_or_insert(received);
+        *oldest = (*oldest).min(received);
     }
 
     fn stage(&mut self, applied: Applied) {
@@ -205,6 +217,13 @@ impl Pipeline {
         if report.complete() {
             self.synced = true;
             self.metrics.record_sync(SystemTime::now());
+            // Every event received so far is now in the datapath. One observation per
+            // reconcile, of its oldest event: the latency a change waited at worst.
+            if let Some(received) = self.unacknowledged_since.take() {
+                self.metrics
+                    .change_latency_seconds
+                    .observe(received.elapsed().as_secs_f64());
+            }
         }
         Some(report)
     }
@@ -248,7 +267,7 @@ impl Pipeline {
         for change in drifted {
             tracing::warn!(
                 endpoint = %change.endpoint,
-                entries = change.changes.len(),
+                classes = change.changes.len(),
                 "full recomputation differs from the incremental MapState; using it"
             );
             self.compile(&change.endpoint, &mut CompileMemo::default());

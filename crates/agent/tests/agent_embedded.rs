@@ -239,6 +239,11 @@ fn datapath_faults_are_retried_until_converged() {
     agent.sync();
     let db = agent.endpoint_of("shop/db-0");
     sim.calls().take_calls();
+    let acknowledged = latency_observations(&agent);
+    assert!(
+        acknowledged >= 1,
+        "the first sync's changes are acknowledged"
+    );
 
     sim.calls().inject(Fault::Fail {
         kind: CallKind::Modify,
@@ -248,6 +253,8 @@ fn datapath_faults_are_retried_until_converged() {
     let report = agent.sync();
     assert_eq!(report.apply.failed(), 1);
     assert!(!report.complete());
+    // The datapath has not taken the change: its latency is still running.
+    assert_eq!(latency_observations(&agent), acknowledged);
     let retry = agent.pipeline.next_wakeup().expect("a retry is scheduled");
 
     // Before the backoff expires the endpoint is left alone.
@@ -259,6 +266,7 @@ fn datapath_faults_are_retried_until_converged() {
     let report = agent.reconcile();
     assert!(report.complete(), "{report:?}");
     assert_converged(&dir, &sim);
+    assert_eq!(latency_observations(&agent), acknowledged + 1);
 
     // A failed listing leaves the agent retrying too.
     sim.calls().inject(Fault::Fail {
@@ -276,6 +284,16 @@ fn datapath_faults_are_retried_until_converged() {
     let report = agent.reconcile();
     assert!(report.complete());
     assert_converged(&dir, &sim);
+}
+
+/// How many changes `netpol_change_latency_seconds` has seen acknowledged by the datapath.
+fn latency_observations(agent: &Agent) -> u64 {
+    let text = agent.metrics_text();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("netpol_change_latency_seconds_count "))
+        .unwrap_or_else(|| panic!("no change latency in:\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
 }
 
 #[test]

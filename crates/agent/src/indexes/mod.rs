@@ -11,6 +11,8 @@ mod nodes;
 mod pods;
 mod policies;
 
+use std::time::Instant;
+
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_labels, namespace_name_labels};
@@ -29,11 +31,18 @@ use super::kind::SourceKind;
 pub struct SourceEvent {
     pub kind: SourceKind,
     pub event: Event<Object>,
+    /// When the agent received it (a watch event arrived, a changed file was read): where
+    /// `netpol_change_latency_seconds` starts counting.
+    pub received: Instant,
 }
 
 impl SourceEvent {
     pub fn new(kind: SourceKind, event: Event<Object>) -> Self {
-        SourceEvent { kind, event }
+        SourceEvent {
+            kind,
+            event,
+            received: Instant::now(),
+        }
     }
 }
 
