@@ -5,10 +5,12 @@
 //! so that what the agent enforces never depends on which version of a policy it happened to see
 //! first. Its errors are reported when its translation changes, not on every relist.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{DefaultHasher, Hash, Hasher};
 
 use kube::runtime::watcher::Event;
-use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError};
+use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError, Warning};
+use netpol_engine::PolicyEntry;
 
 use super::keyed::{Change, Keyed};
 use super::{Applied, EngineUpdate, Rejection};
@@ -25,7 +27,48 @@ pub struct ValidityCounts {
 
 #[derive(Debug, Default)]
 pub struct Policies {
-    by_kind: BTreeMap<SourceKind, Keyed<Translation>>,
+    by_kind: BTreeMap<SourceKind, Keyed<Kept>>,
+    /// Translations handed to an index but not yet passed on: the one of the event being
+    /// applied, or those of a relist in progress (passed on when it completes). The engine holds
+    /// the entries of every enforced policy; the index keeps only their digest.
+    pending: BTreeMap<SourceKind, HashMap<String, Translation>>,
+}
+
+/// What the index keeps of a policy's translation: enough to tell a change of its entries from
+/// a change of its warnings, and whether it is enforced, without a second copy of its entries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Kept {
+    /// A hash of the entries; None when the translation has errors (it contributes none).
+    entries: Option<(u64, u64)>,
+    warnings: Vec<Warning>,
+    errors: Vec<ValidationError>,
+}
+
+impl Kept {
+    fn of(translation: &Translation) -> Kept {
+        Kept {
+            entries: translation
+                .is_ok()
+                .then(|| entries_digest(&translation.entries)),
+            warnings: translation.warnings.clone(),
+            errors: translation.errors.clone(),
+        }
+    }
+
+    fn is_ok(&self) -> bool {
+        self.entries.is_some()
+    }
+}
+
+/// Two independent 64-bit hashes of the entries: a change is missed only if both collide.
+fn entries_digest(entries: &[PolicyEntry]) -> (u64, u64) {
+    let hash = |seed: u8| {
+        let mut hasher = DefaultHasher::new();
+        seed.hash(&mut hasher);
+        entries.hash(&mut hasher);
+        hasher.finish()
+    };
+    (hash(0), hash(1))
 }
 
 /// A policy's engine key.
@@ -71,31 +114,42 @@ impl Policies {
         event: Event<(String, Translation)>,
     ) -> Applied {
         let keyed = self.by_kind.entry(kind).or_default();
-        let changes = match event {
-            Event::Apply((key, translation)) => keyed.set(key, translation).into_iter().collect(),
-            Event::Delete((key, _)) => keyed.remove(&key).into_iter().collect(),
+        let pending = self.pending.entry(kind).or_default();
+        let (changes, relist_done) = match event {
+            Event::Apply((key, translation)) => {
+                let kept = Kept::of(&translation);
+                pending.insert(key.clone(), translation);
+                (keyed.set(key, kept).into_iter().collect(), true)
+            }
+            Event::Delete((key, _)) => (keyed.remove(&key).into_iter().collect(), true),
             Event::Init => {
+                // A relist in progress is abandoned: the watch restarted.
+                pending.clear();
                 keyed.begin_relist();
-                Vec::new()
+                (Vec::new(), false)
             }
             Event::InitApply((key, translation)) => {
-                keyed.relisted(key, translation);
-                Vec::new()
+                keyed.relisted(key.clone(), Kept::of(&translation));
+                pending.insert(key, translation);
+                (Vec::new(), false)
             }
-            Event::InitDone => keyed.end_relist(),
+            Event::InitDone => (keyed.end_relist(), true),
         };
         let mut applied = Applied::default();
         for change in changes {
             match change {
                 Change::Set { key, old, new } => {
-                    let was_enforced = old.as_ref().is_some_and(Translation::is_ok);
+                    let was_enforced = old.as_ref().is_some_and(Kept::is_ok);
                     applied.warnings.extend(new.warnings.iter().cloned());
                     if new.is_ok() {
                         // A change of warnings alone leaves the engine as it is.
-                        if old.is_none_or(|old| !old.is_ok() || old.entries != new.entries) {
+                        if old.is_none_or(|old| old.entries != new.entries) {
+                            let translation = pending
+                                .remove(&key)
+                                .expect("a set policy's translation is pending until passed on");
                             applied.updates.push(EngineUpdate::Policy {
                                 key,
-                                entries: new.entries,
+                                entries: translation.entries,
                             });
                         }
                     } else {
@@ -115,6 +169,10 @@ impl Policies {
                 }
             }
         }
+        if relist_done {
+            // Translations whose entries did not change are not needed any more.
+            pending.clear();
+        }
         applied
     }
 
@@ -127,8 +185,8 @@ impl Policies {
             .into_iter()
             .map(|kind| {
                 let mut counts = ValidityCounts::default();
-                for (_, translation) in self.by_kind.get(&kind).into_iter().flat_map(Keyed::iter) {
-                    if translation.is_ok() {
+                for (_, kept) in self.by_kind.get(&kind).into_iter().flat_map(Keyed::iter) {
+                    if kept.is_ok() {
                         counts.valid += 1;
                     } else {
                         counts.invalid += 1;

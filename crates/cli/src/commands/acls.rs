@@ -1,6 +1,6 @@
 //! `netpol acls FILE | -f PATH... [--endpoint ns/pod] [--output json] [--compare LIVE]`: the HCN
 //! ACLs netpol computes for each pod of a cluster, without touching any host; or, with
-//! `--compare`, a node's live endpoints (as `config/Get-NetpolEndpointAcls.ps1` dumps them)
+//! `--compare`, a node's live endpoints (as `config/windows/Get-NetpolEndpointAcls.ps1` dumps them)
 //! against those rules.
 //!
 //! Exit status: 0 printed (or, comparing, equal), 1 some endpoint differs, 2 an input does not
@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: TextOrJson,
     /// Compare a node's live endpoints with what netpol computes: a file written by
-    /// `config/Get-NetpolEndpointAcls.ps1`, `netpol acls --output json`, or `Get-HnsEndpoint |
+    /// `config/windows/Get-NetpolEndpointAcls.ps1`, `netpol acls --output json`, or `Get-HnsEndpoint |
     /// ConvertTo-Json -Depth 10`.
     #[arg(long, value_name = "LIVE")]
     pub compare: Option<PathBuf>,

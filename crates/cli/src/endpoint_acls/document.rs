@@ -1,5 +1,5 @@
 //! The JSON form of endpoints and their policy lists: what `netpol acls --output json` writes
-//! (the rules netpol computes per pod) and what `config/Get-NetpolEndpointAcls.ps1` writes on a
+//! (the rules netpol computes per pod) and what `config/windows/Get-NetpolEndpointAcls.ps1` writes on a
 //! node (every HCN endpoint with its whole policy list as HNS returns it). One form, so either
 //! can be compared with the other.
 //!
