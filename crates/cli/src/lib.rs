@@ -8,6 +8,7 @@
 //! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
 //! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
 //! | [`endpoint_acls`] | endpoints' HCN policy lists as JSON, and a node's live ones compared with netpol's (`acls --compare`) |
+//! | [`lint`] | `netpol lint`: policy smells found with the engine's precedence and MapStates |
 //! | [`checked`] | what a check run found, read by every output form |
 //! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
 //! | [`probes`] | which ports a matrix or diff probes |
@@ -19,6 +20,7 @@ pub mod commands;
 pub mod decide;
 pub mod endpoint_acls;
 pub mod input;
+pub mod lint;
 pub mod outcome;
 pub mod output;
 pub mod probes;

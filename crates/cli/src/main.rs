@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use netpol_cli::commands::{acls, agent, check, crds, diff, explain, matrix};
+use netpol_cli::commands::{acls, agent, check, crds, diff, explain, lint, matrix};
 use netpol_cli::{synth, Outcome};
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
@@ -26,6 +26,9 @@ enum Command {
     Explain(explain::Args),
     /// Print the flows whose verdict changes from BEFORE to AFTER, with the deciding rules.
     Diff(diff::Args),
+    /// Report policy smells (rules that never decide, policies that change nothing, peers that
+    /// select nothing, ...), as text, JSON or SARIF.
+    Lint(lint::Args),
     /// Print the HCN ACL requests the agent would send for a scenario's pods, with rule counts.
     Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
@@ -49,6 +52,7 @@ fn main() -> ExitCode {
         Command::Matrix(args) => matrix::run(args, &mut out, &mut err),
         Command::Explain(args) => explain::run(args, &mut out, &mut err),
         Command::Diff(args) => diff::run(args, &mut out, &mut err),
+        Command::Lint(args) => lint::run(args, &mut out, &mut err),
         Command::Acls(args) => acls::run(args, &mut out, &mut err),
         Command::Crds => crds::run(&mut out),
         Command::Synth(args) => match synth::run(args, &mut out) {

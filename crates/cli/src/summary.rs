@@ -82,9 +82,9 @@ pub fn write(
         )?;
     }
     let source = if sim.is_some() {
-        "the programmed HCN rules"
+        "the programmed HCN rules decide"
     } else {
-        "the engine"
+        "the engine decides"
     };
     for (protocol, port) in probes {
         let (pods, symbols) = matrix(pipeline, sim, *protocol, *port);
@@ -93,14 +93,15 @@ pub fn write(
         writeln!(out)?;
         writeln!(
             out,
-            "{protocol}/{port} between the {} local pods, as {source} decide it: \
+            "{protocol}/{port} between the {} local pods, as {source} it: \
              {allowed} of {} pairs allowed, {denied} denied",
             pods.len(),
             allowed + denied
         )?;
         if full {
             writeln!(out, "(. allowed, X denied)")?;
-            for line in render(&pods, &symbols) {
+            let labels: Vec<String> = pods.iter().map(|p| elide(p, NAME_WIDTH)).collect();
+            for line in render(&labels, &symbols) {
                 writeln!(out, "  {line}")?;
             }
         }
@@ -112,10 +113,34 @@ pub fn write(
     Ok(())
 }
 
+/// The widest a pod's name is printed in the summary's tables: `namespace/name` can be 317
+/// characters, which would make every row that wide.
+pub const NAME_WIDTH: usize = 48;
+
+/// `name`, or when longer than `width` characters its head and tail around `...`, so that the
+/// namespace and the distinguishing suffix (a ReplicaSet's hash) both stay visible.
+pub fn elide(name: &str, width: usize) -> String {
+    let count = name.chars().count();
+    if count <= width {
+        return name.to_owned();
+    }
+    let keep = width.saturating_sub(3);
+    let head = keep / 2;
+    let tail = keep - head;
+    let front: String = name.chars().take(head).collect();
+    let back: String = name.chars().skip(count - tail).collect();
+    format!("{front}...{back}")
+}
+
 /// One line per local endpoint: its pod, endpoint id and rule counts.
 fn write_endpoints(out: &mut dyn Write, pipeline: &Pipeline) -> io::Result<()> {
     let compiled = pipeline.compiled();
-    let width = compiled.keys().map(String::len).max().unwrap_or(3).max(3);
+    let width = compiled
+        .keys()
+        .map(|pod| elide(pod, NAME_WIDTH).chars().count())
+        .max()
+        .unwrap_or(3)
+        .max(3);
     writeln!(
         out,
         "{:<width$}  {:<14}  ingress  egress",
@@ -127,6 +152,7 @@ fn write_endpoints(out: &mut dyn Write, pipeline: &Pipeline) -> io::Result<()> {
             .iter()
             .find(|(_, owner)| owner.as_deref() == Some(pod))
             .map_or("(none yet)", |(e, _)| e.id.as_str());
+        let pod = elide(pod, NAME_WIDTH);
         writeln!(
             out,
             "{pod:<width$}  {endpoint:<14}  {:>7}  {:>6}",
@@ -192,4 +218,21 @@ fn matrix(
         pods.iter().map(|(key, _)| (*key).to_owned()).collect(),
         cells,
     )
+}
+
+#[cfg(test)]
+mod elide_tests {
+    use super::elide;
+
+    #[test]
+    fn long_names_keep_their_head_and_tail_within_the_width() {
+        let long = format!("shop/{}-7d9f8b6c5d-x2x4q", "a".repeat(240));
+        let short = elide(&long, 48);
+        assert_eq!(short.chars().count(), 48);
+        assert!(short.starts_with("shop/aaaa"), "{short}");
+        assert!(short.ends_with("-7d9f8b6c5d-x2x4q"), "{short}");
+        assert!(short.contains("..."));
+        assert_eq!(elide("shop/web", 48), "shop/web");
+        assert_eq!(elide(&"b".repeat(48), 48), "b".repeat(48));
+    }
 }

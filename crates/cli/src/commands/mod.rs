@@ -6,4 +6,5 @@ pub mod check;
 pub mod crds;
 pub mod diff;
 pub mod explain;
+pub mod lint;
 pub mod matrix;

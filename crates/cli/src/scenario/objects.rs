@@ -54,7 +54,13 @@ pub fn sourced_at(file: &Path, value: Value, at: &str) -> Vec<SourcedObject> {
 /// Loads the objects of topology `name` for the scenario at `scenario`: `topologies/NAME.yaml` in
 /// the scenario's folder or the nearest folder above it.
 pub fn load_topology(scenario: &Path, name: &str) -> Result<Vec<SourcedObject>, LoadError> {
-    let start = scenario.parent().unwrap_or(Path::new("."));
+    // A bare file name has the empty path as its parent: search from the working directory,
+    // made absolute so that the search walks above it too.
+    let start = match scenario.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) => std::path::absolute(parent).unwrap_or_else(|_| parent.to_owned()),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    let start = start.as_path();
     let is_plain_name = !name.is_empty()
         && name
             .chars()

@@ -1,0 +1,350 @@
+//! `netpol lint`: each rule on a policy set with the smell, clean sets without findings, the
+//! output forms and the exit codes.
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+use support::{netpol, stderr, stdout};
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/lint")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// `netpol lint -f cluster.yaml -f SET.yaml -o json`, with its findings.
+fn lint_set(set: &str) -> (Output, Vec<Value>) {
+    let (cluster, set) = (fixture("cluster.yaml"), fixture(set));
+    let output = netpol(&["lint", "-f", &cluster, "-f", &set, "-o", "json"]);
+    let findings = json_findings(&output);
+    (output, findings)
+}
+
+fn json_findings(output: &Output) -> Vec<Value> {
+    let json: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}{}", stdout(output), stderr(output)));
+    json["findings"].as_array().unwrap().clone()
+}
+
+fn summary(findings: &[Value]) -> Vec<(String, String, String)> {
+    findings
+        .iter()
+        .map(|f| {
+            (
+                f["rule"].as_str().unwrap().to_owned(),
+                f["object"].as_str().unwrap().to_owned(),
+                f["field"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn owned(rule: &str, object: &str, field: &str) -> (String, String, String) {
+    (rule.into(), object.into(), field.into())
+}
+
+#[test]
+fn each_rule_reports_its_smell_with_object_field_message_and_hint() {
+    let cases = [
+        (
+            "selects-nothing.yaml",
+            vec![owned(
+                "selects-nothing",
+                "NetworkPolicy x/web-typo",
+                "spec.podSelector",
+            )],
+        ),
+        (
+            "peer-selects-nothing.yaml",
+            vec![owned(
+                "peer-selects-nothing",
+                "NetworkPolicy x/web-from-client",
+                "spec.ingress[0]",
+            )],
+        ),
+        (
+            "shadowed-rule.yaml",
+            vec![
+                owned(
+                    "redundant-policy",
+                    "AdminNetworkPolicy allow-y-http",
+                    "spec",
+                ),
+                owned(
+                    "shadowed-rule",
+                    "AdminNetworkPolicy allow-y-http",
+                    "spec.ingress[0]",
+                ),
+            ],
+        ),
+        (
+            "redundant-policy.yaml",
+            vec![owned(
+                "redundant-policy",
+                "NetworkPolicy z/allow-all",
+                "spec",
+            )],
+        ),
+        (
+            "unordered-overlap.yaml",
+            vec![owned(
+                "unordered-overlap",
+                "AdminNetworkPolicy deny-web",
+                "spec.ingress[0]",
+            )],
+        ),
+        (
+            "ipblock-covers-pods.yaml",
+            vec![owned(
+                "ipblock-covers-pods",
+                "NetworkPolicy y/egress-outside",
+                "spec.egress[0]",
+            )],
+        ),
+        (
+            "named-port-unresolved.yaml",
+            vec![owned(
+                "named-port-unresolved",
+                "NetworkPolicy x/web-http",
+                "spec.ingress[0].ports[0]",
+            )],
+        ),
+    ];
+    for (set, expected) in cases {
+        let (output, findings) = lint_set(set);
+        assert_eq!(summary(&findings), expected, "{set}: {findings:#?}");
+        assert_eq!(output.status.code(), Some(1), "{set}: {}", stderr(&output));
+        for f in &findings {
+            for field in ["severity", "message", "hint"] {
+                assert!(
+                    f[field].as_str().is_some_and(|s| !s.is_empty()),
+                    "{set}: {field} missing in {f}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn shadowed_rule_names_the_rule_that_shadows_it() {
+    let (_, findings) = lint_set("shadowed-rule.yaml");
+    let shadowed = findings
+        .iter()
+        .find(|f| f["rule"] == "shadowed-rule")
+        .unwrap();
+    let message = shadowed["message"].as_str().unwrap();
+    assert!(
+        message.contains("AdminNetworkPolicy deny-y rule deny-all-from-y"),
+        "{message}"
+    );
+}
+
+#[test]
+fn unordered_overlap_names_both_policies_and_the_winner() {
+    let (_, findings) = lint_set("unordered-overlap.yaml");
+    let message = findings[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("AdminNetworkPolicy allow-y rule allow-from-y"),
+        "{message}"
+    );
+    assert!(message.contains("priority 30"), "{message}");
+}
+
+#[test]
+fn a_clean_set_has_no_findings_and_exits_0() {
+    let (output, findings) = lint_set("clean.yaml");
+    assert!(findings.is_empty(), "{findings:#?}");
+    assert_eq!(output.status.code(), Some(0));
+    let text = netpol(&[
+        "lint",
+        "-f",
+        &fixture("cluster.yaml"),
+        "-f",
+        &fixture("clean.yaml"),
+    ]);
+    assert_eq!(stdout(&text), "no findings\n");
+    assert_eq!(text.status.code(), Some(0));
+}
+
+/// Every scenario of the shared set and the examples lints without findings, except those
+/// named here, which each genuinely have the smell.
+#[test]
+fn scenarios_lint_without_false_findings() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let known: Vec<(&str, (String, String, String))> = vec![
+        // allow-all is the only NetworkPolicy of x: allowing all ingress changes nothing (the
+        // admin deny decides y -> x either way).
+        (
+            "anp-deny-overrides-networkpolicy.yaml",
+            owned("redundant-policy", "NetworkPolicy x/allow-all", "spec"),
+        ),
+        // The Cilium policy's allow is merged with allow-all's equal-tier allow of everything.
+        (
+            "cilium-deny-wins-in-its-tier.yaml",
+            owned(
+                "shadowed-rule",
+                "CiliumNetworkPolicy y/deny-x-web",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "np-egress-ipblock-except.yaml",
+            owned(
+                "ipblock-covers-pods",
+                "NetworkPolicy x/egress-cidr",
+                "spec.egress[0]",
+            ),
+        ),
+        // The admin deny of x is what the NetworkPolicy's isolation does anyway.
+        (
+            "anp-named-port-and-banp-rule-order.yaml",
+            owned(
+                "shadowed-rule",
+                "AdminNetworkPolicy z-from-x-sctp-only",
+                "spec.ingress[1]",
+            ),
+        ),
+        (
+            "np-ipv6-and-dual-stack.yaml",
+            owned(
+                "ipblock-covers-pods",
+                "NetworkPolicy v6/a-from-ula",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "np-ipv6-and-dual-stack.yaml",
+            owned(
+                "ipblock-covers-pods",
+                "NetworkPolicy v6/b-egress",
+                "spec.egress[1]",
+            ),
+        ),
+        (
+            "np-ipv6-and-dual-stack.yaml",
+            owned(
+                "ipblock-covers-pods",
+                "NetworkPolicy v6/d-ipv4-only",
+                "spec.egress[0]",
+            ),
+        ),
+    ];
+    let mut files = Vec::new();
+    for dir in [
+        root.join("../../../shared/scenarios"),
+        root.join("../../examples/scenarios"),
+    ] {
+        let Ok(read) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in read {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                files.push(path);
+            }
+        }
+    }
+    assert!(files.len() >= 8, "scenarios found: {files:?}");
+    for file in files {
+        let name = file.file_name().unwrap().to_str().unwrap().to_owned();
+        let output = netpol(&["lint", file.to_str().unwrap(), "-o", "json"]);
+        let found = summary(&json_findings(&output));
+        let expected: Vec<_> = known
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, f)| f.clone())
+            .collect();
+        assert_eq!(found, expected, "{name}");
+        let code = if expected.is_empty() { 0 } else { 1 };
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{name}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_object_and_field() {
+    let dir = support::scratch_dir("lint-bad-input");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: p, namespace: x}\n\
+         spec:\n  podSelector: {}\n  ingress:\n  - ports: [{port: 0}]\n",
+    )
+    .unwrap();
+    let output = netpol(&[
+        "lint",
+        "-f",
+        &fixture("cluster.yaml"),
+        "-f",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
+    let err = stderr(&output);
+    assert!(err.contains("x/p") && err.contains("ports"), "{err}");
+    assert!(stdout(&output).is_empty());
+}
+
+/// The SARIF log holds what the SARIF 2.1.0 schema requires of each object it uses: `version`
+/// and `runs` at the root, `tool.driver.name` per run, `message.text` per result, and rule ids
+/// that index the driver's rules.
+#[test]
+fn sarif_output_has_the_structure_sarif_2_1_0_requires() {
+    let cluster = fixture("cluster.yaml");
+    let set = fixture("shadowed-rule.yaml");
+    let output = netpol(&["lint", "-f", &cluster, "-f", &set, "-o", "sarif"]);
+    assert_eq!(output.status.code(), Some(1));
+    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(log["version"], "2.1.0");
+    assert!(log["$schema"].as_str().unwrap().contains("sarif-2.1.0"));
+    let runs = log["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1);
+    let driver = &runs[0]["tool"]["driver"];
+    assert!(driver["name"].as_str().is_some_and(|n| !n.is_empty()));
+    let rules = driver["rules"].as_array().unwrap();
+    for rule in rules {
+        assert!(rule["id"].is_string());
+        assert!(rule["shortDescription"]["text"].is_string());
+        let level = rule["defaultConfiguration"]["level"].as_str().unwrap();
+        assert!(["none", "note", "warning", "error"].contains(&level));
+    }
+    let results = runs[0]["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2);
+    for result in results {
+        assert!(result["message"]["text"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty()));
+        let id = result["ruleId"].as_str().unwrap();
+        let index = result["ruleIndex"].as_u64().unwrap() as usize;
+        assert_eq!(rules[index]["id"], id);
+        let level = result["level"].as_str().unwrap();
+        assert!(["none", "note", "warning", "error"].contains(&level));
+        let location = &result["locations"][0];
+        assert!(location["logicalLocations"][0]["fullyQualifiedName"]
+            .as_str()
+            .unwrap()
+            .starts_with("AdminNetworkPolicy allow-y-http"));
+        // Two files were given, so no single artifact holds the object.
+        assert!(location.get("physicalLocation").is_none());
+    }
+    // One file: results point at it.
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/scenarios/np-ipv6-and-dual-stack.yaml");
+    let output = netpol(&["lint", scenario.to_str().unwrap(), "-o", "sarif"]);
+    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let uri = &log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+        ["uri"];
+    assert!(uri
+        .as_str()
+        .unwrap()
+        .ends_with("np-ipv6-and-dual-stack.yaml"));
+}
