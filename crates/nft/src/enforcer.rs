@@ -8,7 +8,10 @@ use netpol_datapath::{
     ApplyReport, Backoff, CompileOptions, DatapathError, Desired, EndpointInfo, Enforcer, Outcome,
 };
 
+use netpol_engine::Direction;
+
 use crate::isolate::{program_isolating, Programmed};
+use crate::naming::endpoint_prefix;
 use crate::programmer::{Known, NftBackend};
 use crate::ruleset::{EndpointChains, Ruleset, SetCache};
 
@@ -213,19 +216,23 @@ impl Enforcer for NftEnforcer {
                 let before = self.programmed.take();
                 self.failures = 0;
                 self.retry_at = None;
-                let sent = done.script.is_some();
                 let outcomes = report(&ruleset, |key| {
                     if let Some(outcome) = self.refusal_outcome(key, &held) {
                         return outcome;
                     }
                     let old = before.as_ref().and_then(|r| r.endpoints.get(key));
                     let new = &ruleset.endpoints[key];
-                    // After a read-back only the chain names are known: a pod counts as updated
-                    // whenever anything was sent. Otherwise only a change of its chains counts:
-                    // new set elements (a replica) update the sets, not the endpoints.
+                    // Only a change of its chains counts: new set elements (a replica) update
+                    // the sets, not the endpoints. After a read-back only the chain names are
+                    // known: a pod counts as updated when one of its chains was added.
                     let changed = match &before {
                         Some(_) => !old.is_some_and(|old| old.same_chains(new)),
-                        None => sent,
+                        None => {
+                            let prefixes = Direction::BOTH.map(|d| endpoint_prefix(key, d));
+                            done.added
+                                .iter()
+                                .any(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+                        }
                     };
                     if changed {
                         Outcome::Updated {

@@ -1,13 +1,17 @@
 //! Diff-based programming of netpol's table. Chains are named by their content
-//! ([`crate::script::Table`]), so the chain names in the kernel are the whole state to compare:
+//! ([`crate::script::Table`]), address sets by their identities; [`Known`] is what the kernel
+//! holds, so a change is computed without reading the table back:
 //!
 //! - a new or changed endpoint chain is added under its new name;
 //! - the dispatch chain and the three base chains are swapped (new ones added, old ones deleted)
 //!   whenever any jump target or address changed; both happen in the same transaction, so no
 //!   packet sees neither;
+//! - a set whose addresses changed gets exactly the elements that differ (`delete element`,
+//!   `add element`): a replica changes no chain;
 //! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
-//!   deleted after the chains that jumped to them;
-//! - a restart with nothing changed reads the same names back and sends nothing.
+//!   deleted after the chains that jumped to them, then the sets no chain references;
+//! - a restart with nothing changed reads the same names back, changes no chain and no set, and
+//!   refills the sets (their elements are not read back).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
