@@ -131,4 +131,8 @@ impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         self.timed(DatapathCall::NftList, || self.inner.chains(), nft)
     }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.timed(DatapathCall::NftList, || self.inner.sets(), nft)
+    }
 }

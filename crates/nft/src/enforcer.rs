@@ -8,9 +8,12 @@ use netpol_datapath::{
     ApplyReport, Backoff, CompileOptions, DatapathError, Desired, EndpointInfo, Enforcer, Outcome,
 };
 
+use netpol_engine::Direction;
+
 use crate::isolate::{program_isolating, Programmed};
-use crate::programmer::NftBackend;
-use crate::ruleset::{EndpointChains, Ruleset};
+use crate::naming::endpoint_prefix;
+use crate::programmer::{Known, NftBackend};
+use crate::ruleset::{EndpointChains, Ruleset, SetCache};
 
 /// An endpoint whose chains the kernel refused: isolated until `retry_at`, or until its chains
 /// change.
@@ -38,6 +41,10 @@ pub struct NftEnforcer {
     retry_at: Option<Instant>,
     /// Endpoints whose chains the kernel refused, by pod key.
     refused: BTreeMap<String, Refusal>,
+    /// The chains and sets the kernel holds, as the programmer knows them.
+    known: Option<Known>,
+    /// Address sets resolved by earlier calls, valid until one of their identities changes.
+    cache: SetCache,
 }
 
 impl NftEnforcer {
@@ -50,13 +57,16 @@ impl NftEnforcer {
             failures: 0,
             retry_at: None,
             refused: BTreeMap::new(),
+            known: None,
+            cache: SetCache::default(),
         }
     }
 
     /// The table the pods' compiled rules make. A pod whose rules never compiled is left out;
     /// an address two pods claim (a dying pod and its successor, briefly) goes to the first, as
     /// on HCN, since one packet cannot be matched to two chains.
-    fn ruleset(desired: &Desired<'_>) -> Ruleset {
+    fn ruleset(&mut self, desired: &Desired<'_>) -> Ruleset {
+        self.cache.invalidate(desired.changed);
         let mut ruleset = Ruleset::default();
         let mut claimed = HashSet::new();
         for (key, addresses) in desired.pods {
@@ -69,10 +79,12 @@ impl NftEnforcer {
                 .filter(|a| claimed.insert(*a))
                 .collect();
             if !own.is_empty() {
-                let chains = EndpointChains::new(own, &rules.rules, desired.identities);
+                let chains =
+                    EndpointChains::cached(own, &rules.rules, desired.identities, &mut self.cache);
                 ruleset.insert(key.clone(), chains);
             }
         }
+        self.cache.sweep();
         ruleset
     }
 
@@ -179,11 +191,13 @@ impl Enforcer for NftEnforcer {
                 (info, Some(key.clone()))
             })
             .collect();
-        let mut ruleset = Self::ruleset(desired);
         if refresh {
             self.programmed = None;
+            self.known = None;
             self.retry_at = None;
+            self.cache.clear();
         }
+        let mut ruleset = self.ruleset(desired);
         let held = self.hold_refused(&mut ruleset, now);
         if let Some(retry_at) = self.retry_at.filter(|at| now < *at) {
             return Ok(report(&ruleset, |_| Outcome::Deferred { retry_at }));
@@ -193,7 +207,7 @@ impl Enforcer for NftEnforcer {
                 self.refusal_outcome(k, &held).unwrap_or(Outcome::Unchanged)
             }));
         }
-        match program_isolating(self.backend.as_ref(), &ruleset) {
+        match program_isolating(self.backend.as_ref(), &mut self.known, &ruleset) {
             Ok(Programmed {
                 report: done,
                 refused,
@@ -202,18 +216,23 @@ impl Enforcer for NftEnforcer {
                 let before = self.programmed.take();
                 self.failures = 0;
                 self.retry_at = None;
-                let sent = done.script.is_some();
                 let outcomes = report(&ruleset, |key| {
                     if let Some(outcome) = self.refusal_outcome(key, &held) {
                         return outcome;
                     }
                     let old = before.as_ref().and_then(|r| r.endpoints.get(key));
                     let new = &ruleset.endpoints[key];
-                    // After a read-back only the chain names are known: a pod counts as updated
-                    // whenever anything was sent.
+                    // Only a change of its chains counts: new set elements (a replica) update
+                    // the sets, not the endpoints. After a read-back only the chain names are
+                    // known: a pod counts as updated when one of its chains was added.
                     let changed = match &before {
-                        Some(_) => old != Some(new),
-                        None => sent,
+                        Some(_) => !old.is_some_and(|old| old.same_chains(new)),
+                        None => {
+                            let prefixes = Direction::BOTH.map(|d| endpoint_prefix(key, d));
+                            done.added
+                                .iter()
+                                .any(|n| prefixes.iter().any(|p| n.starts_with(p.as_str())))
+                        }
                     };
                     if changed {
                         Outcome::Updated {
@@ -227,6 +246,11 @@ impl Enforcer for NftEnforcer {
                 tracing::debug!(
                     added = done.added.len(),
                     deleted = done.deleted.len(),
+                    sets_added = done.sets_added,
+                    sets_deleted = done.sets_deleted,
+                    elements_added = done.elements_added,
+                    elements_deleted = done.elements_deleted,
+                    bytes = done.script.as_ref().map_or(0, String::len),
                     unchanged = done.unchanged,
                     isolated = ruleset.isolated.len(),
                     "nftables table programmed"

@@ -70,7 +70,7 @@ pub fn matches(rule: &ChainRule, packet: &Packet) -> bool {
             packet.destination
         };
         // `ip saddr` never matches an IPv6 packet and the reverse: containment checks family.
-        if !remote.nets.iter().any(|n: &IpNet| n.contains(&address)) {
+        if !remote.set.nets.iter().any(|n: &IpNet| n.contains(&address)) {
             return false;
         }
     }

@@ -1,10 +1,12 @@
 //! An in-memory stand-in for `nft` and the kernel behind it, for tests of what programs it (the
-//! enforcer, the agent's metrics): it keeps the chain names of netpol's table as the scripts it
-//! accepts add and delete them, counts calls, and refuses, as a whole transaction, every script
+//! enforcer, the agent's metrics): it keeps the chains of netpol's table (names, and the sets
+//! their rules reference) and its sets (names and elements) as the scripts it accepts change
+//! them, refusing what the kernel refuses (a missing set or chain, a set still referenced, an
+//! element deleted that is not there), counts calls, and refuses, as a whole transaction, every script
 //! that contains one of its poison strings, as the kernel refuses a transaction holding one rule
-//! it cannot load. Only the chain names are modelled, which is all the programmer reads back.
+//! it cannot load. A refused script changes nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::programmer::{NftBackend, NftError};
@@ -13,7 +15,8 @@ use crate::script::TABLE;
 #[derive(Debug, Default)]
 struct State {
     /// None while the table does not exist.
-    chains: Option<BTreeSet<String>>,
+    table: Option<FakeTable>,
+    last: Option<String>,
     poison: Vec<String>,
     applied: usize,
     checked: usize,
@@ -53,7 +56,21 @@ impl FakeNft {
 
     /// The chain names of the table, if it exists.
     pub fn chain_names(&self) -> Option<BTreeSet<String>> {
-        self.state().chains.clone()
+        let state = self.state();
+        state
+            .table
+            .as_ref()
+            .map(|t| t.chains.keys().cloned().collect())
+    }
+
+    /// The last script applied.
+    pub fn last_script(&self) -> Option<String> {
+        self.state().last.clone()
+    }
+
+    /// The table's chains and sets, if it exists.
+    pub fn table(&self) -> Option<FakeTable> {
+        self.state().table.clone()
     }
 
     /// (transactions applied, check-only transactions, scripts refused).
@@ -79,34 +96,122 @@ impl FakeNft {
     }
 }
 
+/// What the fake kernel holds of the table: chains with the sets their rules reference, sets
+/// with their elements (as written in scripts).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FakeTable {
+    pub chains: BTreeMap<String, BTreeSet<String>>,
+    pub sets: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// `{ a, b }` (the rest of a line after a set or element list's name) as its elements.
+fn elements(text: &str) -> Vec<String> {
+    let inner = text
+        .trim()
+        .trim_start_matches('{')
+        .trim_end_matches('}')
+        .trim();
+    inner
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Applies `script` to `table` as the kernel would, or says why the kernel would refuse it.
+fn run_script(table: &mut Option<FakeTable>, script: &str) -> Result<(), String> {
+    let prefix = format!("{TABLE} ");
+    let mut chain: Option<String> = None;
+    for line in script.lines() {
+        let line = line.trim();
+        if let Some(name) = chain.as_ref() {
+            if line == "}" {
+                chain = None;
+            } else {
+                let refs: Vec<String> = line
+                    .split_whitespace()
+                    .filter_map(|w| w.strip_prefix('@'))
+                    .map(str::to_string)
+                    .collect();
+                let t = table.as_mut().ok_or("no table")?;
+                for r in refs {
+                    if !t.sets.contains_key(&r) {
+                        return Err(format!("set {r} does not exist"));
+                    }
+                    t.chains.entry(name.clone()).or_default().insert(r);
+                }
+            }
+            continue;
+        }
+        if line == format!("add table {TABLE}") || line == format!("table {TABLE} {{") {
+            table.get_or_insert_with(FakeTable::default);
+        } else if line == format!("delete table {TABLE}") {
+            *table = None;
+        } else if let Some(name) = line
+            .strip_prefix("chain ")
+            .and_then(|r| r.strip_suffix(" {"))
+        {
+            let t = table.as_mut().ok_or("no table")?;
+            t.chains.insert(name.to_string(), BTreeSet::new());
+            chain = Some(name.to_string());
+        } else if let Some(rest) = line.strip_prefix("set ") {
+            let t = table.as_mut().ok_or("no table")?;
+            let (name, body) = rest.split_once(' ').unwrap_or((rest, ""));
+            let listed = body
+                .split_once("elements = ")
+                .map(|(_, e)| elements(e.trim_end_matches('}')))
+                .unwrap_or_default();
+            let set = t.sets.entry(name.to_string()).or_default();
+            set.extend(listed);
+        } else if let Some(rest) = line.strip_prefix("delete chain ") {
+            let name = rest.strip_prefix(&prefix).ok_or("other table")?;
+            let t = table.as_mut().ok_or("no table")?;
+            t.chains.remove(name).ok_or("no such chain")?;
+        } else if let Some(rest) = line.strip_prefix("delete set ") {
+            let name = rest.strip_prefix(&prefix).ok_or("other table")?;
+            let t = table.as_mut().ok_or("no table")?;
+            if t.chains.values().any(|refs| refs.contains(name)) {
+                return Err(format!("set {name} is in use"));
+            }
+            t.sets.remove(name).ok_or("no such set")?;
+        } else if let Some(rest) = line.strip_prefix("flush set ") {
+            let name = rest.strip_prefix(&prefix).ok_or("other table")?;
+            let t = table.as_mut().ok_or("no table")?;
+            t.sets.get_mut(name).ok_or("no such set")?.clear();
+        } else if let Some(rest) = line.strip_prefix("add element ") {
+            let rest = rest.strip_prefix(&prefix).ok_or("other table")?;
+            let (name, list) = rest.split_once(' ').ok_or("no elements")?;
+            let t = table.as_mut().ok_or("no table")?;
+            let set = t.sets.get_mut(name).ok_or("no such set")?;
+            set.extend(elements(list));
+        } else if let Some(rest) = line.strip_prefix("delete element ") {
+            let rest = rest.strip_prefix(&prefix).ok_or("other table")?;
+            let (name, list) = rest.split_once(' ').ok_or("no elements")?;
+            let t = table.as_mut().ok_or("no table")?;
+            let set = t.sets.get_mut(name).ok_or("no such set")?;
+            for element in elements(list) {
+                if !set.remove(&element) {
+                    return Err(format!("element {element} of {name} does not exist"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl NftBackend for FakeNft {
     fn apply(&self, script: &str) -> Result<(), NftError> {
         self.judge(script)?;
         let mut state = self.state();
-        state.applied += 1;
-        let delete_table = format!("delete table {TABLE}");
-        let delete_chain = format!("delete chain {TABLE} ");
-        let mut chains = state.chains.take();
-        for line in script.lines() {
-            let line = line.trim();
-            if line == format!("add table {TABLE}") || line == format!("table {TABLE} {{") {
-                chains.get_or_insert_with(BTreeSet::new);
-            } else if line == delete_table {
-                chains = None;
-            } else if let Some(name) = line.strip_prefix(&delete_chain) {
-                if let Some(chains) = chains.as_mut() {
-                    chains.remove(name);
-                }
-            } else if let Some(name) = line
-                .strip_prefix("chain ")
-                .and_then(|rest| rest.strip_suffix(" {"))
-            {
-                chains
-                    .get_or_insert_with(BTreeSet::new)
-                    .insert(name.to_string());
-            }
+        let mut table = state.table.clone();
+        if let Err(message) = run_script(&mut table, script) {
+            state.refused += 1;
+            return Err(NftError::refused(&format!("Error: {message}")));
         }
-        state.chains = chains;
+        state.applied += 1;
+        state.table = table;
+        state.last = Some(script.to_string());
         Ok(())
     }
 
@@ -118,5 +223,10 @@ impl NftBackend for FakeNft {
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         self.judge("")?;
         Ok(self.chain_names().map(|c| c.into_iter().collect()))
+    }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.judge("")?;
+        Ok(self.table().map(|t| t.sets.into_keys().collect()))
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::bypass::{HostFacts, Link};
-use crate::programmer::{chains_via, NftBackend, NftError};
+use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
 
 /// The kernel of the network namespace the agent runs in (the node's).
 #[derive(Clone, Copy, Debug, Default)]
@@ -24,6 +24,10 @@ impl NftBackend for HostNft {
 
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         chains_via(|args| run_nft(Command::new("nft"), args, ""))
+    }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        sets_via(|args| run_nft(Command::new("nft"), args, ""))
     }
 }
 

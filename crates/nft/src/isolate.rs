@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::programmer::{program, NftBackend, NftError, ProgramError, ProgramReport};
+use crate::programmer::{program, Known, NftBackend, NftError, ProgramError, ProgramReport};
 use crate::ruleset::Ruleset;
 use crate::script::{render_check, Table};
 
@@ -28,9 +28,10 @@ pub struct Programmed {
 /// chains it refuses isolated.
 pub fn program_isolating(
     backend: &dyn NftBackend,
+    known: &mut Option<Known>,
     ruleset: &Ruleset,
 ) -> Result<Programmed, ProgramError> {
-    let message = match program(backend, ruleset) {
+    let message = match program(backend, known, ruleset) {
         Ok(report) => {
             return Ok(Programmed {
                 report,
@@ -48,7 +49,7 @@ pub fn program_isolating(
     for key in refused.keys() {
         narrowed.isolate(key);
     }
-    let report = program(backend, &narrowed)?;
+    let report = program(backend, known, &narrowed)?;
     Ok(Programmed { report, refused })
 }
 
@@ -140,6 +141,10 @@ mod tests {
         fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
             Ok(None)
         }
+
+        fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+            Ok(None)
+        }
     }
 
     fn ruleset(n: usize) -> Ruleset {
@@ -162,7 +167,7 @@ mod tests {
             applied: RefCell::new(Vec::new()),
         };
         let ruleset = ruleset(500);
-        let done = program_isolating(&backend, &ruleset).unwrap();
+        let done = program_isolating(&backend, &mut None, &ruleset).unwrap();
         assert_eq!(
             done.refused.keys().collect::<Vec<_>>(),
             vec!["x/p17", "x/p300"]
@@ -194,8 +199,11 @@ mod tests {
             fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
                 Ok(None)
             }
+            fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+                Ok(None)
+            }
         }
-        let error = program_isolating(&Never, &ruleset(3)).unwrap_err();
+        let error = program_isolating(&Never, &mut None, &ruleset(3)).unwrap_err();
         assert!(matches!(error, ProgramError::Nft(NftError::Refused(m)) if m == "no"));
     }
 }

@@ -4,8 +4,9 @@
 //! - [`ruleset`]: the model: per endpoint an ingress and an egress chain of first-match rules,
 //!   reached by the endpoint's addresses from one dispatch chain that every base chain jumps to.
 //! - [`script`]: the model as an `nft -f` script that replaces the table in one transaction.
-//! - [`programmer`]: diff-based programming: reads back netpol's chain names, adds what is new,
-//!   deletes what is obsolete, all in one transaction; nothing if nothing changed.
+//! - [`programmer`]: diff-based programming against what the kernel holds (chains; named address
+//!   sets, patched element by element): adds what is new, deletes what is obsolete, all in one
+//!   transaction; nothing if nothing changed.
 //! - [`eval`]: an in-process evaluation of the model with nftables semantics, for tests and for
 //!   explaining a real packet's fate.
 //! - [`isolate`]: a refused transaction is bisected with check-only transactions and only the

@@ -1,19 +1,26 @@
 //! Diff-based programming of netpol's table. Chains are named by their content
-//! ([`crate::script::Table`]), so the chain names in the kernel are the whole state to compare:
+//! ([`crate::script::Table`]), address sets by their identities; [`Known`] is what the kernel
+//! holds, so a change is computed without reading the table back:
 //!
 //! - a new or changed endpoint chain is added under its new name;
 //! - the dispatch chain and the three base chains are swapped (new ones added, old ones deleted)
 //!   whenever any jump target or address changed; both happen in the same transaction, so no
 //!   packet sees neither;
+//! - a set whose addresses changed gets exactly the elements that differ (`delete element`,
+//!   `add element`): a replica changes no chain;
 //! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
-//!   deleted after the chains that jumped to them;
-//! - a restart with nothing changed reads the same names back and sends nothing.
+//!   deleted after the chains that jumped to them, then the sets no chain references;
+//! - a restart with nothing changed reads the same names back, changes no chain and no set, and
+//!   refills the sets (their elements are not read back).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io;
+use std::sync::Arc;
 
-use crate::ruleset::Ruleset;
-use crate::script::{self, ScriptError, Table};
+use ipnet::IpNet;
+
+use crate::ruleset::{AddressSet, Ruleset};
+use crate::script::{self, ScriptError, SetChanges, Table};
 
 /// Why `nft` did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +48,7 @@ impl NftError {
     }
 }
 
-/// Where the table lives: runs scripts and lists netpol's chains.
+/// Where the table lives: runs scripts and lists netpol's chains and sets.
 pub trait NftBackend {
     /// Applies an `nft -f` script as one transaction.
     fn apply(&self, script: &str) -> Result<(), NftError>;
@@ -50,6 +57,8 @@ pub trait NftBackend {
     fn check(&self, script: &str) -> Result<(), NftError>;
     /// The chain names of table `inet netpol`, or None if the table does not exist.
     fn chains(&self) -> Result<Option<Vec<String>>, NftError>;
+    /// The set names of table `inet netpol`, or None if the table does not exist.
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError>;
 }
 
 impl<T: NftBackend + ?Sized> NftBackend for &T {
@@ -64,6 +73,33 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         (**self).chains()
     }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        (**self).sets()
+    }
+}
+
+/// What the kernel holds, as the programmer knows it: every chain name, and every set with its
+/// contents when they are known (they are after netpol programmed them; not after a read-back,
+/// which lists names only, so such a set is flushed and filled the next time).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Known {
+    pub chains: BTreeSet<String>,
+    pub sets: BTreeMap<String, Option<Arc<AddressSet>>>,
+}
+
+impl Known {
+    /// Reads the table's chain and set names back; None if the table does not exist.
+    pub fn read(backend: &dyn NftBackend) -> Result<Option<Known>, NftError> {
+        let Some(chains) = backend.chains()? else {
+            return Ok(None);
+        };
+        let sets = backend.sets()?.unwrap_or_default();
+        Ok(Some(Known {
+            chains: chains.into_iter().collect(),
+            sets: sets.into_iter().map(|n| (n, None)).collect(),
+        }))
+    }
 }
 
 /// What one [`program`] call did.
@@ -72,6 +108,12 @@ pub struct ProgramReport {
     pub added: Vec<String>,
     pub deleted: Vec<String>,
     pub unchanged: usize,
+    /// Sets created and deleted.
+    pub sets_added: usize,
+    pub sets_deleted: usize,
+    /// Elements added to and deleted from sets that existed (flushed sets count as added).
+    pub elements_added: usize,
+    pub elements_deleted: usize,
     /// The script sent, if anything was sent.
     pub script: Option<String>,
 }
@@ -84,57 +126,197 @@ pub enum ProgramError {
     Nft(#[from] NftError),
 }
 
-/// Brings the table to `ruleset` with the fewest changes, in one transaction.
-pub fn program(backend: &dyn NftBackend, ruleset: &Ruleset) -> Result<ProgramReport, ProgramError> {
+/// The elements of `want` not in `have`, and of `have` not in `want` (both sorted):
+/// (deleted, added).
+fn difference(have: &[IpNet], want: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
+    let (mut deleted, mut added) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < have.len() || j < want.len() {
+        match (have.get(i), want.get(j)) {
+            (Some(h), Some(w)) if h == w => {
+                i += 1;
+                j += 1;
+            }
+            (Some(h), Some(w)) if h < w => {
+                deleted.push(*h);
+                i += 1;
+            }
+            (Some(h), None) => {
+                deleted.push(*h);
+                i += 1;
+            }
+            (_, Some(w)) => {
+                added.push(*w);
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (deleted, added)
+}
+
+/// Brings the table to `ruleset` with the fewest changes, in one transaction: chains by name,
+/// sets element by element. `known` is what the kernel holds as last programmed (None: read
+/// the names back first); it is updated when the transaction commits, kept when the kernel
+/// refuses it (the kernel is then as before), and forgotten when `nft` could not be run (nothing
+/// says what happened).
+pub fn program(
+    backend: &dyn NftBackend,
+    known: &mut Option<Known>,
+    ruleset: &Ruleset,
+) -> Result<ProgramReport, ProgramError> {
     let table = Table::new(ruleset)?;
-    let existing = backend.chains()?;
-    let have: BTreeSet<String> = existing.iter().flatten().cloned().collect();
+    if known.is_none() {
+        *known = Some(match Known::read(backend)? {
+            Some(k) => k,
+            None => {
+                let report = apply_changes(backend, &table, None)?;
+                *known = Some(known_after(&table));
+                return Ok(report);
+            }
+        });
+    }
+    let have = known.as_ref().expect("known was just read");
+    let result = apply_changes(backend, &table, Some(have));
+    match &result {
+        Ok(_) => *known = Some(known_after(&table)),
+        Err(ProgramError::Nft(NftError::Unavailable(_))) => *known = None,
+        Err(_) => {}
+    }
+    result
+}
+
+/// What the kernel holds once `table` is programmed.
+fn known_after(table: &Table) -> Known {
+    Known {
+        chains: table.names().map(str::to_string).collect(),
+        sets: table
+            .sets
+            .iter()
+            .map(|(n, s)| (n.clone(), Some(s.clone())))
+            .collect(),
+    }
+}
+
+/// Sends what brings the kernel from `have` (None: no table) to `table`, if anything.
+fn apply_changes(
+    backend: &dyn NftBackend,
+    table: &Table,
+    have: Option<&Known>,
+) -> Result<ProgramReport, ProgramError> {
+    let empty = Known::default();
+    let old = have.unwrap_or(&empty);
     let want: BTreeSet<&str> = table.names().collect();
     let added: Vec<&str> = want
         .iter()
         .copied()
-        .filter(|n| !have.contains(*n))
+        .filter(|n| !old.chains.contains(*n))
         .collect();
-    let deleted: Vec<&str> = have
+    let deleted: Vec<&str> = old
+        .chains
         .iter()
         .map(String::as_str)
         .filter(|n| !want.contains(n))
         .collect();
+    let mut sets = SetChanges::default();
+    for (name, set) in &table.sets {
+        match old.sets.get(name) {
+            None => sets.create.push(set),
+            Some(None) => sets.refill.push(set),
+            Some(Some(known)) if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
+            Some(Some(known)) => {
+                let (gone, new) = difference(&known.nets, &set.nets);
+                sets.patch.push((name, gone, new));
+            }
+        }
+    }
+    sets.delete = old
+        .sets
+        .keys()
+        .map(String::as_str)
+        .filter(|n| !table.sets.contains_key(*n))
+        .collect();
+    let (elements_added, elements_deleted) = sets.element_counts();
     let mut report = ProgramReport {
         added: added.iter().map(|n| n.to_string()).collect(),
         deleted: deleted.iter().map(|n| n.to_string()).collect(),
         unchanged: want.len() - added.len(),
+        sets_added: sets.create.len(),
+        sets_deleted: sets.delete.len(),
+        elements_added,
+        elements_deleted,
         script: None,
     };
-    if added.is_empty() && deleted.is_empty() && existing.is_some() {
+    if added.is_empty() && deleted.is_empty() && sets.is_empty() && have.is_some() {
         return Ok(report);
     }
-    let text = script::render_changes(&table, existing.is_none(), &added, &deleted);
+    let text = script::render_changes(table, have.is_none(), &sets, &added, &deleted);
     backend.apply(&text)?;
     report.script = Some(text);
     Ok(report)
 }
 
-/// Parses `nft list table inet netpol` output: the name of every `chain NAME {` line.
-pub fn parse_chain_names(listing: &str) -> Vec<String> {
+/// Parses `nft list table inet netpol` output: the name of every `KIND NAME {` line.
+fn parse_names(listing: &str, kind: &str) -> Vec<String> {
     listing
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("chain "))
+        .filter_map(|l| l.trim().strip_prefix(kind)?.strip_prefix(' '))
         .filter_map(|rest| rest.strip_suffix(" {"))
         .map(str::to_string)
         .collect()
 }
 
+/// Parses `nft list table inet netpol` output: the name of every `chain NAME {` line.
+pub fn parse_chain_names(listing: &str) -> Vec<String> {
+    parse_names(listing, "chain")
+}
+
+/// Parses `nft list sets table inet netpol` output: the name of every `set NAME {` line.
+pub fn parse_set_names(listing: &str) -> Vec<String> {
+    parse_names(listing, "set")
+}
+
+fn table_exists(nft: &impl Fn(&[&str]) -> Result<String, NftError>) -> Result<bool, NftError> {
+    let tables = nft(&["list", "tables", "inet"])?;
+    Ok(tables.lines().any(|l| l.trim() == "table inet netpol"))
+}
+
 /// The chain names of netpol's table, read through `nft` (run on the host or in a namespace).
+/// `nft list chains` lists chains without their rules, whatever the table holds.
 pub fn chains_via(
     nft: impl Fn(&[&str]) -> Result<String, NftError>,
 ) -> Result<Option<Vec<String>>, NftError> {
-    let tables = nft(&["list", "tables", "inet"])?;
-    if !tables.lines().any(|l| l.trim() == "table inet netpol") {
+    if !table_exists(&nft)? {
         return Ok(None);
     }
-    let listing = nft(&["list", "table", "inet", "netpol"])?;
-    Ok(Some(parse_chain_names(&listing)))
+    let listing = nft(&["list", "chains", "inet"])?;
+    Ok(Some(names_in_table(&listing, "chain")))
+}
+
+/// The set names of netpol's table, read through `nft`, without their elements (`-t`).
+pub fn sets_via(
+    nft: impl Fn(&[&str]) -> Result<String, NftError>,
+) -> Result<Option<Vec<String>>, NftError> {
+    if !table_exists(&nft)? {
+        return Ok(None);
+    }
+    let listing = nft(&["-t", "list", "sets", "inet"])?;
+    Ok(Some(names_in_table(&listing, "set")))
+}
+
+/// The `KIND NAME {` names inside `table inet netpol { ... }` of a listing of several tables.
+fn names_in_table(listing: &str, kind: &str) -> Vec<String> {
+    let mut inside = false;
+    let mut out = Vec::new();
+    for line in listing.lines() {
+        let line = line.trim();
+        if let Some(table) = line.strip_prefix("table ") {
+            inside = table == "inet netpol {";
+        } else if inside {
+            out.extend(parse_names(line, kind));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -145,5 +327,19 @@ mod tests {
     fn chain_names_are_read_from_a_listing() {
         let listing = "table inet netpol {\n\tchain ep_1_in_2 {\n\t}\n\tchain forward_3 {\n\t\ttype filter hook forward priority filter; policy accept;\n\t}\n}\n";
         assert_eq!(parse_chain_names(listing), vec!["ep_1_in_2", "forward_3"]);
+        let several = "table inet other {\n\tset a4_1 {\n\t}\n}\ntable inet netpol {\n\tset a4_2 {\n\t\ttype ipv4_addr\n\t}\n\tchain c {\n\t}\n}\n";
+        assert_eq!(names_in_table(several, "set"), vec!["a4_2"]);
+        assert_eq!(names_in_table(several, "chain"), vec!["c"]);
+    }
+
+    #[test]
+    fn the_difference_of_two_sorted_lists() {
+        let n = |s: &str| s.parse::<IpNet>().unwrap();
+        let (gone, new) = difference(
+            &[n("10.0.0.1/32"), n("10.0.0.2/32"), n("10.0.0.5/32")],
+            &[n("10.0.0.2/32"), n("10.0.0.3/32"), n("10.0.0.9/32")],
+        );
+        assert_eq!(gone, vec![n("10.0.0.1/32"), n("10.0.0.5/32")]);
+        assert_eq!(new, vec![n("10.0.0.3/32"), n("10.0.0.9/32")]);
     }
 }

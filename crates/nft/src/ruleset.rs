@@ -1,14 +1,16 @@
 //! The nftables model of netpol's table: one ingress and one egress chain per endpoint, built
 //! from the compiler's ordered rules.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::{sets, OrderedRule, RuleAction};
+use netpol_datapath::{sets, Family, OrderedRule, RemoteSet, RuleAction};
 use netpol_engine::reference::Reason;
-use netpol_engine::IdentityStore;
+use netpol_engine::{IdentityId, IdentityStore};
+
+use crate::naming::hash;
 use netpol_engine::{Direction, Protocol};
 
 /// What a matching chain rule does. Allow is `return` (to the dispatch chain, which then consults the
@@ -19,18 +21,97 @@ pub enum ChainVerdict {
     Drop,
 }
 
+/// A named set of remote addresses: what one [`RemoteSet`] (identities, one family) holds now.
+/// Its name is stable for the identities, not for their addresses: when a replica comes or goes
+/// only the set's elements change, never the chains that reference it (`@name`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct AddressSet {
+    /// `a4_<hash>` or `a6_<hash>` (`i` after the family for an interval set).
+    pub name: String,
+    pub v6: bool,
+    /// Whether the set holds prefixes (`flags interval`): a world identity names it.
+    pub interval: bool,
+    /// Disjoint prefixes, sorted (host prefixes for single addresses); may be empty.
+    pub nets: Vec<IpNet>,
+}
+
+impl AddressSet {
+    /// The set of `set`, its addresses resolved through `store`.
+    pub fn resolve(set: &RemoteSet, store: &IdentityStore) -> AddressSet {
+        let v6 = set.family == Family::V6;
+        let nets = sets::addresses(set, store);
+        let interval = set
+            .identities
+            .iter()
+            .any(|id| store.get(*id).is_some_and(|i| i.is_world()))
+            || nets.iter().any(|n| n.prefix_len() != n.max_prefix_len());
+        let ids: Vec<String> = set.identities.iter().map(|id| id.0.to_string()).collect();
+        let name = format!(
+            "a{}{}_{}",
+            if v6 { 6 } else { 4 },
+            if interval { "i" } else { "" },
+            hash(ids.iter().map(String::as_str))
+        );
+        AddressSet {
+            name,
+            v6,
+            interval,
+            nets,
+        }
+    }
+}
+
+/// Resolved address sets, kept across calls: a set is resolved again only when one of its
+/// identities changed addresses ([`SetCache::invalidate`]), so a replica costs the sets that name
+/// its identity, not every set of every endpoint.
+#[derive(Clone, Debug, Default)]
+pub struct SetCache {
+    sets: HashMap<RemoteSet, (Arc<AddressSet>, bool)>,
+}
+
+impl SetCache {
+    /// Forgets every set that names one of `changed`.
+    pub fn invalidate(&mut self, changed: &BTreeSet<IdentityId>) {
+        if changed.is_empty() {
+            return;
+        }
+        self.sets
+            .retain(|set, _| !set.identities.iter().any(|id| changed.contains(id)));
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.sets.clear();
+    }
+
+    /// The address set of `set`, resolved if it is not known.
+    pub fn resolve(&mut self, set: &RemoteSet, store: &IdentityStore) -> Arc<AddressSet> {
+        if let Some((resolved, used)) = self.sets.get_mut(set) {
+            *used = true;
+            return resolved.clone();
+        }
+        let resolved = Arc::new(AddressSet::resolve(set, store));
+        self.sets.insert(set.clone(), (resolved.clone(), true));
+        resolved
+    }
+
+    /// Forgets the sets not resolved since the last sweep.
+    pub fn sweep(&mut self) {
+        self.sets.retain(|_, (_, used)| std::mem::take(used));
+    }
+}
+
 /// A remote-address match: the packet's source (ingress) or destination (egress) in a set.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RemoteMatch {
     /// True for `saddr` (the remote sends: ingress), false for `daddr` (egress).
     pub source: bool,
-    /// Non-empty, all of one family.
-    pub nets: Vec<IpNet>,
+    pub set: Arc<AddressSet>,
 }
 
 impl RemoteMatch {
     pub fn is_v6(&self) -> bool {
-        matches!(self.nets[0], IpNet::V6(_))
+        self.set.v6
     }
 }
 
@@ -58,13 +139,23 @@ impl EndpointChains {
     /// The chains for `rules` (any order; they are sorted by priority, stable within one), their
     /// remote sets resolved through the ipcache `store`.
     pub fn new(addresses: Vec<IpAddr>, rules: &[OrderedRule], store: &IdentityStore) -> Self {
+        Self::cached(addresses, rules, store, &mut SetCache::default())
+    }
+
+    /// [`EndpointChains::new`], with address sets resolved through `cache`.
+    pub fn cached(
+        addresses: Vec<IpAddr>,
+        rules: &[OrderedRule],
+        store: &IdentityStore,
+        cache: &mut SetCache,
+    ) -> Self {
         let mut sorted: Vec<&OrderedRule> = rules.iter().collect();
         sorted.sort_by_key(|r| r.priority);
-        let chain = |direction: Direction| -> Vec<ChainRule> {
+        let mut chain = |direction: Direction| -> Vec<ChainRule> {
             sorted
                 .iter()
                 .filter(|r| r.direction == direction)
-                .flat_map(|r| chain_rules(r, store))
+                .map(|r| chain_rule(r, store, cache))
                 .collect()
         };
         EndpointChains {
@@ -72,6 +163,30 @@ impl EndpointChains {
             ingress: chain(Direction::Ingress),
             egress: chain(Direction::Egress),
         }
+    }
+
+    /// Whether `other` has the same addresses and the same chain rules, set contents aside: what
+    /// the kernel's chains hold (a set is referenced by name), so two such endpoints differ
+    /// only in set elements.
+    pub fn same_chains(&self, other: &EndpointChains) -> bool {
+        let same_rule = |a: &ChainRule, b: &ChainRule| {
+            let remote = match (&a.remote, &b.remote) {
+                (None, None) => true,
+                (Some(x), Some(y)) => x.source == y.source && x.set.name == y.set.name,
+                _ => false,
+            };
+            remote
+                && a.protocol == b.protocol
+                && a.dports == b.dports
+                && a.verdict == b.verdict
+                && a.reason == b.reason
+        };
+        let same = |a: &[ChainRule], b: &[ChainRule]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_rule(x, y))
+        };
+        self.addresses == other.addresses
+            && same(&self.ingress, &other.ingress)
+            && same(&self.egress, &other.egress)
     }
 
     /// How many rules both chains hold.
@@ -87,8 +202,10 @@ impl EndpointChains {
     }
 }
 
-/// The chain rules of one ordered rule: one, or none if its remote set holds no address now.
-fn chain_rules(rule: &OrderedRule, store: &IdentityStore) -> Vec<ChainRule> {
+/// The chain rule of one ordered rule. A rule whose remote set holds no address now is kept: it
+/// references an empty set, which matches nothing, and needs no chain change when a first
+/// replica appears.
+fn chain_rule(rule: &OrderedRule, store: &IdentityStore, cache: &mut SetCache) -> ChainRule {
     let verdict = match rule.action {
         RuleAction::Allow => ChainVerdict::Return,
         RuleAction::Block => ChainVerdict::Drop,
@@ -106,14 +223,13 @@ fn chain_rules(rule: &OrderedRule, store: &IdentityStore) -> Vec<ChainRule> {
         reason: rule.reason.clone(),
     };
     let Some(set) = &rule.remotes else {
-        return vec![make(None)];
+        return make(None);
     };
-    let nets = sets::addresses(set, store);
-    if nets.is_empty() {
-        return Vec::new();
-    }
     let source = rule.direction == Direction::Ingress;
-    vec![make(Some(RemoteMatch { source, nets }))]
+    make(Some(RemoteMatch {
+        source,
+        set: cache.resolve(set, store),
+    }))
 }
 
 /// netpol's whole table: every endpoint's chains, by endpoint key, and the endpoints whose

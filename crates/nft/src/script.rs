@@ -5,12 +5,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
 
 use crate::naming::{chain_name, comment_line, hash};
-use crate::ruleset::{ChainRule, ChainVerdict, Ruleset};
+use crate::ruleset::{AddressSet, ChainRule, ChainVerdict, Ruleset};
 
 /// The family and name of the one table netpol owns.
 pub const TABLE: &str = "inet netpol";
@@ -73,6 +74,8 @@ pub struct Table {
     pub bases: Vec<(String, Vec<String>)>,
     /// The names of each endpoint's two chains, by endpoint key.
     pub by_endpoint: BTreeMap<String, Vec<String>>,
+    /// Every named address set the endpoint chains reference, by name.
+    pub sets: BTreeMap<String, Arc<AddressSet>>,
 }
 
 /// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
@@ -98,6 +101,15 @@ impl Table {
         let mut names: BTreeMap<(&str, Direction), String> = BTreeMap::new();
         for (key, chains) in &ruleset.endpoints {
             for direction in Direction::BOTH {
+                for rule in chains.chain(direction) {
+                    if let Some(remote) = &rule.remote {
+                        if !table.sets.contains_key(&remote.set.name) {
+                            table
+                                .sets
+                                .insert(remote.set.name.clone(), remote.set.clone());
+                        }
+                    }
+                }
                 let mut lines = vec![comment_line(key, direction)];
                 lines.extend(chains.chain(direction).iter().map(render_rule));
                 let name = chain_name(key, direction, &lines);
@@ -179,18 +191,81 @@ fn chain_block(name: &str, lines: &[String]) -> String {
 pub fn render(ruleset: &Ruleset) -> Result<String, ScriptError> {
     let table = Table::new(ruleset)?;
     let all: Vec<&str> = table.names().collect();
+    let sets = SetChanges {
+        create: table.sets.values().map(Arc::as_ref).collect(),
+        ..SetChanges::default()
+    };
     let mut out = format!("add table {TABLE}\ndelete table {TABLE}\n");
-    out.push_str(&render_changes(&table, true, &all, &[]));
+    out.push_str(&render_changes(&table, true, &sets, &all, &[]));
     Ok(out)
 }
 
-/// A script that adds `add` (chain names of `table`) and deletes `obsolete` chain names, in an
-/// order the kernel accepts in one transaction: chains before those that jump to them, then
-/// deletions, base chains first (which releases the dispatch chain, which releases endpoint
-/// chains).
+/// What one transaction does to the table's named sets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetChanges<'a> {
+    /// Sets the kernel does not hold: declared with their elements.
+    pub create: Vec<&'a AddressSet>,
+    /// Sets the kernel holds with contents not known (read back after a start, a failure or a
+    /// resync): flushed and filled in the same transaction.
+    pub refill: Vec<&'a AddressSet>,
+    /// Sets whose contents are known: (name, elements to delete, elements to add).
+    pub patch: Vec<(&'a str, Vec<IpNet>, Vec<IpNet>)>,
+    /// Sets no chain references any more, deleted after the chains that referenced them.
+    pub delete: Vec<&'a str>,
+}
+
+impl SetChanges<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.create.is_empty()
+            && self.refill.is_empty()
+            && self.patch.is_empty()
+            && self.delete.is_empty()
+    }
+
+    /// (elements added, elements deleted) by the patches and refills (created sets not counted).
+    pub fn element_counts(&self) -> (usize, usize) {
+        let added = self.patch.iter().map(|(_, _, a)| a.len()).sum::<usize>()
+            + self.refill.iter().map(|s| s.nets.len()).sum::<usize>();
+        let deleted = self.patch.iter().map(|(_, d, _)| d.len()).sum();
+        (added, deleted)
+    }
+}
+
+/// `{ a, b, c }`.
+fn elements(nets: &[IpNet]) -> String {
+    let mut out = String::from("{ ");
+    for (i, net) in nets.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&render_net(net));
+    }
+    out.push_str(" }");
+    out
+}
+
+/// A set's declaration inside a table block, with its elements.
+fn set_block(set: &AddressSet) -> String {
+    let kind = if set.v6 { "ipv6_addr" } else { "ipv4_addr" };
+    let flags = if set.interval { " flags interval;" } else { "" };
+    let contents = if set.nets.is_empty() {
+        String::new()
+    } else {
+        format!(" elements = {}", elements(&set.nets))
+    };
+    format!("\tset {} {{ type {kind};{flags}{contents} }}\n", set.name)
+}
+
+/// A script that changes the sets as `sets` says, adds `add` (chain names of `table`) and
+/// deletes `obsolete` chain names, in an order the kernel accepts in one transaction: set
+/// contents first (deletions before additions, which an interval set needs when a prefix is
+/// replaced by an overlapping one), new sets and chains before the chains that reference or jump
+/// to them, then chain deletions, base chains first (which releases the dispatch chain, which
+/// releases endpoint chains), then the sets they released.
 pub fn render_changes(
     table: &Table,
     create_table: bool,
+    sets: &SetChanges<'_>,
     add: &[&str],
     obsolete: &[&str],
 ) -> String {
@@ -198,9 +273,35 @@ pub fn render_changes(
     if create_table {
         let _ = writeln!(out, "add table {TABLE}");
     }
+    for set in &sets.refill {
+        let _ = writeln!(out, "flush set {TABLE} {}", set.name);
+    }
+    for (name, deleted, _) in &sets.patch {
+        if !deleted.is_empty() {
+            let _ = writeln!(out, "delete element {TABLE} {name} {}", elements(deleted));
+        }
+    }
+    for (name, _, added) in &sets.patch {
+        if !added.is_empty() {
+            let _ = writeln!(out, "add element {TABLE} {name} {}", elements(added));
+        }
+    }
+    for set in &sets.refill {
+        if !set.nets.is_empty() {
+            let _ = writeln!(
+                out,
+                "add element {TABLE} {} {}",
+                set.name,
+                elements(&set.nets)
+            );
+        }
+    }
     let mut add: Vec<&str> = add.to_vec();
     add.sort_by_key(|n| std::cmp::Reverse(stage(n)));
     let mut block = String::new();
+    for set in &sets.create {
+        block.push_str(&set_block(set));
+    }
     for name in add {
         if let Some(lines) = table.lines(name) {
             block.push_str(&chain_block(name, lines));
@@ -214,18 +315,32 @@ pub fn render_changes(
     for name in obsolete {
         let _ = writeln!(out, "delete chain {TABLE} {name}");
     }
+    for name in &sets.delete {
+        let _ = writeln!(out, "delete set {TABLE} {name}");
+    }
     out
 }
 
-/// The chains of `names` alone, in a scratch table that is never committed: what
-/// [`crate::isolate`] asks the kernel to check when it looks for the chains it refuses.
+/// The chains of `names` alone, with the sets they reference, in a scratch table that is never
+/// committed: what [`crate::isolate`] asks the kernel to check when it looks for the chains it
+/// refuses.
 pub fn render_check(table: &Table, names: &[&str]) -> String {
-    let mut block = String::new();
+    let mut sets: BTreeMap<&str, &AddressSet> = BTreeMap::new();
+    let mut chains = String::new();
     for name in names {
         if let Some(lines) = table.lines(name) {
-            block.push_str(&chain_block(name, lines));
+            for line in lines {
+                for word in line.split_whitespace() {
+                    if let Some(set) = word.strip_prefix('@').and_then(|n| table.sets.get(n)) {
+                        sets.insert(&set.name, set);
+                    }
+                }
+            }
+            chains.push_str(&chain_block(name, lines));
         }
     }
+    let mut block: String = sets.values().map(|s| set_block(s)).collect();
+    block.push_str(&chains);
     format!("add table {CHECK_TABLE}\ntable {CHECK_TABLE} {{\n{block}}}\n")
 }
 
@@ -291,8 +406,7 @@ pub fn render_rule(rule: &ChainRule) -> String {
     if let Some(remote) = &rule.remote {
         let family = if remote.is_v6() { "ip6" } else { "ip" };
         let field = if remote.source { "saddr" } else { "daddr" };
-        let nets: Vec<String> = remote.nets.iter().map(render_net).collect();
-        parts.push(format!("{family} {field} {}", set_or_single(nets)));
+        parts.push(format!("{family} {field} @{}", remote.set.name));
     }
     if let Some(protocol) = rule.protocol {
         parts.push(format!("meta l4proto {}", protocol_name(protocol)));
@@ -355,17 +469,22 @@ mod tests {
     use super::*;
     use crate::ruleset::RemoteMatch;
     use netpol_engine::reference::Reason;
-    use std::sync::Arc;
+
+    fn set(name: &str, v6: bool, nets: &[&str]) -> Arc<AddressSet> {
+        Arc::new(AddressSet {
+            name: name.into(),
+            v6,
+            interval: true,
+            nets: nets.iter().map(|n| n.parse().unwrap()).collect(),
+        })
+    }
 
     #[test]
-    fn a_rule_renders_sets_ranges_and_its_verdict() {
+    fn a_rule_renders_its_set_ports_and_verdict() {
         let rule = ChainRule {
             remote: Some(RemoteMatch {
                 source: true,
-                nets: vec![
-                    "10.0.0.0/8".parse().unwrap(),
-                    "192.168.1.1/32".parse().unwrap(),
-                ],
+                set: set("a4i_1", false, &["10.0.0.0/8", "192.168.1.1/32"]),
             }),
             protocol: Some(Protocol::Tcp),
             dports: vec![(80, 80), (8000, 8080)],
@@ -374,18 +493,47 @@ mod tests {
         };
         assert_eq!(
             render_rule(&rule),
-            "ip saddr { 10.0.0.0/8, 192.168.1.1 } meta l4proto tcp th dport { 80, 8000-8080 } return"
+            "ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } return"
         );
         let v6 = ChainRule {
             remote: Some(RemoteMatch {
                 source: false,
-                nets: vec!["fd00::/16".parse().unwrap()],
+                set: set("a6i_2", true, &["fd00::/16"]),
             }),
             protocol: Some(Protocol::IcmpV6),
             dports: vec![],
             verdict: ChainVerdict::Drop,
             reason: Arc::new(Reason::Default),
         };
-        assert_eq!(render_rule(&v6), "ip6 daddr fd00::/16 meta l4proto 58 drop");
+        assert_eq!(render_rule(&v6), "ip6 daddr @a6i_2 meta l4proto 58 drop");
+    }
+
+    #[test]
+    fn sets_are_declared_with_their_elements_and_patched_element_by_element() {
+        let s = set("a4i_1", false, &["10.0.0.0/8", "192.168.1.1/32"]);
+        assert_eq!(
+            set_block(&s),
+            "\tset a4i_1 { type ipv4_addr; flags interval; elements = { 10.0.0.0/8, 192.168.1.1 } }\n"
+        );
+        let empty = set("a6_2", true, &[]);
+        assert_eq!(
+            set_block(&empty),
+            "\tset a6_2 { type ipv6_addr; flags interval; }\n"
+        );
+        let changes = SetChanges {
+            patch: vec![(
+                "a4_3",
+                vec!["10.1.0.1/32".parse().unwrap()],
+                vec!["10.1.0.2/32".parse().unwrap()],
+            )],
+            delete: vec!["a4_4"],
+            ..SetChanges::default()
+        };
+        assert_eq!(
+            render_changes(&Table::default(), false, &changes, &[], &[]),
+            "delete element inet netpol a4_3 { 10.1.0.1 }\n\
+             add element inet netpol a4_3 { 10.1.0.2 }\n\
+             delete set inet netpol a4_4\n"
+        );
     }
 }

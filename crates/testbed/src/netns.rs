@@ -14,7 +14,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use netpol_nft::host::{run_nft, run_piped};
-use netpol_nft::programmer::{chains_via, NftBackend, NftError};
+use netpol_nft::programmer::{chains_via, sets_via, NftBackend, NftError};
 
 /// A private network namespace.
 pub struct Netns {
@@ -106,6 +106,10 @@ impl NftBackend for Netns {
 
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         chains_via(|args| run_nft(self.command("nft"), args, ""))
+    }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        sets_via(|args| run_nft(self.command("nft"), args, ""))
     }
 }
 

@@ -12,7 +12,8 @@ use netpol_datapath::testing::*;
 use netpol_datapath::{compile_entries, CompileOptions};
 use netpol_engine::*;
 use netpol_nft::eval::{evaluate, Packet};
-use netpol_nft::programmer::{program, NftBackend};
+use netpol_nft::programmer::{program, Known, NftBackend};
+use netpol_nft::ruleset::SetCache;
 use netpol_nft::{script, EndpointChains, Ruleset};
 use netpol_testbed::netns;
 use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
@@ -202,7 +203,7 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
     );
 
-    let created = program(router, &first).unwrap();
+    let created = program(router, &mut None, &first).unwrap();
     assert_eq!(
         created.added.len(),
         8,
@@ -214,16 +215,25 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         ProbeResult::Dropped
     );
 
-    // A restart with nothing changed reads the table back and sends nothing.
-    let restart = program(router, &first).unwrap();
-    assert_eq!(restart.script, None);
+    // A restart with nothing changed reads the table back and changes no chain and no set; it
+    // refills the sets, whose elements it does not read back.
+    let restart = program(router, &mut None, &first).unwrap();
+    assert!(restart.added.is_empty() && restart.deleted.is_empty());
+    assert_eq!(restart.sets_added + restart.sets_deleted, 0);
     assert_eq!(restart.unchanged, 8);
+    let script = restart.script.unwrap_or_default();
+    assert!(
+        script
+            .lines()
+            .all(|l| l.starts_with("flush set ") || l.starts_with("add element ")),
+        "{script}"
+    );
 
     // A chain netpol no longer wants (left by an earlier run) is removed.
     router
         .nft("add chain inet netpol ep_0000000000000000_in_0000000000000000\n")
         .unwrap();
-    let cleaned = program(router, &first).unwrap();
+    let cleaned = program(router, &mut None, &first).unwrap();
     assert_eq!(
         cleaned.deleted,
         vec!["ep_0000000000000000_in_0000000000000000"]
@@ -238,7 +248,7 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         "x/b",
         EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
     );
-    let changed = program(router, &second).unwrap();
+    let changed = program(router, &mut None, &second).unwrap();
     assert_eq!(changed.added.len(), 5, "{changed:?}");
     assert_eq!(changed.deleted.len(), 5, "{changed:?}");
     for prefix in ["forward_", "input_", "output_", "pods_"] {
@@ -261,11 +271,94 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     );
 
     // A removed endpoint's chains go.
-    let gone = program(router, &ruleset_with_ports(&[80, 81])).unwrap();
+    let gone = program(router, &mut None, &ruleset_with_ports(&[80, 81])).unwrap();
     assert_eq!(
         gone.deleted.len(),
         6,
         "x/b's chains, the old dispatch and base chains: {gone:?}"
     );
     assert_eq!(router.chains().unwrap().unwrap().len(), 6);
+}
+
+/// A replica of the workload a policy admits: one element added to the set in the kernel, no
+/// chain changed, and its packets pass at once; its removal drops them again.
+#[test]
+fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
+    if netns::skip_kernel_test("a_replica_is_admitted_by_one_element_and_no_chain_changes") {
+        return;
+    }
+    let mut all = hosts();
+    all.push(Host {
+        name: "x/c".into(),
+        addresses: vec![ip("10.1.0.3")],
+    });
+    let topology = Topology::build(all).expect("the network builds");
+    let router = topology.router();
+    let shared = |address: &str| {
+        let mut info = pod_info("b");
+        info.namespace = "web".into();
+        Identity::pod(info, ip(address))
+    };
+    let mut store = IdentityStore::new();
+    let (b, _) = store.insert_shared(shared("10.1.0.2"), Vec::new());
+    let mut map = MapBuilder::new(Verdict::Deny);
+    map.set(
+        Direction::Ingress,
+        Some(b),
+        key(Some(Protocol::Tcp), 80, 16),
+        value(1, Verdict::Allow, None),
+    );
+    let compiled = compile_entries(map.build().iter(), &store, &CompileOptions::default()).unwrap();
+    let mut cache = SetCache::default();
+    let mut known: Option<Known> = None;
+    let build = |store: &IdentityStore, cache: &mut SetCache| {
+        let mut ruleset = Ruleset::default();
+        ruleset.insert(
+            "x/a",
+            EndpointChains::cached(vec![ip("10.1.0.1")], &compiled.rules, store, cache),
+        );
+        ruleset
+    };
+    program(router, &mut known, &build(&store, &mut cache)).unwrap();
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 80),
+        ProbeResult::Passed
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.3", "10.1.0.1", 80),
+        ProbeResult::Dropped
+    );
+    let chains = router.chains().unwrap().unwrap();
+
+    let (joined, _) = store.insert_shared(shared("10.1.0.3"), Vec::new());
+    assert_eq!(joined, b, "a replica of the same workload");
+    cache.invalidate(&[b].into());
+    let done = program(router, &mut known, &build(&store, &mut cache)).unwrap();
+    let script = done.script.unwrap();
+    assert!(
+        script.starts_with("add element inet netpol a4_") && script.lines().count() == 1,
+        "{script}"
+    );
+    assert_eq!(router.chains().unwrap().unwrap(), chains);
+    assert_eq!(
+        tcp(&topology, "10.1.0.3", "10.1.0.1", 80),
+        ProbeResult::Passed
+    );
+
+    store.remove_address(ip("10.1.0.3"));
+    cache.invalidate(&[b].into());
+    let done = program(router, &mut known, &build(&store, &mut cache)).unwrap();
+    assert!(done
+        .script
+        .unwrap()
+        .starts_with("delete element inet netpol a4_"));
+    assert_eq!(router.chains().unwrap().unwrap(), chains);
+    assert_eq!(
+        tcp(&topology, "10.1.0.3", "10.1.0.1", 80),
+        ProbeResult::Dropped
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 80),
+        ProbeResult::Passed
+    );
 }

@@ -87,7 +87,7 @@ fn node() -> (Topology, Ruleset) {
     let topology =
         Topology::build_node(vec![ip(NODE), ip(NODE6)], hosts).expect("the network builds");
     let ruleset = ruleset();
-    program(topology.router(), &ruleset).expect("the table loads");
+    program(topology.router(), &mut None, &ruleset).expect("the table loads");
     (topology, ruleset)
 }
 

@@ -52,6 +52,10 @@ impl NftBackend for Refusing {
     fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
         self.netns.chains()
     }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.netns.sets()
+    }
 }
 
 /// One agent running the daemon's code on a thread.
