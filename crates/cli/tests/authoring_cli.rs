@@ -373,14 +373,26 @@ fn matrix_json_has_one_flow_per_defined_cell() {
         "json",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let matrices = json(&output)["matrices"].as_array().unwrap().clone();
+    let json = json(&output);
+    let matrices = json["matrices"].as_array().unwrap().clone();
     assert_eq!(matrices.len(), 2);
     assert_eq!(matrices[1]["protocol"], "TCP");
     assert_eq!(matrices[1]["port"], 8080);
-    assert_eq!(
-        matrices[1]["pods"],
-        serde_json::json!(["ops/prober", "shop/db", "shop/web"])
-    );
+    // One pod per workload here: each group is one pod, named as the pod.
+    let groups: Vec<(String, Vec<String>)> = json["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| {
+            let pods = g["pods"].as_array().unwrap();
+            let pods = pods.iter().map(|p| p.as_str().unwrap().to_owned());
+            (g["label"].as_str().unwrap().to_owned(), pods.collect())
+        })
+        .collect();
+    let pod = |name: &str| (name.to_owned(), vec![name.to_owned()]);
+    assert_eq!(groups, [pod("ops/prober"), pod("shop/db"), pod("shop/web")]);
+    assert_eq!(matrices[1]["pod_flows"], 6);
+    assert_eq!(matrices[1]["pod_flows_allowed"], 3);
     let verdicts: Vec<String> = matrices[1]["flows"]
         .as_array()
         .unwrap()

@@ -313,7 +313,13 @@ TCP/8080 (http): 13 of 18 flows allowed
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     let matrix = &json["matrices"][0];
-    assert_eq!(matrix["pods"], serde_json::json!(["shop/db", "shop/web"]));
+    let labels: Vec<&str> = json["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["shop/db", "shop/web"]);
     assert_eq!(matrix["port_names"], serde_json::json!(["pg"]));
     let verdicts: Vec<(String, String, String)> = matrix["flows"]
         .as_array()

@@ -94,7 +94,7 @@ impl<O: AddressOracle> DirectionOracle for ByAddress<O> {
 }
 
 /// The verdicts of both directions of a flow. `None` where that side is not a pod.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FlowDecision {
     pub egress: Option<Decision>,
     pub ingress: Option<Decision>,

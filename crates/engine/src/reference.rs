@@ -12,7 +12,7 @@ use crate::identity::{Identity, PodInfo};
 use crate::ports::Protocol;
 
 /// Why a direction decided as it did.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Reason {
     /// A rule matched.
     Rule {
@@ -50,7 +50,7 @@ impl std::fmt::Display for Reason {
 }
 
 /// The decision of one direction of one flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Decision {
     /// Allow or Deny; never Pass.
     pub verdict: Verdict,

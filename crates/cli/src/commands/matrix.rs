@@ -11,14 +11,16 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::decide::groups::{collapse, group, Group};
+use std::rc::Rc;
+
+use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
-    compute_between, node_parties, outside_parties, pod_parties, Matrix, Party,
+    compute_between, node_parties, outside_parties, pod_classes, pod_parties, Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
-use crate::output::grid::{render, render_numbered};
+use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
 use crate::output::report::{write_json, FlowJson};
 use crate::probes::{port_names, probe_label, ProbeArgs};
@@ -37,7 +39,7 @@ pub struct Args {
     /// `expect` items), `json` or `html` (one self-contained page).
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: Format,
-    /// In the text grids, one row per pod instead of one per workload.
+    /// One row per pod instead of one per workload (text, JSON and HTML).
     #[arg(long)]
     pub per_pod: bool,
     #[command(flatten)]
@@ -74,6 +76,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         return Ok(Outcome::Invalid);
     };
     let mut parties = pod_parties(cluster);
+    let classes = Rc::new(pod_classes(cluster, &parties));
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
@@ -82,57 +85,66 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         .probes
         .ports(&[cluster])
         .into_iter()
-        .map(|(protocol, port)| compute_between(cluster, oracle.as_ref(), &parties, protocol, port))
+        .map(|(protocol, port)| {
+            compute_between(cluster, oracle.as_ref(), &parties, &classes, protocol, port)
+        })
         .collect();
-    let pods_only: Vec<usize> = (0..parties.len())
-        .filter(|&i| parties[i].is_pod())
-        .collect();
+    let groups = if args.per_pod {
+        per_pod(cluster, &parties)
+    } else {
+        group(cluster, &parties, &matrices)
+    };
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
     match args.output {
-        Format::Text => write_text(out, cluster, &parties, &matrices, args.per_pod)?,
+        Format::Text => write_text(&mut out, cluster, &groups, &matrices)?,
         Format::Scenario => {
             for matrix in &matrices {
                 writeln!(out, "- protocol: {}", matrix.protocol)?;
                 writeln!(out, "  port: {}", matrix.port)?;
                 writeln!(out, "  matrix: |")?;
-                for line in render(&matrix.pods, &matrix.symbols()) {
-                    writeln!(out, "    {line}")?;
-                }
+                render_rows(&mut out, &matrix.parties, "    ", |row| {
+                    matrix.symbol_row(row)
+                })?;
             }
         }
-        Format::Json => write_json(out, &MatricesJson::new(cluster, &parties, &matrices))?,
+        Format::Json => write_matrices_json(&mut out, cluster, &parties, &groups, &matrices)?,
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
-            let pods: Vec<Matrix> = matrices.iter().map(|m| restrict(m, &pods_only)).collect();
-            out.write_all(html::page(&title, &html::PageData::new(&pods)).as_bytes())?;
+            let pod_groups: Vec<Group> = groups
+                .iter()
+                .filter(|g| parties[g.members[0]].is_pod())
+                .cloned()
+                .collect();
+            let data = html::PageData::new(&parties, &pod_groups, &matrices);
+            out.write_all(html::page(&title, &data).as_bytes())?;
         }
     }
+    out.flush()?;
     Ok(Outcome::Success)
 }
 
-/// The numbered grids, grouped by workload unless `per_pod`, and a legend.
+/// Every party its own group, pods labelled by name.
+fn per_pod(cluster: &Cluster, parties: &[Party]) -> Vec<Group> {
+    group(cluster, parties, &[])
+        .into_iter()
+        .flat_map(|g| {
+            let derived = g.derived;
+            g.members.into_iter().map(move |m| Group {
+                label: parties[m].to_string(),
+                members: vec![m],
+                derived,
+            })
+        })
+        .collect()
+}
+
+/// The numbered grids, one row per group, and a legend.
 fn write_text(
     out: &mut dyn Write,
     cluster: &Cluster,
-    parties: &[Party],
+    groups: &[Group],
     matrices: &[Matrix],
-    per_pod: bool,
 ) -> io::Result<()> {
-    let symbols: Vec<Vec<Vec<char>>> = matrices.iter().map(Matrix::symbols).collect();
-    let groups = if per_pod {
-        group(cluster, parties, &[])
-            .into_iter()
-            .flat_map(|g| {
-                let derived = g.derived;
-                g.members.into_iter().map(move |m| Group {
-                    label: parties[m].to_string(),
-                    members: vec![m],
-                    derived,
-                })
-            })
-            .collect()
-    } else {
-        group(cluster, parties, &symbols)
-    };
     let labels: Vec<String> = groups
         .iter()
         .map(|g| {
@@ -143,23 +155,18 @@ fn write_text(
             }
         })
         .collect();
-    for (matrix, symbols) in matrices.iter().zip(&symbols) {
-        let cells: Vec<char> = symbols
-            .iter()
-            .flatten()
-            .copied()
-            .filter(|&c| c != '-')
-            .collect();
-        let allowed = cells.iter().filter(|&&c| c == '.').count();
+    for matrix in matrices {
+        let (pods, pods_allowed) = matrix.pod_counts();
+        let (others, others_allowed) = matrix.other_counts();
         writeln!(
             out,
-            "{}: {allowed} of {} flows allowed",
+            "{}: {} of {} flows allowed",
             probe_label(&[cluster], matrix.protocol, matrix.port),
-            cells.len()
+            pods_allowed + others_allowed,
+            pods + others
         )?;
-        for line in render_numbered(&labels, &collapse(&groups, symbols)) {
-            writeln!(out, "  {line}")?;
-        }
+        let grouped = Grouped::new(groups, matrix);
+        render_numbered_rows(out, &labels, "  ", |row| grouped.symbol_row(matrix, row))?;
         writeln!(out)?;
     }
     writeln!(
@@ -176,44 +183,74 @@ fn write_text(
     Ok(())
 }
 
-/// The rows and columns `keep` of a matrix.
-fn restrict(matrix: &Matrix, keep: &[usize]) -> Matrix {
-    Matrix {
-        protocol: matrix.protocol,
-        port: matrix.port,
-        pods: keep.iter().map(|&i| matrix.pods[i].clone()).collect(),
-        cells: keep
-            .iter()
-            .map(|&i| keep.iter().map(|&j| matrix.cells[i][j].clone()).collect())
-            .collect(),
-    }
+/// `matrix --output json`, written as it is made: the groups and other parties once, then per
+/// protocol and port the flows between groups, one group pair at a time.
+#[derive(Debug, Serialize)]
+pub struct MatricesJson<'a> {
+    /// The pods in rows: by workload (pods that decide alike), or one per pod with `--per-pod`.
+    pub groups: Vec<GroupJson>,
+    /// Nodes (`node NAME`) and regions outside the cluster (`0.0.0.0/0 except 10.0.0.0/8`).
+    pub others: Vec<OtherJson>,
+    pub matrices: Vec<MatrixJson<'a>>,
 }
 
-/// `matrix --output json`: one item per protocol and port.
+/// One protocol and port: every defined flow between groups, and between groups and nodes or
+/// outside regions. A flow between two groups holds for every pod of the one to every pod of
+/// the other (a pod to itself excepted).
 #[derive(Debug, Serialize)]
-pub struct MatricesJson {
-    pub matrices: Vec<MatrixJson>,
-}
-
-/// One protocol and port: the pods in row and column order, every defined flow between them
-/// (row by row; a pod to itself and pods without a common address family are left out), and
-/// the flows between pods and nodes or regions outside the cluster.
-#[derive(Debug, Serialize)]
-pub struct MatrixJson {
+pub struct MatrixJson<'a> {
     pub protocol: String,
     pub port: u16,
     /// The names pods give this port.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub port_names: Vec<String>,
-    /// `namespace/pod`, by namespace then name.
-    pub pods: Vec<String>,
-    pub flows: Vec<FlowJson>,
-    /// Nodes (`node NAME`) and regions outside the cluster (`0.0.0.0/0 except 10.0.0.0/8`).
-    pub others: Vec<OtherJson>,
-    /// Every defined flow between a pod and a node or an outside region.
-    pub other_flows: Vec<FlowJson>,
-    /// Pods that decide alike, by workload (as the text output groups them).
-    pub groups: Vec<GroupJson>,
+    /// Flows between pods: how many are defined, how many allowed.
+    pub pod_flows: u64,
+    pub pod_flows_allowed: u64,
+    /// Between groups of pods, `from` and `to` naming groups by label.
+    pub flows: GroupFlows<'a>,
+    /// Between groups of pods and other parties.
+    pub other_flows: GroupFlows<'a>,
+}
+
+/// The flows of one matrix between groups, serialized one at a time.
+pub struct GroupFlows<'a> {
+    matrix: &'a Matrix,
+    groups: &'a [Group],
+    parties: &'a [Party],
+    /// Flows between pods, or between pods and other parties.
+    pods: bool,
+}
+
+impl std::fmt::Debug for GroupFlows<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GroupFlows")
+    }
+}
+
+impl Serialize for GroupFlows<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let grouped = Grouped::new(self.groups, self.matrix);
+        let is_pod = |g: &Group| self.parties[g.members[0]].is_pod();
+        let n = self.groups.len();
+        let flows = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .filter_map(|(a, b)| {
+                let (from, to) = (&self.groups[a], &self.groups[b]);
+                if (is_pod(from) && is_pod(to)) != self.pods {
+                    return None;
+                }
+                let decision = grouped.cell(self.matrix, a, b)?;
+                Some(FlowJson::new(
+                    &from.label,
+                    &to.label,
+                    self.matrix.protocol,
+                    self.matrix.port,
+                    decision,
+                ))
+            });
+        serializer.collect_seq(flows)
+    }
 }
 
 /// A node or a region outside the cluster.
@@ -227,28 +264,34 @@ pub struct OtherJson {
     pub address: String,
 }
 
-/// Pods collapsed into one row of the text output.
+/// Pods that decide alike: one row of the text output.
 #[derive(Clone, Debug, Serialize)]
 pub struct GroupJson {
+    /// As `from` and `to` name it: `shop/web (3 pods)`, or the pod `shop/web-0`.
     pub label: String,
     pub pods: Vec<String>,
     /// Derived from a workload's template, addresses assigned.
     pub derived: bool,
 }
 
-impl MatricesJson {
-    pub fn new(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Self {
-        let symbols: Vec<Vec<Vec<char>>> = matrices.iter().map(Matrix::symbols).collect();
-        let groups: Vec<GroupJson> = group(cluster, parties, &symbols)
-            .into_iter()
+fn write_matrices_json(
+    out: &mut dyn Write,
+    cluster: &Cluster,
+    parties: &[Party],
+    groups: &[Group],
+    matrices: &[Matrix],
+) -> io::Result<()> {
+    let value = MatricesJson {
+        groups: groups
+            .iter()
             .filter(|g| parties[g.members[0]].is_pod())
             .map(|g| GroupJson {
-                label: g.label,
+                label: g.label.clone(),
                 pods: g.members.iter().map(|&m| parties[m].to_string()).collect(),
                 derived: g.derived,
             })
-            .collect();
-        let others: Vec<OtherJson> = parties
+            .collect(),
+        others: parties
             .iter()
             .filter(|p| !p.is_pod())
             .map(|p| OtherJson {
@@ -256,39 +299,32 @@ impl MatricesJson {
                 kind: p.kind(),
                 address: p.endpoint().to_string(),
             })
-            .collect();
-        let matrices = matrices
+            .collect(),
+        matrices: matrices
             .iter()
             .map(|m| {
-                let (mut flows, mut other_flows) = (Vec::new(), Vec::new());
-                for (i, row) in m.cells.iter().enumerate() {
-                    for (j, cell) in row.iter().enumerate() {
-                        let Some(decision) = cell else { continue };
-                        let flow =
-                            FlowJson::new(&m.pods[i], &m.pods[j], m.protocol, m.port, decision);
-                        if parties[i].is_pod() && parties[j].is_pod() {
-                            flows.push(flow);
-                        } else {
-                            other_flows.push(flow);
-                        }
-                    }
-                }
+                let (pod_flows, pod_flows_allowed) = m.pod_counts();
                 MatrixJson {
                     protocol: m.protocol.to_string(),
                     port: m.port,
                     port_names: port_names(&[cluster], m.protocol, m.port),
-                    pods: parties
-                        .iter()
-                        .filter(|p| p.is_pod())
-                        .map(ToString::to_string)
-                        .collect(),
-                    flows,
-                    others: others.clone(),
-                    other_flows,
-                    groups: groups.clone(),
+                    pod_flows,
+                    pod_flows_allowed,
+                    flows: GroupFlows {
+                        matrix: m,
+                        groups,
+                        parties,
+                        pods: true,
+                    },
+                    other_flows: GroupFlows {
+                        matrix: m,
+                        groups,
+                        parties,
+                        pods: false,
+                    },
                 }
             })
-            .collect();
-        MatricesJson { matrices }
-    }
+            .collect(),
+    };
+    write_json(out, &value)
 }

@@ -4,9 +4,11 @@
 //! collapsed row never hides a difference (an `ipBlock` naming one replica's address, a node
 //! rule holding for some replicas only).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::matrix::Party;
+use netpol_engine::flow::FlowDecision;
+
+use super::matrix::{Matrix, Party, UNDEFINED};
 use crate::scenario::{Cluster, PodRef};
 
 /// Labels that differ between the replicas of one workload by construction.
@@ -32,8 +34,11 @@ pub struct Group {
     pub derived: bool,
 }
 
-/// Groups `parties`, given each matrix's symbols (`.`, `X`, `-`) between them.
-pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Vec<Vec<char>>]) -> Vec<Group> {
+/// Groups `parties` (pods first, as the matrices have them), given the matrices between them:
+/// a workload whose pods do not all decide alike splits into parts that do (pods of one class
+/// with the same flows to and from every node and outside region). With no matrices, every
+/// workload is one group.
+pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Vec<Group> {
     let mut candidates: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, party) in parties.iter().enumerate() {
@@ -43,14 +48,29 @@ pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Vec<Vec<char>>]) 
         }
     }
     for members in candidates.into_values() {
-        if members.len() > 1 && matrices.iter().all(|m| uniform(m, &members)) {
+        if members.len() == 1 || matrices.iter().all(|m| uniform(m, &members)) {
             groups.push(members);
-        } else {
-            groups.extend(members.into_iter().map(|m| vec![m]));
+            continue;
         }
+        // Parts that decide alike by construction.
+        let mut parts: BTreeMap<(u32, Vec<u32>), Vec<usize>> = BTreeMap::new();
+        for &m in &members {
+            let others: Vec<u32> = matrices
+                .iter()
+                .flat_map(|matrix| {
+                    (matrix.pods..matrix.parties.len())
+                        .flat_map(move |o| [matrix.code(m, o), matrix.code(o, m)])
+                })
+                .collect();
+            parts
+                .entry((matrices[0].classes().of[m], others))
+                .or_default()
+                .push(m);
+        }
+        groups.extend(parts.into_values());
     }
     groups.sort();
-    groups
+    let mut groups: Vec<Group> = groups
         .into_iter()
         .map(|members| {
             let pods: Vec<&PodRef> = members
@@ -75,26 +95,88 @@ pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Vec<Vec<char>>]) 
                 derived,
             }
         })
-        .collect()
+        .collect();
+    // Parts of one workload share its name: number them so that every label names one group.
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for g in &groups {
+        *seen.entry(g.label.clone()).or_default() += 1;
+    }
+    let mut numbered: HashMap<String, usize> = HashMap::new();
+    for g in &mut groups {
+        if seen[&g.label] > 1 {
+            let n = numbered.entry(g.label.clone()).or_default();
+            *n += 1;
+            g.label = format!("{} part {n}", g.label);
+        }
+    }
+    groups
 }
 
-/// The grouped symbols of one matrix: a group's cell is the one symbol its members' defined
-/// cells share, `-` where none is defined.
-pub fn collapse(groups: &[Group], symbols: &[Vec<char>]) -> Vec<Vec<char>> {
-    groups
-        .iter()
-        .map(|from| {
-            groups
+/// The cells between groups of one grouping: a group's cell is the one decision its members'
+/// defined cells share (groups are made so that they share one), `None` where none is defined.
+/// Decided per class: a group's pods come in a few classes, so a cell costs the classes of its
+/// two groups, never their pods.
+pub struct Grouped<'g> {
+    pub groups: &'g [Group],
+    /// Each group's pod classes.
+    class_sets: Vec<Vec<usize>>,
+}
+
+impl<'g> Grouped<'g> {
+    pub fn new(groups: &'g [Group], matrix: &Matrix) -> Self {
+        let classes = matrix.classes();
+        let class_sets = groups
+            .iter()
+            .map(|g| {
+                let set: BTreeSet<usize> = g
+                    .members
+                    .iter()
+                    .filter(|&&m| m < matrix.pods)
+                    .map(|&m| classes.of[m] as usize)
+                    .collect();
+                set.into_iter().collect()
+            })
+            .collect();
+        Grouped { groups, class_sets }
+    }
+
+    /// The decision between the pods (or party) of group `a` and those of group `b`.
+    pub fn cell<'m>(&self, matrix: &'m Matrix, a: usize, b: usize) -> Option<&'m FlowDecision> {
+        let (from, to) = (&self.groups[a], &self.groups[b]);
+        if a == b && from.members.len() == 1 {
+            return None;
+        }
+        let code = match (self.class_sets[a].is_empty(), self.class_sets[b].is_empty()) {
+            (false, false) => self.class_sets[a]
                 .iter()
-                .map(|to| {
-                    from.members
+                .flat_map(|&c| {
+                    self.class_sets[b]
                         .iter()
-                        .flat_map(|&i| to.members.iter().map(move |&j| symbols[i][j]))
-                        .find(|&c| c != '-')
-                        .unwrap_or('-')
+                        .map(move |&d| matrix.class_code(c, d))
                 })
-                .collect()
-        })
+                .find(|&c| c != UNDEFINED),
+            _ => from
+                .members
+                .iter()
+                .flat_map(|&i| to.members.iter().map(move |&j| matrix.code(i, j)))
+                .find(|&c| c != UNDEFINED),
+        };
+        code.and_then(|c| matrix.decisions.get(c as usize))
+    }
+
+    /// One row of symbols.
+    pub fn symbol_row(&self, matrix: &Matrix, a: usize) -> Vec<char> {
+        (0..self.groups.len())
+            .map(|b| Matrix::symbol(self.cell(matrix, a, b)))
+            .collect()
+    }
+}
+
+/// The grouped symbols of one matrix.
+pub fn collapse(groups: &[Group], matrix: &Matrix) -> Vec<Vec<char>> {
+    let grouped = Grouped::new(groups, matrix);
+    (0..groups.len())
+        .map(|a| grouped.symbol_row(matrix, a))
         .collect()
 }
 
@@ -114,26 +196,34 @@ fn key(cluster: &Cluster, pod: &PodRef) -> GroupKey {
     (pod.namespace.clone(), labels)
 }
 
-/// Whether every member decides alike towards every other party, and within the group (an
-/// undefined cell agrees with anything).
-fn uniform(symbols: &[Vec<char>], members: &[usize]) -> bool {
-    let agree = |cells: &mut dyn Iterator<Item = char>| {
-        let mut defined = cells.filter(|&c| c != '-');
+/// Whether every member (pods) is decided alike (the same verdict by the same rules) towards
+/// every other party, and within the group (an undefined cell agrees with anything). Pods are
+/// compared by class: each class of the members against every class, and each member against
+/// the nodes and outside regions.
+fn uniform(matrix: &Matrix, members: &[usize]) -> bool {
+    let agree = |cells: &mut dyn Iterator<Item = u32>| {
+        let mut defined = cells.filter(|&c| c != UNDEFINED);
         match defined.next() {
             Some(first) => defined.all(|c| c == first),
             None => true,
         }
     };
-    let outside = (0..symbols.len()).filter(|j| !members.contains(j));
-    let rows_and_columns_agree = outside.clone().all(|j| {
-        agree(&mut members.iter().map(|&m| symbols[m][j]))
-            && agree(&mut members.iter().map(|&m| symbols[j][m]))
+    let classes = matrix.classes();
+    let own: BTreeSet<usize> = members.iter().map(|&m| classes.of[m] as usize).collect();
+    let pods_agree = (0..classes.len()).all(|other| {
+        agree(&mut own.iter().map(|&c| matrix.class_code(c, other)))
+            && agree(&mut own.iter().map(|&c| matrix.class_code(other, c)))
     });
-    rows_and_columns_agree
+    let others_agree = (matrix.pods..matrix.parties.len()).all(|o| {
+        agree(&mut members.iter().map(|&m| matrix.code(m, o)))
+            && agree(&mut members.iter().map(|&m| matrix.code(o, m)))
+    });
+    pods_agree
+        && others_agree
         && agree(
-            &mut members
+            &mut own
                 .iter()
-                .flat_map(|&m| members.iter().map(move |&n| symbols[m][n])),
+                .flat_map(|&c| own.iter().map(move |&d| matrix.class_code(c, d))),
         )
 }
 
@@ -173,49 +263,4 @@ fn label(cluster: &Cluster, pods: &[&PodRef]) -> String {
         }
     };
     format!("{}/{name} ({} pods)", first.namespace, pods.len())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn uniform_members_collapse_and_undefined_cells_agree_with_anything() {
-        // Parties 0 and 1 are replicas; 2 is another pod; 3 a node that is 1's own ('-').
-        let symbols = vec![
-            vec!['-', '.', 'X', '.'],
-            vec!['.', '-', 'X', '-'],
-            vec!['.', '.', '-', '.'],
-            vec!['.', '-', '.', '-'],
-        ];
-        assert!(uniform(&symbols, &[0, 1]));
-        let groups = [
-            Group {
-                label: "a".into(),
-                members: vec![0, 1],
-                derived: false,
-            },
-            Group {
-                label: "b".into(),
-                members: vec![2],
-                derived: false,
-            },
-            Group {
-                label: "n".into(),
-                members: vec![3],
-                derived: false,
-            },
-        ];
-        assert_eq!(
-            collapse(&groups, &symbols),
-            [
-                vec!['.', 'X', '.'],
-                vec!['.', '-', '.'],
-                vec!['.', '.', '-']
-            ]
-        );
-        let mut differs = symbols.clone();
-        differs[1][2] = '.';
-        assert!(!uniform(&differs, &[0, 1]), "one replica reaches party 2");
-    }
 }

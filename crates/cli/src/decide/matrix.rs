@@ -1,12 +1,16 @@
 //! A connectivity matrix: the flow between every ordered pair of parties (pods, and for the
 //! readable view nodes and the regions outside the cluster), decided by any decider, for one
-//! protocol and port.
+//! protocol and port. Pods are decided per [`Classes`] pair, as the agent decides per security
+//! identity, and expanded to pods only when asked for a pod's cell: memory and time grow with
+//! classes squared plus pods times other parties, not with pods squared.
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::net::IpAddr;
+use std::rc::Rc;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
-use netpol_engine::Protocol;
+use netpol_engine::{CidrSelector, LabelSelector, Peer, Protocol, Requirement};
 
 use super::outside::{regions, Region};
 use crate::scenario::{Cluster, Endpoint, PodRef};
@@ -101,20 +105,192 @@ pub fn outside_parties(clusters: &[&Cluster]) -> Vec<Party> {
         .collect()
 }
 
-/// A computed matrix for one protocol and port: party names, and for each source row one cell
-/// per destination, `None` where no flow is defined (a party to itself, two parties neither of
-/// which is a pod, a pod and its own node, no common address family).
+/// Pods that every decider decides alike, towards every party: pods of one namespace whose
+/// labels and namespace labels agree on every key some selector of the policies reads, with
+/// the same named ports (a named port may map to different numbers on pods of one label set),
+/// the same address families, and addresses inside the same policy prefixes (`ipBlock`). A pod
+/// whose address is also a node's stands alone. This is the agent's security identity, refined
+/// by what the engine reads of a pod beyond its labels; what the class leaves out (the pod's
+/// name, its node) only decides flows between a pod and its own node, which
+/// [`compute_between`] decides per pod.
+#[derive(Debug, Default)]
+pub struct Classes {
+    /// The class of each pod, by its position among the pods.
+    pub of: Vec<u32>,
+    /// Each class's pods by position, the first its representative.
+    pub members: Vec<Vec<usize>>,
+}
+
+/// What a pod's class is made of, in one cluster.
+#[derive(PartialEq, Eq, Hash)]
+struct PodKey<'a> {
+    namespace: &'a str,
+    labels: Vec<(&'a str, &'a str)>,
+    namespace_labels: Vec<(&'a str, &'a str)>,
+    ports: &'a [netpol_engine::NamedPort],
+    /// Per address (primary first): its family and the policy prefixes that cover it.
+    addresses: Vec<(bool, Vec<u32>)>,
+    /// The pod's own name, where its address is also a node's.
+    alone: Option<String>,
+}
+
+/// The label keys the selectors of `cluster`'s entries read: of pods, and of namespaces.
+fn selector_keys(cluster: &Cluster) -> (BTreeSet<&str>, BTreeSet<&str>) {
+    fn keys<'a>(selector: &'a LabelSelector, out: &mut BTreeSet<&'a str>) {
+        out.extend(selector.match_labels.keys().map(String::as_str));
+        for requirement in &selector.match_expressions {
+            out.insert(match requirement {
+                Requirement::In(k, _)
+                | Requirement::NotIn(k, _)
+                | Requirement::Exists(k)
+                | Requirement::DoesNotExist(k) => k.as_str(),
+            });
+        }
+    }
+    let (mut pods, mut namespaces) = (BTreeSet::new(), BTreeSet::new());
+    for entry in cluster.entries() {
+        let selectors = std::iter::once(&entry.subject).chain(entry.peers.iter().filter_map(
+            |peer| match peer {
+                Peer::Pods(selector) => Some(selector),
+                _ => None,
+            },
+        ));
+        for selector in selectors {
+            keys(&selector.pods, &mut pods);
+            keys(&selector.namespaces, &mut namespaces);
+        }
+    }
+    (pods, namespaces)
+}
+
+/// Each pod's key in `cluster`, for the pods it has.
+fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
+    let (pod_keys, namespace_keys) = selector_keys(cluster);
+    let cidrs: Vec<&CidrSelector> = cluster
+        .entries()
+        .iter()
+        .flat_map(|e| &e.peers)
+        .filter_map(|p| match p {
+            Peer::Cidr(c) => Some(c),
+            _ => None,
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let node_addresses: HashSet<IpAddr> = cluster
+        .nodes()
+        .flat_map(|(_, ids)| ids.into_iter().map(|i| i.prefix.addr()))
+        .collect();
+    let project = |labels: &'a netpol_engine::Labels, keys: &BTreeSet<&str>| {
+        labels
+            .iter()
+            .filter(|(k, _)| keys.contains(k.as_str()))
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    };
+    cluster
+        .pods()
+        .filter_map(|(pod, identities)| {
+            let info = identities.first()?.as_pod()?;
+            let addresses = identities
+                .iter()
+                .map(|identity| {
+                    let covering = (0..cidrs.len() as u32)
+                        .filter(|&i| cidrs[i as usize].covers(&identity.prefix))
+                        .collect();
+                    (identity.prefix.addr().is_ipv4(), covering)
+                })
+                .collect();
+            let alone = identities
+                .iter()
+                .any(|i| node_addresses.contains(&i.prefix.addr()))
+                .then(|| pod.to_string());
+            Some((
+                pod,
+                PodKey {
+                    namespace: &info.namespace,
+                    labels: project(&info.labels, &pod_keys),
+                    namespace_labels: project(&info.namespace_labels, &namespace_keys),
+                    ports: &info.ports,
+                    addresses,
+                    alone,
+                },
+            ))
+        })
+        .collect()
+}
+
+impl Classes {
+    /// The classes of `pods` in every one of `clusters` (a pod is in one class with another
+    /// only where it is so in each cluster). Every pod must be in every cluster.
+    pub fn new(clusters: &[&Cluster], pods: &[&PodRef]) -> Classes {
+        let keys: Vec<HashMap<&PodRef, PodKey>> = clusters.iter().map(|c| pod_keys(c)).collect();
+        let mut index: HashMap<Vec<&PodKey>, u32> = HashMap::new();
+        let mut classes = Classes::default();
+        for (position, pod) in pods.iter().enumerate() {
+            let key: Vec<&PodKey> = keys
+                .iter()
+                .map(|k| {
+                    k.get(pod)
+                        .expect("every pod has an address in every cluster")
+                })
+                .collect();
+            let next = classes.members.len() as u32;
+            let class = *index.entry(key).or_insert(next);
+            if class == next {
+                classes.members.push(Vec::new());
+            }
+            classes.members[class as usize].push(position);
+            classes.of.push(class);
+        }
+        classes
+    }
+
+    /// Every pod its own class: the per-pod computation the classes stand in for.
+    pub fn singletons(pods: usize) -> Classes {
+        Classes {
+            of: (0..pods as u32).collect(),
+            members: (0..pods).map(|p| vec![p]).collect(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+}
+
+/// A cell with no flow.
+pub const UNDEFINED: u32 = u32::MAX;
+
+/// A computed matrix for one protocol and port over parties (pods first, then nodes and regions
+/// outside the cluster), decided once per pair of pod classes and once per pod and other party.
+/// A cell is `None` where no flow is defined (a party to itself, two parties neither of which is
+/// a pod, a pod and its own node, no common address family).
 #[derive(Debug)]
 pub struct Matrix {
     pub protocol: Protocol,
     pub port: u16,
-    pub pods: Vec<String>,
-    pub cells: Vec<Vec<Option<FlowDecision>>>,
+    /// Every party's name, pods first.
+    pub parties: Vec<String>,
+    /// How many of the parties are pods.
+    pub pods: usize,
+    classes: Rc<Classes>,
+    /// Each distinct decision once; cells name them by position.
+    pub decisions: Vec<FlowDecision>,
+    /// `[from class][to class]`: between two distinct pods of the classes.
+    between_classes: Vec<u32>,
+    /// `[pod][other]` and `[other][pod]`.
+    to_others: Vec<u32>,
+    from_others: Vec<u32>,
 }
 
 impl Matrix {
     /// The scenario-format character of a cell: `.` allowed, `X` denied, `-` undefined.
-    pub fn symbol(cell: &Option<FlowDecision>) -> char {
+    pub fn symbol(cell: Option<&FlowDecision>) -> char {
         match cell {
             Some(d) if d.allowed() => '.',
             Some(_) => 'X',
@@ -122,60 +298,187 @@ impl Matrix {
         }
     }
 
-    /// Every cell with a flow, row by row: source, destination and decision.
-    pub fn defined_cells(&self) -> impl Iterator<Item = (&String, &String, &FlowDecision)> {
-        self.pods
-            .iter()
-            .zip(&self.cells)
-            .flat_map(move |(from, row)| {
-                self.pods
-                    .iter()
-                    .zip(row)
-                    .filter_map(move |(to, cell)| cell.as_ref().map(|d| (from, to, d)))
-            })
+    pub fn classes(&self) -> &Classes {
+        &self.classes
     }
 
-    /// Every cell's symbol, row by row.
-    pub fn symbols(&self) -> Vec<Vec<char>> {
-        self.cells
+    fn others(&self) -> usize {
+        self.parties.len() - self.pods
+    }
+
+    /// The decision code of the flow from party `from` to party `to`: a position in
+    /// `decisions`, or [`UNDEFINED`].
+    pub fn code(&self, from: usize, to: usize) -> u32 {
+        let (n, others) = (self.pods, self.others());
+        match (from < n, to < n) {
+            _ if from == to => UNDEFINED,
+            (true, true) => {
+                let k = self.classes.len();
+                let (a, b) = (self.classes.of[from] as usize, self.classes.of[to] as usize);
+                self.between_classes[a * k + b]
+            }
+            (true, false) => self.to_others[from * others + (to - n)],
+            (false, true) => self.from_others[(from - n) * n + to],
+            (false, false) => UNDEFINED,
+        }
+    }
+
+    /// The flow from party `from` to party `to`, by position.
+    pub fn cell(&self, from: usize, to: usize) -> Option<&FlowDecision> {
+        self.decisions.get(self.code(from, to) as usize)
+    }
+
+    /// The decision code of the flow from a pod of class `from` to another pod of class `to`.
+    pub fn class_code(&self, from: usize, to: usize) -> u32 {
+        self.between_classes[from * self.classes.len() + to]
+    }
+
+    /// How many flows the matrix defines between pods, and how many of them are allowed.
+    pub fn pod_counts(&self) -> (u64, u64) {
+        let (mut defined, mut allowed) = (0, 0);
+        let sizes: Vec<u64> = self
+            .classes
+            .members
             .iter()
-            .map(|row| row.iter().map(Matrix::symbol).collect())
+            .map(|m| m.len() as u64)
+            .collect();
+        for (a, &from) in sizes.iter().enumerate() {
+            for (b, &to) in sizes.iter().enumerate() {
+                let pairs = if a == b { from * (from - 1) } else { from * to };
+                if let Some(d) = self.decisions.get(self.class_code(a, b) as usize) {
+                    defined += pairs;
+                    allowed += if d.allowed() { pairs } else { 0 };
+                }
+            }
+        }
+        (defined, allowed)
+    }
+
+    /// How many flows the matrix defines between pods and other parties, and how many of them
+    /// are allowed.
+    pub fn other_counts(&self) -> (u64, u64) {
+        let (mut defined, mut allowed) = (0, 0);
+        for &code in self.to_others.iter().chain(&self.from_others) {
+            if let Some(d) = self.decisions.get(code as usize) {
+                defined += 1;
+                allowed += u64::from(d.allowed());
+            }
+        }
+        (defined, allowed)
+    }
+
+    /// One row's symbols.
+    pub fn symbol_row(&self, from: usize) -> Vec<char> {
+        (0..self.parties.len())
+            .map(|to| Matrix::symbol(self.cell(from, to)))
+            .collect()
+    }
+
+    /// Every cell's symbol, row by row (parties squared: for small matrices).
+    pub fn symbols(&self) -> Vec<Vec<char>> {
+        (0..self.parties.len())
+            .map(|from| self.symbol_row(from))
             .collect()
     }
 }
 
-/// Decides the flow between every ordered pair of pods.
+/// Decides the flow between every ordered pair of pods, one pod per class.
 pub fn compute(
     cluster: &Cluster,
     oracle: &dyn DirectionOracle,
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
-    compute_between(cluster, oracle, &pod_parties(cluster), protocol, port)
+    let parties = pod_parties(cluster);
+    let classes = Rc::new(pod_classes(cluster, &parties));
+    compute_between(cluster, oracle, &parties, &classes, protocol, port)
 }
 
-/// Decides the flow between every ordered pair of `parties`.
+/// The classes of the pods among `parties` in `cluster`.
+pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
+    let pods: Vec<&PodRef> = parties
+        .iter()
+        .filter_map(|p| match p {
+            Party::Pod(pod) => Some(pod),
+            _ => None,
+        })
+        .collect();
+    Classes::new(&[cluster], &pods)
+}
+
+/// Decides the flow between every ordered pair of `parties` (pods first, in the order of
+/// `classes`): once per pair of pod classes, once per pod and other party.
 pub fn compute_between(
     cluster: &Cluster,
     oracle: &dyn DirectionOracle,
     parties: &[Party],
+    classes: &Rc<Classes>,
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
-    let cells = parties
-        .iter()
-        .map(|from| {
-            parties
-                .iter()
-                .map(|to| decide_between(cluster, oracle, from, to, protocol, port))
-                .collect()
-        })
-        .collect();
+    let pods = parties.iter().take_while(|p| p.is_pod()).count();
+    assert_eq!(pods, classes.of.len(), "pods come first, one class each");
+    assert!(parties[pods..].iter().all(|p| !p.is_pod()));
+    let mut decisions = Vec::new();
+    let mut index: HashMap<FlowDecision, u32> = HashMap::new();
+    let mut intern = |decision: Option<FlowDecision>| match decision {
+        None => UNDEFINED,
+        Some(decision) => {
+            let next = decisions.len() as u32;
+            *index.entry(decision).or_insert_with_key(|d| {
+                decisions.push(d.clone());
+                next
+            })
+        }
+    };
+    let k = classes.len();
+    let mut between_classes = Vec::with_capacity(k * k);
+    for from in &classes.members {
+        for to in &classes.members {
+            // Two distinct pods: the representatives, or within a class its first two.
+            let (a, b) = if std::ptr::eq(from, to) {
+                match from.get(1) {
+                    Some(&second) => (from[0], second),
+                    None => {
+                        between_classes.push(UNDEFINED);
+                        continue;
+                    }
+                }
+            } else {
+                (from[0], to[0])
+            };
+            between_classes.push(intern(decide_between(
+                cluster,
+                oracle,
+                &parties[a],
+                &parties[b],
+                protocol,
+                port,
+            )));
+        }
+    }
+    let others = &parties[pods..];
+    let mut to_others = Vec::with_capacity(pods * others.len());
+    let mut from_others = vec![UNDEFINED; pods * others.len()];
+    for (p, pod) in parties[..pods].iter().enumerate() {
+        for (o, other) in others.iter().enumerate() {
+            to_others.push(intern(decide_between(
+                cluster, oracle, pod, other, protocol, port,
+            )));
+            from_others[o * pods + p] =
+                intern(decide_between(cluster, oracle, other, pod, protocol, port));
+        }
+    }
     Matrix {
         protocol,
         port,
-        pods: parties.iter().map(ToString::to_string).collect(),
-        cells,
+        parties: parties.iter().map(ToString::to_string).collect(),
+        pods,
+        classes: Rc::clone(classes),
+        decisions,
+        between_classes,
+        to_others,
+        from_others,
     }
 }
 

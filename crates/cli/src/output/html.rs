@@ -2,13 +2,15 @@
 //! showing each protocol/port's matrix as a coloured grid grouped by namespace, one tab per
 //! protocol/port, the deciding rule in each cell's tooltip and, on click, in a detail line.
 //!
-//! The page carries the cells of `--output json` compactly (per matrix the pods, each distinct
-//! deciding rule once, and one number per cell naming its verdict and rule; the per-direction
-//! detail is left out) and builds its tables from them in the browser, so the two cannot
-//! disagree, and a large cluster's page grows by a few bytes per cell rather than by the text of
-//! a rule per cell. When it has drawn every table it writes a marker,
-//! `<p id="netpol-status" data-cells="N">`; a script error is written into `#netpol-errors`
-//! instead, so a headless browser can tell that the page worked.
+//! Rows and columns are the groups of `--output json` (workloads, or pods with `--per-pod`):
+//! the page carries the groups with their pods once and, per matrix, each distinct deciding rule
+//! once and one number per pair of groups naming its verdict and rule (the per-direction detail
+//! is left out), and builds its tables in the browser, so the two cannot disagree and a page
+//! grows with workloads squared, not pods squared. A namespace filter redraws the tables for
+//! one namespace's groups; clicking a row or column head lists the group's pods. When it has
+//! drawn the tables it sets a hidden marker, `<p id="netpol-status" data-cells="N">`; a script
+//! error is written into `#netpol-errors` instead, so a headless browser can tell that the page
+//! worked.
 
 use std::collections::HashMap;
 
@@ -16,23 +18,34 @@ use netpol_engine::flow::FlowDecision;
 use serde::Serialize;
 
 use super::describe;
-use crate::decide::matrix::Matrix;
+use crate::decide::groups::{Group, Grouped};
+use crate::decide::matrix::{Matrix, Party};
 
-/// What the page draws: [`crate::commands::matrix::MatricesJson`] with each flow cut to the fields the
-/// page shows.
+/// What the page draws: the groups of `--output json` and, per matrix, one number per pair of
+/// groups.
 #[derive(Debug, Serialize)]
 pub struct PageData {
+    /// The rows and columns, by namespace: workloads, or pods with `--per-pod`.
+    pub groups: Vec<PageGroup>,
     pub matrices: Vec<PageMatrix>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PageGroup {
+    /// As JSON's `from` and `to` name it.
+    pub label: String,
+    pub namespace: String,
+    /// Its pods, shown on demand.
+    pub pods: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct PageMatrix {
     pub protocol: String,
     pub port: u16,
-    pub pods: Vec<String>,
     /// Each distinct deciding rule, once.
     pub rules: Vec<String>,
-    /// `cells[from][to]` by position in `pods`: [`UNDEFINED`], or `2 * rule + 1` when allowed
+    /// `cells[from][to]` by position in `groups`: [`UNDEFINED`], or `2 * rule + 1` when allowed
     /// and `2 * rule` when denied, `rule` indexing `rules`.
     pub cells: Vec<Vec<i64>>,
 }
@@ -41,7 +54,7 @@ pub struct PageMatrix {
 pub const UNDEFINED: i64 = -1;
 
 impl PageMatrix {
-    fn new(matrix: &Matrix) -> Self {
+    fn new(groups: &[Group], matrix: &Matrix) -> Self {
         let mut rules: Vec<String> = Vec::new();
         let mut rule_index: HashMap<String, i64> = HashMap::new();
         let mut code = |decision: &FlowDecision| {
@@ -53,19 +66,22 @@ impl PageMatrix {
             });
             2 * index + i64::from(decision.allowed())
         };
-        let cells = matrix
-            .cells
-            .iter()
-            .map(|row| {
-                row.iter()
-                    .map(|cell| cell.as_ref().map_or(UNDEFINED, &mut code))
+        // Each distinct decision is described once.
+        let mut codes: HashMap<*const FlowDecision, i64> = HashMap::new();
+        let grouped = Grouped::new(groups, matrix);
+        let cells = (0..groups.len())
+            .map(|a| {
+                (0..groups.len())
+                    .map(|b| match grouped.cell(matrix, a, b) {
+                        None => UNDEFINED,
+                        Some(d) => *codes.entry(d as *const _).or_insert_with(|| code(d)),
+                    })
                     .collect()
             })
             .collect();
         PageMatrix {
             protocol: matrix.protocol.to_string(),
             port: matrix.port,
-            pods: matrix.pods.clone(),
             rules,
             cells,
         }
@@ -73,9 +89,25 @@ impl PageMatrix {
 }
 
 impl PageData {
-    pub fn new(matrices: &[Matrix]) -> Self {
+    /// The page of `matrices` between the pod `groups` of `parties`.
+    pub fn new(parties: &[Party], groups: &[Group], matrices: &[Matrix]) -> Self {
         PageData {
-            matrices: matrices.iter().map(PageMatrix::new).collect(),
+            groups: groups
+                .iter()
+                .map(|g| {
+                    let pods: Vec<String> =
+                        g.members.iter().map(|&m| parties[m].to_string()).collect();
+                    PageGroup {
+                        label: g.label.clone(),
+                        namespace: pods[0].split('/').next().unwrap_or_default().to_owned(),
+                        pods,
+                    }
+                })
+                .collect(),
+            matrices: matrices
+                .iter()
+                .map(|m| PageMatrix::new(groups, m))
+                .collect(),
         }
     }
 }
@@ -114,23 +146,67 @@ function el(tag, attrs, text) {
   if (text !== undefined) node.textContent = text;
   return node;
 }
-function namespaceOf(pod) { return pod.split("/")[0]; }
-function podName(pod) { return pod.split("/").slice(1).join("/"); }
-// Consecutive runs of pods in one namespace (pods come sorted by namespace).
-function groups(pods) {
+// Consecutive runs of groups in one namespace (groups come sorted by namespace).
+function runs(shown, groups) {
   const out = [];
-  for (const pod of pods) {
-    const ns = namespaceOf(pod);
+  for (const g of shown) {
+    const ns = groups[g].namespace;
     if (out.length && out[out.length - 1].ns === ns) out[out.length - 1].count++;
     else out.push({ ns, count: 1 });
   }
   return out;
 }
+function shortName(group) {
+  const slash = group.label.indexOf("/");
+  return slash < 0 ? group.label : group.label.slice(slash + 1);
+}
+function drawTable(m, label, groups, shown) {
+  const table = el("table");
+  const nsRow = el("tr");
+  nsRow.appendChild(el("th", { colspan: "2", rowspan: "2" }, "from \\ to"));
+  for (const r of runs(shown, groups)) nsRow.appendChild(el("th", { class: "ns", colspan: String(r.count) }, r.ns));
+  const head = el("tr");
+  for (const g of shown) head.appendChild(el("th", { class: "pod", title: groups[g].label, "data-group": String(g) }, shortName(groups[g])));
+  table.append(nsRow, head);
+  let cells = 0;
+  let at = 0;
+  for (const r of runs(shown, groups)) {
+    for (let i = 0; i < r.count; i++, at++) {
+      const row = shown[at];
+      const from = groups[row].label;
+      const tr = el("tr");
+      if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(r.count) }, r.ns));
+      tr.appendChild(el("th", { class: "pod", title: from, "data-group": String(row) }, shortName(groups[row])));
+      for (const column of shown) {
+        const to = groups[column].label;
+        const code = m.cells[row][column];
+        const verdict = code < 0 ? "none" : (code % 2 ? "allow" : "deny");
+        const td = document.createElement("td");
+        td.className = "cell " + verdict;
+        td.setAttribute("data-from", from);
+        td.setAttribute("data-to", to);
+        td.setAttribute("data-verdict", verdict);
+        td.title = code < 0 ? from + " -> " + to + ": not defined"
+          : from + " -> " + to + " " + label + ": " + verdict + " (" + m.rules[code >> 1] + ")";
+        td.textContent = code < 0 ? "-" : (code % 2 ? "." : "X");
+        tr.appendChild(td);
+        cells++;
+      }
+      table.appendChild(tr);
+    }
+  }
+  return { table, cells };
+}
 function draw(data) {
   const nav = document.getElementById("netpol-tabs");
   const main = document.getElementById("netpol-matrices");
   const detail = document.getElementById("netpol-detail");
-  let cells = 0;
+  const filter = document.getElementById("netpol-namespace");
+  const groups = data.groups;
+  const namespaces = [...new Set(groups.map((g) => g.namespace))];
+  for (const ns of namespaces) filter.appendChild(el("option", { value: ns }, ns));
+  const sections = [];
+  let active = 0;
   data.matrices.forEach((m, index) => {
     const label = m.protocol + "/" + m.port;
     const button = el("button", { "data-tab": String(index) }, label);
@@ -140,53 +216,42 @@ function draw(data) {
       main.querySelectorAll("section").forEach((s) => s.classList.remove("active"));
       button.classList.add("active");
       section.classList.add("active");
+      active = index;
     });
     if (index === 0) { button.classList.add("active"); section.classList.add("active"); }
     nav.appendChild(button);
-    const table = el("table");
-    const nsRow = el("tr");
-    nsRow.appendChild(el("th", { colspan: "2", rowspan: "2" }, "from \\ to"));
-    for (const g of groups(m.pods)) nsRow.appendChild(el("th", { class: "ns", colspan: String(g.count) }, g.ns));
-    const podRow = el("tr");
-    for (const pod of m.pods) podRow.appendChild(el("th", { class: "pod", title: pod }, podName(pod)));
-    table.append(nsRow, podRow);
-    let row = 0;
-    for (const g of groups(m.pods)) {
-      for (let i = 0; i < g.count; i++, row++) {
-        const from = m.pods[row];
-        const tr = el("tr");
-        if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(g.count) }, g.ns));
-        tr.appendChild(el("th", { class: "pod", title: from }, podName(from)));
-        m.pods.forEach((to, column) => {
-          const code = m.cells[row][column];
-          const flow = code < 0 ? null
-            : { verdict: code % 2 ? "allow" : "deny", deciding_rule: m.rules[code >> 1] };
-          const verdict = flow ? flow.verdict : "none";
-          const td = el("td", {
-            class: "cell " + verdict,
-            "data-from": from,
-            "data-to": to,
-            "data-verdict": verdict,
-            title: flow ? from + " -> " + to + " " + label + ": " + verdict + " (" + flow.deciding_rule + ")"
-                        : from + " -> " + to + ": not defined",
-          }, flow ? (flow.verdict === "allow" ? "." : "X") : "-");
-          td.addEventListener("click", () => {
-            main.querySelectorAll("td.selected").forEach((c) => c.classList.remove("selected"));
-            td.classList.add("selected");
-            detail.textContent = td.title;
-          });
-          tr.appendChild(td);
-          cells++;
-        });
-        table.appendChild(tr);
-      }
-    }
-    section.appendChild(table);
     main.appendChild(section);
+    sections.push({ m, label, section });
   });
-  const status = document.getElementById("netpol-status");
-  status.setAttribute("data-cells", String(cells));
-  status.textContent = "drew " + cells + " cells in " + data.matrices.length + " matrices";
+  // One listener for every cell and header: a cell's rule, or a group's pods, on click.
+  main.addEventListener("click", (e) => {
+    const target = e.target;
+    if (target.tagName === "TD") {
+      main.querySelectorAll("td.selected").forEach((c) => c.classList.remove("selected"));
+      target.classList.add("selected");
+      detail.textContent = target.title;
+    } else if (target.hasAttribute && target.hasAttribute("data-group")) {
+      const g = groups[Number(target.getAttribute("data-group"))];
+      detail.textContent = g.label + ": " + g.pods.join(", ");
+    }
+  });
+  function redraw() {
+    const ns = filter.value;
+    const shown = [];
+    groups.forEach((g, i) => { if (ns === "" || g.namespace === ns) shown.push(i); });
+    let cells = 0;
+    for (const s of sections) {
+      s.section.replaceChildren();
+      const drawn = drawTable(s.m, s.label, groups, shown);
+      s.section.appendChild(drawn.table);
+      cells += drawn.cells;
+    }
+    const status = document.getElementById("netpol-status");
+    status.setAttribute("data-cells", String(cells));
+    status.setAttribute("data-shown", String(shown.length));
+  }
+  filter.addEventListener("change", redraw);
+  redraw();
 }
 draw(JSON.parse(document.getElementById("netpol-data").textContent));
 "#;
@@ -200,9 +265,11 @@ pub fn page(title: &str, data: &impl Serialize) -> String {
          <p class=\"legend\"><span class=\"allow\" style=\"background:#bfe5bf\">. allowed</span>\
          <span style=\"background:#f2b8b5\">X denied</span><span style=\"background:#eee\">- no flow</span>\
          Hover over a cell for the deciding rule, or click it.</p>\n\
+         <p><label>Namespace <select id=\"netpol-namespace\"><option value=\"\">all</option></select></label> \
+         Click a row or column head for its pods.</p>\n\
          <nav id=\"netpol-tabs\"></nav>\n<div id=\"netpol-matrices\"></div>\n\
          <div id=\"netpol-detail\"></div>\n<pre id=\"netpol-errors\"></pre>\n\
-         <p id=\"netpol-status\" data-cells=\"\">the script did not run</p>\n\
+         <p id=\"netpol-status\" data-cells=\"\" hidden></p>\n\
          <script id=\"netpol-data\" type=\"application/json\">{data}</script>\n\
          <script>{SCRIPT}</script>\n</body>\n</html>\n",
         title = escape_text(title),
