@@ -31,6 +31,10 @@ pub struct DatapathOptions {
     /// past netfilter (`netpol_nft::bypass`), where it would enforce nothing. For a node the
     /// operator knows the check to be wrong about.
     pub ignore_netfilter_bypass: bool,
+    /// MapState entries one endpoint may need before it is isolated instead of programmed
+    /// (`netpol_engine::engine::DEFAULT_MAX_ENTRIES` when None). Carried here because it bounds
+    /// what each datapath is given per endpoint.
+    pub max_policy_entries: Option<usize>,
 }
 
 /// Everything the agent needs to run.

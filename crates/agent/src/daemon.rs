@@ -112,7 +112,10 @@ pub fn run_with(
                 .send(Input::Resync);
         });
     }
-    let pipeline = Pipeline::with_enforcer(&config.node, enforcer, metrics.clone());
+    let mut pipeline = Pipeline::with_enforcer(&config.node, enforcer, metrics.clone());
+    if let Some(limit) = config.datapath_options.max_policy_entries {
+        pipeline.set_max_policy_entries(limit);
+    }
     let loop_config = LoopConfig {
         debounce: config.debounce,
         max_batch_delay: Duration::from_secs(1).max(config.debounce),

@@ -92,6 +92,7 @@ pub struct Metrics {
     pub identities: Gauge,
     pub endpoints: Gauge,
     pub mapstate_entries: Gauge,
+    pub endpoints_over_budget: Gauge,
     pub acl_rules: Gauge,
     pub datapath_calls: Family<CallLabels, Counter>,
     pub datapath_errors: Family<CallLabels, Counter>,
@@ -121,6 +122,7 @@ impl Metrics {
             identities: Gauge::default(),
             endpoints: Gauge::default(),
             mapstate_entries: Gauge::default(),
+            endpoints_over_budget: Gauge::default(),
             acl_rules: Gauge::default(),
             datapath_calls: Family::default(),
             datapath_errors: Family::default(),
@@ -160,6 +162,11 @@ impl Metrics {
             "mapstate_entries",
             "MapState entries over all local endpoints",
             metrics.mapstate_entries.clone(),
+        );
+        r.register(
+            "endpoints_over_budget",
+            "Local endpoints isolated because their policy needs more MapState entries than --max-policy-entries",
+            metrics.endpoints_over_budget.clone(),
         );
         r.register(
             "acl_rules",

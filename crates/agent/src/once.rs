@@ -60,6 +60,9 @@ pub fn sync(
     let health = Arc::new(Health::default());
     let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, options, &metrics, &health)?;
     let mut pipeline = Pipeline::with_enforcer(node, enforcer, metrics.clone());
+    if let Some(limit) = options.max_policy_entries {
+        pipeline.set_max_policy_entries(limit);
+    }
     let mut source = FileSource::new(dir);
     // Each object goes into the pipeline as it is parsed: the list never exists as a whole.
     let problems = read_first_list(&mut source, poll, &mut |event| pipeline.ingest(event))?;

@@ -106,6 +106,12 @@ impl Pipeline {
         }
     }
 
+    /// Holds every endpoint to `limit` MapState entries from the next commit on: an endpoint
+    /// whose policy needs more is isolated (see `netpol_engine::engine::OverBudget`).
+    pub fn set_max_policy_entries(&mut self, limit: usize) {
+        self.engine.set_max_entries(limit);
+    }
+
     /// Feeds one watch event: updates the indexes and stages the resulting engine updates.
     pub fn ingest(&mut self, event: SourceEvent) {
         self.note_received(event.received);
@@ -238,6 +244,13 @@ impl Pipeline {
         let mut memo = CompileMemo::default();
         let mut changed = Vec::new();
         for change in changes {
+            if let Some((_, over)) = self
+                .engine
+                .over_budget()
+                .find(|(key, _)| *key == change.endpoint)
+            {
+                tracing::error!(endpoint = %change.endpoint, "endpoint isolated: {over}");
+            }
             if change.removed {
                 self.compiled.remove(&change.endpoint);
             } else {
@@ -330,6 +343,8 @@ impl Pipeline {
         metrics.endpoints.set(gauge_value(self.compiled.len()));
         let entries: usize = self.engine.endpoints().map(|(_, map)| map.len()).sum();
         metrics.mapstate_entries.set(gauge_value(entries));
+        let over_budget = self.engine.over_budget().count();
+        metrics.endpoints_over_budget.set(gauge_value(over_budget));
         let programmed: usize = self
             .enforcer
             .endpoints()

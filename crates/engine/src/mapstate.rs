@@ -373,6 +373,45 @@ impl MapState {
             .sum()
     }
 
+    /// Identity classes held (the wildcard ones included).
+    pub fn class_count(&self) -> usize {
+        self.classes.len()
+    }
+
+    /// What the map costs, as the entry budget counts it: the entries of each distinct class
+    /// once, plus one per identity class (its table slot and reference). Distinct by content,
+    /// not by allocation, so the figure is the same whichever recompute shared what (an
+    /// incremental update computes a class on its own): the budget must decide alike on the
+    /// incremental and the full path.
+    pub fn footprint(&self) -> usize {
+        // Allocations first (cheap); then equal content among the rest, bucketed by a hash of
+        // what decides (the reason is left out of the hash, not out of the comparison).
+        let mut allocations = std::collections::HashSet::new();
+        let mut buckets: HashMap<u64, Vec<&ClassEntries>> = HashMap::new();
+        let mut stored = 0;
+        for class in self.classes.values() {
+            if !allocations.insert(class.allocation()) {
+                continue;
+            }
+            let mut hasher = std::collections::hash_map::DefaultHasher::new();
+            for (key, value) in class.iter() {
+                std::hash::Hash::hash(
+                    &(key, value.precedence, value.verdict, value.auth),
+                    &mut hasher,
+                );
+            }
+            let bucket = buckets
+                .entry(std::hash::Hasher::finish(&hasher))
+                .or_default();
+            if bucket.contains(&class) {
+                continue;
+            }
+            bucket.push(class);
+            stored += class.len();
+        }
+        stored + self.classes.len()
+    }
+
     /// The class changes that turn this map into `new`.
     pub fn changes_to(&self, new: &MapState) -> Vec<ClassChange> {
         let mut changes = Vec::new();

@@ -93,12 +93,19 @@ pub struct Args {
     /// the check is wrong about.
     #[arg(long)]
     pub ignore_netfilter_bypass: bool,
+    /// MapState entries one pod's policy may need (shared identity classes counted once, plus
+    /// one per remote identity). A pod over it is isolated on purpose (all traffic denied both
+    /// ways except ingress from its own node), logged naming the policies responsible and
+    /// counted in netpol_endpoints_over_budget; other pods are unaffected.
+    #[arg(long, value_name = "ENTRIES", default_value_t = netpol_engine::engine::DEFAULT_MAX_ENTRIES)]
+    pub max_policy_entries: usize,
 }
 
 impl Args {
     fn datapath_options(&self) -> DatapathOptions {
         DatapathOptions {
             ignore_netfilter_bypass: self.ignore_netfilter_bypass,
+            max_policy_entries: Some(self.max_policy_entries),
         }
     }
 

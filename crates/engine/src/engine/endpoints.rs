@@ -71,6 +71,7 @@ impl Engine {
             policy: source.policy.clone(),
             wildcard: source.wildcard.clone(),
             map: source.map.clone(),
+            over_budget: source.over_budget.clone(),
         };
         let old = self.endpoints.remove(key);
         self.readdress_endpoint(
@@ -108,13 +109,24 @@ impl Engine {
             policy: EndpointPolicy::default(),
             wildcard: HashMap::new(),
             map: MapState::default(),
+            over_budget: None,
         });
         self.readdress_endpoint(key, Some(&state.addresses), &addresses);
         state.pod = pod;
         state.addresses = addresses;
         state.policy = policy;
+        // An isolated endpoint's map is the isolation map: compute from nothing, then report
+        // the difference from the isolation map.
+        let isolated = state.over_budget.is_some().then(|| {
+            state.wildcard.clear();
+            std::mem::take(&mut state.map)
+        });
         let classes = self.every_class(&state);
-        let changes = self.recompute_state_classes(&mut state, classes);
+        let mut changes = self.recompute_state_classes(&mut state, classes);
+        self.enforce_budget(&mut state, &mut changes);
+        if let Some(isolated) = isolated {
+            changes = isolated.changes_to(&state.map);
+        }
         self.endpoints.insert(key.to_owned(), state);
         changes
     }
@@ -173,7 +185,14 @@ impl Engine {
         let Some(mut state) = self.endpoints.remove(key) else {
             return Vec::new();
         };
-        let changes = self.recompute_state_classes(&mut state, classes);
+        if state.over_budget.is_some() {
+            // An isolated endpoint keeps no classes to update: any change may bring it back
+            // under the budget, so it is computed in full.
+            self.endpoints.insert(key.to_owned(), state);
+            return self.recompute_endpoint(key);
+        }
+        let mut changes = self.recompute_state_classes(&mut state, classes);
+        self.enforce_budget(&mut state, &mut changes);
         self.endpoints.insert(key.to_owned(), state);
         changes
     }
@@ -192,8 +211,13 @@ impl Engine {
             state.wildcard.insert(class.0, wildcard);
             state.map.replace_class(*class, entries, &mut changes);
         }
-        // Remote identities selected by the same rules (with the same named ports, where a rule
-        // names one) get equal classes: each is computed once and shared.
+        // Remote identities selected by rules of the same content (with the same named ports,
+        // where a rule names one) get equal classes: each is computed once and shared. Content,
+        // not rule: the rules of one entry differ only in their peer, and a policy of 3,000
+        // CIDRs with the same ports must cost one class, not 3,000.
+        let rules = &state.policy.rules;
+        let same_as = rule_signatures(rules);
+        let selecting = self.selecting_rules(state, &classes);
         let mut computed: HashMap<ClassInputs, ClassEntries> = HashMap::new();
         for class in classes.iter().filter(|c| c.1.is_some()) {
             let (direction, Some(id)) = *class else {
@@ -201,24 +225,30 @@ impl Engine {
             };
             let entries = match (self.store.get(id), state.wildcard.get(&direction)) {
                 (Some(remote), Some(wildcard)) => {
-                    let rules: Vec<usize> = (0..state.policy.rules.len())
-                        .filter(|i| {
-                            let rule = &state.policy.rules[*i];
-                            self.rule_selects(rule, direction, id, remote, &state.pod)
-                        })
-                        .collect();
-                    let named = rules
+                    let selected: Vec<usize> = match &selecting {
+                        Some(by_class) => by_class.get(class).cloned().unwrap_or_default(),
+                        None => (0..rules.len())
+                            .filter(|i| {
+                                self.rule_selects(&rules[*i], direction, id, remote, &state.pod)
+                            })
+                            .collect(),
+                    };
+                    let named = selected
                         .iter()
-                        .any(|i| has_named_port(&state.policy.rules[*i]))
+                        .any(|i| has_named_port(&rules[*i]))
                         .then(|| remote.named_ports().map(<[_]>::to_vec).unwrap_or_default());
+                    let mut representatives: Vec<usize> =
+                        selected.iter().map(|i| same_as[*i]).collect();
+                    representatives.sort_unstable();
+                    representatives.dedup();
                     computed
                         .entry(ClassInputs {
                             direction,
-                            rules,
+                            rules: representatives,
                             named,
                         })
                         .or_insert_with_key(|inputs| {
-                            let rules = inputs.rules.iter().map(|i| &state.policy.rules[*i]);
+                            let rules = inputs.rules.iter().map(|i| &rules[*i]);
                             ClassEntries::from_map(compute_identity_class(rules, remote, wildcard))
                         })
                         .clone()
@@ -230,6 +260,55 @@ impl Engine {
                 .replace_class_shared(*class, entries, &mut changes);
         }
         changes
+    }
+
+    /// The rules selecting each of `classes`, by walking each rule's selected identities, when
+    /// that is cheaper than testing every rule against every class (a full recompute of an
+    /// endpoint with thousands of CIDR rules: rules × classes would be millions of tests). None
+    /// when testing per class is cheaper (an identity change touching a few classes).
+    fn selecting_rules(
+        &self,
+        state: &EndpointState,
+        classes: &BTreeSet<ClassKey>,
+    ) -> Option<HashMap<ClassKey, Vec<usize>>> {
+        let rules = &state.policy.rules;
+        let walk: usize = rules
+            .iter()
+            .filter(|r| !r.peer.is_wildcard())
+            .map(|r| self.cache.selected(r.selector).len())
+            .sum();
+        let wildcard_named = rules
+            .iter()
+            .filter(|r| r.peer.is_wildcard() && has_named_port(r))
+            .count();
+        let walk = walk + wildcard_named * classes.len();
+        if walk >= classes.len().saturating_mul(rules.len()) {
+            return None;
+        }
+        let mut by_class: HashMap<ClassKey, Vec<usize>> = HashMap::new();
+        for (i, rule) in rules.iter().enumerate() {
+            let candidates: Box<dyn Iterator<Item = IdentityId> + '_> = if rule.peer.is_wildcard() {
+                if !has_named_port(rule) {
+                    continue;
+                }
+                Box::new(classes.iter().filter_map(|c| c.1))
+            } else {
+                Box::new(self.cache.selected(rule.selector).iter().copied())
+            };
+            for id in candidates {
+                let class = (rule.direction, Some(id));
+                if !classes.contains(&class) {
+                    continue;
+                }
+                let Some(remote) = self.store.get(id) else {
+                    continue;
+                };
+                if self.rule_selects(rule, rule.direction, id, remote, &state.pod) {
+                    by_class.entry(class).or_default().push(i);
+                }
+            }
+        }
+        Some(by_class)
     }
 
     /// Whether `rule` has a say in the class of remote identity `id`. A wildcard rule's keys are
@@ -316,6 +395,41 @@ struct ClassInputs {
     direction: Direction,
     rules: Vec<usize>,
     named: Option<Vec<NamedPort>>,
+}
+
+/// For each rule, the first rule whose content is the same: everything a class computed from it
+/// reads (direction, whether the peer is the wildcard, band, level, verdict, ports,
+/// authentication, reason), which leaves the peer's selector out. Such rules add the same
+/// candidates to any class they are in, so a class is a function of their representatives.
+fn rule_signatures(rules: &[SelectorRule]) -> Vec<usize> {
+    type Signature<'a> = (
+        Direction,
+        bool,
+        crate::resolve::Band,
+        u32,
+        crate::entry::Verdict,
+        &'a [RulePort],
+        Option<crate::entry::AuthMode>,
+        *const crate::reference::Reason,
+    );
+    let mut first: HashMap<Signature, usize> = HashMap::new();
+    rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let signature = (
+                r.direction,
+                r.peer.is_wildcard(),
+                r.band,
+                r.level,
+                r.verdict,
+                r.ports.as_slice(),
+                r.auth,
+                std::sync::Arc::as_ptr(&r.reason),
+            );
+            *first.entry(signature).or_insert(i)
+        })
+        .collect()
 }
 
 /// Whether a rule names a port by name. With a wildcard peer such a rule still has a class per

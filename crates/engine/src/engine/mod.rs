@@ -11,6 +11,7 @@
 //! side of it (addresses arriving, departing and re-keyed; world prefixes; cluster CIDRs), and
 //! `endpoints` the MapStates' side (full and per-class recomputes, twins).
 
+mod budget;
 mod commit;
 mod endpoints;
 mod identities;
@@ -32,6 +33,8 @@ use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector_cache::SelectorCache;
 use keys_in_use::KeysInUse;
+
+pub use budget::{OverBudget, DEFAULT_MAX_ENTRIES};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -82,6 +85,8 @@ struct EndpointState {
     policy: EndpointPolicy,
     wildcard: HashMap<Direction, WildcardClass>,
     map: MapState,
+    /// Set while the endpoint is isolated for exceeding the entry budget (`budget`).
+    over_budget: Option<std::sync::Arc<OverBudget>>,
 }
 
 #[derive(Debug, Default)]
@@ -126,6 +131,8 @@ pub struct Engine {
     /// Keys of the pods that are local endpoints, maintained as pods change.
     local: BTreeSet<String>,
     staged: Staged,
+    /// MapState entries one endpoint may hold (`budget`).
+    max_entries: usize,
 }
 
 impl Engine {
@@ -149,6 +156,7 @@ impl Engine {
             endpoints: BTreeMap::new(),
             local: BTreeSet::new(),
             staged: Staged::default(),
+            max_entries: DEFAULT_MAX_ENTRIES,
         };
         engine.rebuild_entries();
         engine.sync_world_identities();
