@@ -8,7 +8,8 @@ use arbitrary::Unstructured;
 use libfuzzer_sys::fuzz_target;
 use netpol_engine::{Engine, EngineConfig, PolicyEntry};
 use netpol_fuzz::generate::common::{
-    canonical, first_disagreement, node_identities, pod_identities,
+    canonical, canonical_by_id, described_identities, first_disagreement, node_identities,
+    pod_identities,
 };
 use netpol_fuzz::generate::{self, PodSpec, Step, NODES};
 
@@ -104,18 +105,31 @@ fn run(u: &mut Unstructured) -> arbitrary::Result<()> {
     for _ in 0..u.int_in_range(0..=8)? {
         let step = generate::step(u)?;
         model.apply(&mut engine, step);
-        let before = canonical(&engine);
+        // Entries by identity id: an endpoint is reported when its entries change. Addresses
+        // joining or leaving an identity change no entry; the identity is reported instead, and
+        // a datapath updates the address sets that name it.
+        let before = canonical_by_id(&engine);
+        let members_before = described_identities(&engine);
         let reported: Vec<String> = engine
             .commit()
             .into_iter()
             .filter(|c| !c.is_empty())
             .map(|c| c.endpoint)
             .collect();
-        for (key, rows) in canonical(&engine) {
+        for (key, rows) in canonical_by_id(&engine) {
             if before.get(&key) != Some(&rows) {
                 assert!(
                     reported.contains(&key),
                     "{key} changed but was not reported"
+                );
+            }
+        }
+        let members_after = described_identities(&engine);
+        for id in members_before.keys().chain(members_after.keys()) {
+            if members_before.get(id) != members_after.get(id) {
+                assert!(
+                    engine.changed_identities().contains(id),
+                    "identity {id} changed its addresses but was not reported"
                 );
             }
         }

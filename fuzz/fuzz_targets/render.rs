@@ -13,8 +13,8 @@ use std::net::IpAddr;
 use arbitrary::Unstructured;
 use ipnet::IpNet;
 use libfuzzer_sys::fuzz_target;
-use netpol_datapath::ALL_PORTS;
 use netpol_datapath::{compile_engine, CompileOptions, CompiledEndpoint, OrderedRule, RuleAction};
+use netpol_datapath::{sets, ALL_PORTS};
 use netpol_engine::*;
 use netpol_fuzz::generate::{self, common::node_identities, NODES};
 use netpol_fuzz::nft::Nft;
@@ -76,10 +76,10 @@ fn engine(u: &mut Unstructured) -> arbitrary::Result<Engine> {
     Ok(engine)
 }
 
-fn ruleset(endpoints: &[CompiledEndpoint]) -> Ruleset {
+fn ruleset(endpoints: &[CompiledEndpoint], store: &IdentityStore) -> Ruleset {
     let mut ruleset = Ruleset::default();
     for endpoint in endpoints {
-        let chains = EndpointChains::new(endpoint.addresses.clone(), &endpoint.rules.rules);
+        let chains = EndpointChains::new(endpoint.addresses.clone(), &endpoint.rules.rules, store);
         ruleset.insert(endpoint.key, chains);
     }
     ruleset
@@ -107,8 +107,9 @@ fn check_nft(nft: &Nft, first: &Ruleset, second: &Ruleset) {
         panic!("nft -c refuses the table: {error}\n{script}");
     }
     // The programmer, from nothing to `first` and on to `second`, leaves exactly `second`.
+    let mut known = None;
     for ruleset in [first, second] {
-        if let Err(error) = program(nft, ruleset) {
+        if let Err(error) = program(nft, &mut known, ruleset) {
             panic!("programming failed: {error}");
         }
         let table = Table::new(ruleset).unwrap();
@@ -133,14 +134,14 @@ struct ReadBack {
 }
 
 impl ReadBack {
-    fn of_rule(rule: &OrderedRule) -> ReadBack {
+    fn of_rule(rule: &OrderedRule, store: &IdentityStore) -> ReadBack {
         ReadBack {
             direction: rule.direction,
             action: rule.action,
             priority: rule.priority,
             protocol: rule.protocol.map(Protocol::number),
             ports: rule.ports.clone(),
-            remotes: rule.remotes.clone(),
+            remotes: remotes_of(rule, store),
         }
     }
 
@@ -186,8 +187,20 @@ impl ReadBack {
     }
 }
 
-fn check_hcn(endpoint: &CompiledEndpoint) {
-    let json = HcnAcls::render(&endpoint.rules).update_request_json();
+/// A rule's remote addresses now: every remote (none listed) or its set's addresses.
+fn remotes_of(rule: &OrderedRule, store: &IdentityStore) -> Vec<IpNet> {
+    rule.remotes
+        .as_ref()
+        .map_or_else(Vec::new, |set| sets::addresses(set, store))
+}
+
+/// The same addresses, however they are cut into prefixes (HCN's rendering merges neighbours).
+fn covered(remotes: &[IpNet]) -> Vec<IpNet> {
+    IpNet::aggregate(&remotes.to_vec())
+}
+
+fn check_hcn(endpoint: &CompiledEndpoint, store: &IdentityStore) {
+    let json = HcnAcls::render(&endpoint.rules, store).update_request_json();
     let request: ModifyEndpointRequest = serde_json::from_str(&json).expect("the request parses");
     let mut settings = request.settings.policies.iter().map(|policy| {
         let setting = policy
@@ -202,19 +215,23 @@ fn check_hcn(endpoint: &CompiledEndpoint) {
         setting
     });
     for rule in &endpoint.rules.rules {
+        let remotes = remotes_of(rule, store);
+        if rule.remotes.is_some() && remotes.is_empty() {
+            // A set with no address now matches nothing: HCN would read an empty list as
+            // every address, so the rule is left out.
+            continue;
+        }
         // A rule with more remotes than HCN takes in one is split; the parts add back up.
-        let parts = rule.remotes.len().div_ceil(MAX_ADDRESSES_PER_RULE).max(1);
+        let parts = remotes.len().div_ceil(MAX_ADDRESSES_PER_RULE).max(1);
         let mut read = ReadBack::of_setting(&settings.next().expect("a setting per rule"));
         for _ in 1..parts {
             let part = ReadBack::of_setting(&settings.next().expect("every part"));
             read.remotes.extend(part.remotes);
         }
-        assert_eq!(
-            read,
-            ReadBack::of_rule(rule),
-            "{}: HCN JSON says otherwise",
-            endpoint.key
-        );
+        read.remotes = covered(&read.remotes);
+        let mut want = ReadBack::of_rule(rule, store);
+        want.remotes = covered(&want.remotes);
+        assert_eq!(read, want, "{}: HCN JSON says otherwise", endpoint.key);
     }
     assert!(settings.next().is_none(), "settings beyond the rules");
 }
@@ -230,12 +247,16 @@ fn run(u: &mut Unstructured) -> arbitrary::Result<()> {
         return Ok(());
     };
     for endpoint in &compiled_first {
-        check_hcn(endpoint);
+        check_hcn(endpoint, first.identities());
     }
     NFT.with(|nft| {
         let mut nft = nft.borrow_mut();
         let nft = nft.get_or_insert_with(Nft::new);
-        check_nft(nft, &ruleset(&compiled_first), &ruleset(&compiled_second));
+        check_nft(
+            nft,
+            &ruleset(&compiled_first, first.identities()),
+            &ruleset(&compiled_second, second.identities()),
+        );
     });
     Ok(())
 }

@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::io;
 use std::sync::Once;
 
-use netpol_nft::programmer::{chains_via, NftBackend};
+use netpol_nft::programmer::{chains_via, sets_via, NftBackend, NftError};
 
 #[repr(C)]
 struct NftCtx {
@@ -88,26 +88,45 @@ unsafe fn read(buffer: *const c_char) -> String {
     }
 }
 
+impl Nft {
+    /// Runs an `nft` command given as arguments. libnftables takes commands, not the command
+    /// line's options: `-t` (terse, no set elements) is dropped, which only lengthens the
+    /// listing. A listing that overlaps the kernel's cleanup of the previous transaction can be
+    /// interrupted (EINTR); nft's answer then is to ask again.
+    fn command(&self, args: &[&str]) -> Result<String, NftError> {
+        let command: Vec<&str> = args.iter().copied().filter(|a| *a != "-t").collect();
+        let command = command.join(" ");
+        let mut result = self.run(&command, false);
+        for _ in 0..5 {
+            match &result {
+                Err(error) if error.contains("Interrupted system call") => {
+                    result = self.run(&command, false);
+                }
+                _ => break,
+            }
+        }
+        result.map_err(|e| NftError::refused(&e))
+    }
+}
+
 impl NftBackend for Nft {
-    fn apply(&self, script: &str) -> io::Result<()> {
-        self.run(script, false).map(drop).map_err(io::Error::other)
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        self.run(script, false)
+            .map(drop)
+            .map_err(|e| NftError::refused(&e))
     }
 
-    fn chains(&self) -> io::Result<Option<Vec<String>>> {
-        chains_via(|args| {
-            // A listing that overlaps the kernel's cleanup of the previous transaction can be
-            // interrupted (EINTR); nft's answer then is to ask again.
-            let command = args.join(" ");
-            let mut result = self.run(&command, false);
-            for _ in 0..5 {
-                match &result {
-                    Err(error) if error.contains("Interrupted system call") => {
-                        result = self.run(&command, false);
-                    }
-                    _ => break,
-                }
-            }
-            result.map_err(io::Error::other)
-        })
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        self.run(script, true)
+            .map(drop)
+            .map_err(|e| NftError::refused(&e))
+    }
+
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        chains_via(|args| self.command(args))
+    }
+
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        sets_via(|args| self.command(args))
     }
 }

@@ -162,6 +162,9 @@ pub struct FileSource {
     present: BTreeSet<PathBuf>,
     /// Changed files seen once, with what the look saw; read when the next look sees the same.
     settling: BTreeMap<PathBuf, Signature>,
+    /// Every file's signature at the last look. A file that looks the same twice has settled,
+    /// even when a list that read it was abandoned (its state then is not kept in `files`).
+    last_look: BTreeMap<PathBuf, Signature>,
     /// Files whose last read failed, with why.
     unreadable: BTreeMap<PathBuf, String>,
     listed: bool,
@@ -183,6 +186,7 @@ impl FileSource {
             files: BTreeMap::new(),
             present: BTreeSet::new(),
             settling: BTreeMap::new(),
+            last_look: BTreeMap::new(),
             unreadable: BTreeMap::new(),
             listed: false,
             partial_ok: false,
@@ -501,6 +505,7 @@ impl FileSource {
     ) -> io::Result<Vec<(PathBuf, Signature)>> {
         let paths = yaml_files(&self.root)?;
         self.settling.retain(|path, _| paths.contains(path));
+        self.last_look.retain(|path, _| paths.contains(path));
         let mut ready = Vec::new();
         for path in &paths {
             let signature = match std::fs::metadata(path).and_then(|m| Signature::of(&m)) {
@@ -578,7 +583,7 @@ impl FileSource {
             .files
             .get(path)
             .is_some_and(|state| state.signature == signature);
-        let seen = self.settling.get(path) == Some(&signature);
+        let seen = self.last_look.insert(path.to_owned(), signature) == Some(signature);
         let old = now
             .duration_since(signature.modified)
             .is_ok_and(|age| age >= SETTLE_AGE);
