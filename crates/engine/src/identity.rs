@@ -314,6 +314,19 @@ impl IdentityStore {
         self.by_id.get(&id).map(|s| &s.representative)
     }
 
+    /// A digest of what makes the identity itself (its key: the kind with what no selector reads
+    /// cleared, and the policy CIDRs holding it), equal in every agent that sees the same
+    /// cluster, whatever order its identities were numbered in. Datapaths name what must survive
+    /// a restart after it (nftables sets), never after the id.
+    pub fn content_digest(&self, id: IdentityId) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let stored = self.by_id.get(&id)?;
+        // SipHash with fixed keys: the same in every process of this build.
+        let mut hasher = std::hash::DefaultHasher::new();
+        stored.key.hash(&mut hasher);
+        Some(hasher.finish())
+    }
+
     /// The addresses of an identity: its members' host prefixes, or its world prefix.
     pub fn members(&self, id: IdentityId) -> &[IpNet] {
         self.by_id.get(&id).map_or(&[], |s| s.members.as_slice())

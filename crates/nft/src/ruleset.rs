@@ -45,7 +45,18 @@ impl AddressSet {
             .iter()
             .any(|id| store.get(*id).is_some_and(|i| i.is_world()))
             || nets.iter().any(|n| n.prefix_len() != n.max_prefix_len());
-        let ids: Vec<String> = set.identities.iter().map(|id| id.0.to_string()).collect();
+        // Named after the identities' content, not their ids: a restarted agent numbers
+        // identities in another order and must find the same sets (and chains) in place.
+        let mut ids: Vec<String> = set
+            .identities
+            .iter()
+            .map(|id| {
+                store
+                    .content_digest(*id)
+                    .map_or_else(|| format!("#{}", id.0), |d| format!("{d:016x}"))
+            })
+            .collect();
+        ids.sort_unstable();
         let name = format!(
             "a{}{}_{}",
             if v6 { 6 } else { 4 },
