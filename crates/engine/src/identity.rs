@@ -452,14 +452,18 @@ impl IdentityStore {
                 .collect();
             holes.sort_unstable();
             let (start, end) = span(&prefix);
-            let mut candidate = start;
+            // The first address after the holes; none when they reach the top of the address
+            // space (a hole ending at `u128::MAX` leaves nothing after it, and saturating there
+            // would name an address inside the hole).
+            let mut candidate = Some(start);
             for (lo, hi) in holes {
-                if candidate < lo {
-                    break;
+                match candidate {
+                    Some(c) if c > hi => {}
+                    Some(c) if c >= lo => candidate = hi.checked_add(1),
+                    _ => break,
                 }
-                candidate = candidate.max(hi.saturating_add(1));
             }
-            if candidate <= end {
+            if let Some(candidate) = candidate.filter(|c| *c <= end) {
                 let address = match prefix {
                     IpNet::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(candidate as u32)),
                     IpNet::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(candidate)),
@@ -570,6 +574,22 @@ mod tests {
         );
         let reps = store.representative_addresses();
         assert_eq!(reps.len(), 3);
+        for (id, ip) in reps {
+            assert_eq!(store.resolve(ip), Some(id), "{ip}");
+        }
+    }
+
+    /// Found by fuzzing: `::/0` wholly covered by `::/1` and `8000::/1` has no address of its
+    /// own; the last hole ends at the top of the address space.
+    #[test]
+    fn a_world_prefix_covered_up_to_the_last_address_has_no_representative() {
+        let mut store = IdentityStore::new();
+        let (all, _) = store.insert(Identity::world("::/0".parse().unwrap()));
+        store.insert(Identity::world("::/1".parse().unwrap()));
+        store.insert(Identity::world("8000::/1".parse().unwrap()));
+        let reps = store.representative_addresses();
+        assert_eq!(reps.len(), 2);
+        assert!(!reps.contains_key(&all), "{:?}", reps.get(&all));
         for (id, ip) in reps {
             assert_eq!(store.resolve(ip), Some(id), "{ip}");
         }
