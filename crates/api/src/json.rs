@@ -10,12 +10,11 @@
 
 use serde::Deserialize;
 
-use crate::error::ValidationError;
-use crate::object::Object;
+use crate::object::Read;
 use crate::stream::JsonDocument;
 
 /// The objects of a JSON text, or `None` when it is not JSON or must be read as YAML.
-pub(crate) fn parse_json(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
+pub(crate) fn parse_json(text: &str) -> Option<Vec<Read>> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let first = body.trim_start_matches([' ', '\t', '\r', '\n']);
     if !first.starts_with(['{', '[']) || may_read_differently_as_yaml(body) {

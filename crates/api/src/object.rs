@@ -50,6 +50,10 @@ pub struct ReadObject {
     pub unknown_fields: Vec<Warning>,
 }
 
+/// One object as read, or why it could not be: what every reader of streams produces, before a
+/// [`FieldValidation`] decides what becomes of its unknown fields.
+pub(crate) type Read = Result<ReadObject, ValidationError>;
+
 /// Where a reader records the paths of unknown fields; `None` where they are not tracked.
 type Unknown<'a> = Option<&'a mut Vec<String>>;
 
@@ -141,26 +145,7 @@ impl Object {
         value: Value,
         validation: FieldValidation,
     ) -> Result<Object, ValidationError> {
-        let ReadObject {
-            object,
-            unknown_fields,
-        } = Self::read(value)?;
-        let mut unknown = unknown_fields.into_iter();
-        match (validation, unknown.next()) {
-            (FieldValidation::Strict, Some(mut first)) => {
-                let more: Vec<String> = unknown.map(|d| d.field).collect();
-                if !more.is_empty() {
-                    first.message = format!(
-                        "{}; {} more unknown: {}",
-                        first.message,
-                        more.len(),
-                        more.join(", ")
-                    );
-                }
-                Err(first)
-            }
-            _ => Ok(object),
-        }
+        validation.apply(Self::read(value))
     }
 
     /// Reads one object and lists the fields its kind does not have. The `apiVersion` and `kind`

@@ -1,8 +1,9 @@
 //! YAML streams and JSON values into objects: the entry points of reading.
 //!
 //! A stream holds documents (`---`), a document holds one object, a sequence of objects or a
-//! `kind: List`, and each object is read by [`Object::from_value`] on its own, so one malformed
-//! object never hides the others. Documents are read as the parser produces them (see
+//! `kind: List`, and each object is read by [`Object::read`] on its own, so one malformed
+//! object never hides the others; the caller's [`FieldValidation`] then decides what becomes of
+//! fields a policy kind does not have. Documents are read as the parser produces them (see
 //! `stream.rs`); a large stream of documents or a large `kind: List` is cut into pieces parsed on
 //! every core (see `split.rs`), and JSON is read by a JSON parser (see `json.rs`).
 
@@ -10,8 +11,9 @@ use serde_json::Value;
 
 use crate::block::read_documents;
 use crate::error::ValidationError;
+use crate::fields::FieldValidation;
 use crate::json::parse_json;
-use crate::object::Object;
+use crate::object::{Object, Read};
 use crate::split::{split_documents, split_list, MIN_SPLIT_BYTES};
 use crate::stream::{is_list_kind, value_objects, Document};
 
@@ -20,18 +22,24 @@ use crate::stream::{is_list_kind, value_objects, Document};
 #[error("invalid YAML: {0}")]
 pub struct YamlError(pub String);
 
-/// Reads a YAML stream of objects: several `---`-separated documents, each an object, a list of
+/// Reads a YAML stream of objects, ignoring fields a kind does not have (as from the API server;
+/// see [`parse_yaml_each`] to refuse them): several `---`-separated documents, each an object, a list of
 /// objects or a `kind: List` with `items`. Empty documents are skipped. Each object is read on its
 /// own, so one malformed object does not hide the others; only broken YAML syntax fails the
 /// whole stream.
 pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
     let mut objects = Vec::new();
-    parse_yaml_each(text, |object| object, &mut |object| objects.push(object))?;
+    parse_yaml_each(
+        text,
+        FieldValidation::Ignore,
+        |object| object,
+        &mut |object| objects.push(object),
+    )?;
     Ok(objects)
 }
 
-/// Reads a YAML stream as [`parse_yaml`] does and hands each object, after `prepare`, to `sink`
-/// in stream order. `prepare` runs on the threads that parse, so work done per object (a digest,
+/// Reads a YAML stream as [`parse_yaml`] does and hands each object, after `validation` and
+/// `prepare`, to `sink` in stream order. `prepare` runs on the threads that parse, so work done per object (a digest,
 /// a conversion) is spread over the cores too. A large stream is parsed a few pieces at a time
 /// and each piece's objects are handed on before the next pieces are parsed, so its objects
 /// never all exist at once.
@@ -40,9 +48,11 @@ pub fn parse_yaml(text: &str) -> Result<Vec<Result<Object, ValidationError>>, Ya
 /// whole: the caller must discard them (as a sequential parse would have given none).
 pub fn parse_yaml_each<T: Send>(
     text: &str,
+    validation: FieldValidation,
     prepare: impl Fn(Result<Object, ValidationError>) -> T + Sync,
     sink: &mut dyn FnMut(T),
 ) -> Result<(), YamlError> {
+    let prepare = |read: Read| prepare(validation.apply(read));
     parse_each_with(text, Cutting::for_this_machine(), prepare, sink)
 }
 
@@ -70,7 +80,7 @@ impl Cutting {
 fn parse_each_with<T: Send>(
     text: &str,
     cutting: Cutting,
-    prepare: impl Fn(Result<Object, ValidationError>) -> T + Sync,
+    prepare: impl Fn(Read) -> T + Sync,
     sink: &mut dyn FnMut(T),
 ) -> Result<(), YamlError> {
     if let Some(objects) = parse_json(text) {
@@ -96,18 +106,25 @@ fn parse_each_with<T: Send>(
     // The sequential parse decides; the objects of the pieces already handed on are the first
     // ones it gives (pieces are cut where the stream parses the same in parts), so they are not
     // handed on again.
-    for object in parse_whole(text)?.into_iter().skip(delivered) {
+    for object in read_whole(text)?.into_iter().skip(delivered) {
         sink(prepare(object));
     }
     Ok(())
 }
 
 /// The sequential parse: what every other way of reading must equal.
-fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+fn read_whole(text: &str) -> Result<Vec<Read>, YamlError> {
     let documents: Vec<Document> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
             .map_err(|e| YamlError(e.to_string()))?;
     Ok(documents.into_iter().flat_map(|d| d.0).collect())
+}
+
+/// The sequential parse as [`parse_yaml`] gives it, for tests to compare against.
+#[cfg(test)]
+fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlError> {
+    let reads = read_whole(text)?.into_iter();
+    Ok(reads.map(|r| FieldValidation::Ignore.apply(r)).collect())
 }
 
 /// Pieces per core: more pieces than cores keep every core busy when pieces parse at different
@@ -154,7 +171,7 @@ fn pieces_of(text: &str, cutting: Cutting) -> Option<Pieces<'_>> {
 
 /// The objects of a text in the plain block style kubectl prints, read by the block reader (see
 /// `block.rs`); `None` when the text uses any other YAML.
-fn parse_block(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
+fn parse_block(text: &str) -> Option<Vec<Read>> {
     let mut objects = Vec::new();
     for document in read_documents(text)? {
         value_objects(document, &mut objects);
@@ -163,7 +180,7 @@ fn parse_block(text: &str) -> Option<Vec<Result<Object, ValidationError>>> {
 }
 
 /// The objects of one piece, or `None` if it does not parse alone.
-fn parse_piece(run: &str, documents: bool) -> Option<Vec<Result<Object, ValidationError>>> {
+fn parse_piece(run: &str, documents: bool) -> Option<Vec<Read>> {
     if let Some(objects) = parse_block(run) {
         return Some(objects);
     }
@@ -184,7 +201,7 @@ fn parse_piece(run: &str, documents: bool) -> Option<Vec<Result<Object, Validati
 /// it stops at the first wave with a piece that did not.
 fn parse_pieces<T: Send>(
     pieces: &Pieces,
-    prepare: &(impl Fn(Result<Object, ValidationError>) -> T + Sync),
+    prepare: &(impl Fn(Read) -> T + Sync),
     sink: &mut dyn FnMut(T),
 ) -> bool {
     let parse = |run: &str| -> Option<Vec<T>> {

@@ -11,12 +11,11 @@ use std::fmt;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use crate::error::ValidationError;
-use crate::object::Object;
+use crate::object::{Object, Read};
 
 /// The objects of one document: a single object, a sequence of objects, or a list kind
 /// (`kind: List`, `PodList`, ...) whose `items` are objects. Sequences and lists nest.
-pub(crate) struct Document(pub Vec<Result<Object, ValidationError>>);
+pub(crate) struct Document(pub Vec<Read>);
 
 impl<'de> Deserialize<'de> for Document {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -27,7 +26,7 @@ impl<'de> Deserialize<'de> for Document {
 /// A [`Document`] read from a JSON parser, which refuses what YAML could read differently (see
 /// `json.rs`): duplicate keys, numbers that are not integers, and nesting deeper than the YAML
 /// parser allows.
-pub(crate) struct JsonDocument(pub Vec<Result<Object, ValidationError>>);
+pub(crate) struct JsonDocument(pub Vec<Read>);
 
 impl<'de> Deserialize<'de> for JsonDocument {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -42,7 +41,7 @@ impl<'de> Deserialize<'de> for JsonDocument {
 /// The objects of a document already read into a value, as [`Document`] reads them from the
 /// parser: nulls hold nothing, sequences and list kinds' `items` are unpacked, anything else is
 /// one object (or an error naming what was found).
-pub(crate) fn value_objects(value: Value, out: &mut Vec<Result<Object, ValidationError>>) {
+pub(crate) fn value_objects(value: Value, out: &mut Vec<Read>) {
     match value {
         Value::Null => {}
         Value::Array(items) => {
@@ -55,10 +54,10 @@ pub(crate) fn value_objects(value: Value, out: &mut Vec<Result<Object, Validatio
             let kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");
             match items {
                 Some(items) if is_list_kind(kind) => value_objects(items, out),
-                _ => out.push(Object::from_value(Value::Object(fields))),
+                _ => out.push(Object::read(Value::Object(fields))),
             }
         }
-        scalar => out.push(Object::from_value(scalar)),
+        scalar => out.push(Object::read(scalar)),
     }
 }
 
@@ -94,9 +93,9 @@ impl DocumentVisitor {
         }
     }
 
-    /// A scalar where an object was expected: [`Object::from_value`] names what was found.
+    /// A scalar where an object was expected: [`Object::read`] names what was found.
     fn scalar(value: Value) -> Document {
-        Document(vec![Object::from_value(value)])
+        Document(vec![Object::read(value)])
     }
 
     fn value<'de, A: MapAccess<'de>>(self, map: &mut A) -> Result<Value, A::Error> {
@@ -173,7 +172,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
     /// other fields (no supported kind has `items`) and the items are dropped.
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Document, A::Error> {
         let mut fields = Map::new();
-        let mut items: Option<Vec<Result<Object, ValidationError>>> = None;
+        let mut items: Option<Vec<Read>> = None;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
                 if items.is_some() && self.json {
@@ -190,7 +189,7 @@ impl<'de> Visitor<'de> for DocumentVisitor {
         let kind = fields.get("kind").and_then(Value::as_str).unwrap_or("");
         match items {
             Some(items) if is_list_kind(kind) => Ok(Document(items)),
-            _ => Ok(Document(vec![Object::from_value(Value::Object(fields))])),
+            _ => Ok(Document(vec![Object::read(Value::Object(fields))])),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::hash::Hasher;
 use std::io;
 use std::path::Path;
 
-use netpol_api::{parse_yaml_each, Object, ObjectRef, ValidationError};
+use netpol_api::{parse_yaml_each, FieldValidation, Object, ObjectRef, ValidationError};
 
 use super::FileProblem;
 
@@ -73,24 +73,32 @@ pub(super) fn parse_file(
             object,
         })
     };
-    let parsed = parse_yaml_each(text, prepare, &mut |read| match read {
-        Ok(parsed) => {
-            if digests.contains_key(&parsed.key) {
-                file_problems.push(FileProblem::Duplicate {
-                    object: parsed.key,
-                    used: path.to_owned(),
-                    ignored: path.to_owned(),
-                });
-            } else {
-                digests.insert(parsed.key.clone(), parsed.digest);
-                each(parsed);
+    // No API server validated these files: an object with a field its kind does not have (a
+    // misspelt or misplaced field, which would silently widen a policy) is refused alone, as
+    // `kubectl apply` refuses it.
+    let parsed = parse_yaml_each(
+        text,
+        FieldValidation::Strict,
+        prepare,
+        &mut |read| match read {
+            Ok(parsed) => {
+                if digests.contains_key(&parsed.key) {
+                    file_problems.push(FileProblem::Duplicate {
+                        object: parsed.key,
+                        used: path.to_owned(),
+                        ignored: path.to_owned(),
+                    });
+                } else {
+                    digests.insert(parsed.key.clone(), parsed.digest);
+                    each(parsed);
+                }
             }
-        }
-        Err(error) => file_problems.push(FileProblem::InvalidObject {
-            path: path.to_owned(),
-            error,
-        }),
-    });
+            Err(error) => file_problems.push(FileProblem::InvalidObject {
+                path: path.to_owned(),
+                error,
+            }),
+        },
+    );
     match parsed {
         Ok(()) => {
             problems.extend(file_problems);
