@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{copy_example_cluster, scratch_dir};
+use support::{copy_example_cluster, names_at_the_limits, scratch_dir};
 
 /// Runs `script` with `sh` in a fresh network namespace; `$NETPOL` is the agent binary. Returns
 /// stdout, failing the test if the script fails.
@@ -399,22 +399,6 @@ fn the_agent_refuses_a_node_whose_dataplane_bypasses_netfilter() {
     assert!(read("override.log").contains("not checking"));
 }
 
-/// A pod of `namespace` on node-1 named `name` (a YAML scalar, quoted if it must be).
-fn named_pod(name: &str, namespace: &str, ip: &str, app: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{app: {app}}}\n\
-         spec:\n  nodeName: node-1\n  containers:\n  - name: c\n    image: c\n\
-         status:\n  phase: Running\n  podIP: {ip}\n---\n"
-    )
-}
-
-fn deny_ingress(namespace: &str) -> String {
-    format!(
-        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  namespace: {namespace}\n\
-         spec:\n  podSelector: {{}}\n  policyTypes: [Ingress]\n---\n"
-    )
-}
-
 #[test]
 fn the_longest_names_and_hostile_names_are_programmed_safely() {
     if netpol_testbed::netns::skip_kernel_test(
@@ -423,32 +407,7 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
         return;
     }
     let dir = scratch_dir("agent-nftables-names");
-    // The API's limits (63-character namespace, 253-character name), the 201-character name that
-    // once turned the datapath off, and names only a file can hold.
-    let namespace = "n".repeat(63);
-    let mut docs = format!(
-        "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {{type: InternalIP, address: 10.0.0.1}}\n---\n\
-         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n---\n\
-         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\n"
-    );
-    let pods = [
-        ("p".repeat(253), namespace.as_str(), "web"),
-        ("q".repeat(201), "shop", "web"),
-        (r#""evil\"; flush ruleset; {""#.to_string(), "shop", "web"),
-        (r#""new\nline\" drop""#.to_string(), "shop", "web"),
-        ("\"ünïcødé-名前\"".to_string(), "shop", r#""we\"b; }""#),
-        ("plain".to_string(), "shop", "web"),
-    ];
-    for (i, (name, namespace, app)) in pods.iter().enumerate() {
-        docs.push_str(&named_pod(
-            name,
-            namespace,
-            &format!("10.244.1.{}", i + 1),
-            app,
-        ));
-    }
-    docs.push_str(&deny_ingress(&namespace));
-    docs.push_str(&deny_ingress("shop"));
+    let (docs, pods) = names_at_the_limits();
     cluster(&dir, &[("all.yaml", docs)]);
     let tables = in_private_namespace(
         &format!(
@@ -461,14 +420,14 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
     let names = chains(&listing);
     assert_eq!(
         names.iter().filter(|n| n.starts_with("ep_")).count(),
-        2 * pods.len(),
+        2 * pods,
         "every pod is programmed:\n{listing}"
     );
     let comments: Vec<&str> = listing
         .lines()
         .filter_map(|l| l.trim().strip_prefix("comment \""))
         .collect();
-    assert_eq!(comments.len(), 2 * pods.len());
+    assert_eq!(comments.len(), 2 * pods);
     for comment in &comments {
         let text = comment.strip_suffix('"').unwrap();
         assert!(text.len() <= 128, "{text}");
@@ -483,11 +442,7 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
         "{listing}"
     );
     // Every pod is isolated for ingress, as its namespace's policy says: its chain ends in drop.
-    assert_eq!(
-        listing.matches("\t\tdrop\n").count(),
-        pods.len(),
-        "{listing}"
-    );
+    assert_eq!(listing.matches("\t\tdrop\n").count(), pods, "{listing}");
     // The names' words stay inside comments, never statements of their own.
     assert!(
         listing

@@ -6,7 +6,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{copy_example_cluster, scratch_dir, INVALID_POLICY, NODE};
+use support::{copy_example_cluster, names_at_the_limits, scratch_dir, INVALID_POLICY, NODE};
 
 fn once(dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_netpol"))
@@ -63,4 +63,48 @@ fn an_invalid_object_exits_1() {
     assert!(summary.contains("(1 invalid, skipped)"), "{summary}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("NetworkPolicy shop/broken"), "{stderr}");
+}
+
+/// The names the nftables test carries through a real kernel, through the simulated HCN: the
+/// simulator parses the JSON each endpoint is given, so a name that broke out of its string would
+/// fail the endpoint. Every pod is programmed, each isolated for ingress by its namespace.
+#[test]
+fn the_longest_names_and_hostile_names_are_programmed_on_hcn() {
+    let dir = scratch_dir("agent-once-hcn-names");
+    let (docs, pods) = names_at_the_limits();
+    std::fs::write(dir.join("all.yaml"), docs).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "agent",
+            "--once",
+            "--node",
+            "node-1",
+            "--datapath",
+            "hcn-sim",
+        ])
+        .args(["--probe", "TCP/80", "--from-dir"])
+        .arg(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the netpol binary runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("node node-1: {pods} local endpoints")),
+        "{out}"
+    );
+    let pairs = pods * (pods - 1);
+    assert!(
+        out.contains(&format!(
+            "TCP/80 between the {pods} local pods, as the programmed HCN rules decide it: \
+             0 of {pairs} pairs allowed, {pairs} denied"
+        )),
+        "{out}"
+    );
+    assert!(!err.contains("could not be programmed"), "{err}");
+    // The summary stays readable: long names are shortened, not padded to 317 columns.
+    assert!(out.lines().all(|l| l.chars().count() <= 160), "{out}");
 }

@@ -57,3 +57,40 @@ pub fn example(path: &str) -> String {
         .unwrap()
         .to_owned()
 }
+
+/// Node `node-1` with six pods, each isolated for ingress by its namespace's policy, named at the
+/// API's limits (63-character namespace, 253-character name), with the 201-character name that
+/// once turned the nftables datapath off, and with names only a file can hold (quotes, newlines,
+/// semicolons, braces, non-ASCII, in names and label values). Returns the manifests and the
+/// number of pods.
+pub fn names_at_the_limits() -> (String, usize) {
+    let namespace = "n".repeat(63);
+    let mut docs = format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {{type: InternalIP, address: 10.0.0.1}}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n---\n\
+         apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n---\n"
+    );
+    let pods = [
+        ("p".repeat(253), namespace.as_str(), "web"),
+        ("q".repeat(201), "shop", "web"),
+        (r#""evil\"; flush ruleset; {""#.to_string(), "shop", "web"),
+        (r#""new\nline\" drop""#.to_string(), "shop", "web"),
+        ("\"ünïcødé-名前\"".to_string(), "shop", r#""we\"b; }""#),
+        ("plain".to_string(), "shop", "web"),
+    ];
+    for (i, (name, namespace, app)) in pods.iter().enumerate() {
+        docs.push_str(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: {namespace}\n  labels: {{app: {app}}}\n\
+             spec:\n  nodeName: node-1\n  containers:\n  - name: c\n    image: c\n\
+             status:\n  phase: Running\n  podIP: 10.244.1.{}\n---\n",
+            i + 1
+        ));
+    }
+    for namespace in [namespace.as_str(), "shop"] {
+        docs.push_str(&format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny\n  namespace: {namespace}\n\
+             spec:\n  podSelector: {{}}\n  policyTypes: [Ingress]\n---\n"
+        ));
+    }
+    (docs, pods.len())
+}
