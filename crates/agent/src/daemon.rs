@@ -22,7 +22,8 @@ use crate::follow_files::FollowFiles;
 use crate::health::{self, FatalOnUnwind, Health};
 use crate::metrics::Metrics;
 use crate::reconciler::Pipeline;
-use crate::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use crate::refusals::{Reporter, ReporterConfig};
+use crate::sources::cluster::{resources, spawn_watches, Sinks, WatchConfig};
 use crate::sources::files::FileSource;
 
 /// The exit code of an agent that panicked (`EX_SOFTWARE`).
@@ -116,6 +117,11 @@ pub fn run_with(
     if let Some(limit) = config.datapath_options.max_policy_entries {
         pipeline.set_max_policy_entries(limit);
     }
+    // In cluster mode refused objects are also reported as Events (by the Lease holder).
+    let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel();
+    if matches!(config.source, SourceConfig::Cluster { .. }) {
+        pipeline.report_refusals(refusals);
+    }
     let loop_config = LoopConfig {
         debounce: config.debounce,
         max_batch_delay: Duration::from_secs(1).max(config.debounce),
@@ -158,6 +164,18 @@ pub fn run_with(
             }
             SourceConfig::Cluster { kubeconfig } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
+                // One agent of the cluster (the Lease holder) posts Events on refused objects.
+                let namespace = std::env::var("POD_NAMESPACE")
+                    .ok()
+                    .filter(|n| !n.is_empty())
+                    .unwrap_or_else(|| "netpol-system".into());
+                let reporter = Reporter::new(
+                    client.clone(),
+                    ReporterConfig::for_node(&namespace, &config.node),
+                    resources().into_iter().map(|(_, r)| r).collect(),
+                );
+                let (_, none) = tokio::sync::mpsc::unbounded_channel();
+                tokio::spawn(reporter.run(std::mem::replace(&mut refused, none)));
                 let sinks = Sinks {
                     inputs: inputs.clone(),
                     metrics: metrics.clone(),

@@ -18,6 +18,7 @@
 //! | [`driver`] | runs the pipeline on its own thread: debounce, retries, periodic resync |
 //! | [`datapaths`] | builds the chosen datapath's enforcer |
 //! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
+//! | [`refusals`] | Events on refused objects, posted by the one agent holding a Lease |
 //! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
@@ -35,6 +36,7 @@ pub mod metrics;
 pub mod once;
 pub mod reconciler;
 pub mod reconnect;
+pub mod refusals;
 pub mod sources;
 pub mod usage;
 

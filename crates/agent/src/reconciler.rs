@@ -23,6 +23,7 @@ use std::time::{Instant, SystemTime};
 use super::indexes::{Applied, Indexes, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
+use super::refusals::Refusal;
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_datapath::{
@@ -69,6 +70,8 @@ pub struct Pipeline {
     /// A full resync is due: re-read every endpoint and list them afresh.
     resync_due: bool,
     synced: bool,
+    /// Where refused objects go to be reported as Events ([`crate::refusals`]), if anywhere.
+    refusals: Option<tokio::sync::mpsc::UnboundedSender<Refusal>>,
 }
 
 impl Pipeline {
@@ -103,6 +106,7 @@ impl Pipeline {
             staged: false,
             resync_due: false,
             synced: false,
+            refusals: None,
         }
     }
 
@@ -110,6 +114,11 @@ impl Pipeline {
     /// whose policy needs more is isolated (see `netpol_engine::engine::OverBudget`).
     pub fn set_max_policy_entries(&mut self, limit: usize) {
         self.engine.set_max_entries(limit);
+    }
+
+    /// Sends every object refused from now on to `refusals` as well as to the log.
+    pub fn report_refusals(&mut self, refusals: tokio::sync::mpsc::UnboundedSender<Refusal>) {
+        self.refusals = Some(refusals);
     }
 
     /// Feeds one watch event: updates the indexes and stages the resulting engine updates.
@@ -146,6 +155,9 @@ impl Pipeline {
                     "invalid policy skipped: {}",
                     super::logline::bounded(&error.message)
                 );
+                if let Some(refusals) = &self.refusals {
+                    let _ = refusals.send(Refusal::invalid(error));
+                }
             }
         }
         for warning in &applied.warnings {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, PodSpec, ServiceAccount};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +113,8 @@ fn every_kustomization_resource_parses_into_its_typed_object() {
             "ServiceAccount" => drop(typed::<ServiceAccount>(file)),
             "ClusterRole" => drop(typed::<ClusterRole>(file)),
             "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(file)),
+            "Role" => drop(typed::<Role>(file)),
+            "RoleBinding" => drop(typed::<RoleBinding>(file)),
             "DaemonSet" => drop(typed::<DaemonSet>(file)),
             other => panic!("config/{file}: unexpected kind {other}"),
         }
@@ -123,6 +125,8 @@ fn every_kustomization_resource_parses_into_its_typed_object() {
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
         "DaemonSet",
     ]
     .map(String::from)
@@ -157,10 +161,19 @@ fn every_yaml_file_in_config_is_listed_in_its_kustomization() {
 }
 
 #[test]
-fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds() {
+fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds_and_creating_events() {
     let role: ClusterRole = typed("base/clusterrole.yaml");
     let mut granted = BTreeSet::new();
-    for rule in role.rules.unwrap() {
+    let (events, rules): (Vec<_>, Vec<_>) = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .partition(|r| r.resources.as_deref() == Some(&["events".to_owned()][..]));
+    // The refusal reporter creates Events (core group), nothing more.
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].api_groups.as_deref(), Some(&[String::new()][..]));
+    assert_eq!(events[0].verbs, ["create"]);
+    for rule in rules {
         let verbs: BTreeSet<&str> = rule.verbs.iter().map(String::as_str).collect();
         assert_eq!(verbs, BTreeSet::from(["get", "list", "watch"]));
         assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
@@ -184,6 +197,40 @@ fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds() {
     .map(String::from)
     .into();
     assert_eq!(granted, expected);
+}
+
+#[test]
+fn the_refusal_lease_role_grants_only_its_lease() {
+    let role: Role = typed("base/role.yaml");
+    // (resources, resource names, verbs) of each rule.
+    type Grant = (Vec<String>, Option<Vec<String>>, Vec<String>);
+    let rules: Vec<Grant> = role
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            assert_eq!(r.api_groups.unwrap(), ["coordination.k8s.io"]);
+            (r.resources.unwrap(), r.resource_names, r.verbs)
+        })
+        .collect();
+    let leases = || vec!["leases".to_owned()];
+    assert_eq!(
+        rules,
+        [
+            (leases(), None, vec!["create".to_owned()]),
+            (
+                leases(),
+                Some(vec!["netpol-refusals".to_owned()]),
+                vec!["get".to_owned(), "update".to_owned()]
+            ),
+        ]
+    );
+    let binding: RoleBinding = typed("base/rolebinding.yaml");
+    assert_eq!(binding.role_ref.kind, "Role");
+    assert_eq!(binding.role_ref.name, role.metadata.name.unwrap());
+    let subjects = binding.subjects.unwrap();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].name, "netpol-agent");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::live::{ClusterArgs, Live};
 use crate::scenario::{Input, ReadFlags, Scenario};
 
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -14,6 +15,8 @@ pub struct ManifestArgs {
     pub filenames: Vec<PathBuf>,
     #[command(flatten)]
     pub read: ReadArgs,
+    #[command(flatten)]
+    pub live: ClusterArgs,
 }
 
 /// How strictly objects are read.
@@ -41,7 +44,16 @@ impl ReadArgs {
 impl ManifestArgs {
     /// The input: the `-f` manifests if any were named, else `path` (a scenario file, or a
     /// manifest file or folder, told apart by their content).
+    /// With `--cluster`: the live cluster, with the `-f` manifests and `path` applied on top.
     pub fn input(&self, path: Option<&Path>) -> Option<Input> {
+        if self.live.cluster {
+            let mut apply = self.filenames.clone();
+            apply.extend(path.map(Path::to_owned));
+            return Some(Input::Live(Live {
+                cluster: self.live.clone(),
+                apply,
+            }));
+        }
         if self.filenames.is_empty() {
             path.map(Input::detect)
         } else {
@@ -73,7 +85,12 @@ pub fn load_with_stdin(
     flags: ReadFlags,
     err: &mut dyn Write,
 ) -> io::Result<Option<Scenario>> {
-    match input.load(stdin, flags) {
+    let loaded = match input {
+        Input::Scenario(file) => Scenario::load(file, flags),
+        Input::Manifests(paths) => Scenario::from_manifests(paths, stdin, flags),
+        Input::Live(live) => crate::live::load(live, stdin, flags),
+    };
+    match loaded {
         Ok(scenario) => {
             for warning in &scenario.warnings {
                 writeln!(err, "warning: {warning}")?;

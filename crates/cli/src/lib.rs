@@ -8,6 +8,7 @@
 //! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
 //! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
 //! | [`endpoint_acls`] | endpoints' HCN policy lists as JSON, and a node's live ones compared with netpol's (`acls --compare`) |
+//! | [`live`] | `--cluster`: the live cluster read once (kubectl's kubeconfig resolution), manifests applied, objects deleted |
 //! | [`lint`] | `netpol lint`: policy smells found with the engine's precedence and MapStates |
 //! | [`checked`] | what a check run found, read by every output form |
 //! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
@@ -16,11 +17,13 @@
 //! | [`synth`] | the synthetic cluster generator for scale runs |
 
 pub mod checked;
+pub mod cluster_args;
 pub mod commands;
 pub mod decide;
 pub mod endpoint_acls;
 pub mod input;
 pub mod lint;
+pub mod live;
 pub mod outcome;
 pub mod output;
 pub mod probes;

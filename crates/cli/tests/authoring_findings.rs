@@ -527,7 +527,7 @@ fn errors_point_at_the_cause() {
     assert_eq!(output.status.code(), Some(2));
     assert!(
         stderr(&output).starts_with(
-            "error: with -f, give FROM TO PROTO/PORT (2 given: x/b x/a)\nusage: netpol explain"
+            "error: with -f or --cluster, give FROM TO PROTO/PORT (2 given: x/b x/a)\nusage: netpol explain"
         ),
         "{}",
         stderr(&output)

@@ -2,7 +2,8 @@
 //! agent uses: `limit`/`continue` paging, watches from a resourceVersion with bookmarks, 410 Gone
 //! for a compacted resourceVersion (in the watch stream, as the API server sends it), the
 //! plain-text 404 of a resource type not served (a CRD not installed), scripted failures of
-//! lists and watches, slow list pages, and watch connections the test can sever. Every request is logged for the tests to inspect.
+//! lists and watches, slow list pages, and watch connections the test can sever; Leases and
+//! Events can be written ([`crate::writable`]). Every request is logged for the tests to inspect.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
@@ -18,6 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
+
+use crate::writable::{route, Writable};
 
 /// Where each kind is served, and whether list items carry `apiVersion`/`kind` (custom
 /// resources do, built-in kinds do not).
@@ -101,6 +104,8 @@ struct Store {
 
 struct Shared {
     store: Mutex<Store>,
+    /// Leases and Events (see [`crate::writable`]).
+    writable: Mutex<Writable>,
     changes: broadcast::Sender<Change>,
     /// Bumped to sever every open watch connection.
     sever: watch::Sender<u64>,
@@ -124,6 +129,7 @@ impl ApiServer {
                 version: 100,
                 ..Store::default()
             }),
+            writable: Mutex::new(Writable::default()),
             changes,
             sever,
         });
@@ -188,12 +194,11 @@ impl ApiServer {
         let mut store = self.store();
         store.version += 1;
         let version = store.version;
-        let (path, object) = stamp(object, version);
-        store
-            .objects
-            .entry(path)
-            .or_default()
-            .insert(key_of(&object), object);
+        let (path, mut object) = stamp(object, version);
+        let objects = store.objects.entry(path).or_default();
+        let key = key_of(&object);
+        identify(&mut object, objects.get(&key), version);
+        objects.insert(key, object);
     }
 
     /// Creates or replaces an object, as `kubectl apply` would; open watches see it.
@@ -201,14 +206,11 @@ impl ApiServer {
         let mut store = self.store();
         store.version += 1;
         let version = store.version;
-        let (path, object) = stamp(object, version);
+        let (path, mut object) = stamp(object, version);
         let key = key_of(&object);
-        let existed = store
-            .objects
-            .entry(path)
-            .or_default()
-            .insert(key, object.clone())
-            .is_some();
+        let objects = store.objects.entry(path).or_default();
+        identify(&mut object, objects.get(&key), version);
+        let existed = objects.insert(key, object.clone()).is_some();
         let kind = if existed { "MODIFIED" } else { "ADDED" };
         self.record(
             &mut store,
@@ -401,6 +403,16 @@ impl ApiServer {
         }
     }
 
+    /// The Events posted so far (every namespace).
+    pub fn events(&self) -> Vec<Value> {
+        self.shared.writable.lock().unwrap().all("Event")
+    }
+
+    /// The Leases held (every namespace).
+    pub fn leases(&self) -> Vec<Value> {
+        self.shared.writable.lock().unwrap().all("Lease")
+    }
+
     /// A kube client for this server.
     pub fn client(&self) -> kube::Client {
         let url = format!("http://{}", self.address).parse().unwrap();
@@ -440,6 +452,33 @@ fn stamp(mut object: Value, version: u64) -> (&'static str, Value) {
     let path = resource_of(&kind).2;
     object["metadata"]["resourceVersion"] = json!(version.to_string());
     (path, object)
+}
+
+/// Gives the object the API server's identity fields: the `uid` it was created with (a new one
+/// when it is new), and a `generation` of 1 at creation, raised by each change of anything but
+/// its metadata and status (a label change keeps it), as the API server does.
+fn identify(object: &mut Value, previous: Option<&Value>, version: u64) {
+    let content = |o: &Value| -> Value {
+        let mut o = o.clone();
+        if let Some(map) = o.as_object_mut() {
+            map.remove("metadata");
+            map.remove("status");
+        }
+        o
+    };
+    let (uid, generation) = match previous {
+        Some(previous) => {
+            let generation = previous["metadata"]["generation"].as_i64().unwrap_or(1);
+            let changed = content(previous) != content(object);
+            (
+                previous["metadata"]["uid"].clone(),
+                generation + i64::from(changed),
+            )
+        }
+        None => (json!(format!("uid-{version}")), 1),
+    };
+    object["metadata"]["uid"] = uid;
+    object["metadata"]["generation"] = json!(generation);
 }
 
 fn key_of(object: &Value) -> String {
@@ -491,8 +530,25 @@ fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
+    if let Some(target) = route(&path) {
+        let method = request.method().clone();
+        shared
+            .store
+            .lock()
+            .unwrap()
+            .requests
+            .push((Instant::now(), format!("{method} {path}?{query}")));
+        let Ok(body) = axum::body::to_bytes(request.into_body(), 1 << 20).await else {
+            return (StatusCode::BAD_REQUEST, "unreadable body").into_response();
+        };
+        return shared
+            .writable
+            .lock()
+            .unwrap()
+            .handle(&method, target, &body);
+    }
     let Some(resource) = RESOURCES.iter().find(|r| r.2 == path) else {
-        return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+        return serve_get(&shared, &path);
     };
     let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
     let (failure, delay) = {
@@ -532,6 +588,37 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         }
         None if watch => serve_watch(&shared, resource.2, &query),
         None => serve_list(&shared, resource, &query),
+    }
+}
+
+/// A `GET` of one object: `PREFIX/namespaces/NS/PLURAL/NAME`, or `PREFIX/PLURAL/NAME` for a
+/// cluster-scoped kind; 404 `NotFound` when there is no such object.
+fn serve_get(shared: &Shared, path: &str) -> Response {
+    let found = RESOURCES.iter().find_map(|resource| {
+        let (prefix, plural) = resource.2.rsplit_once('/')?;
+        let rest = path.strip_prefix(prefix)?.strip_prefix('/')?;
+        let key = match rest.split('/').collect::<Vec<_>>().as_slice() {
+            ["namespaces", namespace, p, name] if *p == plural => format!("{namespace}/{name}"),
+            [p, name] if *p == plural => (*name).to_owned(),
+            _ => return None,
+        };
+        Some((resource, key))
+    });
+    let Some((resource, key)) = found else {
+        return (StatusCode::NOT_FOUND, "404 page not found\n").into_response();
+    };
+    let mut store = shared.store.lock().unwrap();
+    store.requests.push((Instant::now(), format!("GET {path}")));
+    match store.objects.get(resource.2).and_then(|o| o.get(&key)) {
+        Some(object) => json_response(StatusCode::OK, as_served(object, false)),
+        None => json_response(
+            StatusCode::NOT_FOUND,
+            status(
+                404,
+                "NotFound",
+                &format!("{} \"{key}\" not found", resource.0),
+            ),
+        ),
     }
 }
 

@@ -9,3 +9,4 @@
 pub mod apiserver;
 pub mod files;
 pub mod http;
+mod writable;

@@ -23,16 +23,17 @@ use crate::outcome::Outcome;
 use crate::output::describe;
 use crate::output::report::{write_json, DecisionJson, TextOrJson};
 use crate::probes::{probe_label, ProbeArgs};
-use crate::scenario::{Cluster, Input, PodRef, Scenario, STDIN};
+use crate::scenario::{Cluster, Input, LoadErrors, PodRef, Scenario, STDIN};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The cluster before: a scenario file, or a manifest file or folder.
-    pub before: PathBuf,
-    /// The cluster after: a scenario file, or a manifest file or folder.
-    pub after: PathBuf,
+    /// `BEFORE AFTER`: the cluster before and after, each a scenario file, or a manifest file
+    /// or folder. With `--cluster`, `AFTER...`: manifests applied to the live cluster (BEFORE).
+    #[arg(value_name = "BEFORE AFTER | AFTER", num_args = 0..)]
+    pub paths: Vec<PathBuf>,
     /// Manifests both sides share (e.g. the cluster's pods and namespaces), added to BEFORE and
-    /// to AFTER; these need BEFORE and AFTER to be manifests too.
+    /// to AFTER; these need BEFORE and AFTER to be manifests too. With `--cluster`, more AFTER
+    /// manifests.
     #[command(flatten)]
     pub shared: ManifestArgs,
     /// Probe ports: every port the policies of either side mention, unless narrowed.
@@ -46,35 +47,12 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let (before, after) = match (side(args, &args.before), side(args, &args.after)) {
-        (Ok(before), Ok(after)) => (before, after),
-        (Err(e), _) | (_, Err(e)) => {
-            writeln!(err, "error: {e}")?;
-            return Ok(Outcome::Invalid);
-        }
+    let loaded = if args.shared.live.cluster {
+        load_live(args, err)?
+    } else {
+        load_files(args, err)?
     };
-    // Both sides may name stdin (through the shared manifests): it is read once and given to
-    // each.
-    let mut stdin = Vec::new();
-    if args.shared.filenames.iter().any(|p| p.as_os_str() == STDIN)
-        || [&args.before, &args.after]
-            .iter()
-            .any(|p| p.as_os_str() == STDIN)
-    {
-        io::stdin().read_to_end(&mut stdin)?;
-    }
-    // The shared manifests are read by both sides: what they say is said once.
-    let flags = args.shared.read.flags();
-    let mut messages = Vec::new();
-    let before = load_with_stdin(&before, &mut stdin.as_slice(), flags, &mut messages)?;
-    let after = load_with_stdin(&after, &mut stdin.as_slice(), flags, &mut messages)?;
-    let mut said = BTreeSet::new();
-    for line in String::from_utf8_lossy(&messages).lines() {
-        if said.insert(line.to_owned()) {
-            writeln!(err, "{line}")?;
-        }
-    }
-    let (Some(before), Some(after)) = (before, after) else {
+    let Some((before, after)) = loaded else {
         return Ok(Outcome::Invalid);
     };
     let (Some(before_oracle), Some(after_oracle)) = (
@@ -115,6 +93,113 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     })
 }
 
+/// Stdin, read once if any path names it (both sides may: it is given to each).
+fn read_stdin<'a>(paths: impl IntoIterator<Item = &'a PathBuf>) -> io::Result<Vec<u8>> {
+    let mut stdin = Vec::new();
+    if paths.into_iter().any(|p| p.as_os_str() == STDIN) {
+        io::stdin().read_to_end(&mut stdin)?;
+    }
+    Ok(stdin)
+}
+
+/// Writes the messages of both sides, each once (the shared manifests are read by both).
+fn write_once(messages: &[u8], err: &mut dyn Write) -> io::Result<()> {
+    let mut said = BTreeSet::new();
+    for line in String::from_utf8_lossy(messages).lines() {
+        if said.insert(line.to_owned()) {
+            writeln!(err, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// BEFORE and AFTER from files: scenario files or manifests, with the shared manifests.
+fn load_files(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, Scenario)>> {
+    if !args.shared.live.delete.is_empty() {
+        writeln!(err, "error: --delete needs --cluster")?;
+        return Ok(None);
+    }
+    let [before, after] = args.paths.as_slice() else {
+        writeln!(
+            err,
+            "error: give BEFORE AFTER ({} paths given), or --cluster AFTER...",
+            args.paths.len()
+        )?;
+        return Ok(None);
+    };
+    let (before_input, after_input) = match (side(args, before), side(args, after)) {
+        (Ok(before), Ok(after)) => (before, after),
+        (Err(e), _) | (_, Err(e)) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(None);
+        }
+    };
+    let stdin = read_stdin(args.shared.filenames.iter().chain([before, after]))?;
+    let flags = args.shared.read.flags();
+    let mut messages = Vec::new();
+    let before = load_with_stdin(&before_input, &mut stdin.as_slice(), flags, &mut messages)?;
+    let after = load_with_stdin(&after_input, &mut stdin.as_slice(), flags, &mut messages)?;
+    write_once(&messages, err)?;
+    Ok(before.zip(after))
+}
+
+/// BEFORE is the live cluster, read once; AFTER is it with the `--delete`d objects taken out and
+/// the AFTER manifests (positional and `-f`) applied, as `kubectl apply` would.
+fn load_live(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, Scenario)>> {
+    let live = &args.shared.live;
+    let apply: Vec<PathBuf> = args
+        .shared
+        .filenames
+        .iter()
+        .chain(&args.paths)
+        .cloned()
+        .collect();
+    if apply.is_empty() && live.delete.is_empty() {
+        writeln!(
+            err,
+            "error: with --cluster, give the AFTER manifests to apply (files, folders, -) or \
+             --delete KIND/NAMESPACE/NAME"
+        )?;
+        return Ok(None);
+    }
+    let snapshot = match crate::live::read(live) {
+        Ok(snapshot) => snapshot,
+        Err(e) => {
+            writeln!(err, "error: {e}")?;
+            return Ok(None);
+        }
+    };
+    let stdin = read_stdin(&apply)?;
+    let flags = args.shared.read.flags();
+    let mut messages = Vec::new();
+    let report = |built: Result<Scenario, LoadErrors>, messages: &mut Vec<u8>| match built {
+        Ok(scenario) => {
+            for warning in &scenario.warnings {
+                let _ = writeln!(messages, "warning: {warning}");
+            }
+            Some(scenario)
+        }
+        Err(errors) => {
+            for error in errors.0 {
+                let _ = writeln!(messages, "error: {error}");
+            }
+            None
+        }
+    };
+    let before = crate::live::build(&snapshot, &[], &[], &mut [].as_slice(), flags);
+    let before = report(before, &mut messages);
+    let after = crate::live::build(
+        &snapshot,
+        &apply,
+        &live.delete,
+        &mut stdin.as_slice(),
+        flags,
+    );
+    let after = report(after, &mut messages);
+    write_once(&messages, err)?;
+    Ok(before.zip(after))
+}
+
 /// The input of one side: with shared manifests, those and the side's own manifests.
 fn side(args: &Args, path: &std::path::Path) -> Result<Input, String> {
     if args.shared.filenames.is_empty() {
@@ -130,6 +215,7 @@ fn side(args: &Args, path: &std::path::Path) -> Result<Input, String> {
             paths.extend(own);
             Ok(Input::Manifests(paths))
         }
+        Input::Live(_) => unreachable!("a path is never the live cluster"),
     }
 }
 

@@ -67,7 +67,7 @@ fn parse_query(positional: &[String], has_manifests: bool) -> Result<Query, Stri
         ([file, from, to, port], false) => (Some(PathBuf::from(file)), [from, to, port]),
         (given, true) => {
             return Err(format!(
-                "with -f, give FROM TO PROTO/PORT ({} given: {})",
+                "with -f or --cluster, give FROM TO PROTO/PORT ({} given: {})",
                 given.len(),
                 given.join(" ")
             ))
@@ -141,7 +141,8 @@ struct ChainJson {
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
-    let query = match parse_query(&args.positional, !args.manifests.filenames.is_empty()) {
+    let has_manifests = !args.manifests.filenames.is_empty() || args.manifests.live.cluster;
+    let query = match parse_query(&args.positional, has_manifests) {
         Ok(query) => query,
         Err(e) => {
             writeln!(err, "error: {e}\n{USAGE}")?;
@@ -412,7 +413,7 @@ mod tests {
         );
         assert_eq!(
             parse_query(&words("s.yaml x/a x/b TCP/80"), true).unwrap_err(),
-            "with -f, give FROM TO PROTO/PORT (4 given: s.yaml x/a x/b TCP/80)"
+            "with -f or --cluster, give FROM TO PROTO/PORT (4 given: s.yaml x/a x/b TCP/80)"
         );
         assert!(parse_query(&words("s.yaml x/a nowhere TCP/80"), false).is_err());
     }

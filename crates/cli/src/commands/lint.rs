@@ -50,7 +50,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         Input::Manifests(paths) if paths.len() == 1 && paths[0].is_file() => {
             Some(paths[0].display().to_string())
         }
-        Input::Manifests(_) => None,
+        Input::Manifests(_) | Input::Live(_) => None,
     };
     match args.output {
         LintOutput::Text => report::write_text(out, &findings)?,

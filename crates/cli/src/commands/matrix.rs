@@ -28,8 +28,12 @@ use crate::scenario::{Cluster, ASSIGNED_POD_CIDR};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A scenario file, or a manifest file or folder (or name manifests with `-f`).
-    #[arg(required_unless_present = "filenames", conflicts_with = "filenames")]
+    /// A scenario file, or a manifest file or folder (or name manifests with `-f`); with
+    /// `--cluster`, manifests applied to the live cluster.
+    #[arg(
+        required_unless_present_any = ["filenames", "cluster"],
+        conflicts_with = "filenames"
+    )]
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub manifests: ManifestArgs,

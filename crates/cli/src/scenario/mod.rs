@@ -27,7 +27,8 @@ pub use discover::{manifest_files, scenario_files};
 pub use error::{LoadError, LoadErrors};
 pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
 pub use inventory::Inventory;
-pub use manifests::{is_scenario_file, STDIN};
+pub use manifests::{is_scenario_file, load_objects, STDIN};
+pub use objects::SourcedObject;
 pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 
 use document::{read_yaml, ScenarioDocument};
@@ -109,6 +110,8 @@ pub enum Input {
     Scenario(PathBuf),
     /// Manifest files, folders and `-` for stdin.
     Manifests(Vec<PathBuf>),
+    /// The live cluster (`--cluster`), with manifests applied on top.
+    Live(crate::cluster_args::Live),
 }
 
 impl Input {
@@ -119,14 +122,6 @@ impl Input {
             Input::Scenario(path.to_owned())
         } else {
             Input::Manifests(vec![path.to_owned()])
-        }
-    }
-
-    /// Loads the cluster (and, for a scenario, its expectations), reading `stdin` for `-`.
-    pub fn load(&self, stdin: &mut dyn Read, flags: ReadFlags) -> Result<Scenario, LoadErrors> {
-        match self {
-            Input::Scenario(file) => Scenario::load(file, flags),
-            Input::Manifests(paths) => Scenario::from_manifests(paths, stdin, flags),
         }
     }
 }
@@ -151,6 +146,29 @@ impl Scenario {
         Ok(Scenario {
             file: PathBuf::from(&label),
             name: label,
+            description: String::new(),
+            cluster: built.cluster,
+            flows: Vec::new(),
+            warnings: built.warnings,
+            inventory: built.inventory,
+        })
+    }
+}
+
+impl Scenario {
+    /// A cluster of `base` (the live cluster's objects) with `own` applied on top (same kind,
+    /// namespace and name replaces), read as manifests are, named `name` in messages.
+    pub fn from_objects(
+        name: &str,
+        base: &[SourcedObject],
+        own: &[SourcedObject],
+        flags: ReadFlags,
+    ) -> Result<Scenario, LoadErrors> {
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let built = api::build_cluster(base, own, rules)?;
+        Ok(Scenario {
+            file: PathBuf::from(name),
+            name: name.to_owned(),
             description: String::new(),
             cluster: built.cluster,
             flows: Vec::new(),

@@ -1,0 +1,354 @@
+//! Refusals where users look: an object the agent refuses (a policy that does not validate) gets
+//! a Kubernetes Event on it, which `kubectl describe` shows, naming the field.
+//!
+//! Every agent watches every policy, so every agent sees every refusal; one agent per cluster
+//! reports them, or thousands of nodes would post thousands of copies. The reporter is elected
+//! with a coordination.k8s.io Lease (`netpol-refusals` in the agent's namespace): an agent holds
+//! it while it renews it every third of its duration, another takes it over only once it has
+//! expired, and every write carries the resourceVersion read, so two agents racing for it cannot
+//! both win (the API server answers the loser 409 Conflict). Agents that do not hold it remember
+//! refusals without posting them; one that becomes the holder posts what it remembers.
+//!
+//! Deduplication: one Event per object, reason and generation. The holder reads the refused
+//! object once before posting (its uid, which `kubectl describe` matches Events by, and its
+//! generation); the Event's name is derived from those (`NAME.netpol-HASH`), so a second post of the same refusal (by a new holder after a
+//! takeover, or after a restart) is refused by the API server as AlreadyExists and counts as
+//! posted; a new generation of the object that is still refused gets a new Event.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{ApiResource, DynamicObject, PostParams};
+use kube::{Api, Client};
+use netpol_api::ValidationError;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// The reason of a refused policy's Event.
+pub const INVALID_POLICY: &str = "InvalidPolicy";
+
+/// One refused object, as the Event names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    pub kind: String,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub reason: &'static str,
+    /// The field at fault (`spec.ingress[0].ports[0].endPort`).
+    pub field: String,
+    pub message: String,
+}
+
+/// The object as the holder read it before posting: what `kubectl describe` matches Events by.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Found {
+    api_version: String,
+    uid: String,
+    generation: i64,
+}
+
+impl Refusal {
+    /// A policy that does not validate.
+    pub fn invalid(error: &ValidationError) -> Refusal {
+        Refusal {
+            kind: error.object.kind.clone(),
+            namespace: error.object.namespace.clone(),
+            name: error.object.name.clone(),
+            reason: INVALID_POLICY,
+            field: error.field.clone(),
+            message: error.message.clone(),
+        }
+    }
+
+    /// What is remembered until posted: the object, the reason and what it says.
+    fn pending_key(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/{}/{}",
+            self.kind,
+            self.namespace.as_deref().unwrap_or_default(),
+            self.name,
+            self.reason,
+            self.field,
+            self.message
+        )
+    }
+
+    /// What deduplicates Events: the object (by uid), the reason and the generation.
+    fn key(&self, found: &Found) -> String {
+        format!(
+            "{}/{}/{}/{}/{}",
+            self.kind, self.name, found.uid, self.reason, found.generation
+        )
+    }
+
+    /// The Event's name: the object's (cut to fit) and a hash of [`Self::key`].
+    fn event_name(&self, found: &Found) -> String {
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.key(found).hash(&mut hasher);
+        let name: String = self.name.chars().take(200).collect();
+        format!("{name}.netpol-{:016x}", hasher.finish())
+    }
+
+    /// The Event's text: the field, then why, then what the agent does.
+    pub fn text(&self) -> String {
+        let field = if self.field.is_empty() {
+            String::new()
+        } else {
+            format!("{}: ", self.field)
+        };
+        let message: String = self.message.chars().take(512).collect();
+        format!(
+            "{field}{message}; netpol does not enforce this {}",
+            self.kind
+        )
+    }
+
+    fn event(&self, found: &Found, reporter: &str) -> Event {
+        let now = Timestamp::now();
+        Event {
+            metadata: ObjectMeta {
+                name: Some(self.event_name(found)),
+                // Events of cluster-scoped objects go to `default`, as kubectl looks there.
+                namespace: Some(self.namespace.clone().unwrap_or_else(|| "default".into())),
+                ..ObjectMeta::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(found.api_version.clone()),
+                kind: Some(self.kind.clone()),
+                namespace: self.namespace.clone(),
+                name: Some(self.name.clone()),
+                uid: Some(found.uid.clone()),
+                field_path: (!self.field.is_empty()).then(|| self.field.clone()),
+                ..ObjectReference::default()
+            },
+            reason: Some(self.reason.to_owned()),
+            message: Some(self.text()),
+            type_: Some("Warning".into()),
+            source: Some(EventSource {
+                component: Some("netpol-agent".into()),
+                host: Some(reporter.to_owned()),
+            }),
+            reporting_component: Some("netpol-agent".into()),
+            reporting_instance: Some(reporter.to_owned()),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            count: Some(1),
+            ..Event::default()
+        }
+    }
+}
+
+/// Where the Lease is, and who this agent is.
+#[derive(Clone, Debug)]
+pub struct ReporterConfig {
+    /// The agent's namespace (the Lease's).
+    pub namespace: String,
+    pub lease_name: String,
+    /// This agent's name in the Lease (its node).
+    pub identity: String,
+    /// How long a holder that stopped renewing keeps the Lease.
+    pub lease_duration: Duration,
+}
+
+impl ReporterConfig {
+    /// The defaults for the agent on `node`: Lease `netpol-refusals` in `namespace`, 15 s.
+    pub fn for_node(namespace: &str, node: &str) -> ReporterConfig {
+        ReporterConfig {
+            namespace: namespace.to_owned(),
+            lease_name: "netpol-refusals".into(),
+            identity: node.to_owned(),
+            lease_duration: Duration::from_secs(15),
+        }
+    }
+}
+
+/// Elects itself (or not) and posts the refusals it is told of while it holds the Lease.
+pub struct Reporter {
+    client: Client,
+    config: ReporterConfig,
+    /// The kinds whose objects can be refused, to read them back by.
+    kinds: Vec<ApiResource>,
+    pending: BTreeMap<String, Refusal>,
+    posted: BTreeSet<String>,
+    holder: bool,
+}
+
+impl Reporter {
+    /// A reporter through `client`, reading refused objects back as `kinds` serve them (the
+    /// agent's watched kinds, `sources::cluster::resources`).
+    pub fn new(client: Client, config: ReporterConfig, kinds: Vec<ApiResource>) -> Reporter {
+        Reporter {
+            client,
+            config,
+            kinds,
+            pending: BTreeMap::new(),
+            posted: BTreeSet::new(),
+            holder: false,
+        }
+    }
+
+    /// Whether this agent held the Lease at its last election.
+    pub fn is_holder(&self) -> bool {
+        self.holder
+    }
+
+    /// Remembers a refusal until it is posted.
+    pub fn refused(&mut self, refusal: Refusal) {
+        self.pending.insert(refusal.pending_key(), refusal);
+    }
+
+    /// The refused object as the API server holds it now; None when it is gone, or of a kind
+    /// the agent does not watch.
+    async fn find(&self, refusal: &Refusal) -> Result<Option<Found>, kube::Error> {
+        let Some(resource) = self.kinds.iter().find(|r| r.kind == refusal.kind) else {
+            return Ok(None);
+        };
+        let api: Api<DynamicObject> = match &refusal.namespace {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, resource),
+            None => Api::all_with(self.client.clone(), resource),
+        };
+        Ok(api.get_opt(&refusal.name).await?.map(|object| Found {
+            api_version: resource.api_version.clone(),
+            uid: object.metadata.uid.unwrap_or_default(),
+            generation: object.metadata.generation.unwrap_or_default(),
+        }))
+    }
+
+    /// Takes or renews the Lease: creates it if there is none, renews it if this agent holds
+    /// it, takes it over if its holder let it expire. A 409 (another agent wrote it first) is
+    /// losing, not an error.
+    pub async fn elect(&mut self) -> Result<bool, kube::Error> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
+        let now = Timestamp::now();
+        let duration = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let me = &self.config.identity;
+        let result = match leases.get_opt(&self.config.lease_name).await? {
+            None => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.config.lease_name.clone()),
+                        ..ObjectMeta::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(me.clone()),
+                        lease_duration_seconds: Some(duration),
+                        acquire_time: Some(MicroTime(now)),
+                        renew_time: Some(MicroTime(now)),
+                        lease_transitions: Some(0),
+                        ..LeaseSpec::default()
+                    }),
+                };
+                leases
+                    .create(&PostParams::default(), &lease)
+                    .await
+                    .map(|_| ())
+            }
+            Some(mut lease) => {
+                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                let held_by_me = spec.holder_identity.as_deref() == Some(me.as_str());
+                let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
+                    (Some(MicroTime(renewed)), Some(seconds)) => {
+                        *renewed + SignedDuration::from_secs(i64::from(seconds)) < now
+                    }
+                    _ => true,
+                };
+                if !held_by_me && !expired {
+                    self.holder = false;
+                    return Ok(false);
+                }
+                if !held_by_me {
+                    spec.holder_identity = Some(me.clone());
+                    spec.acquire_time = Some(MicroTime(now));
+                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                }
+                spec.renew_time = Some(MicroTime(now));
+                spec.lease_duration_seconds = Some(duration);
+                // Carries the resourceVersion read: a write by anyone since is a 409.
+                leases
+                    .replace(&self.config.lease_name, &PostParams::default(), &lease)
+                    .await
+                    .map(|_| ())
+            }
+        };
+        self.holder = match result {
+            Ok(()) => true,
+            Err(kube::Error::Api(status)) if status.code == 409 => false,
+            Err(error) => {
+                self.holder = false;
+                return Err(error);
+            }
+        };
+        Ok(self.holder)
+    }
+
+    /// Posts every remembered refusal if this agent holds the Lease; returns how many Events it
+    /// created. An Event that exists already (posted by an earlier holder) counts as posted;
+    /// one that fails otherwise stays remembered for the next turn.
+    pub async fn post(&mut self) -> usize {
+        if !self.holder {
+            return 0;
+        }
+        let mut created = 0;
+        for (pending, refusal) in std::mem::take(&mut self.pending) {
+            let found = match self.find(&refusal).await {
+                Ok(Some(found)) => found,
+                Ok(None) => continue, // gone: nothing to describe
+                Err(error) => {
+                    tracing::warn!(object = %refusal.name, "reading a refused object: {error}");
+                    self.pending.insert(pending, refusal);
+                    continue;
+                }
+            };
+            let key = refusal.key(&found);
+            if self.posted.contains(&key) {
+                continue;
+            }
+            let namespace = refusal.namespace.as_deref().unwrap_or("default");
+            let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+            match events
+                .create(
+                    &PostParams::default(),
+                    &refusal.event(&found, &self.config.identity),
+                )
+                .await
+            {
+                Ok(_) => {
+                    created += 1;
+                    self.posted.insert(key);
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    self.posted.insert(key);
+                }
+                Err(error) => {
+                    tracing::warn!(object = %refusal.name, "posting a refusal Event: {error}");
+                    self.pending.insert(pending, refusal);
+                }
+            }
+        }
+        created
+    }
+
+    /// Runs until `refusals` closes: elects every third of the Lease's duration, and posts
+    /// refusals as they come while holding it.
+    pub async fn run(mut self, mut refusals: UnboundedReceiver<Refusal>) {
+        let mut tick = tokio::time::interval(self.config.lease_duration / 3);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(error) = self.elect().await {
+                        tracing::warn!("the refusal reporter's Lease: {error}");
+                    }
+                }
+                refusal = refusals.recv() => match refusal {
+                    Some(refusal) => self.refused(refusal),
+                    None => return,
+                },
+            }
+            self.post().await;
+        }
+    }
+}
