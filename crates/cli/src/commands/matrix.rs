@@ -77,9 +77,6 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     };
     let mut parties = pod_parties(cluster);
     let classes = Rc::new(pod_classes(cluster, &parties));
-    if std::env::var_os("NETPOL_DEBUG_CLASSES").is_some() {
-        eprintln!("{} pods, {} classes", parties.len(), classes.len());
-    }
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
