@@ -10,8 +10,11 @@ use std::net::IpAddr;
 use std::rc::Rc;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
-use netpol_engine::{CidrSelector, LabelSelector, Peer, Protocol, Requirement};
+use netpol_engine::{
+    CidrSelector, IdentityId, LabelSelector, Peer, PodSelector, Protocol, Requirement,
+};
 
+use super::directions::{pod_pair, with_address, Interner, Signatures};
 use super::outside::{regions, Region};
 use crate::scenario::{Cluster, Endpoint, PodRef};
 
@@ -125,8 +128,10 @@ pub struct Classes {
 #[derive(PartialEq, Eq, Hash)]
 struct PodKey<'a> {
     namespace: &'a str,
-    labels: Vec<(&'a str, &'a str)>,
-    namespace_labels: Vec<(&'a str, &'a str)>,
+    /// Which of the cluster's pod selectors (subjects and peers) select the pod: the engine
+    /// reads a pod's labels only through these, so pods that differ only in labels no selector
+    /// tells apart (a StatefulSet's `pod-name` where one rule names one replica) share a class.
+    selected: Rc<[u32]>,
     ports: &'a [netpol_engine::NamedPort],
     /// Per address (primary first): its family and the policy prefixes that cover it.
     addresses: Vec<(bool, Vec<u32>)>,
@@ -134,8 +139,9 @@ struct PodKey<'a> {
     alone: Option<String>,
 }
 
-/// The label keys the selectors of `cluster`'s entries read: of pods, and of namespaces.
-fn selector_keys(cluster: &Cluster) -> (BTreeSet<&str>, BTreeSet<&str>) {
+/// The distinct pod selectors of `cluster`'s entries (subjects and pod peers), and the label
+/// keys they read: of pods, and of namespaces.
+fn selectors(cluster: &Cluster) -> (Vec<&PodSelector>, BTreeSet<&str>, BTreeSet<&str>) {
     fn keys<'a>(selector: &'a LabelSelector, out: &mut BTreeSet<&'a str>) {
         out.extend(selector.match_labels.keys().map(String::as_str));
         for requirement in &selector.match_expressions {
@@ -147,25 +153,25 @@ fn selector_keys(cluster: &Cluster) -> (BTreeSet<&str>, BTreeSet<&str>) {
             });
         }
     }
-    let (mut pods, mut namespaces) = (BTreeSet::new(), BTreeSet::new());
+    let mut distinct = BTreeSet::new();
     for entry in cluster.entries() {
-        let selectors = std::iter::once(&entry.subject).chain(entry.peers.iter().filter_map(
-            |peer| match peer {
-                Peer::Pods(selector) => Some(selector),
-                _ => None,
-            },
-        ));
-        for selector in selectors {
-            keys(&selector.pods, &mut pods);
-            keys(&selector.namespaces, &mut namespaces);
-        }
+        distinct.insert(&entry.subject);
+        distinct.extend(entry.peers.iter().filter_map(|peer| match peer {
+            Peer::Pods(selector) => Some(selector),
+            _ => None,
+        }));
     }
-    (pods, namespaces)
+    let (mut pods, mut namespaces) = (BTreeSet::new(), BTreeSet::new());
+    for selector in &distinct {
+        keys(&selector.pods, &mut pods);
+        keys(&selector.namespaces, &mut namespaces);
+    }
+    (distinct.into_iter().collect(), pods, namespaces)
 }
 
 /// Each pod's key in `cluster`, for the pods it has.
 fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
-    let (pod_keys, namespace_keys) = selector_keys(cluster);
+    let (selectors, pod_keys, namespace_keys) = selectors(cluster);
     let cidrs: Vec<&CidrSelector> = cluster
         .entries()
         .iter()
@@ -186,12 +192,25 @@ fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
             .iter()
             .filter(|(k, _)| keys.contains(k.as_str()))
             .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect()
+            .collect::<Vec<_>>()
     };
+    // The selectors that select a pod, once per namespace and label set the selectors read.
+    type Projection<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<(&'a str, &'a str)>);
+    let mut selected: HashMap<Projection<'a>, Rc<[u32]>> = HashMap::new();
     cluster
         .pods()
         .filter_map(|(pod, identities)| {
             let info = identities.first()?.as_pod()?;
+            let projection = (
+                info.namespace.as_str(),
+                project(&info.labels, &pod_keys),
+                project(&info.namespace_labels, &namespace_keys),
+            );
+            let selected = Rc::clone(selected.entry(projection).or_insert_with(|| {
+                (0..selectors.len() as u32)
+                    .filter(|&s| selectors[s as usize].matches(info))
+                    .collect()
+            }));
             let addresses = identities
                 .iter()
                 .map(|identity| {
@@ -209,8 +228,7 @@ fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
                 pod,
                 PodKey {
                     namespace: &info.namespace,
-                    labels: project(&info.labels, &pod_keys),
-                    namespace_labels: project(&info.namespace_labels, &namespace_keys),
+                    selected,
                     ports: &info.ports,
                     addresses,
                     alone,
@@ -263,8 +281,7 @@ impl Classes {
     }
 }
 
-/// A cell with no flow.
-pub const UNDEFINED: u32 = u32::MAX;
+pub use super::directions::UNDEFINED;
 
 /// A computed matrix for one protocol and port over parties (pods first, then nodes and regions
 /// outside the cluster), decided once per pair of pod classes and once per pod and other party.
@@ -283,9 +300,12 @@ pub struct Matrix {
     pub decisions: Vec<FlowDecision>,
     /// `[from class][to class]`: between two distinct pods of the classes.
     between_classes: Vec<u32>,
-    /// `[pod][other]` and `[other][pod]`.
+    /// `[from class][other]` and `[other][to class]`: between a pod of the class that is not on
+    /// the other party (a node) and that party.
     to_others: Vec<u32>,
     from_others: Vec<u32>,
+    /// Each pod's own node, by position among the other parties.
+    own_node: Vec<Option<u32>>,
 }
 
 impl Matrix {
@@ -317,8 +337,12 @@ impl Matrix {
                 let (a, b) = (self.classes.of[from] as usize, self.classes.of[to] as usize);
                 self.between_classes[a * k + b]
             }
-            (true, false) => self.to_others[from * others + (to - n)],
-            (false, true) => self.from_others[(from - n) * n + to],
+            (true, false) if self.own_node[from] == Some((to - n) as u32) => UNDEFINED,
+            (false, true) if self.own_node[to] == Some((from - n) as u32) => UNDEFINED,
+            (true, false) => self.to_others[self.classes.of[from] as usize * others + (to - n)],
+            (false, true) => {
+                self.from_others[(from - n) * self.classes.len() + self.classes.of[to] as usize]
+            }
             (false, false) => UNDEFINED,
         }
     }
@@ -358,10 +382,14 @@ impl Matrix {
     /// are allowed.
     pub fn other_counts(&self) -> (u64, u64) {
         let (mut defined, mut allowed) = (0, 0);
-        for &code in self.to_others.iter().chain(&self.from_others) {
-            if let Some(d) = self.decisions.get(code as usize) {
-                defined += 1;
-                allowed += u64::from(d.allowed());
+        for pod in 0..self.pods {
+            for other in self.pods..self.parties.len() {
+                for code in [self.code(pod, other), self.code(other, pod)] {
+                    if let Some(d) = self.decisions.get(code as usize) {
+                        defined += 1;
+                        allowed += u64::from(d.allowed());
+                    }
+                }
             }
         }
         (defined, allowed)
@@ -419,54 +447,133 @@ pub fn compute_between(
     let pods = parties.iter().take_while(|p| p.is_pod()).count();
     assert_eq!(pods, classes.of.len(), "pods come first, one class each");
     assert!(parties[pods..].iter().all(|p| !p.is_pod()));
-    let mut decisions = Vec::new();
-    let mut index: HashMap<FlowDecision, u32> = HashMap::new();
-    let mut intern = |decision: Option<FlowDecision>| match decision {
-        None => UNDEFINED,
-        Some(decision) => {
-            let next = decisions.len() as u32;
-            *index.entry(decision).or_insert_with_key(|d| {
-                decisions.push(d.clone());
-                next
-            })
-        }
-    };
+    let mut interner = Interner::default();
     let k = classes.len();
+    // Per class: its first pod's identities by family, its second's (for flows within the
+    // class), and its signatures.
+    let identities = |position: usize| match &parties[position] {
+        Party::Pod(pod) => cluster.pod_identity_families(pod),
+        _ => Vec::new(),
+    };
+    let firsts: Vec<_> = classes.members.iter().map(|m| identities(m[0])).collect();
+    let seconds: Vec<_> = classes
+        .members
+        .iter()
+        .map(|m| m.get(1).map(|&p| identities(p)))
+        .collect();
+    let infos: Vec<&netpol_engine::PodInfo> = classes
+        .members
+        .iter()
+        .map(|m| match &parties[m[0]] {
+            Party::Pod(pod) => cluster.pod_info(pod).expect("a pod of the cluster"),
+            _ => unreachable!("classes hold pods"),
+        })
+        .collect();
+    let signatures = Signatures::new(cluster, &infos);
     let mut between_classes = Vec::with_capacity(k * k);
-    for from in &classes.members {
-        for to in &classes.members {
+    for from in 0..k {
+        for to in 0..k {
             // Two distinct pods: the representatives, or within a class its first two.
-            let (a, b) = if std::ptr::eq(from, to) {
-                match from.get(1) {
-                    Some(&second) => (from[0], second),
-                    None => {
-                        between_classes.push(UNDEFINED);
-                        continue;
-                    }
-                }
+            let target = if from == to {
+                seconds[from].as_deref()
             } else {
-                (from[0], to[0])
+                Some(&firsts[to][..])
             };
-            between_classes.push(intern(decide_between(
-                cluster,
-                oracle,
-                &parties[a],
-                &parties[b],
-                protocol,
-                port,
-            )));
+            let code = match target.and_then(|t| pod_pair(&firsts[from], t)) {
+                None => UNDEFINED,
+                Some((src, dst)) => {
+                    let egress = interner.half(
+                        oracle,
+                        true,
+                        signatures.egress[from],
+                        src,
+                        dst,
+                        protocol,
+                        port,
+                    );
+                    let ingress = interner.half(
+                        oracle,
+                        false,
+                        signatures.ingress[to],
+                        dst,
+                        src,
+                        protocol,
+                        port,
+                    );
+                    interner.pair(egress, ingress)
+                }
+            };
+            between_classes.push(code);
         }
     }
     let others = &parties[pods..];
-    let mut to_others = Vec::with_capacity(pods * others.len());
-    let mut from_others = vec![UNDEFINED; pods * others.len()];
-    for (p, pod) in parties[..pods].iter().enumerate() {
+    let own_node: Vec<Option<u32>> = parties[..pods]
+        .iter()
+        .map(|pod| {
+            others
+                .iter()
+                .position(|other| own_node(cluster, pod, other))
+                .map(|o| o as u32)
+        })
+        .collect();
+    let other_ids: Vec<Option<IdentityId>> = others
+        .iter()
+        .map(|other| match other.endpoint() {
+            Endpoint::Address(address) => cluster.store().resolve(address),
+            Endpoint::Pod(_) => None,
+        })
+        .collect();
+    // A class and another party: decided by a member that is not on that party (a node), as
+    // its pods decide alike towards everything but their own node.
+    let mut to_others = Vec::with_capacity(k * others.len());
+    let mut from_others = vec![UNDEFINED; k * others.len()];
+    for (c, members) in classes.members.iter().enumerate() {
         for (o, other) in others.iter().enumerate() {
-            to_others.push(intern(decide_between(
-                cluster, oracle, pod, other, protocol, port,
-            )));
-            from_others[o * pods + p] =
-                intern(decide_between(cluster, oracle, other, pod, protocol, port));
+            let Some(&pod) = members.iter().find(|&&m| own_node[m] != Some(o as u32)) else {
+                to_others.push(UNDEFINED);
+                continue;
+            };
+            let family = other_ids[o].map(|_| other.endpoint());
+            let pod_id = match family {
+                Some(Endpoint::Address(address)) => {
+                    let own = if pod == members[0] {
+                        firsts[c].clone()
+                    } else {
+                        identities(pod)
+                    };
+                    own.iter()
+                        .find(|(v4, _)| *v4 == address.is_ipv4())
+                        .map(|&(_, id)| id)
+                }
+                _ => None,
+            };
+            let (Some(pod_id), Some(other_id)) = (pod_id, other_ids[o]) else {
+                to_others.push(UNDEFINED);
+                continue;
+            };
+            let sigs = (signatures.egress[c], signatures.ingress[c]);
+            to_others.push(with_address(
+                &mut interner,
+                cluster,
+                oracle,
+                sigs,
+                pod_id,
+                other_id,
+                true,
+                protocol,
+                port,
+            ));
+            from_others[o * k + c] = with_address(
+                &mut interner,
+                cluster,
+                oracle,
+                sigs,
+                pod_id,
+                other_id,
+                false,
+                protocol,
+                port,
+            );
         }
     }
     Matrix {
@@ -475,10 +582,11 @@ pub fn compute_between(
         parties: parties.iter().map(ToString::to_string).collect(),
         pods,
         classes: Rc::clone(classes),
-        decisions,
+        decisions: interner.decisions,
         between_classes,
         to_others,
         from_others,
+        own_node,
     }
 }
 

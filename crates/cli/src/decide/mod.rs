@@ -4,6 +4,9 @@
 //! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
 //! [`matrix`] decides every pair of pods.
 
+#[cfg(test)]
+mod differential;
+pub mod directions;
 pub mod groups;
 pub mod matrix;
 pub mod outside;

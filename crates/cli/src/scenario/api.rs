@@ -309,7 +309,7 @@ fn add_template_pods(
             namespace: template.namespace.clone(),
             name: template.owner.name.clone(),
         };
-        if cluster.pods().any(|(p, _)| *p == pod_ref) {
+        if cluster.has_pod(&pod_ref) {
             pod_ref.name = format!("{}-{}", pod_ref.name, template.owner.kind.to_lowercase());
         }
         let identities = pod_identities(&pod, &labels_of(&pod_ref.namespace));

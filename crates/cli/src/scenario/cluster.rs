@@ -153,6 +153,20 @@ impl Cluster {
         &self.entries[BUILT_IN_ENTRIES..]
     }
 
+    /// Whether the cluster has the pod (a map lookup, not a scan).
+    pub fn has_pod(&self, pod: &PodRef) -> bool {
+        self.pods.contains_key(pod)
+    }
+
+    /// The identities of a pod, primary address first, each with whether it is IPv4.
+    pub fn pod_identity_families(&self, pod: &PodRef) -> Vec<(bool, IdentityId)> {
+        self.pods.get(pod).map_or_else(Vec::new, |ids| {
+            ids.iter()
+                .map(|&id| (self.address_of(id).is_ipv4(), id))
+                .collect()
+        })
+    }
+
     /// Every pod with its identities, primary address first.
     pub fn pods(&self) -> impl Iterator<Item = (&PodRef, Vec<&Identity>)> {
         self.pods

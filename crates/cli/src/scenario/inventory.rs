@@ -3,10 +3,10 @@
 //! empty diff, an empty matrix), so each becomes a warning, and the commands refuse an input
 //! with nothing to decide.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use netpol_api::ObjectRef;
-use netpol_engine::PolicyEntry;
+use netpol_engine::{PodInfo, PolicyEntry};
 
 use super::cluster::Cluster;
 use super::objects::SourcedObject;
@@ -61,8 +61,9 @@ impl Inventory {
                  pods,namespaces,nodes -A -o yaml) or the workloads that run them"
             ));
         } else {
+            let pods = distinct_pods(cluster);
             for (source, object, entries) in policies {
-                if !entries.is_empty() && !selects_a_pod(cluster, entries) {
+                if !entries.is_empty() && !selects_a_pod(&pods, entries) {
                     warnings.push(format!(
                         "{}: {}: {object} selects no pod of {input}",
                         source.file.display(),
@@ -100,12 +101,18 @@ impl Inventory {
     }
 }
 
-/// Whether some entry's subject is some pod of the cluster.
-fn selects_a_pod(cluster: &Cluster, entries: &[PolicyEntry]) -> bool {
-    cluster.pods().any(|(_, identities)| {
-        identities
-            .iter()
-            .filter_map(|i| i.as_pod())
-            .any(|pod| entries.iter().any(|e| e.subject.matches(pod)))
-    })
+/// The pods of the cluster, once per namespace and label set (what a subject reads).
+fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
+    let mut seen = HashSet::new();
+    cluster
+        .pods()
+        .flat_map(|(_, identities)| identities.into_iter().filter_map(|i| i.as_pod()))
+        .filter(|pod| seen.insert((&pod.namespace_labels, &pod.labels)))
+        .collect()
+}
+
+/// Whether some entry's subject is one of `pods`.
+fn selects_a_pod(pods: &[&PodInfo], entries: &[PolicyEntry]) -> bool {
+    pods.iter()
+        .any(|pod| entries.iter().any(|e| e.subject.matches(pod)))
 }

@@ -18,7 +18,7 @@ impl Cluster {
         let Endpoint::Pod(wanted) = endpoint else {
             return Ok(endpoint.clone());
         };
-        if self.pods().any(|(pod, _)| pod == wanted) {
+        if self.has_pod(wanted) {
             return Ok(endpoint.clone());
         }
         if let Some(first) = self.workload_pods(wanted).first() {

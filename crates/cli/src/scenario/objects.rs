@@ -87,13 +87,24 @@ pub fn load_topology(scenario: &Path, name: &str) -> Result<Vec<SourcedObject>, 
 
 /// The objects the API server would hold: `base` with each object of `overrides` replacing the
 /// one with the same key (kind, namespace and name), or added after them.
-pub fn overlay<T, K: PartialEq>(base: Vec<T>, overrides: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+/// Linear in the objects: each key is computed once and found through a hash index.
+pub fn overlay<T, K: Eq + std::hash::Hash>(
+    base: Vec<T>,
+    overrides: Vec<T>,
+    key: impl Fn(&T) -> K,
+) -> Vec<T> {
     let mut merged = base;
+    let mut index: std::collections::HashMap<K, usize> = std::collections::HashMap::new();
+    for (i, object) in merged.iter().enumerate() {
+        index.entry(key(object)).or_insert(i);
+    }
     for object in overrides {
-        let wanted = key(&object);
-        match merged.iter().position(|m| key(m) == wanted) {
-            Some(i) => merged[i] = object,
-            None => merged.push(object),
+        match index.entry(key(&object)) {
+            std::collections::hash_map::Entry::Occupied(at) => merged[*at.get()] = object,
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(merged.len());
+                merged.push(object);
+            }
         }
     }
     merged

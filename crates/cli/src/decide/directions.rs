@@ -1,0 +1,194 @@
+//! Flows between pod classes decided one direction at a time, each direction once per what it
+//! depends on. The egress half of a flow depends only on the entries that select the source as
+//! their subject in that direction (with its named ports) and on the destination's identity;
+//! the ingress half likewise. Classes with the same entries share those halves, so a matrix of
+//! `k` classes asks the decider about `k` times the distinct rule sets, not `k` squared, and
+//! every flow is interned as a pair of interned halves (no decision is cloned or hashed per
+//! cell).
+
+use std::collections::HashMap;
+
+use netpol_engine::flow::{DirectionOracle, FlowDecision};
+use netpol_engine::reference::Decision;
+use netpol_engine::{Direction, IdentityId, PodInfo, Protocol};
+
+use crate::scenario::Cluster;
+
+/// What one side of a flow is decided by: the entries of one direction whose subject selects
+/// the pod, and its named ports.
+pub struct Signatures {
+    /// Per class: its egress and its ingress signature.
+    pub egress: Vec<u32>,
+    pub ingress: Vec<u32>,
+}
+
+impl Signatures {
+    /// The signatures of pods described by `infos` (one per class) in `cluster`.
+    pub fn new<'a>(cluster: &Cluster, infos: &[&'a PodInfo]) -> Signatures {
+        let entries = cluster.entries();
+        let mut index: HashMap<(bool, Vec<u32>, &[netpol_engine::NamedPort]), u32> = HashMap::new();
+        let mut signature = |egress: bool, info: &'a PodInfo| {
+            let direction = if egress {
+                Direction::Egress
+            } else {
+                Direction::Ingress
+            };
+            let selecting: Vec<u32> = (0..entries.len() as u32)
+                .filter(|&e| {
+                    let entry = &entries[e as usize];
+                    entry.direction == direction && entry.subject.matches(info)
+                })
+                .collect();
+            let next = index.len() as u32;
+            *index
+                .entry((egress, selecting, &info.ports[..]))
+                .or_insert(next)
+        };
+        let egress = infos.iter().map(|&i| signature(true, i)).collect();
+        let ingress = infos.iter().map(|&i| signature(false, i)).collect();
+        Signatures { egress, ingress }
+    }
+}
+
+/// Interned decisions: whole flows (what a matrix cell names), their halves, and the halves
+/// already decided per signature and remote identity.
+#[derive(Default)]
+pub struct Interner {
+    pub decisions: Vec<FlowDecision>,
+    flows: HashMap<FlowDecision, u32>,
+    halves: Vec<Decision>,
+    half_index: HashMap<Decision, u32>,
+    pairs: HashMap<(u32, u32), u32>,
+    decided: HashMap<(bool, u32, IdentityId), u32>,
+}
+
+/// A cell with no flow.
+pub const UNDEFINED: u32 = u32::MAX;
+
+/// No half: that side is not a pod.
+const NO_HALF: u32 = u32::MAX;
+
+impl Interner {
+    /// A whole decision's code.
+    pub fn flow(&mut self, decision: Option<FlowDecision>) -> u32 {
+        match decision {
+            None => UNDEFINED,
+            Some(decision) => {
+                let next = self.decisions.len() as u32;
+                let decisions = &mut self.decisions;
+                *self.flows.entry(decision).or_insert_with_key(|d| {
+                    decisions.push(d.clone());
+                    next
+                })
+            }
+        }
+    }
+
+    /// One half, decided by `oracle` at `endpoint` unless a pod of the same signature has been
+    /// decided against `remote`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn half(
+        &mut self,
+        oracle: &dyn DirectionOracle,
+        egress: bool,
+        signature: u32,
+        endpoint: IdentityId,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> u32 {
+        if let Some(&code) = self.decided.get(&(egress, signature, remote)) {
+            return code;
+        }
+        let direction = if egress {
+            Direction::Egress
+        } else {
+            Direction::Ingress
+        };
+        let decision = oracle.decide_direction(endpoint, direction, remote, protocol, port);
+        let next = self.halves.len() as u32;
+        let halves = &mut self.halves;
+        let code = *self.half_index.entry(decision).or_insert_with_key(|d| {
+            halves.push(d.clone());
+            next
+        });
+        self.decided.insert((egress, signature, remote), code);
+        code
+    }
+
+    /// The code of the flow made of two halves (either may be [`NO_HALF`]).
+    pub fn pair(&mut self, egress: u32, ingress: u32) -> u32 {
+        if let Some(&code) = self.pairs.get(&(egress, ingress)) {
+            return code;
+        }
+        let half = |h: u32| (h != NO_HALF).then(|| self.halves[h as usize].clone());
+        let decision = FlowDecision {
+            egress: half(egress),
+            ingress: half(ingress),
+        };
+        let code = self.flow(Some(decision));
+        self.pairs.insert((egress, ingress), code);
+        code
+    }
+}
+
+/// The identities of a flow between two pods given their identities by family (primary first),
+/// as [`Cluster::flow_identities`] chooses them: the destination's first family the source has.
+pub fn pod_pair(
+    from: &[(bool, IdentityId)],
+    to: &[(bool, IdentityId)],
+) -> Option<(IdentityId, IdentityId)> {
+    to.iter().find_map(|&(v4, dst)| {
+        from.iter()
+            .find(|&&(w4, _)| w4 == v4)
+            .map(|&(_, src)| (src, dst))
+    })
+}
+
+/// A flow between a pod (`pod_is_source` or not) and an address's identity, both halves where
+/// each side is a pod: the pod's half by signature, the other side's (a pod at a node's
+/// address) directly.
+#[allow(clippy::too_many_arguments)]
+pub fn with_address(
+    interner: &mut Interner,
+    cluster: &Cluster,
+    oracle: &dyn DirectionOracle,
+    signatures: (u32, u32),
+    pod: IdentityId,
+    other: IdentityId,
+    pod_is_source: bool,
+    protocol: Protocol,
+    port: u16,
+) -> u32 {
+    let is_pod = |id| cluster.store().get(id).and_then(|i| i.as_pod()).is_some();
+    let (egress_sig, ingress_sig) = signatures;
+    let other_pod = is_pod(other);
+    let (src, dst) = if pod_is_source {
+        (pod, other)
+    } else {
+        (other, pod)
+    };
+    if other_pod {
+        // A pod at a node's address: decide it whole.
+        return interner.flow(Some(netpol_engine::flow::decide_flow(
+            oracle,
+            cluster.store(),
+            src,
+            dst,
+            protocol,
+            port,
+        )));
+    }
+    let (egress, ingress) = if pod_is_source {
+        (
+            interner.half(oracle, true, egress_sig, src, dst, protocol, port),
+            NO_HALF,
+        )
+    } else {
+        (
+            NO_HALF,
+            interner.half(oracle, false, ingress_sig, dst, src, protocol, port),
+        )
+    };
+    interner.pair(egress, ingress)
+}
