@@ -11,7 +11,8 @@ use netpol_datapath::{DatapathError, EndpointInfo};
 use crate::api::{EndpointListing, HcnApi};
 use crate::resync::ResyncSignal;
 use crate::schema::{
-    EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest, RequestType,
+    EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest,
+    ModifyNetworkRequest, NetworkProperties, RequestType, SetPolicySetting,
 };
 use crate::version::Capabilities;
 
@@ -39,6 +40,22 @@ pub trait HcnCalls: Send + Sync {
     fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError>;
     /// `HcnOpenEndpoint`, `HcnModifyEndpoint`, `HcnCloseEndpoint`.
     fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError>;
+    /// `HcnOpenNetwork`, `HcnQueryNetworkProperties`, `HcnCloseNetwork` on the endpoints'
+    /// network: the properties JSON. Clients without network calls keep the default.
+    fn query_network(&self, query: &str) -> Result<String, RawError> {
+        let _ = query;
+        Err(RawError::Failed {
+            message: "this HCN client makes no network calls".into(),
+        })
+    }
+    /// `HcnOpenNetwork`, `HcnModifyNetwork`, `HcnCloseNetwork` on the endpoints' network.
+    fn modify_network(&self, request: &str) -> Result<(), RawError> {
+        let _ = request;
+        Err(RawError::Failed {
+            message: "this HCN client makes no network calls".into(),
+        })
+    }
+    /// What the HNS supports; [`Capabilities::ip_sets`] only if this client makes network calls.
     fn capabilities(&self) -> Capabilities;
     fn resync_signal(&self) -> &ResyncSignal;
 }
@@ -160,6 +177,44 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
         self.calls
             .modify_endpoint(endpoint, &request)
             .map_err(|e| classify("HcnModifyEndpoint", Some(endpoint), e))
+    }
+
+    fn list_sets(&self) -> Result<Vec<SetPolicySetting>, DatapathError> {
+        let query = serde_json::to_string(&HostComputeQuery::default())
+            .expect("an HCN query serializes to JSON");
+        let text = self
+            .calls
+            .query_network(&query)
+            .map_err(|e| classify("HcnQueryNetworkProperties", None, e))?;
+        let props: NetworkProperties =
+            serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
+                call: "HcnQueryNetworkProperties",
+                endpoint: None,
+                message: e.to_string(),
+            })?;
+        // Another owner's set netpol cannot read is not netpol's business: skipped, not fatal.
+        Ok(props
+            .policies
+            .iter()
+            .filter_map(EndpointPolicy::as_set)
+            .filter_map(|s| {
+                s.map_err(|e| tracing::warn!(error = %e, "skipping an unreadable SetPolicy"))
+                    .ok()
+            })
+            .collect())
+    }
+
+    fn modify_sets(
+        &self,
+        request: RequestType,
+        sets: Vec<SetPolicySetting>,
+    ) -> Result<(), DatapathError> {
+        let policies = sets.iter().map(EndpointPolicy::set).collect();
+        let request = serde_json::to_string(&ModifyNetworkRequest::new(request, policies))
+            .expect("an HCN request serializes to JSON");
+        self.calls
+            .modify_network(&request)
+            .map_err(|e| classify("HcnModifyNetwork", None, e))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -23,6 +23,8 @@ impl HnsVersion {
     pub const V2_API: HnsVersion = HnsVersion::new(9, 2);
     /// IPv4 and IPv6 on one endpoint.
     pub const DUAL_STACK: HnsVersion = HnsVersion::new(11, 10);
+    /// Network IP sets (`SetPolicy`), as hcsshim's `SetPolicyVersion` gates them.
+    pub const SET_POLICY: HnsVersion = HnsVersion::new(13, 0);
 }
 
 impl fmt::Display for HnsVersion {
@@ -45,6 +47,10 @@ pub struct Unsupported {
 pub struct Capabilities {
     pub version: HnsVersion,
     pub dual_stack: bool,
+    /// ACLs name network IP sets rather than inlining addresses: the HNS has `SetPolicy`
+    /// ([`HnsVersion::SET_POLICY`]), the client makes network calls, and (for a real HNS) the
+    /// operator opted in (`--hcn-ip-sets`). Without it every address is inlined.
+    pub ip_sets: bool,
 }
 
 impl Capabilities {
@@ -77,7 +83,22 @@ impl Capabilities {
         Ok(Capabilities {
             version,
             dual_stack,
+            ip_sets: false,
         })
+    }
+
+    /// Whether the HNS version has network IP sets (whether netpol uses them is
+    /// [`Capabilities::ip_sets`]).
+    pub fn set_policy_supported(&self) -> bool {
+        self.version >= HnsVersion::SET_POLICY
+    }
+
+    /// These capabilities with IP sets used when `wanted` and the HNS version has them.
+    pub fn with_ip_sets(self, wanted: bool) -> Capabilities {
+        Capabilities {
+            ip_sets: wanted && self.set_policy_supported(),
+            ..self
+        }
     }
 
     /// Compile options that respect these capabilities.
@@ -108,6 +129,12 @@ mod tests {
             too_old.to_string(),
             "HNS 9.1 lacks the V2 HCN API, which needs HNS 9.2 or later"
         );
+        let v12 = Capabilities::of(HnsVersion::new(12, 9)).unwrap();
+        assert!(!v12.ip_sets && !v12.with_ip_sets(true).ip_sets);
+        let v13 = Capabilities::of(HnsVersion::new(13, 0)).unwrap();
+        assert!(!v13.ip_sets, "IP sets are opt-in");
+        assert!(v13.with_ip_sets(true).ip_sets);
+        assert!(!v13.with_ip_sets(false).ip_sets);
         assert_eq!(
             Capabilities::of(HnsVersion::new(7, 1)).unwrap_err().needed,
             HnsVersion::ACL_LISTS_AND_RANGES
