@@ -31,9 +31,18 @@ use crate::schema::{RequestType, SetPolicySetting, IPSET, NETPOL_SET_PREFIX};
 pub fn render_values(addresses: &[IpNet]) -> String {
     addresses
         .iter()
-        .map(crate::render::render_address)
+        .map(render_address)
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// An address as HCN lists it: a host without its prefix length, a network as a CIDR.
+pub(crate) fn render_address(net: &IpNet) -> String {
+    if net.prefix_len() == net.max_prefix_len() {
+        net.addr().to_string()
+    } else {
+        net.to_string()
+    }
 }
 
 /// What policies can see of an identity: stable across agent restarts and replicas.

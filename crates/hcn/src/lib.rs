@@ -49,4 +49,4 @@ pub use render::{
 };
 pub use resync::ResyncSignal;
 pub use sim::HcnSim;
-pub use version::{Capabilities, HnsVersion};
+pub use version::{Capabilities, HnsVersion, IpSetMode};

@@ -229,14 +229,6 @@ fn render_rule(
     }
 }
 
-pub(crate) fn render_address(net: &IpNet) -> String {
-    if net.prefix_len() == net.max_prefix_len() {
-        net.addr().to_string()
-    } else {
-        net.to_string()
-    }
-}
-
 fn render_ports(ranges: &[(u16, u16)]) -> String {
     if ranges == [ALL_PORTS] {
         return String::new();
@@ -295,6 +287,7 @@ pub fn rule_id(setting: &AclPolicySetting) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipsets::render_address;
 
     #[test]
     fn ports_render_as_singles_and_ranges() {

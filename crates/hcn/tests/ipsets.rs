@@ -8,15 +8,16 @@ use std::time::Instant;
 use netpol_datapath::testing::*;
 use netpol_datapath::{compile_endpoint, Backoff, Desired, EndpointInfo, Enforcer, LocalPods};
 use netpol_engine::*;
+use netpol_hcn::client::RawError;
 use netpol_hcn::discovery::HostEndpoints;
 use netpol_hcn::oracle::packet;
 use netpol_hcn::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, RequestType, RuleType,
     SetPolicySetting, IPSET,
 };
-use netpol_hcn::sim::{CallKind, HcnSim};
+use netpol_hcn::sim::{CallKind, HcnSim, SIM_NETWORK_ID};
 use netpol_hcn::version::{Capabilities, HnsVersion};
-use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer};
+use netpol_hcn::{HcnApi, HcnCalls, HcnDatapath, HcnEnforcer, IpSetMode};
 
 fn set(id: &str, values: &str) -> SetPolicySetting {
     SetPolicySetting {
@@ -250,4 +251,64 @@ fn inline_addresses_update_the_endpoint_instead() {
     assert_eq!(count(CallKind::ModifyNetwork), 0, "{calls:?}");
     assert!(count(CallKind::Modify) >= 1, "{calls:?}");
     assert!(dp.calls().sets().is_empty());
+}
+
+#[test]
+fn the_mode_decides_whether_sets_are_used_and_never_where_the_hns_lacks_them() {
+    let uses = |sim: HcnSim, mode: IpSetMode| {
+        let dp: Arc<dyn HcnApi> = Arc::new(HcnDatapath::with_ip_sets(sim, mode));
+        let enforcer = HcnEnforcer::new(
+            dp.clone(),
+            Box::new(HostEndpoints::default()),
+            Backoff::default(),
+        );
+        assert_eq!(enforcer.uses_ip_sets(), dp.capabilities().ip_sets);
+        (
+            enforcer.uses_ip_sets(),
+            mode.check(&dp.capabilities()).is_ok(),
+        )
+    };
+    // The simulator is HNS 15.0: auto and on use sets, off inlines.
+    assert_eq!(uses(HcnSim::new(), IpSetMode::Auto), (true, true));
+    assert_eq!(uses(HcnSim::new(), IpSetMode::On), (true, true));
+    assert_eq!(uses(HcnSim::new(), IpSetMode::Off), (false, true));
+    // HNS 12.9 has no SetPolicy: auto inlines, on is refused.
+    let old = || {
+        HcnSim::with_capabilities(
+            Capabilities::of(HnsVersion::new(12, 9))
+                .unwrap()
+                .with_ip_sets(true),
+        )
+    };
+    assert_eq!(uses(old(), IpSetMode::Auto), (false, true));
+    assert_eq!(uses(old(), IpSetMode::On), (false, false));
+}
+
+#[test]
+fn sets_go_on_the_network_the_endpoints_are_on() {
+    let sim = HcnSim::new();
+    sim.add_endpoint(
+        EndpointInfo {
+            id: "ep".into(),
+            name: "local".into(),
+            addresses: vec![LOCAL.parse().unwrap()],
+        },
+        Vec::new(),
+    );
+    let dp = HcnDatapath::new(sim);
+    assert_eq!(dp.network(), None);
+    dp.list_endpoints().unwrap();
+    assert_eq!(dp.network().as_deref(), Some(SIM_NETWORK_ID));
+    dp.modify_sets(RequestType::Add, vec![set("netpol-set-a", "10.1.0.11")])
+        .unwrap();
+    assert_eq!(
+        dp.list_sets().unwrap(),
+        vec![set("netpol-set-a", "10.1.0.11")]
+    );
+    // Another network is not the simulator's.
+    assert_eq!(
+        dp.calls()
+            .query_network(Some("0f000000-0000-4000-8000-000000000000"), "{}"),
+        Err(RawError::NotFound)
+    );
 }

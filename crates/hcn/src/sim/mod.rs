@@ -24,7 +24,7 @@
 //!   reference or the busy removal is not documented; refusing both is the strict reading, and
 //!   netpol's ordering never needs either.)
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -40,46 +40,9 @@ use crate::schema::{
 use crate::version::{Capabilities, HnsVersion};
 use ipnet::IpNet;
 
-/// Which HCN call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CallKind {
-    Enumerate,
-    Query,
-    Modify,
-    /// `HcnQueryNetworkProperties`.
-    QueryNetwork,
-    /// `HcnModifyNetwork`.
-    ModifyNetwork,
-}
-
-/// One recorded call, successful or not.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Call {
-    Enumerate,
-    Query { endpoint: String },
-    Modify { endpoint: String, request: String },
-    QueryNetwork,
-    ModifyNetwork { request: String },
-}
-
-impl Call {
-    pub fn kind(&self) -> CallKind {
-        match self {
-            Call::Enumerate => CallKind::Enumerate,
-            Call::Query { .. } => CallKind::Query,
-            Call::Modify { .. } => CallKind::Modify,
-            Call::QueryNetwork => CallKind::QueryNetwork,
-            Call::ModifyNetwork { .. } => CallKind::ModifyNetwork,
-        }
-    }
-
-    pub fn endpoint(&self) -> Option<&str> {
-        match self {
-            Call::Enumerate | Call::QueryNetwork | Call::ModifyNetwork { .. } => None,
-            Call::Query { endpoint } | Call::Modify { endpoint, .. } => Some(endpoint),
-        }
-    }
-}
+mod log;
+use log::CallLog;
+pub use log::{Call, CallCounts, CallKind, DEFAULT_LOG_BYTES, DEFAULT_LOG_CALLS};
 
 /// A fault to inject. Each fires once, on the first call it applies to.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,80 +105,14 @@ pub struct Evaluation {
     pub rule: Option<(String, u16)>,
 }
 
-/// The log of calls: the most recent ones in full, within a bound on their number and on the
-/// bytes of their requests, and a count of every call ever made. A long-running agent on the
-/// simulator makes calls forever; its memory must not grow with them.
-#[derive(Debug)]
-struct CallLog {
-    recent: VecDeque<Call>,
-    /// Bytes of the modify requests held in `recent`.
-    bytes: usize,
-    max_calls: usize,
-    max_bytes: usize,
-    counts: CallCounts,
-}
-
-/// How many calls of each kind were made, and how many the log no longer holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallCounts {
-    pub enumerate: u64,
-    pub query: u64,
-    pub modify: u64,
-    pub network_query: u64,
-    pub network_modify: u64,
-    /// Calls dropped from the log to keep it within its bounds.
-    pub forgotten: u64,
-}
-
-/// The id of the simulator's one network.
+/// The id of the simulator's one network (every endpoint's `HostComputeNetwork`).
 pub const SIM_NETWORK_ID: &str = "c0ffee00-0000-4000-8000-000000000000";
 
-/// The log's default bounds: room for every call of a test or a `--once` run on a large node,
-/// and a few MB at most in a long run.
-pub const DEFAULT_LOG_CALLS: usize = 100_000;
-pub const DEFAULT_LOG_BYTES: usize = 16 << 20;
-
-fn request_bytes(call: &Call) -> usize {
-    match call {
-        Call::Modify { request, .. } | Call::ModifyNetwork { request } => request.len(),
-        Call::Enumerate | Call::Query { .. } | Call::QueryNetwork => 0,
-    }
-}
-
-impl CallLog {
-    fn new(max_calls: usize, max_bytes: usize) -> CallLog {
-        CallLog {
-            recent: VecDeque::new(),
-            bytes: 0,
-            max_calls: max_calls.max(1),
-            max_bytes,
-            counts: CallCounts::default(),
-        }
-    }
-
-    fn push(&mut self, call: Call) {
-        match call.kind() {
-            CallKind::Enumerate => self.counts.enumerate += 1,
-            CallKind::Query => self.counts.query += 1,
-            CallKind::Modify => self.counts.modify += 1,
-            CallKind::QueryNetwork => self.counts.network_query += 1,
-            CallKind::ModifyNetwork => self.counts.network_modify += 1,
-        }
-        self.bytes += request_bytes(&call);
-        self.recent.push_back(call);
-        while self.recent.len() > self.max_calls
-            || (self.bytes > self.max_bytes && self.recent.len() > 1)
-        {
-            if let Some(old) = self.recent.pop_front() {
-                self.bytes -= request_bytes(&old);
-                self.counts.forgotten += 1;
-            }
-        }
-    }
-
-    fn take(&mut self) -> Vec<Call> {
-        self.bytes = 0;
-        self.recent.drain(..).collect()
+/// A network call names the simulator's network or, before any endpoint named it, none.
+fn check_network(network: Option<&str>) -> Result<(), RawError> {
+    match network {
+        Some(id) if !id.eq_ignore_ascii_case(SIM_NETWORK_ID) => Err(RawError::NotFound),
+        _ => Ok(()),
     }
 }
 
@@ -749,12 +646,12 @@ impl HcnCalls for SimSession {
         self.live()?.modify_endpoint(endpoint, request)
     }
 
-    fn query_network(&self, query: &str) -> Result<String, RawError> {
-        self.live()?.query_network(query)
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
+        self.live()?.query_network(network, query)
     }
 
-    fn modify_network(&self, request: &str) -> Result<(), RawError> {
-        self.live()?.modify_network(request)
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
+        self.live()?.modify_network(network, request)
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -809,7 +706,10 @@ impl HcnCalls for HcnSim {
                 })
                 .collect(),
             policies: ep.policies.clone(),
-            other: serde_json::Map::new(),
+            other: serde_json::Map::from_iter([(
+                "HostComputeNetwork".to_string(),
+                SIM_NETWORK_ID.into(),
+            )]),
         };
         Ok(serde_json::to_string(&props).expect("endpoint properties serialize"))
     }
@@ -849,9 +749,10 @@ impl HcnCalls for HcnSim {
         Ok(())
     }
 
-    fn query_network(&self, query: &str) -> Result<String, RawError> {
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
         let mut state = self.lock();
         state.calls.push(Call::QueryNetwork);
+        check_network(network)?;
         if HcnSim::take_fault(&mut state, CallKind::QueryNetwork, None).is_some() {
             return Err(HcnSim::injected(CallKind::QueryNetwork));
         }
@@ -873,11 +774,12 @@ impl HcnCalls for HcnSim {
         Ok(serde_json::to_string(&props).expect("network properties serialize"))
     }
 
-    fn modify_network(&self, request: &str) -> Result<(), RawError> {
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
         let mut state = self.lock();
         state.calls.push(Call::ModifyNetwork {
             request: request.to_string(),
         });
+        check_network(network)?;
         if HcnSim::take_fault(&mut state, CallKind::ModifyNetwork, None).is_some() {
             return Err(HcnSim::injected(CallKind::ModifyNetwork));
         }
