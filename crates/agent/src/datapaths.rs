@@ -9,7 +9,7 @@ use netpol_datapath::{Backoff, Enforcer};
 use netpol_hcn::discovery::HostEndpoints;
 use netpol_hcn::discovery::{EndpointDiscovery, SimulatedCni};
 use netpol_hcn::sim::{HcnSim, SimSession};
-use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer};
+use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer, IpSetMode};
 
 use crate::config::{DatapathKind, DatapathOptions};
 use crate::health::Health;
@@ -51,8 +51,13 @@ pub fn build(
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
     match kind {
-        DatapathKind::HcnSim => hcn_sim(Arc::new(HcnDatapath::new(HcnSim::new())), metrics, health),
-        DatapathKind::Hcn => host_hcn(|raw| instrument(raw, metrics, health)),
+        DatapathKind::HcnSim => hcn_sim_with(
+            Arc::new(HcnDatapath::new(HcnSim::new())),
+            options.hcn_ip_sets,
+            metrics,
+            health,
+        ),
+        DatapathKind::Hcn => host_hcn(options.hcn_ip_sets, |raw| instrument(raw, metrics, health)),
         DatapathKind::Nftables => nftables(options, metrics, health),
     }
 }
@@ -62,9 +67,20 @@ fn instrument(raw: Arc<dyn HcnApi>, metrics: &Metrics, health: &Arc<Health>) -> 
     Arc::new(Instrumented::new(raw, metrics.clone()).with_health(health.clone()))
 }
 
-/// The simulated HCN datapath over `sim`, its calls counted and timed in `metrics`.
+/// The simulated HCN datapath over `sim`, its calls counted and timed in `metrics`, with IP sets
+/// (the simulated HNS has them).
 pub fn hcn_sim(
     sim: Arc<HcnDatapath<HcnSim>>,
+    metrics: &Metrics,
+    health: &Arc<Health>,
+) -> anyhow::Result<Datapaths> {
+    hcn_sim_with(sim, IpSetMode::Auto, metrics, health)
+}
+
+/// [`hcn_sim`] with IP sets used as `ip_sets` says.
+pub fn hcn_sim_with(
+    sim: Arc<HcnDatapath<HcnSim>>,
+    ip_sets: IpSetMode,
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
@@ -72,8 +88,14 @@ pub fn hcn_sim(
     // The agent talks to the simulator through sessions an HNS restart invalidates, as it
     // talks to the real HNS; the stand-in CNI plugin keeps its own view.
     let sessions = Reconnecting::new(Box::new(move || {
-        Ok(Arc::new(HcnDatapath::new(SimSession::connect(&host))) as Arc<dyn HcnApi>)
+        Ok(Arc::new(HcnDatapath::with_ip_sets(
+            SimSession::connect(&host),
+            ip_sets,
+        )) as Arc<dyn HcnApi>)
     }))?;
+    ip_sets
+        .check(&sessions.capabilities())
+        .map_err(anyhow::Error::msg)?;
     Ok(Datapaths::hcn(
         instrument(Arc::new(sessions), metrics, health),
         Box::new(SimulatedCni::new(sim.clone())),
@@ -135,10 +157,13 @@ fn nftables(_: DatapathOptions, _: &Metrics, _: &Arc<Health>) -> anyhow::Result<
 }
 
 #[cfg(windows)]
-fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::Result<Datapaths> {
+fn host_hcn(
+    ip_sets: IpSetMode,
+    instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>,
+) -> anyhow::Result<Datapaths> {
     // Re-created (registering for notifications again) after every HNS restart. Fails at once,
     // saying why, where HNS is missing or too old.
-    let client = Reconnecting::new(Box::new(|| {
+    let client = Reconnecting::new(Box::new(move || {
         let client = netpol_hcn::windows::HcnClient::connect().map_err(|e| {
             netpol_datapath::DatapathError::Call {
                 call: "connecting to HNS",
@@ -146,8 +171,17 @@ fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::
                 message: e.to_string(),
             }
         })?;
-        Ok(Arc::new(HcnDatapath::new(client)) as Arc<dyn HcnApi>)
+        Ok(Arc::new(HcnDatapath::with_ip_sets(client, ip_sets)) as Arc<dyn HcnApi>)
     }))?;
+    // `on` refuses an HNS without IP sets; `auto` inlines addresses there.
+    ip_sets
+        .check(&client.capabilities())
+        .map_err(anyhow::Error::msg)?;
+    tracing::info!(
+        ip_sets = client.capabilities().ip_sets,
+        mode = ?ip_sets,
+        "HCN ACLs name network IP sets where this is true, inline addresses otherwise"
+    );
     Ok(Datapaths::hcn(
         instrument(Arc::new(client)),
         Box::new(HostEndpoints::default()),
@@ -156,6 +190,9 @@ fn host_hcn(instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::
 }
 
 #[cfg(not(windows))]
-fn host_hcn(_: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>) -> anyhow::Result<Datapaths> {
+fn host_hcn(
+    _: IpSetMode,
+    _: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>,
+) -> anyhow::Result<Datapaths> {
     bail!("the HCN datapath exists only on Windows; use --datapath hcn-sim")
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use netpol_datapath::DatapathError;
 use netpol_hcn::api::EndpointListing;
-use netpol_hcn::schema::{EndpointPolicy, RequestType};
+use netpol_hcn::schema::{EndpointPolicy, RequestType, SetPolicySetting};
 use netpol_hcn::{Capabilities, HcnApi, ResyncSignal};
 use netpol_nft::{NftBackend, NftError};
 
@@ -106,6 +106,22 @@ impl<H: HcnApi + ?Sized> HcnApi for Instrumented<Arc<H>> {
         self.timed(
             call,
             || self.inner.modify_policies(endpoint, request, policies),
+            hcn,
+        )
+    }
+
+    fn list_sets(&self) -> Result<Vec<SetPolicySetting>, DatapathError> {
+        self.timed(DatapathCall::ListSets, || self.inner.list_sets(), hcn)
+    }
+
+    fn modify_sets(
+        &self,
+        request: RequestType,
+        sets: Vec<SetPolicySetting>,
+    ) -> Result<(), DatapathError> {
+        self.timed(
+            DatapathCall::ModifySets,
+            || self.inner.modify_sets(request, sets),
             hcn,
         )
     }

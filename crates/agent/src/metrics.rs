@@ -60,6 +60,8 @@ label_values!(DatapathCall {
     AddPolicies => "add_policies",
     RemovePolicies => "remove_policies",
     UpdatePolicies => "update_policies",
+    ListSets => "list_sets",
+    ModifySets => "modify_sets",
     NftApply => "nft_apply",
     NftCheck => "nft_check",
     NftList => "nft_list",

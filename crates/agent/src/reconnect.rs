@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use netpol_datapath::DatapathError;
 use netpol_hcn::api::EndpointListing;
-use netpol_hcn::schema::{EndpointPolicy, RequestType};
+use netpol_hcn::schema::{EndpointPolicy, RequestType, SetPolicySetting};
 use netpol_hcn::{Capabilities, HcnApi, ResyncSignal};
 
 /// Connects a new client.
@@ -138,6 +138,18 @@ impl HcnApi for Reconnecting {
     ) -> Result<(), DatapathError> {
         // A copy per call, kept for the retry on a new client after a disconnect.
         self.call(|d| d.modify_policies(endpoint, request, policies.clone()))
+    }
+
+    fn list_sets(&self) -> Result<Vec<SetPolicySetting>, DatapathError> {
+        self.call(|d| d.list_sets())
+    }
+
+    fn modify_sets(
+        &self,
+        request: RequestType,
+        sets: Vec<SetPolicySetting>,
+    ) -> Result<(), DatapathError> {
+        self.call(|d| d.modify_sets(request, sets.clone()))
     }
 
     fn capabilities(&self) -> Capabilities {

@@ -164,6 +164,35 @@ fn an_object_in_two_files_comes_from_the_first() {
     }
 }
 
+#[test]
+fn a_changed_file_that_duplicates_an_object_is_reported_and_the_first_file_still_wins() {
+    let dir = scratch_dir("files-duplicates-later");
+    std::fs::write(dir.join("b.yaml"), POLICY).unwrap();
+    let mut source = FileSource::new(&dir);
+    let scan = settled_scan(&mut source);
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+    // A later file defining the same object: reported, the first file (in path order) used.
+    std::fs::write(
+        dir.join("a.yaml"),
+        POLICY.replace("podSelector: {}", "podSelector: {matchLabels: {app: x}}"),
+    )
+    .unwrap();
+    let scan = settled_scan(&mut source);
+    assert!(
+        matches!(
+            scan.problems.as_slice(),
+            [FileProblem::Duplicate { used, ignored, .. }]
+                if used.ends_with("a.yaml") && ignored.ends_with("b.yaml")
+        ),
+        "{:?}",
+        scan.problems
+    );
+    // An unrelated file changing reports no duplicate it does not take part in.
+    std::fs::write(dir.join("c.yaml"), POLICY.replace("name: p", "name: q")).unwrap();
+    let scan = settled_scan(&mut source);
+    assert!(scan.problems.is_empty(), "{:?}", scan.problems);
+}
+
 /// `count` NetworkPolicies in namespace x, one YAML document each.
 fn policies(count: usize) -> String {
     (0..count)

@@ -4,8 +4,9 @@
 //! nftables in a private network namespace).
 //!
 //! `cargo bench -p netpol-cli --bench pipeline` writes a `netpol synth` cluster per size
-//! (`NETPOL_PIPELINE_PODS`, default `10000,40000`; 150,000 takes minutes to set up), syncs node-1
-//! once, then times each kind of change `NETPOL_PIPELINE_ROUNDS` times (default 20):
+//! (`NETPOL_PIPELINE_PODS`, default `10000,40000`; `150000` is opt-in: it takes minutes and about
+//! 1 GB per datapath to set up), syncs node-1 once per datapath, then times each kind of change
+//! `NETPOL_PIPELINE_ROUNDS` times (default 20):
 //!
 //! - a replica of an existing workload on another node added, then deleted;
 //! - a pod of a new label set added, then deleted;
@@ -14,8 +15,11 @@
 //!   them).
 //!
 //! Each change is timed from the file's rename to the enforcer's return, in wall and in CPU
-//! (this process's, plus the `nft` processes it ran). `NETPOL_PIPELINE_DATAPATH=nftables` (root)
-//! programs real nftables; the default is the simulated HCN.
+//! (this process's, plus the `nft` processes it ran), with the simulator's endpoint and network
+//! modify calls it caused. `NETPOL_PIPELINE_DATAPATHS` lists the datapaths, comma-separated:
+//! `hcn-sim-sets` (the simulated HCN with ACLs naming network IP sets, the agent's default),
+//! `hcn-sim-inline` (`--hcn-ip-sets off`: addresses inlined in every ACL) and `nftables` (real
+//! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,8 +30,10 @@ use netpol_agent::health::Health;
 use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
 use netpol_agent::sources::files::FileSource;
-use netpol_agent::DatapathKind;
+use netpol_agent::{DatapathKind, DatapathOptions};
 use netpol_cli::synth::{write_cluster, Cluster, Sizes};
+use netpol_hcn::sim::HcnSim;
+use netpol_hcn::{HcnDatapath, IpSetMode};
 use prometheus_client::registry::Registry;
 
 const NODE: &str = "node-1";
@@ -38,16 +44,19 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(20);
-    let nftables = std::env::var("NETPOL_PIPELINE_DATAPATH").is_ok_and(|d| d == "nftables");
+    let datapaths = std::env::var("NETPOL_PIPELINE_DATAPATHS")
+        .unwrap_or_else(|_| "hcn-sim-sets,hcn-sim-inline".into());
     let work = std::env::temp_dir().join(format!("netpol-pipeline-{}", std::process::id()));
     println!(
-        "| pods | datapath | change | wall ms (median) | CPU ms (median) | CPU ms (max) | endpoints updated |"
+        "| pods | datapath | change | wall ms (median) | CPU ms (median) | CPU ms (max) | endpoints updated | endpoint modifies | network modifies |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for pods in sizes.split(',').filter_map(|s| s.trim().parse().ok()) {
-        let dir = work.join(format!("{pods}"));
-        run_size(pods, &dir, rounds, nftables);
-        let _ = std::fs::remove_dir_all(&dir);
+        for datapath in datapaths.split(',').map(str::trim) {
+            let dir = work.join(format!("{pods}"));
+            run_size(pods, &dir, rounds, datapath);
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
 }
 
@@ -84,6 +93,16 @@ struct Bench {
     pipeline: Pipeline,
     /// Endpoints the last reconcile updated.
     updated: usize,
+    /// The simulator, when the datapath is the simulated HCN.
+    sim: Option<Arc<HcnDatapath<HcnSim>>>,
+}
+
+/// Endpoint and network modify calls made so far.
+fn modifies(sim: &Option<Arc<HcnDatapath<HcnSim>>>) -> (u64, u64) {
+    sim.as_ref().map_or((0, 0), |s| {
+        let counts = s.calls().call_counts();
+        (counts.modify, counts.network_modify)
+    })
 }
 
 impl Bench {
@@ -107,6 +126,14 @@ impl Bench {
         })
     }
 
+    /// A timed change with the endpoints it updated and the modify calls it made.
+    fn step(&mut self, change: impl FnOnce(&mut Bench) -> Cost) -> (Cost, usize, (u64, u64)) {
+        let before = modifies(&self.sim);
+        let cost = change(self);
+        let after = modifies(&self.sim);
+        (cost, self.updated, (after.0 - before.0, after.1 - before.1))
+    }
+
     /// One poll of the files and one reconcile, as the daemon's loop does after a debounce.
     fn take_in(&mut self) {
         let scan = self.source.scan().unwrap();
@@ -127,7 +154,7 @@ fn settle(path: &Path) {
         .unwrap();
 }
 
-fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
+fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     let cluster = Cluster {
         sizes: Sizes::for_pods(pods),
         workloads: Default::default(),
@@ -140,37 +167,48 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let enforcer = if nftables {
-        nft_enforcer()
-    } else {
-        datapaths::build(DatapathKind::HcnSim, Default::default(), &metrics, &health)
-            .unwrap()
-            .enforcer
+    let (enforcer, sim) = match datapath {
+        "nftables" => (nft_enforcer(), None),
+        "hcn-sim-sets" | "hcn-sim-inline" => {
+            let options = DatapathOptions {
+                hcn_ip_sets: if datapath == "hcn-sim-sets" {
+                    IpSetMode::On
+                } else {
+                    IpSetMode::Off
+                },
+                ..Default::default()
+            };
+            let built = datapaths::build(DatapathKind::HcnSim, options, &metrics, &health).unwrap();
+            (built.enforcer, built.sim)
+        }
+        other => panic!("unknown datapath {other:?} in NETPOL_PIPELINE_DATAPATHS"),
     };
     let mut bench = Bench {
         dir: dir.to_owned(),
         source: FileSource::new(dir),
         pipeline: Pipeline::with_enforcer(NODE, enforcer, metrics),
         updated: 0,
+        sim,
     };
     let sync = measure(|| bench.take_in());
     eprintln!(
-        "{pods} pods: initial sync {:.0} ms wall, {:.0} ms CPU, {} local endpoints",
+        "{pods} pods, {datapath}: initial sync {:.0} ms wall, {:.0} ms CPU, {} local endpoints",
         sync.wall,
         sync.cpu,
         bench.pipeline.compiled().len()
     );
-    let datapath = if nftables { "nftables" } else { "hcn-sim" };
-    let report = |what: &str, mut costs: Vec<(Cost, usize)>| {
-        let updated = costs.iter().map(|(_, u)| *u).max().unwrap_or(0);
-        let mut costs: Vec<Cost> = costs.drain(..).map(|(c, _)| c).collect();
+    let report = |what: &str, mut costs: Vec<(Cost, usize, (u64, u64))>| {
+        let updated = costs.iter().map(|(_, u, _)| *u).max().unwrap_or(0);
+        let endpoint_calls = costs.iter().map(|(_, _, c)| c.0).max().unwrap_or(0);
+        let network_calls = costs.iter().map(|(_, _, c)| c.1).max().unwrap_or(0);
+        let mut costs: Vec<Cost> = costs.drain(..).map(|(c, _, _)| c).collect();
         costs.sort_by(|a, b| a.cpu.total_cmp(&b.cpu));
         let cpu_median = costs[costs.len() / 2].cpu;
         let cpu_max = costs[costs.len() - 1].cpu;
         costs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
         let wall_median = costs[costs.len() / 2].wall;
         println!(
-            "| {pods} | {datapath} | {what} | {wall_median:.2} | {cpu_median:.2} | {cpu_max:.2} | {updated} |"
+            "| {pods} | {datapath} | {what} | {wall_median:.2} | {cpu_median:.2} | {cpu_max:.2} | {updated} | {endpoint_calls} | {network_calls} |"
         );
     };
 
@@ -187,11 +225,8 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
     };
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
     for k in 0..rounds {
-        added.push((
-            bench.write("bench-replica.yaml", &replica(k)),
-            bench.updated,
-        ));
-        deleted.push((bench.remove("bench-replica.yaml"), bench.updated));
+        added.push(bench.step(|b| b.write("bench-replica.yaml", &replica(k))));
+        deleted.push(bench.step(|b| b.remove("bench-replica.yaml")));
     }
     report("replica added", added);
     report("replica deleted", deleted);
@@ -206,8 +241,8 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
             "node-2",
             k,
         );
-        added.push((bench.write("bench-new.yaml", &text), bench.updated));
-        deleted.push((bench.remove("bench-new.yaml"), bench.updated));
+        added.push(bench.step(|b| b.write("bench-new.yaml", &text)));
+        deleted.push(bench.step(|b| b.remove("bench-new.yaml")));
     }
     report("new label set added", added);
     report("new label set deleted", deleted);
@@ -230,15 +265,21 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         settle(&path);
     }
     bench.take_in();
+    let before = modifies(&bench.sim);
     let rolled = measure(|| {
         for r in 0..100 {
             bench.write(&format!("roll-{r}.yaml"), &workload(1, r));
         }
     });
+    let after = modifies(&bench.sim);
     println!(
-        "| {pods} | {datapath} | rolling update, 100 replicas one by one (total) | {:.1} | {:.1} | | |",
-        rolled.wall, rolled.cpu
+        "| {pods} | {datapath} | rolling update, 100 replicas one by one (total) | {:.1} | {:.1} | | | {} | {} |",
+        rolled.wall,
+        rolled.cpu,
+        after.0 - before.0,
+        after.1 - before.1
     );
+    let before = modifies(&bench.sim);
     let batched = measure(|| {
         for r in 0..100 {
             let path = dir.join(format!("roll-{r}.yaml"));
@@ -249,9 +290,14 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, nftables: bool) {
         }
         bench.take_in();
     });
+    let after = modifies(&bench.sim);
     println!(
-        "| {pods} | {datapath} | rolling update, 100 replicas in one batch (total) | {:.1} | {:.1} | | {} |",
-        batched.wall, batched.cpu, bench.updated
+        "| {pods} | {datapath} | rolling update, 100 replicas in one batch (total) | {:.1} | {:.1} | | {} | {} | {} |",
+        batched.wall,
+        batched.cpu,
+        bench.updated,
+        after.0 - before.0,
+        after.1 - before.1
     );
 }
 

@@ -8,7 +8,7 @@
 use netpol_datapath::{DatapathError, EndpointInfo};
 
 use crate::resync::ResyncSignal;
-use crate::schema::{EndpointPolicy, RequestType};
+use crate::schema::{EndpointPolicy, RequestType, SetPolicySetting};
 use crate::version::Capabilities;
 
 /// The host's endpoints: those that could be read, and those that could not (each with why).
@@ -40,9 +40,34 @@ pub trait HcnApi: Send + Sync {
         policies: Vec<EndpointPolicy>,
     ) -> Result<(), DatapathError>;
 
+    /// The IP sets (`SetPolicy`) on the endpoints' network, netpol's and everyone else's.
+    fn list_sets(&self) -> Result<Vec<SetPolicySetting>, DatapathError> {
+        Err(unsupported("HcnQueryNetworkProperties"))
+    }
+
+    /// Sends one set request to the network: `Add` creates the sets, `Update` replaces their
+    /// values, `Remove` deletes them.
+    fn modify_sets(
+        &self,
+        request: RequestType,
+        sets: Vec<SetPolicySetting>,
+    ) -> Result<(), DatapathError> {
+        let _ = (request, sets);
+        Err(unsupported("HcnModifyNetwork"))
+    }
+
     /// What the HNS on this host supports.
     fn capabilities(&self) -> Capabilities;
 
     /// Raised when state may have been lost and everything must be re-read.
     fn resync_signal(&self) -> &ResyncSignal;
+}
+
+/// The error of a network call an implementation does not make.
+pub fn unsupported(call: &'static str) -> DatapathError {
+    DatapathError::Call {
+        call,
+        endpoint: None,
+        message: "this HCN client makes no network calls (IP sets unsupported)".into(),
+    }
 }

@@ -4,16 +4,21 @@
 //! (building queries and requests, parsing properties, classifying errors) lives here and is
 //! tested through the simulator.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::sync::Mutex;
+
+use serde_json::Value;
 
 use netpol_datapath::{DatapathError, EndpointInfo};
 
 use crate::api::{EndpointListing, HcnApi};
 use crate::resync::ResyncSignal;
 use crate::schema::{
-    EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest, RequestType,
+    EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest,
+    ModifyNetworkRequest, NetworkProperties, RequestType, SetPolicySetting,
 };
-use crate::version::Capabilities;
+use crate::version::{Capabilities, IpSetMode};
 
 /// A raw HCN call failure.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +44,29 @@ pub trait HcnCalls: Send + Sync {
     fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError>;
     /// `HcnOpenEndpoint`, `HcnModifyEndpoint`, `HcnCloseEndpoint`.
     fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError>;
+    /// `HcnOpenNetwork`, `HcnQueryNetworkProperties`, `HcnCloseNetwork` on `network` (the
+    /// endpoints' network, by id; None when no endpoint has named one yet): the properties JSON.
+    /// Clients without network calls keep the default.
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
+        let _ = (network, query);
+        Err(RawError::Failed {
+            message: "this HCN client makes no network calls".into(),
+        })
+    }
+    /// `HcnOpenNetwork`, `HcnModifyNetwork`, `HcnCloseNetwork` on `network`.
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
+        let _ = (network, request);
+        Err(RawError::Failed {
+            message: "this HCN client makes no network calls".into(),
+        })
+    }
+    /// Whether network calls need the network's id (a real host may have several networks; the
+    /// simulator has one).
+    fn needs_network_id(&self) -> bool {
+        false
+    }
+    /// What the HNS supports; [`Capabilities::ip_sets`] when its version has IP sets and this
+    /// client makes network calls (whether they are used is [`IpSetMode`]'s, in [`HcnDatapath`]).
     fn capabilities(&self) -> Capabilities;
     fn resync_signal(&self) -> &ResyncSignal;
 }
@@ -47,11 +75,48 @@ pub trait HcnCalls: Send + Sync {
 #[derive(Debug)]
 pub struct HcnDatapath<C> {
     calls: C,
+    /// Whether ACLs name IP sets where the HNS has them.
+    ip_sets: IpSetMode,
+    /// The network IP sets go on: the network of the most endpoints in the last listing.
+    network: Mutex<Option<String>>,
 }
 
 impl<C: HcnCalls> HcnDatapath<C> {
+    /// The datapath over `calls`, using IP sets where the HNS has them ([`IpSetMode::Auto`]).
     pub fn new(calls: C) -> Self {
-        HcnDatapath { calls }
+        HcnDatapath::with_ip_sets(calls, IpSetMode::Auto)
+    }
+
+    /// The datapath over `calls`, using IP sets as `mode` says (never where the HNS lacks them).
+    pub fn with_ip_sets(calls: C, mode: IpSetMode) -> Self {
+        HcnDatapath {
+            calls,
+            ip_sets: mode,
+            network: Mutex::new(None),
+        }
+    }
+
+    /// The network IP sets go on, as the last endpoint listing found it.
+    pub fn network(&self) -> Option<String> {
+        self.network.lock().expect("network lock").clone()
+    }
+
+    /// Remembers the network most listed endpoints are on; warns when they are on several.
+    fn note_networks(&self, networks: &BTreeMap<String, usize>) {
+        let Some((network, _)) = networks
+            .iter()
+            .max_by_key(|(id, n)| (**n, std::cmp::Reverse(*id)))
+        else {
+            return;
+        };
+        if networks.len() > 1 {
+            tracing::warn!(
+                networks = networks.len(),
+                chosen = %network,
+                "endpoints are on several HNS networks; netpol's IP sets go on the network of the most endpoints, and ACLs of endpoints elsewhere that name them will be refused (use --hcn-ip-sets off on such a host)"
+            );
+        }
+        *self.network.lock().expect("network lock") = Some(network.clone());
     }
 
     /// The raw call layer (the simulator, in tests).
@@ -124,10 +189,17 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             endpoints: Vec::with_capacity(ids.len()),
             unreadable: Vec::new(),
         };
+        let mut networks: BTreeMap<String, usize> = BTreeMap::new();
         for id in ids {
             match self.properties(&id) {
                 Ok(props) => out.endpoints.push(EndpointInfo {
-                    addresses: addresses(&props),
+                    addresses: {
+                        if let Some(Value::String(network)) = props.other.get("HostComputeNetwork")
+                        {
+                            *networks.entry(network.to_lowercase()).or_default() += 1;
+                        }
+                        addresses(&props)
+                    },
                     id,
                     name: props.name,
                 }),
@@ -142,6 +214,7 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
                 }
             }
         }
+        self.note_networks(&networks);
         Ok(out)
     }
 
@@ -162,8 +235,65 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             .map_err(|e| classify("HcnModifyEndpoint", Some(endpoint), e))
     }
 
+    fn list_sets(&self) -> Result<Vec<SetPolicySetting>, DatapathError> {
+        let network = self.network();
+        if network.is_none() && self.calls.needs_network_id() {
+            // No endpoint listed names a network: no ACL can name a set, none is netpol's to read.
+            return Ok(Vec::new());
+        }
+        let query = serde_json::to_string(&HostComputeQuery::default())
+            .expect("an HCN query serializes to JSON");
+        let text = self
+            .calls
+            .query_network(network.as_deref(), &query)
+            .map_err(|e| classify("HcnQueryNetworkProperties", None, e))?;
+        let props: NetworkProperties =
+            serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
+                call: "HcnQueryNetworkProperties",
+                endpoint: None,
+                message: e.to_string(),
+            })?;
+        // Another owner's set netpol cannot read is not netpol's business: skipped, not fatal.
+        Ok(props
+            .policies
+            .iter()
+            .filter_map(EndpointPolicy::as_set)
+            .filter_map(|s| {
+                s.map_err(|e| tracing::warn!(error = %e, "skipping an unreadable SetPolicy"))
+                    .ok()
+            })
+            .collect())
+    }
+
+    fn modify_sets(
+        &self,
+        request: RequestType,
+        sets: Vec<SetPolicySetting>,
+    ) -> Result<(), DatapathError> {
+        let policies = sets.iter().map(EndpointPolicy::set).collect();
+        let request = serde_json::to_string(&ModifyNetworkRequest::new(request, policies))
+            .expect("an HCN request serializes to JSON");
+        let network = self.network();
+        if network.is_none() && self.calls.needs_network_id() {
+            return Err(DatapathError::Call {
+                call: "HcnModifyNetwork",
+                endpoint: None,
+                message:
+                    "no endpoint listed names its HNS network, so there is none to hold IP sets"
+                        .into(),
+            });
+        }
+        self.calls
+            .modify_network(network.as_deref(), &request)
+            .map_err(|e| classify("HcnModifyNetwork", None, e))
+    }
+
     fn capabilities(&self) -> Capabilities {
-        self.calls.capabilities()
+        let capabilities = self.calls.capabilities();
+        match self.ip_sets {
+            IpSetMode::Off => capabilities.with_ip_sets(false),
+            IpSetMode::Auto | IpSetMode::On => capabilities,
+        }
     }
 
     fn resync_signal(&self) -> &ResyncSignal {

@@ -4,6 +4,15 @@
 //! list (replicas share one). An endpoint whose properties cannot be read is left as it is and
 //! reported as failed (with backoff, after which the endpoints are listed again); the others
 //! are programmed.
+//!
+//! Where the datapath has IP sets ([`Capabilities::ip_sets`](crate::Capabilities)), ACLs name
+//! network sets ([`crate::ipsets`]) and a change of addresses updates the sets holding them:
+//! sets are added and updated first, then endpoints programmed, then netpol's sets no ACL names
+//! removed once every endpoint is programmed. A failed set add or update fails the whole step
+//! before any endpoint is touched (retried with backoff): endpoints keep their previous rules,
+//! which name sets still on the network, so nothing opens that was closed; a new address is
+//! not admitted (nor a removed one dropped) until the retry succeeds, as with a failed
+//! endpoint update in inline mode.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -17,8 +26,9 @@ use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::api::HcnApi;
 use crate::discovery::{match_pods, EndpointDiscovery};
+use crate::ipsets::{SetChanges, SetSync, SetTable};
 use crate::programmer::Programmer;
-use crate::render::HcnAcls;
+use crate::render::{HcnAcls, Remotes};
 
 /// HCN: per-endpoint ACL lists through the diff-based programmer.
 pub struct HcnEnforcer {
@@ -34,6 +44,13 @@ pub struct HcnEnforcer {
     discovery_retry: Option<Instant>,
     /// Endpoints that could not be read: consecutive failures and when to list again.
     unreadable: BTreeMap<String, (u32, Instant)>,
+    /// The network's IP sets, when the datapath has them.
+    sets: Option<SetSync>,
+    /// Consecutive failures of set requests, and when to try again.
+    set_failures: u32,
+    set_retry: Option<Instant>,
+    /// What the last step sent to the network's sets.
+    last_sets: SetChanges,
 }
 
 impl HcnEnforcer {
@@ -42,11 +59,19 @@ impl HcnEnforcer {
         discovery: Box<dyn EndpointDiscovery>,
         backoff: Backoff,
     ) -> Self {
+        let ip_sets = datapath.capabilities().ip_sets;
         HcnEnforcer {
             datapath,
             discovery,
             programmer: Programmer::new(backoff),
-            rendered: RenderCache::default(),
+            rendered: RenderCache {
+                sets: ip_sets.then(SetTable::default),
+                ..RenderCache::default()
+            },
+            sets: ip_sets.then(SetSync::default),
+            set_failures: 0,
+            set_retry: None,
+            last_sets: SetChanges::default(),
             backoff,
             endpoints: Vec::new(),
             discovery_failures: 0,
@@ -107,6 +132,45 @@ impl HcnEnforcer {
     }
 }
 
+impl HcnEnforcer {
+    /// Whether ACLs name IP sets rather than inlining addresses.
+    pub fn uses_ip_sets(&self) -> bool {
+        self.sets.is_some()
+    }
+
+    /// What the last [`Enforcer::enforce`] sent to the network's IP sets.
+    pub fn last_set_changes(&self) -> SetChanges {
+        self.last_sets
+    }
+
+    /// The IP sets the rendered rules name, by id.
+    fn wanted_sets<'a>(
+        table: &'a SetTable,
+        rules: &BTreeMap<String, Arc<HcnAcls>>,
+    ) -> BTreeMap<&'a str, &'a crate::schema::SetPolicySetting> {
+        let all = table.all();
+        let mut named: BTreeSet<&str> = BTreeSet::new();
+        let mut seen: HashSet<*const HcnAcls> = HashSet::new();
+        for acls in rules.values() {
+            if seen.insert(Arc::as_ptr(acls)) {
+                named.extend(acls.sets.iter().map(String::as_str));
+            }
+        }
+        named
+            .into_iter()
+            .filter_map(|id| all.get_key_value(id).map(|(k, v)| (*k, *v)))
+            .collect()
+    }
+
+    fn set_failed(&mut self, error: DatapathError, now: Instant) -> DatapathError {
+        self.set_failures += 1;
+        let delay = self.backoff.delay(self.set_failures);
+        self.set_retry = Some(now + delay);
+        tracing::warn!(%error, retry_in_ms = delay.as_millis(), "programming the network's IP sets failed");
+        error
+    }
+}
+
 impl Enforcer for HcnEnforcer {
     fn enforce(
         &mut self,
@@ -116,7 +180,11 @@ impl Enforcer for HcnEnforcer {
     ) -> Result<ApplyReport, DatapathError> {
         if refresh {
             self.programmer.resync();
+            if let Some(sets) = &mut self.sets {
+                sets.resync();
+            }
         }
+        self.last_sets = SetChanges::default();
         let pods = desired.pods;
         // Another try at endpoints that could not be read is another listing.
         let relist = refresh || self.unreadable.values().any(|(_, at)| *at <= now);
@@ -147,7 +215,55 @@ impl Enforcer for HcnEnforcer {
             }
         };
         let rules = self.desired(desired, refresh);
+        let wanted = match (&mut self.sets, &self.rendered.sets) {
+            (Some(sync), Some(table)) => {
+                let wanted = Self::wanted_sets(table, &rules);
+                match sync.add_and_update(self.datapath.as_ref(), &wanted) {
+                    Ok(changes) => {
+                        self.last_sets = changes;
+                        Some(
+                            wanted
+                                .into_keys()
+                                .map(str::to_string)
+                                .collect::<BTreeSet<_>>(),
+                        )
+                    }
+                    Err(error) => return Err(self.set_failed(error, now)),
+                }
+            }
+            _ => None,
+        };
         let mut report = self.programmer.apply(self.datapath.as_ref(), &rules, now);
+        if let (Some(wanted), Some(sync), Some(table)) =
+            (wanted, &mut self.sets, &self.rendered.sets)
+        {
+            // An endpoint not programmed may still name a set about to go: keep them all.
+            let clean = report.outcomes.values().all(|o| {
+                matches!(
+                    o,
+                    Outcome::Updated { .. } | Outcome::Unchanged | Outcome::Gone
+                )
+            });
+            if clean {
+                let all = table.all();
+                let wanted: BTreeMap<&str, &crate::schema::SetPolicySetting> = wanted
+                    .iter()
+                    .filter_map(|id| all.get_key_value(id.as_str()).map(|(k, v)| (*k, *v)))
+                    .collect();
+                match sync.remove_unwanted(self.datapath.as_ref(), &wanted) {
+                    Ok(changes) => {
+                        self.last_sets.removed += changes.removed;
+                        self.last_sets.calls += changes.calls;
+                    }
+                    // Stale sets are harmless (no ACL names them): removed on a later step.
+                    Err(error) => {
+                        tracing::warn!(%error, "removing IP sets no ACL names failed; retried later")
+                    }
+                }
+            }
+        }
+        self.set_failures = 0;
+        self.set_retry = None;
         self.note_unreadable(unreadable, &mut report, now);
         Ok(report)
     }
@@ -161,6 +277,7 @@ impl Enforcer for HcnEnforcer {
             self.programmer.next_retry(),
             self.discovery.next_look(),
             self.discovery_retry,
+            self.set_retry,
             self.unreadable.values().map(|(_, at)| *at).min(),
         ]
         .into_iter()
@@ -183,6 +300,8 @@ struct RenderCache {
     by_list: HashMap<usize, (Arc<CompiledRules>, Arc<HcnAcls>)>,
     /// No rules: what endpoints no pod claims get.
     none: Arc<HcnAcls>,
+    /// The IP sets of the rules' remote sets, when ACLs name sets.
+    sets: Option<SetTable>,
 }
 
 fn list_address(compiled: &Arc<CompiledRules>) -> usize {
@@ -191,9 +310,19 @@ fn list_address(compiled: &Arc<CompiledRules>) -> usize {
 
 impl RenderCache {
     fn acls(&mut self, compiled: &Arc<CompiledRules>, store: &IdentityStore) -> Arc<HcnAcls> {
+        let sets = &mut self.sets;
         self.by_list
             .entry(list_address(compiled))
-            .or_insert_with(|| (compiled.clone(), Arc::new(HcnAcls::render(compiled, store))))
+            .or_insert_with(|| {
+                let mut remotes = match sets {
+                    Some(table) => Remotes::Sets(table),
+                    None => Remotes::Inline,
+                };
+                (
+                    compiled.clone(),
+                    Arc::new(HcnAcls::render_with(compiled, store, &mut remotes)),
+                )
+            })
             .1
             .clone()
     }
@@ -208,16 +337,38 @@ impl RenderCache {
         refresh: bool,
     ) {
         let live: HashSet<usize> = compiled.values().map(list_address).collect();
+        let before = self.by_list.len();
         self.by_list.retain(|list, _| live.contains(list));
         if refresh {
             self.by_list.clear();
+            if let Some(table) = &mut self.sets {
+                table.clear();
+            }
             return;
+        }
+        if let Some(table) = &mut self.sets {
+            if self.by_list.len() != before {
+                // Forget the sets of lists no pod holds any more.
+                let used: HashSet<&netpol_datapath::RemoteSet> = self
+                    .by_list
+                    .values()
+                    .flat_map(|(list, _)| list.rules.iter().filter_map(|r| r.remotes.as_deref()))
+                    .collect();
+                table.retain(|set| used.contains(set));
+            }
+            if !changed.is_empty() {
+                table.update(store, changed);
+            }
         }
         if changed.is_empty() {
             return;
         }
         for (list, acls) in self.by_list.values_mut() {
-            if let Some(new) = acls.rerender(list, store, changed) {
+            let mut remotes = match &mut self.sets {
+                Some(table) => Remotes::Sets(table),
+                None => Remotes::Inline,
+            };
+            if let Some(new) = acls.rerender_with(list, store, changed, &mut remotes) {
                 *acls = Arc::new(new);
             }
         }

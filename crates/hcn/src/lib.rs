@@ -24,6 +24,7 @@ pub mod diff;
 pub mod discovery;
 pub mod enforcer;
 pub mod hresult;
+pub mod ipsets;
 pub mod matcher;
 pub mod naive;
 pub mod oracle;
@@ -43,8 +44,9 @@ pub use enforcer::HcnEnforcer;
 pub use oracle::SimOracle;
 pub use programmer::Programmer;
 pub use render::{
-    compile_acls, compile_acls_with, compile_entries_acls, rule_id, HcnAcls, MAX_ADDRESSES_PER_RULE,
+    compile_acls, compile_acls_with, compile_entries_acls, rule_id, HcnAcls, Remotes,
+    MAX_ADDRESSES_PER_RULE,
 };
 pub use resync::ResyncSignal;
 pub use sim::HcnSim;
-pub use version::{Capabilities, HnsVersion};
+pub use version::{Capabilities, HnsVersion, IpSetMode};

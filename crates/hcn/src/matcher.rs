@@ -43,6 +43,9 @@ pub struct AclMatcher {
     protocols: Option<Vec<u8>>,
     local_addresses: Option<Vec<IpNet>>,
     remote_addresses: Option<Vec<IpNet>>,
+    /// The ids of network IP sets (`SetPolicy` of type `IPSET`) named in `RemoteAddresses`, as
+    /// Azure NPM's ACLs name them. Empty once [`AclMatcher::resolve`]d.
+    remote_sets: Vec<String>,
     local_ports: Option<Vec<(u16, u16)>>,
     remote_ports: Option<Vec<(u16, u16)>>,
 }
@@ -55,6 +58,8 @@ impl AclMatcher {
             value: value.to_string(),
             problem,
         };
+        let (remote_addresses, remote_sets) = parse_remote(&acl.remote_addresses)
+            .map_err(|p| err("RemoteAddresses", &acl.remote_addresses, p))?;
         Ok(AclMatcher {
             id: acl.id.clone(),
             priority: acl.priority,
@@ -64,8 +69,8 @@ impl AclMatcher {
                 .map_err(|p| err("Protocols", &acl.protocols, p))?,
             local_addresses: parse_addresses(&acl.local_addresses)
                 .map_err(|p| err("LocalAddresses", &acl.local_addresses, p))?,
-            remote_addresses: parse_addresses(&acl.remote_addresses)
-                .map_err(|p| err("RemoteAddresses", &acl.remote_addresses, p))?,
+            remote_addresses,
+            remote_sets,
             local_ports: parse_ports(&acl.local_ports)
                 .map_err(|p| err("LocalPorts", &acl.local_ports, p))?,
             remote_ports: parse_ports(&acl.remote_ports)
@@ -73,7 +78,39 @@ impl AclMatcher {
         })
     }
 
-    /// Whether the rule matches `packet` on an endpoint with addresses `local`.
+    /// The network IP sets the rule names in `RemoteAddresses`.
+    pub fn remote_sets(&self) -> &[String] {
+        &self.remote_sets
+    }
+
+    /// The rule with the IP sets it names replaced by their members (`sets` gives a set's
+    /// members by id), as HNS evaluates it. An error names a set that does not exist.
+    pub fn resolve<'a>(
+        &self,
+        sets: impl Fn(&str) -> Option<&'a [IpNet]>,
+    ) -> Result<AclMatcher, String> {
+        if self.remote_sets.is_empty() {
+            return Ok(self.clone());
+        }
+        let mut nets = self.remote_addresses.clone().unwrap_or_default();
+        for set in &self.remote_sets {
+            let members = sets(set).ok_or_else(|| {
+                format!(
+                    "ACL {:?} names IP set {set:?}, which the network does not hold",
+                    self.id
+                )
+            })?;
+            nets.extend_from_slice(members);
+        }
+        Ok(AclMatcher {
+            remote_addresses: Some(nets),
+            remote_sets: Vec::new(),
+            ..self.clone()
+        })
+    }
+
+    /// Whether the rule matches `packet` on an endpoint with addresses `local`. A rule naming IP
+    /// sets must be [`AclMatcher::resolve`]d first: unresolved, its sets match nothing.
     pub fn matches(&self, packet: &Packet, local: &[IpAddr]) -> bool {
         self.direction == packet.direction
             && self
@@ -141,7 +178,9 @@ impl AclMatcher {
         );
         differ(
             "RemoteAddresses",
-            sorted(&self.remote_addresses) == sorted(&other.remote_addresses),
+            sorted(&self.remote_addresses) == sorted(&other.remote_addresses)
+                && sorted(&Some(self.remote_sets.clone()))
+                    == sorted(&Some(other.remote_sets.clone())),
         );
         differ(
             "LocalPorts",
@@ -201,6 +240,34 @@ fn parse_protocols(field: &str) -> Result<Option<Vec<u8>>, String> {
         }
     }
     Ok(Some(out))
+}
+
+/// A `RemoteAddresses` item that names an IP set rather than an address: a letter, then
+/// letters, digits, `-` and `_`, with at least one `-` or `_` (netpol's `netpol-set-…` and Azure
+/// NPM's `azure-npm-…` have this form). HCN keywords such as `Any` are not set names, and stay
+/// refused as unreadable addresses.
+fn is_set_name(item: &str) -> bool {
+    item.starts_with(|c: char| c.is_ascii_alphabetic())
+        && item.contains(['-', '_'])
+        && item
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && item.parse::<IpAddr>().is_err()
+}
+
+/// `RemoteAddresses`: addresses and CIDRs, and the ids of IP sets.
+#[allow(clippy::type_complexity)]
+fn parse_remote(field: &str) -> Result<(Option<Vec<IpNet>>, Vec<String>), String> {
+    if field.is_empty() {
+        return Ok((None, Vec::new()));
+    }
+    let (sets, addresses): (Vec<&str>, Vec<&str>) = items(field).partition(|i| is_set_name(i));
+    let sets: Vec<String> = sets.into_iter().map(str::to_string).collect();
+    if addresses.is_empty() {
+        // Only sets: until resolved, the rule matches no address (never every address).
+        return Ok((Some(Vec::new()), sets));
+    }
+    Ok((parse_addresses(&addresses.join(","))?, sets))
 }
 
 fn parse_addresses(field: &str) -> Result<Option<Vec<IpNet>>, String> {
@@ -294,6 +361,23 @@ mod tests {
         assert!(a.differences(&same).is_empty());
         let other = AclMatcher::parse(&acl("6", "10.0.0.1", "80,90")).unwrap();
         assert_eq!(a.differences(&other), ["Protocols", "RemoteAddresses"]);
+    }
+
+    #[test]
+    fn set_references_resolve_to_their_members_and_match_nothing_before() {
+        let m = AclMatcher::parse(&acl("6", "netpol-set-00ff", "80")).unwrap();
+        assert_eq!(m.remote_sets(), ["netpol-set-00ff"]);
+        // Unresolved, a set matches no address rather than every one.
+        assert!(!m.matches(&packet("10.1.0.1", 6, 80), &[]));
+        let members: Vec<IpNet> = vec!["10.1.0.1/32".parse().unwrap()];
+        let resolved = m
+            .resolve(|id| (id == "netpol-set-00ff").then_some(members.as_slice()))
+            .unwrap();
+        assert!(resolved.matches(&packet("10.1.0.1", 6, 80), &[]));
+        assert!(!resolved.matches(&packet("10.1.0.2", 6, 80), &[]));
+        assert!(m.resolve(|_| None).unwrap_err().contains("netpol-set-00ff"));
+        let other = AclMatcher::parse(&acl("6", "netpol-set-0100", "80")).unwrap();
+        assert_eq!(m.differences(&other), ["RemoteAddresses"]);
     }
 
     #[test]

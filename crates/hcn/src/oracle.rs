@@ -18,9 +18,10 @@ use netpol_datapath::{
 
 use crate::api::HcnApi;
 use crate::client::HcnDatapath;
+use crate::ipsets::{SetSync, SetTable};
 use crate::matcher::Packet;
 use crate::programmer::Programmer;
-use crate::render::HcnAcls;
+use crate::render::{HcnAcls, Remotes};
 use crate::schema::{AclAction, AclDirection};
 use crate::sim::{Evaluation, HcnSim};
 
@@ -37,6 +38,8 @@ pub enum SimOracleError {
     },
     #[error("endpoint {endpoint}: programming the simulator failed: {outcome:?}")]
     Program { endpoint: String, outcome: Outcome },
+    #[error("programming the simulator's IP sets failed: {0}")]
+    Sets(netpol_datapath::DatapathError),
 }
 
 /// The engine's endpoints, compiled and programmed into a simulator, deciding flows by address.
@@ -57,7 +60,18 @@ impl SimOracle {
         engine: &Engine,
         options: &CompileOptions,
     ) -> Result<Self, SimOracleError> {
+        Self::build(engine, options, true)
+    }
+
+    /// Like [`SimOracle::from_engine_with`], with ACLs naming IP sets (`ip_sets`) or inlining
+    /// every address.
+    pub fn build(
+        engine: &Engine,
+        options: &CompileOptions,
+        ip_sets: bool,
+    ) -> Result<Self, SimOracleError> {
         let sim = HcnSim::new();
+        let mut table = SetTable::default();
         let mut endpoints = HashMap::new();
         let mut compiled = BTreeMap::new();
         let all = compile_engine(engine, options)
@@ -79,12 +93,28 @@ impl SimOracle {
                 },
                 Vec::new(),
             );
+            let mut remotes = if ip_sets {
+                Remotes::Sets(&mut table)
+            } else {
+                Remotes::Inline
+            };
             compiled.insert(
                 key.to_string(),
-                HcnAcls::render(&rules, engine.identities()),
+                HcnAcls::render_with(&rules, engine.identities(), &mut remotes),
             );
         }
         let datapath = HcnDatapath::new(sim);
+        if ip_sets {
+            let all = table.all();
+            let wanted = compiled
+                .values()
+                .flat_map(|acls| acls.sets.iter())
+                .filter_map(|id| all.get_key_value(id.as_str()).map(|(k, v)| (*k, *v)))
+                .collect();
+            SetSync::default()
+                .add_and_update(&datapath, &wanted)
+                .map_err(SimOracleError::Sets)?;
+        }
         let desired = compiled
             .iter()
             .map(|(k, c)| (k.clone(), c.rules.clone()))

@@ -19,9 +19,10 @@ use netpol_engine::reference::Reason;
 use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 use sha2::{Digest, Sha256};
 
+use crate::ipsets::SetTable;
 use crate::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, ModifyEndpointRequest, RuleType,
-    NETPOL_ID_PREFIX, PROTOCOL_ANY,
+    NETPOL_ID_PREFIX, NETPOL_SET_PREFIX, PROTOCOL_ANY,
 };
 
 /// Microsoft advises at most a few thousand addresses per rule; Calico splits at 4000.
@@ -37,9 +38,19 @@ pub struct HcnAcls {
     pub reasons: BTreeMap<String, Arc<Reason>>,
     /// What the compiled rules do differently from the MapState, on purpose.
     pub warnings: Vec<CompileWarning>,
+    /// The network IP sets the rules name (set mode only), by id.
+    pub sets: BTreeSet<String>,
     /// For each ordered rule, how many settings it rendered to (one per chunk of addresses; none
     /// when its remote set holds no address now).
     spans: Vec<usize>,
+}
+
+/// How a rule's remote addresses reach HCN.
+pub enum Remotes<'a> {
+    /// Every address inlined in `RemoteAddresses`, split at [`MAX_ADDRESSES_PER_RULE`].
+    Inline,
+    /// `RemoteAddresses` names the rule's network IP set ([`crate::ipsets`]).
+    Sets(&'a mut SetTable),
 }
 
 impl HcnAcls {
@@ -47,12 +58,23 @@ impl HcnAcls {
     /// ipcache. A rule whose remote set holds no address now is left out: HCN reads an empty
     /// address list as every address.
     pub fn render(compiled: &CompiledRules, store: &IdentityStore) -> HcnAcls {
+        HcnAcls::render_with(compiled, store, &mut Remotes::Inline)
+    }
+
+    /// Renders compiled rules with their remote addresses inlined or named as IP sets. A rule
+    /// whose remote set holds no address now is left out either way.
+    pub fn render_with(
+        compiled: &CompiledRules,
+        store: &IdentityStore,
+        remotes: &mut Remotes<'_>,
+    ) -> HcnAcls {
         let mut out = HcnAcls {
             warnings: compiled.warnings.clone(),
             ..HcnAcls::default()
         };
         for rule in &compiled.rules {
-            out.push_rule(rule, render_rule(rule, store));
+            let settings = render_rule(rule, store, remotes, &mut out.sets);
+            out.push_rule(rule, settings);
         }
         out
     }
@@ -65,13 +87,24 @@ impl HcnAcls {
         store: &IdentityStore,
         changed: &BTreeSet<IdentityId>,
     ) -> Option<HcnAcls> {
+        self.rerender_with(compiled, store, changed, &mut Remotes::Inline)
+    }
+
+    /// [`HcnAcls::rerender`], inline or with IP sets (whose values must be up to date).
+    pub fn rerender_with(
+        &self,
+        compiled: &CompiledRules,
+        store: &IdentityStore,
+        changed: &BTreeSet<IdentityId>,
+        remotes: &mut Remotes<'_>,
+    ) -> Option<HcnAcls> {
         let names_changed = |rule: &OrderedRule| {
             rule.remotes
                 .as_ref()
                 .is_some_and(|set| changed.iter().any(|id| set.contains(*id)))
         };
         if self.spans.len() != compiled.rules.len() {
-            return Some(HcnAcls::render(compiled, store));
+            return Some(HcnAcls::render_with(compiled, store, remotes));
         }
         if !compiled.rules.iter().any(names_changed) {
             return None;
@@ -83,9 +116,17 @@ impl HcnAcls {
         let mut start = 0;
         for (rule, span) in compiled.rules.iter().zip(&self.spans) {
             let settings = if names_changed(rule) {
-                render_rule(rule, store)
+                render_rule(rule, store, remotes, &mut out.sets)
             } else {
-                self.rules[start..start + span].to_vec()
+                let kept = self.rules[start..start + span].to_vec();
+                if matches!(remotes, Remotes::Sets(_)) {
+                    out.sets.extend(
+                        kept.iter()
+                            .filter(|s| s.remote_addresses.starts_with(NETPOL_SET_PREFIX))
+                            .map(|s| s.remote_addresses.clone()),
+                    );
+                }
+                kept
             };
             start += span;
             out.push_rule(rule, settings);
@@ -158,22 +199,33 @@ impl From<RuleAction> for AclAction {
 
 /// The settings of one ordered rule: one per chunk of at most [`MAX_ADDRESSES_PER_RULE`]
 /// aggregated addresses; none if its remote set holds no address now.
-fn render_rule(rule: &OrderedRule, store: &IdentityStore) -> Vec<AclPolicySetting> {
+/// With IP sets: one setting naming the rule's set, none if the set is empty now.
+fn render_rule(
+    rule: &OrderedRule,
+    store: &IdentityStore,
+    remotes: &mut Remotes<'_>,
+    named: &mut BTreeSet<String>,
+) -> Vec<AclPolicySetting> {
     let Some(set) = &rule.remotes else {
-        return vec![to_setting(rule, &[])];
+        return vec![to_setting(rule, String::new())];
     };
-    let addresses = IpNet::aggregate(&sets::addresses(set, store));
-    addresses
-        .chunks(MAX_ADDRESSES_PER_RULE)
-        .map(|chunk| to_setting(rule, chunk))
-        .collect()
-}
-
-fn render_address(net: &IpNet) -> String {
-    if net.prefix_len() == net.max_prefix_len() {
-        net.addr().to_string()
-    } else {
-        net.to_string()
+    match remotes {
+        Remotes::Inline => {
+            let addresses = IpNet::aggregate(&sets::addresses(set, store));
+            addresses
+                .chunks(MAX_ADDRESSES_PER_RULE)
+                .map(|chunk| to_setting(rule, crate::ipsets::render_values(chunk)))
+                .collect()
+        }
+        Remotes::Sets(table) => {
+            let setting = table.get(set, store);
+            if setting.values.is_empty() {
+                return Vec::new();
+            }
+            let id = setting.id.clone();
+            named.insert(id.clone());
+            vec![to_setting(rule, id)]
+        }
     }
 }
 
@@ -194,8 +246,9 @@ fn render_ports(ranges: &[(u16, u16)]) -> String {
         .join(",")
 }
 
-/// The HCN setting of one neutral rule, carrying `addresses` (a chunk of its remotes).
-fn to_setting(rule: &OrderedRule, addresses: &[IpNet]) -> AclPolicySetting {
+/// The HCN setting of one neutral rule, carrying `remote_addresses` (a chunk of its remotes, or
+/// the id of its set).
+fn to_setting(rule: &OrderedRule, remote_addresses: String) -> AclPolicySetting {
     let ports = render_ports(&rule.ports);
     let (acl_direction, local_ports, remote_ports) = match rule.direction {
         // Ingress: the remote is the source, the port is the endpoint's own.
@@ -210,11 +263,7 @@ fn to_setting(rule: &OrderedRule, addresses: &[IpNet]) -> AclPolicySetting {
         action: rule.action.into(),
         direction: acl_direction,
         local_addresses: String::new(),
-        remote_addresses: addresses
-            .iter()
-            .map(render_address)
-            .collect::<Vec<_>>()
-            .join(","),
+        remote_addresses,
         local_ports,
         remote_ports,
         rule_type: Some(RuleType::Switch),
@@ -238,6 +287,7 @@ pub fn rule_id(setting: &AclPolicySetting) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ipsets::render_address;
 
     #[test]
     fn ports_render_as_singles_and_ranges() {

@@ -145,6 +145,71 @@ impl EndpointPolicy {
     }
 }
 
+/// The `Id` prefix of every network IP set netpol owns. Sets without it are never modified.
+pub const NETPOL_SET_PREFIX: &str = "netpol-set-";
+
+/// The network policy `Type` that carries an IP set (hcsshim's `hcn.SetPolicy`).
+pub const SET_POLICY_TYPE: &str = "SetPolicy";
+
+/// `PolicyType` of a set policy: `IPSET` holds addresses; `NESTEDIPSET` (sets of sets, which
+/// Azure NPM uses for namespace lists) netpol does not need.
+pub const IPSET: &str = "IPSET";
+
+/// The `Settings` of a network `SetPolicy` (hcsshim's `SetPolicySetting`): an IP set on the
+/// network that ACLs of the network's endpoints name by `Id` in `RemoteAddresses`. `Values` is
+/// comma-separated addresses and CIDRs, as an ACL's address list.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct SetPolicySetting {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(rename = "PolicyType", default)]
+    pub policy_type: String,
+    #[serde(default)]
+    pub values: String,
+}
+
+impl SetPolicySetting {
+    pub fn is_netpol_owned(&self) -> bool {
+        self.id.starts_with(NETPOL_SET_PREFIX)
+    }
+}
+
+impl EndpointPolicy {
+    /// Wraps set settings in the network policy envelope.
+    pub fn set(settings: &SetPolicySetting) -> Self {
+        EndpointPolicy::other(
+            SET_POLICY_TYPE,
+            &serde_json::to_value(settings).expect("set settings serialize to JSON"),
+        )
+    }
+
+    /// The set settings, if this is a set policy; an error if its settings do not parse.
+    pub fn as_set(&self) -> Option<Result<SetPolicySetting, serde_json::Error>> {
+        (self.policy_type == SET_POLICY_TYPE).then(|| serde_json::from_str(self.settings_text()))
+    }
+}
+
+/// The properties `HcnQueryNetworkProperties` returns: only the policies are typed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NetworkProperties {
+    #[serde(rename = "ID", default, skip_serializing_if = "String::is_empty")]
+    pub id: String,
+    #[serde(rename = "Name", default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(rename = "Policies", default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<EndpointPolicy>,
+    #[serde(flatten)]
+    pub other: Map<String, Value>,
+}
+
+/// The document passed to `HcnModifyNetwork` for policies: hcsshim's
+/// `ModifyNetworkSettingRequest` with a `PolicyNetworkRequest`, which has the endpoint request's
+/// shape (`ResourceType` `Policy`, `RequestType`, `Settings.Policies`). `Add` creates sets,
+/// `Update` replaces the values of existing ones, `Remove` deletes them.
+pub type ModifyNetworkRequest = ModifyEndpointRequest;
+
 /// `ResourceType` of a modify request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ResourceType {
@@ -394,6 +459,28 @@ mod tests {
         assert_eq!(EndpointPolicy::acl(&foreign).netpol_id(), None);
         let not_acl = EndpointPolicy::other("OutBoundNAT", &json!({"Id": "netpol-x"}));
         assert_eq!(not_acl.netpol_id(), None);
+    }
+
+    #[test]
+    fn set_policy_golden() {
+        let set = SetPolicySetting {
+            id: "netpol-set-0123456789abcdef".into(),
+            name: "netpol-set-0123456789abcdef".into(),
+            policy_type: IPSET.into(),
+            values: "10.1.0.11,10.2.0.0/16".into(),
+        };
+        let request = ModifyNetworkRequest::new(RequestType::Add, vec![EndpointPolicy::set(&set)]);
+        let text = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"ResourceType":"Policy","RequestType":"Add","Settings":{"Policies":["#,
+                r#"{"Type":"SetPolicy","Settings":{"Id":"netpol-set-0123456789abcdef","Name":"netpol-set-0123456789abcdef","PolicyType":"IPSET","Values":"10.1.0.11,10.2.0.0/16"}}"#,
+                r#"]}}"#
+            )
+        );
+        let back: ModifyNetworkRequest = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.settings.policies[0].as_set().unwrap().unwrap(), set);
     }
 
     #[test]

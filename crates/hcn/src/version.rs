@@ -23,6 +23,8 @@ impl HnsVersion {
     pub const V2_API: HnsVersion = HnsVersion::new(9, 2);
     /// IPv4 and IPv6 on one endpoint.
     pub const DUAL_STACK: HnsVersion = HnsVersion::new(11, 10);
+    /// Network IP sets (`SetPolicy`), as hcsshim's `SetPolicyVersion` gates them.
+    pub const SET_POLICY: HnsVersion = HnsVersion::new(13, 0);
 }
 
 impl fmt::Display for HnsVersion {
@@ -40,11 +42,45 @@ pub struct Unsupported {
     pub needed: HnsVersion,
 }
 
+/// Whether ACLs name network IP sets (`--hcn-ip-sets`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IpSetMode {
+    /// Where the HNS has them ([`HnsVersion::SET_POLICY`]) and the client makes network calls;
+    /// addresses inlined in every ACL otherwise.
+    #[default]
+    Auto,
+    /// Required: the agent refuses to start on an HNS without them.
+    On,
+    /// Never: addresses inlined in every ACL.
+    Off,
+}
+
+impl IpSetMode {
+    /// Whether `capabilities` (what the datapath would use under this mode) satisfy it: `On`
+    /// fails, saying why, where IP sets are not available.
+    pub fn check(self, capabilities: &Capabilities) -> Result<(), String> {
+        if self == IpSetMode::On && !capabilities.ip_sets {
+            return Err(format!(
+                "--hcn-ip-sets on: HNS {} has no network IP sets (SetPolicy, HNS {} or later), or \
+                 this client makes no network calls; use --hcn-ip-sets auto to inline addresses \
+                 where they are missing",
+                capabilities.version,
+                HnsVersion::SET_POLICY
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What an HNS version lets netpol program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     pub version: HnsVersion,
     pub dual_stack: bool,
+    /// ACLs name network IP sets rather than inlining addresses: the HNS has `SetPolicy`
+    /// ([`HnsVersion::SET_POLICY`]), the client makes network calls, and [`IpSetMode`] is not
+    /// `Off`. Without it every address is inlined.
+    pub ip_sets: bool,
 }
 
 impl Capabilities {
@@ -77,7 +113,22 @@ impl Capabilities {
         Ok(Capabilities {
             version,
             dual_stack,
+            ip_sets: false,
         })
+    }
+
+    /// Whether the HNS version has network IP sets (whether netpol uses them is
+    /// [`Capabilities::ip_sets`]).
+    pub fn set_policy_supported(&self) -> bool {
+        self.version >= HnsVersion::SET_POLICY
+    }
+
+    /// These capabilities with IP sets used when `wanted` and the HNS version has them.
+    pub fn with_ip_sets(self, wanted: bool) -> Capabilities {
+        Capabilities {
+            ip_sets: wanted && self.set_policy_supported(),
+            ..self
+        }
     }
 
     /// Compile options that respect these capabilities.
@@ -108,6 +159,19 @@ mod tests {
             too_old.to_string(),
             "HNS 9.1 lacks the V2 HCN API, which needs HNS 9.2 or later"
         );
+        let v12 = Capabilities::of(HnsVersion::new(12, 9)).unwrap();
+        assert!(!v12.ip_sets && !v12.with_ip_sets(true).ip_sets);
+        let v13 = Capabilities::of(HnsVersion::new(13, 0)).unwrap();
+        assert!(!v13.ip_sets, "IP sets are opt-in");
+        assert!(v13.with_ip_sets(true).ip_sets);
+        assert!(!v13.with_ip_sets(false).ip_sets);
+        assert!(IpSetMode::On.check(&v13.with_ip_sets(true)).is_ok());
+        let refused = IpSetMode::On.check(&v12.with_ip_sets(true)).unwrap_err();
+        assert!(
+            refused.contains("HNS 12.9") && refused.contains("13.0"),
+            "{refused}"
+        );
+        assert!(IpSetMode::Auto.check(&v12).is_ok());
         assert_eq!(
             Capabilities::of(HnsVersion::new(7, 1)).unwrap_err().needed,
             HnsVersion::ACL_LISTS_AND_RANGES

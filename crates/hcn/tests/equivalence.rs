@@ -32,8 +32,10 @@ proptest! {
         roots in prop::array::uniform2((0..3u128, prop::sample::select(vec![Verdict::Allow, Verdict::Deny]))),
     ) {
         let (map, store) = build(&entries, roots);
-        if let Some(m) = first_mismatch(&map, &store, &CompileOptions::default()) {
-            prop_assert!(false, "{}", m);
+        for ip_sets in [false, true] {
+            if let Some(m) = first_mismatch_with(&map, &store, &CompileOptions::default(), ip_sets) {
+                prop_assert!(false, "ip_sets {}: {}", ip_sets, m);
+            }
         }
     }
 
@@ -43,8 +45,10 @@ proptest! {
         entries in engine_common::entries(8),
     ) {
         let engine = engine_with(&pods, entries);
-        if let Some(m) = first_engine_mismatch(&engine) {
-            prop_assert!(false, "{}", m);
+        for ip_sets in [false, true] {
+            if let Some(m) = first_engine_mismatch(&engine, ip_sets) {
+                prop_assert!(false, "ip_sets {}: {}", ip_sets, m);
+            }
         }
     }
 }
@@ -67,7 +71,11 @@ fn simulator_equals_engine_on_a_synthetic_cluster() {
     cluster.stage_into(&mut engine);
     engine.commit();
     assert!(engine.endpoints().count() >= 20);
-    assert_eq!(first_engine_mismatch(&engine), None);
+    assert_eq!(first_engine_mismatch(&engine, false), None);
+    assert_eq!(first_engine_mismatch(&engine, true), None);
+    // With sets on, the ACLs do name sets (the comparison above is not vacuous).
+    let oracle = SimOracle::build(&engine, &CompileOptions::default(), true).unwrap();
+    assert!(oracle.compiled().values().any(|acls| !acls.sets.is_empty()));
 }
 
 fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> Engine {
@@ -87,10 +95,11 @@ fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> En
 }
 
 /// Every local endpoint, every probe address (each identity's own, both ends of every prefix,
-/// the engine tests' outside addresses), both directions, every probe port.
-fn first_engine_mismatch(engine: &Engine) -> Option<String> {
+/// the engine tests' outside addresses), both directions, every probe port; ACLs naming network
+/// IP sets (`ip_sets`) or inlining addresses.
+fn first_engine_mismatch(engine: &Engine, ip_sets: bool) -> Option<String> {
     let store = engine.identities();
-    let oracle = match SimOracle::from_engine(engine) {
+    let oracle = match SimOracle::build(engine, &CompileOptions::default(), ip_sets) {
         Ok(o) => o,
         Err(e) => return Some(e.to_string()),
     };

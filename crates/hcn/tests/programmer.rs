@@ -185,6 +185,7 @@ fn only_endpoints_whose_rules_changed_are_updated() {
             Call::Modify { .. } => "other modify",
             Call::Query { .. } => "read",
             Call::Enumerate => "enumerate",
+            Call::QueryNetwork | Call::ModifyNetwork { .. } => "network",
         })
         .collect();
     assert_eq!(kinds, ["read", "add", "remove", "read"]);

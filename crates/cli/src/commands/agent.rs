@@ -13,6 +13,7 @@ use netpol_agent::once::{self, ATTEMPTS};
 use netpol_agent::{daemon, AgentConfig, DatapathOptions, SourceConfig};
 use netpol_engine::Protocol;
 
+use crate::decide::HcnIpSets;
 use crate::summary;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -99,6 +100,11 @@ pub struct Args {
     /// counted in netpol_endpoints_over_budget; other pods are unaffected.
     #[arg(long, value_name = "ENTRIES", default_value_t = netpol_engine::engine::DEFAULT_MAX_ENTRIES)]
     pub max_policy_entries: usize,
+    /// HCN (and hcn-sim): ACLs name network IP sets, so a replica of a workload is one set
+    /// update on the network instead of a rewrite of every ACL naming it. `auto` uses them where
+    /// the HNS has them (13.0 and later) and inlines addresses elsewhere.
+    #[arg(long, value_enum, default_value_t = HcnIpSets::Auto)]
+    pub hcn_ip_sets: HcnIpSets,
 }
 
 impl Args {
@@ -106,6 +112,7 @@ impl Args {
         DatapathOptions {
             ignore_netfilter_bypass: self.ignore_netfilter_bypass,
             max_policy_entries: Some(self.max_policy_entries),
+            hcn_ip_sets: self.hcn_ip_sets.into(),
         }
     }
 

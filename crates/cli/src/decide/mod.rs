@@ -48,6 +48,33 @@ pub struct EngineArgs {
     /// asking the engine directly.
     #[arg(long, value_enum)]
     pub datapath: Option<DatapathKind>,
+    /// `--datapath hcn-sim`: whether ACLs name network IP sets (the simulated HNS has them, so
+    /// `auto` is `on`) or inline every address, as the agent's flag of the same name.
+    #[arg(long, value_enum, default_value_t)]
+    pub hcn_ip_sets: HcnIpSets,
+}
+
+/// Whether HCN ACLs name network IP sets (`SetPolicy` of type `IPSET`) instead of inlining
+/// every address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum HcnIpSets {
+    #[default]
+    /// Where the HNS has them (HNS 13.0 and later; the simulator is HNS 15.0), inline otherwise.
+    Auto,
+    /// Always; refuse to start on an HNS without them.
+    On,
+    /// Never: every address inlined in every ACL, as before IP sets.
+    Off,
+}
+
+impl From<HcnIpSets> for netpol_hcn::IpSetMode {
+    fn from(mode: HcnIpSets) -> Self {
+        match mode {
+            HcnIpSets::Auto => netpol_hcn::IpSetMode::Auto,
+            HcnIpSets::On => netpol_hcn::IpSetMode::On,
+            HcnIpSets::Off => netpol_hcn::IpSetMode::Off,
+        }
+    }
 }
 
 /// Why no decider could be built for a scenario.
@@ -80,9 +107,14 @@ pub fn oracle(
             let store = cluster.store();
             Ok(match datapath {
                 None => Box::new(ByAddress::new(store, engine)),
-                Some(DatapathKind::HcnSim) => {
-                    Box::new(ByAddress::new(store, SimOracle::from_engine(&engine)?))
-                }
+                Some(DatapathKind::HcnSim) => Box::new(ByAddress::new(
+                    store,
+                    SimOracle::build(
+                        &engine,
+                        &Default::default(),
+                        args.hcn_ip_sets != HcnIpSets::Off,
+                    )?,
+                )),
                 Some(DatapathKind::Nftables) => return Err(OracleError::PacketsOnly),
             })
         }
@@ -188,18 +220,26 @@ mod tests {
     }
 
     /// Every way of deciding flows the CLI offers.
-    const DECIDERS: [EngineArgs; 3] = [
+    const DECIDERS: [EngineArgs; 4] = [
         EngineArgs {
             engine: EngineKind::Reference,
             datapath: None,
+            hcn_ip_sets: HcnIpSets::Auto,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: None,
+            hcn_ip_sets: HcnIpSets::Auto,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: Some(DatapathKind::HcnSim),
+            hcn_ip_sets: HcnIpSets::On,
+        },
+        EngineArgs {
+            engine: EngineKind::Mapstate,
+            datapath: Some(DatapathKind::HcnSim),
+            hcn_ip_sets: HcnIpSets::Off,
         },
     ];
 
@@ -268,6 +308,7 @@ mod tests {
         let args = EngineArgs {
             engine: EngineKind::Reference,
             datapath: Some(DatapathKind::HcnSim),
+            hcn_ip_sets: HcnIpSets::Auto,
         };
         assert!(matches!(
             oracle(args, &cluster()),

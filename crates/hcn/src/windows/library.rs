@@ -21,25 +21,28 @@ use windows::Win32::System::LibraryLoader::{
 pub type EnumerateFn =
     unsafe extern "system" fn(query: PCWSTR, out: *mut PWSTR, record: *mut PWSTR) -> HRESULT;
 /// `HcnOpenEndpoint(id, handle, error_record)`; the id is passed by pointer (`REFGUID`).
+/// `HcnOpenNetwork` has the same signature.
 pub type OpenFn = unsafe extern "system" fn(
     id: *const GUID,
     handle: *mut *mut c_void,
     record: *mut PWSTR,
 ) -> HRESULT;
-/// `HcnQueryEndpointProperties(handle, query, properties, error_record)`.
+/// `HcnQueryEndpointProperties(handle, query, properties, error_record)`;
+/// `HcnQueryNetworkProperties` has the same signature.
 pub type QueryFn = unsafe extern "system" fn(
     handle: *const c_void,
     query: PCWSTR,
     properties: *mut PWSTR,
     record: *mut PWSTR,
 ) -> HRESULT;
-/// `HcnModifyEndpoint(handle, settings, error_record)`.
+/// `HcnModifyEndpoint(handle, settings, error_record)`; `HcnModifyNetwork` has the same
+/// signature.
 pub type ModifyFn = unsafe extern "system" fn(
     handle: *const c_void,
     settings: PCWSTR,
     record: *mut PWSTR,
 ) -> HRESULT;
-/// `HcnCloseEndpoint(handle)`.
+/// `HcnCloseEndpoint(handle)`; `HcnCloseNetwork` has the same signature.
 pub type CloseFn = unsafe extern "system" fn(handle: *const c_void) -> HRESULT;
 /// `HCN_NOTIFICATION_CALLBACK`.
 pub type NotificationCallback =
@@ -72,6 +75,12 @@ pub struct Hcn {
     pub query_endpoint_properties: QueryFn,
     pub modify_endpoint: ModifyFn,
     pub close_endpoint: CloseFn,
+    /// `HcnOpenNetwork`, `HcnQueryNetworkProperties`, `HcnModifyNetwork`, `HcnCloseNetwork`:
+    /// the network calls of IP sets. Same C signatures as their endpoint counterparts.
+    pub open_network: OpenFn,
+    pub query_network_properties: QueryFn,
+    pub modify_network: ModifyFn,
+    pub close_network: CloseFn,
     pub register_service_callback: RegisterFn,
     pub unregister_service_callback: UnregisterFn,
     /// From `vmcompute.dll`: the HNS version query.
@@ -152,6 +161,10 @@ fn load_all() -> Result<Hcn, LoadError> {
         query_endpoint_properties: resolve!(hcn, "HcnQueryEndpointProperties", QueryFn),
         modify_endpoint: resolve!(hcn, "HcnModifyEndpoint", ModifyFn),
         close_endpoint: resolve!(hcn, "HcnCloseEndpoint", CloseFn),
+        open_network: resolve!(hcn, "HcnOpenNetwork", OpenFn),
+        query_network_properties: resolve!(hcn, "HcnQueryNetworkProperties", QueryFn),
+        modify_network: resolve!(hcn, "HcnModifyNetwork", ModifyFn),
+        close_network: resolve!(hcn, "HcnCloseNetwork", CloseFn),
         register_service_callback: resolve!(hcn, "HcnRegisterServiceCallback", RegisterFn),
         unregister_service_callback: resolve!(hcn, "HcnUnregisterServiceCallback", UnregisterFn),
         hns_call: resolve!(vmcompute, "HNSCall", HnsCallFn),

@@ -15,6 +15,12 @@
 //! - The HNS version comes from the V1 globals query (`HNSCall GET /globals/version` in
 //!   `vmcompute.dll`; there is no `HcnQueryGlobals`). [`Capabilities::of`] refuses an HNS without
 //!   the V2 API or ACL lists and ranges.
+//! - IP sets (`SetPolicy` of type `IPSET`) live on a network, not an endpoint: they are read
+//!   with `HcnQueryNetworkProperties` and written with `HcnModifyNetwork` (hcsshim's
+//!   `HostComputeNetwork.AddPolicy`/`RemovePolicy`, a `ModifyNetworkSettingRequest` with a
+//!   `PolicyNetworkRequest`), on the network [`HcnDatapath`](crate::client::HcnDatapath) found the
+//!   endpoints on (`HostComputeNetwork`), opened per call by GUID like endpoints.
+//!   [`Capabilities::ip_sets`] is set where the HNS version has them ([`HnsVersion::SET_POLICY`]).
 //! - A restart is noticed two ways, both raising the client's [`ResyncSignal`]: the
 //!   service-disconnect callback (`HcnRegisterServiceCallback`), when HNS accepts it, and a
 //!   [`RestartWatch`] polling the `hns` service's process every [`POLL_INTERVAL`], which also
@@ -100,7 +106,14 @@ impl HcnClient {
         let capabilities = Capabilities::of(version).inspect_err(|e| {
             tracing::error!(hns_version = %version, "{e}; netpol cannot program this host");
         })?;
-        tracing::info!(hns_version = %version, dual_stack = capabilities.dual_stack, "connected to HNS");
+        // This client makes the network calls IP sets need; the version decides the rest.
+        let capabilities = capabilities.with_ip_sets(true);
+        tracing::info!(
+            hns_version = %version,
+            dual_stack = capabilities.dual_stack,
+            ip_sets = capabilities.ip_sets,
+            "connected to HNS"
+        );
         let resync = Arc::new(ResyncSignal::default());
         let callback = register_disconnect_callback(hcn, &resync);
         let poller = RestartPoller::new(Box::new(service::hns_service_state), &resync);
@@ -223,8 +236,42 @@ fn record_says_success(record: &str) -> bool {
 fn parse_guid(endpoint: &str) -> Result<GUID, RawError> {
     let bare = endpoint.trim_start_matches('{').trim_end_matches('}');
     GUID::try_from(bare).map_err(|_| RawError::Failed {
-        message: format!("endpoint id {endpoint:?} is not a GUID"),
+        message: format!("id {endpoint:?} is not a GUID"),
     })
+}
+
+/// An open network handle, closed on drop.
+struct Network {
+    handle: *mut c_void,
+    close: library::CloseFn,
+}
+
+impl Network {
+    fn open(hcn: &Hcn, network: Option<&str>) -> Result<Network, RawError> {
+        let network = network.ok_or_else(|| RawError::Failed {
+            message: "no endpoint listed names its HNS network".into(),
+        })?;
+        let guid = parse_guid(network)?;
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        let mut record = PWSTR::null();
+        // SAFETY: valid GUID and out pointers; the error record is freed by take_string.
+        let result = unsafe { (hcn.open_network)(&guid, &mut handle, &mut record) };
+        let record = unsafe { take_string(record) };
+        check("HcnOpenNetwork", result, record)?;
+        Ok(Network {
+            handle,
+            close: hcn.close_network,
+        })
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        // SAFETY: the handle came from HcnOpenNetwork and is closed once.
+        if let Err(e) = unsafe { (self.close)(self.handle) }.ok() {
+            tracing::warn!(error = %e, "HcnCloseNetwork failed");
+        }
+    }
 }
 
 /// An open endpoint handle, closed on drop.
@@ -333,6 +380,44 @@ impl HcnCalls for HcnClient {
         };
         let record = unsafe { take_string(record) };
         check("HcnModifyEndpoint", result, record)
+    }
+
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
+        let handle = Network::open(self.hcn, network)?;
+        let query = HSTRING::from(query);
+        let mut properties = PWSTR::null();
+        let mut record = PWSTR::null();
+        // SAFETY: open handle, valid query and out pointers; outputs freed by take_string.
+        let result = unsafe {
+            (self.hcn.query_network_properties)(
+                handle.handle,
+                PCWSTR(query.as_ptr()),
+                &mut properties,
+                &mut record,
+            )
+        };
+        let properties = unsafe { take_string(properties) };
+        let record = unsafe { take_string(record) };
+        check("HcnQueryNetworkProperties", result, record)?;
+        properties.ok_or_else(|| RawError::Failed {
+            message: "HcnQueryNetworkProperties returned no properties".into(),
+        })
+    }
+
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
+        let handle = Network::open(self.hcn, network)?;
+        let request = HSTRING::from(request);
+        let mut record = PWSTR::null();
+        // SAFETY: open handle, valid request and out pointer; the record is freed by take_string.
+        let result = unsafe {
+            (self.hcn.modify_network)(handle.handle, PCWSTR(request.as_ptr()), &mut record)
+        };
+        let record = unsafe { take_string(record) };
+        check("HcnModifyNetwork", result, record)
+    }
+
+    fn needs_network_id(&self) -> bool {
+        true
     }
 
     fn capabilities(&self) -> Capabilities {

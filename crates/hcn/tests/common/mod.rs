@@ -8,10 +8,13 @@ use netpol_datapath::testing::*;
 use netpol_datapath::{CompileOptions, EndpointInfo};
 use netpol_engine::mapstate::MapState;
 use netpol_engine::*;
+use netpol_hcn::api::HcnApi;
+use netpol_hcn::ipsets::SetTable;
 use netpol_hcn::oracle::packet;
 use netpol_hcn::schema::AclAction;
+use netpol_hcn::schema::{RequestType, SetPolicySetting};
 use netpol_hcn::sim::check_priorities;
-use netpol_hcn::{HcnAcls, HcnSim};
+use netpol_hcn::{HcnAcls, HcnDatapath, HcnSim, Remotes};
 
 /// Loads compiled rules into a fresh simulator endpoint, checking HCN's priority rule.
 pub fn simulate(acls: &HcnAcls, local: &[IpAddr]) -> HcnSim {
@@ -30,17 +33,74 @@ pub fn simulate(acls: &HcnAcls, local: &[IpAddr]) -> HcnSim {
     sim
 }
 
-/// The first flow where the simulator and the lookup disagree.
+/// Loads compiled rules that name network IP sets into a fresh simulator: the sets first, then
+/// the endpoint's list through a modify request, which the simulator checks (HCN's priority
+/// rule, judged with the sets resolved, and every named set present).
+pub fn simulate_with_sets(
+    acls: &HcnAcls,
+    table: &SetTable,
+    local: &[IpAddr],
+) -> HcnDatapath<HcnSim> {
+    let sim = HcnSim::new();
+    sim.add_endpoint(
+        EndpointInfo {
+            id: "ep".into(),
+            name: "ep".into(),
+            addresses: local.to_vec(),
+        },
+        Vec::new(),
+    );
+    let all = table.all();
+    let datapath = HcnDatapath::new(sim);
+    let sets: Vec<SetPolicySetting> = acls
+        .sets
+        .iter()
+        .map(|id| (*all[id.as_str()]).clone())
+        .collect();
+    if !sets.is_empty() {
+        datapath
+            .modify_sets(RequestType::Add, sets)
+            .expect("the simulator takes the sets");
+    }
+    datapath
+        .modify_policies("ep", RequestType::Update, acls.policies())
+        .expect("no overlapping rules of different actions share a priority");
+    datapath
+}
+
+/// The first flow where the simulator and the lookup disagree, addresses inlined in the ACLs.
 pub fn first_mismatch(
     map: &MapState,
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Option<String> {
-    let acls = match netpol_hcn::compile_entries_acls(map.iter(), store, options) {
-        Ok(a) => a,
+    first_mismatch_with(map, store, options, false)
+}
+
+/// The first flow where the simulator and the lookup disagree, with ACLs naming network IP sets
+/// (`ip_sets`) or inlining addresses.
+pub fn first_mismatch_with(
+    map: &MapState,
+    store: &IdentityStore,
+    options: &CompileOptions,
+    ip_sets: bool,
+) -> Option<String> {
+    let compiled = match netpol_datapath::compile_entries(map.iter(), store, options) {
+        Ok(c) => c,
         Err(e) => return Some(format!("compile failed: {e}")),
     };
-    let sim = simulate(&acls, &["10.99.0.1".parse().unwrap()]);
+    let local: [IpAddr; 1] = ["10.99.0.1".parse().unwrap()];
+    let mut table = SetTable::default();
+    let (acls, datapath) = if ip_sets {
+        let acls = HcnAcls::render_with(&compiled, store, &mut Remotes::Sets(&mut table));
+        let datapath = simulate_with_sets(&acls, &table, &local);
+        (acls, datapath)
+    } else {
+        let acls = HcnAcls::render(&compiled, store);
+        let datapath = HcnDatapath::new(simulate(&acls, &local));
+        (acls, datapath)
+    };
+    let sim = datapath.calls();
     for address in probe_addresses(store) {
         let Some(remote) = store.resolve(address) else {
             continue;

@@ -358,6 +358,8 @@ impl FileSource {
         // Objects changed in a file, and keys gone from one, in the files' order.
         let mut changed: Vec<(PathBuf, Object)> = Vec::new();
         let mut gone: Vec<(PathBuf, ObjectRef)> = Vec::new();
+        // Files whose objects were parsed again: only their keys can be newly duplicated.
+        let mut parsed: Vec<PathBuf> = Vec::new();
         for path in self.removed_files() {
             self.unreadable.remove(&path);
             if let Some(state) = self.files.remove(&path) {
@@ -388,6 +390,7 @@ impl FileSource {
             let objects = match parse_file(&path, &text, &mut scan.problems, &mut each) {
                 Ok(objects) => {
                     self.unreadable.remove(&path);
+                    parsed.push(path.clone());
                     let lost = previous.into_iter().flatten().map(|(key, _)| key);
                     gone.extend(
                         lost.filter(|key| !objects.contains_key(key))
@@ -414,7 +417,7 @@ impl FileSource {
             return Ok(scan);
         }
         let events = self.effective_changes(changed, gone);
-        scan.problems.extend(self.duplicates());
+        scan.problems.extend(self.duplicates_in(&parsed));
         scan.objects_mapped = events.len();
         for event in events {
             sink(event);
@@ -605,6 +608,40 @@ impl FileSource {
         }
     }
 
+    /// The duplicates of the objects of `paths`: each key of theirs that another file also
+    /// defines, reported as `duplicates` reports it (the first file in path order
+    /// used, every other ignored). Costs the keys of these files times the number of files, not
+    /// every object of every file: one pod changed in a file of its own checks one key.
+    fn duplicates_in(&self, paths: &[PathBuf]) -> Vec<FileProblem> {
+        let mut seen: BTreeSet<&ObjectRef> = BTreeSet::new();
+        let mut problems = Vec::new();
+        for path in paths {
+            let Some(state) = self.files.get(path) else {
+                continue;
+            };
+            for key in state.objects.keys() {
+                if !seen.insert(key) {
+                    continue;
+                }
+                let mut holders = self
+                    .files
+                    .iter()
+                    .filter(|(_, s)| s.objects.contains_key(key))
+                    .map(|(p, _)| p);
+                let Some(used) = holders.next() else {
+                    continue;
+                };
+                problems.extend(holders.map(|ignored| FileProblem::Duplicate {
+                    object: key.clone(),
+                    used: used.clone(),
+                    ignored: ignored.clone(),
+                }));
+            }
+        }
+        problems
+    }
+
+    /// Every object defined in more than one file.
     fn duplicates(&self) -> Vec<FileProblem> {
         let mut first: BTreeMap<&ObjectRef, &PathBuf> = BTreeMap::new();
         let mut problems = Vec::new();

@@ -15,8 +15,16 @@
 //! - `Add` appends, `Remove` takes away the policies equal to the given ones, `Update` replaces
 //!   the whole list: other owners' policies survive `Add` and `Remove` whatever happens between
 //!   a client's read and its write.
+//! - The network holds IP sets (`SetPolicy` of type `IPSET`, by `Id`). A network `Add` creates
+//!   sets and refuses an `Id` already there; `Update` replaces the values of existing sets and
+//!   refuses a missing one; `Remove` deletes sets and refuses one an endpoint's ACL still names.
+//!   An endpoint request whose ACLs name a set the network lacks is refused. ACLs are evaluated
+//!   with each named set resolved to its values at the time of the packet, so a set update
+//!   changes every endpoint naming it at once. (Whether a real HNS refuses the dangling
+//!   reference or the busy removal is not documented; refusing both is the strict reading, and
+//!   netpol's ordering never needs either.)
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -26,43 +34,15 @@ use netpol_datapath::EndpointInfo;
 use crate::matcher::{AclMatcher, AclParseError, Packet};
 use crate::resync::ResyncSignal;
 use crate::schema::{
-    AclAction, EndpointPolicy, EndpointProperties, IpConfig, ModifyEndpointRequest, RequestType,
-    ResourceType,
+    AclAction, EndpointPolicy, EndpointProperties, IpConfig, ModifyEndpointRequest,
+    ModifyNetworkRequest, NetworkProperties, RequestType, ResourceType, SetPolicySetting, IPSET,
 };
 use crate::version::{Capabilities, HnsVersion};
+use ipnet::IpNet;
 
-/// Which HCN call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CallKind {
-    Enumerate,
-    Query,
-    Modify,
-}
-
-/// One recorded call, successful or not.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Call {
-    Enumerate,
-    Query { endpoint: String },
-    Modify { endpoint: String, request: String },
-}
-
-impl Call {
-    pub fn kind(&self) -> CallKind {
-        match self {
-            Call::Enumerate => CallKind::Enumerate,
-            Call::Query { .. } => CallKind::Query,
-            Call::Modify { .. } => CallKind::Modify,
-        }
-    }
-
-    pub fn endpoint(&self) -> Option<&str> {
-        match self {
-            Call::Enumerate => None,
-            Call::Query { endpoint } | Call::Modify { endpoint, .. } => Some(endpoint),
-        }
-    }
-}
+mod log;
+use log::CallLog;
+pub use log::{Call, CallCounts, CallKind, DEFAULT_LOG_BYTES, DEFAULT_LOG_CALLS};
 
 /// A fault to inject. Each fires once, on the first call it applies to.
 #[derive(Clone, Debug, PartialEq)]
@@ -125,79 +105,22 @@ pub struct Evaluation {
     pub rule: Option<(String, u16)>,
 }
 
-/// The log of calls: the most recent ones in full, within a bound on their number and on the
-/// bytes of their requests, and a count of every call ever made. A long-running agent on the
-/// simulator makes calls forever; its memory must not grow with them.
-#[derive(Debug)]
-struct CallLog {
-    recent: VecDeque<Call>,
-    /// Bytes of the modify requests held in `recent`.
-    bytes: usize,
-    max_calls: usize,
-    max_bytes: usize,
-    counts: CallCounts,
-}
+/// The id of the simulator's one network (every endpoint's `HostComputeNetwork`).
+pub const SIM_NETWORK_ID: &str = "c0ffee00-0000-4000-8000-000000000000";
 
-/// How many calls of each kind were made, and how many the log no longer holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CallCounts {
-    pub enumerate: u64,
-    pub query: u64,
-    pub modify: u64,
-    /// Calls dropped from the log to keep it within its bounds.
-    pub forgotten: u64,
-}
-
-/// The log's default bounds: room for every call of a test or a `--once` run on a large node,
-/// and a few MB at most in a long run.
-pub const DEFAULT_LOG_CALLS: usize = 100_000;
-pub const DEFAULT_LOG_BYTES: usize = 16 << 20;
-
-fn request_bytes(call: &Call) -> usize {
-    match call {
-        Call::Modify { request, .. } => request.len(),
-        Call::Enumerate | Call::Query { .. } => 0,
-    }
-}
-
-impl CallLog {
-    fn new(max_calls: usize, max_bytes: usize) -> CallLog {
-        CallLog {
-            recent: VecDeque::new(),
-            bytes: 0,
-            max_calls: max_calls.max(1),
-            max_bytes,
-            counts: CallCounts::default(),
-        }
-    }
-
-    fn push(&mut self, call: Call) {
-        match call.kind() {
-            CallKind::Enumerate => self.counts.enumerate += 1,
-            CallKind::Query => self.counts.query += 1,
-            CallKind::Modify => self.counts.modify += 1,
-        }
-        self.bytes += request_bytes(&call);
-        self.recent.push_back(call);
-        while self.recent.len() > self.max_calls
-            || (self.bytes > self.max_bytes && self.recent.len() > 1)
-        {
-            if let Some(old) = self.recent.pop_front() {
-                self.bytes -= request_bytes(&old);
-                self.counts.forgotten += 1;
-            }
-        }
-    }
-
-    fn take(&mut self) -> Vec<Call> {
-        self.bytes = 0;
-        self.recent.drain(..).collect()
+/// A network call names the simulator's network or, before any endpoint named it, none.
+fn check_network(network: Option<&str>) -> Result<(), RawError> {
+    match network {
+        Some(id) if !id.eq_ignore_ascii_case(SIM_NETWORK_ID) => Err(RawError::NotFound),
+        _ => Ok(()),
     }
 }
 
 #[derive(Debug)]
 struct State {
     endpoints: BTreeMap<String, SimEndpoint>,
+    /// The network's IP sets by id, with their parsed values.
+    sets: BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
     /// Parsed and sorted ACLs per endpoint, filled on first evaluation and dropped whenever the
     /// endpoint's policies change.
     parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
@@ -219,6 +142,7 @@ impl Default for State {
     fn default() -> Self {
         State {
             endpoints: BTreeMap::new(),
+            sets: BTreeMap::new(),
             parsed: HashMap::new(),
             matchers: MatcherCache::default(),
             calls: CallLog::new(DEFAULT_LOG_CALLS, DEFAULT_LOG_BYTES),
@@ -234,10 +158,85 @@ impl State {
     /// Applies a modify request to an endpoint's policy list.
     fn apply(&mut self, endpoint: &str, request: &ModifyEndpointRequest) -> Result<(), RawError> {
         let ep = self.endpoints.get_mut(endpoint).ok_or(RawError::NotFound)?;
-        ep.policies = apply_request(&ep.policies, request, &mut self.matchers)
+        ep.policies = apply_request(&ep.policies, request, &mut self.matchers, &self.sets)
             .map_err(|message| RawError::Failed { message })?;
         self.parsed.remove(endpoint);
         Ok(())
+    }
+
+    /// Applies a set request to the network.
+    fn apply_sets(&mut self, request: &ModifyNetworkRequest) -> Result<(), RawError> {
+        let failed = |message: String| RawError::Failed { message };
+        let mut given = Vec::new();
+        for policy in &request.settings.policies {
+            match policy.as_set() {
+                Some(Ok(set)) => given.push(set),
+                Some(Err(e)) => {
+                    return Err(failed(format!("SetPolicy settings do not parse: {e}")))
+                }
+                None => {
+                    return Err(failed(format!(
+                        "network policy type {:?} is not simulated",
+                        policy.policy_type
+                    )))
+                }
+            }
+        }
+        let mut next = self.sets.clone();
+        for set in given {
+            match request.request_type {
+                RequestType::Add | RequestType::Update => {
+                    if set.policy_type != IPSET {
+                        return Err(failed(format!(
+                            "set {:?}: PolicyType {:?} is not simulated (only IPSET)",
+                            set.id, set.policy_type
+                        )));
+                    }
+                    let exists = next.contains_key(&set.id);
+                    if request.request_type == RequestType::Add && exists {
+                        return Err(failed(format!("set {:?} already exists", set.id)));
+                    }
+                    if request.request_type == RequestType::Update && !exists {
+                        return Err(failed(format!("set {:?} does not exist", set.id)));
+                    }
+                    let values = parse_set_values(&set.values)
+                        .map_err(|e| failed(format!("set {:?}: {e}", set.id)))?;
+                    next.insert(set.id.clone(), (set, values));
+                }
+                RequestType::Remove => {
+                    if next.remove(&set.id).is_none() {
+                        return Err(failed(format!("set {:?} does not exist", set.id)));
+                    }
+                    if let Some(user) = self.user_of(&set.id) {
+                        return Err(failed(format!(
+                            "set {:?} is still named by an ACL of endpoint {user}",
+                            set.id
+                        )));
+                    }
+                }
+                RequestType::Refresh => {}
+            }
+        }
+        self.sets = next;
+        // Every endpoint's evaluation resolves sets afresh.
+        self.parsed.clear();
+        Ok(())
+    }
+
+    /// An endpoint whose ACLs name the set.
+    fn user_of(&mut self, set: &str) -> Option<String> {
+        let State {
+            endpoints,
+            matchers,
+            ..
+        } = self;
+        endpoints.iter().find_map(|(id, ep)| {
+            let rules = matchers.parse_acls(&ep.policies).ok()?;
+            rules
+                .iter()
+                .any(|r| r.remote_sets().iter().any(|s| s == set))
+                .then(|| id.clone())
+        })
     }
 
     fn rules(&mut self, endpoint: &str) -> Result<Arc<Vec<AclMatcher>>, RawError> {
@@ -246,14 +245,13 @@ impl State {
         }
         let ep = self.endpoints.get(endpoint).ok_or(RawError::NotFound)?;
         // Lists are validated on the way in, but an endpoint created with policies skips that.
-        let rules =
-            Arc::new(
-                self.matchers
-                    .parse_acls(&ep.policies)
-                    .map_err(|e| RawError::Failed {
-                        message: e.to_string(),
-                    })?,
-            );
+        let rules = self
+            .matchers
+            .parse_acls(&ep.policies)
+            .map_err(|e| e.to_string())
+            .and_then(|rules| resolve_sets(&rules, &self.sets))
+            .map_err(|message| RawError::Failed { message })?;
+        let rules = Arc::new(rules);
         self.parsed.insert(endpoint.to_string(), rules.clone());
         Ok(rules)
     }
@@ -279,6 +277,7 @@ impl HcnSim {
         HcnSim::with_capabilities(Capabilities {
             version: HnsVersion::new(15, 0),
             dual_stack: true,
+            ip_sets: true,
         })
     }
 
@@ -324,6 +323,23 @@ impl HcnSim {
         self.lock().endpoints.get(id).cloned()
     }
 
+    /// The network's IP sets, by id.
+    pub fn sets(&self) -> BTreeMap<String, SetPolicySetting> {
+        self.lock()
+            .sets
+            .iter()
+            .map(|(id, (set, _))| (id.clone(), set.clone()))
+            .collect()
+    }
+
+    /// Creates a set directly (as another owner would).
+    pub fn add_set(&self, set: SetPolicySetting) -> Result<(), RawError> {
+        self.lock().apply_sets(&ModifyNetworkRequest::new(
+            RequestType::Add,
+            vec![EndpointPolicy::set(&set)],
+        ))
+    }
+
     pub fn inject(&self, fault: Fault) {
         self.lock().faults.push(fault);
     }
@@ -338,6 +354,7 @@ impl HcnSim {
             for endpoint in state.endpoints.values_mut() {
                 endpoint.policies.clear();
             }
+            state.sets.clear();
             state.service += 1;
             std::mem::take(&mut state.registrations)
         };
@@ -499,20 +516,48 @@ fn check_parsed_priorities(rules: &[AclMatcher]) -> Result<(), PolicyError> {
     Ok(())
 }
 
+/// The rules with the sets they name resolved to the network's values; an error names a
+/// missing set.
+fn resolve_sets(
+    rules: &[AclMatcher],
+    sets: &BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
+) -> Result<Vec<AclMatcher>, String> {
+    rules
+        .iter()
+        .map(|r| r.resolve(|id| sets.get(id).map(|(_, v)| v.as_slice())))
+        .collect()
+}
+
+/// A set's `Values`: addresses and CIDRs, comma-separated; empty is an empty set.
+fn parse_set_values(values: &str) -> Result<Vec<IpNet>, String> {
+    values
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|item| {
+            item.parse::<IpNet>()
+                .map(|n| n.trunc())
+                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+                .map_err(|_| format!("{item:?} is not an address or CIDR"))
+        })
+        .collect()
+}
+
 fn apply_request(
     current: &[EndpointPolicy],
     request: &ModifyEndpointRequest,
     matchers: &mut MatcherCache,
+    sets: &BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
 ) -> Result<Vec<EndpointPolicy>, String> {
     let ResourceType::Policy = request.resource_type;
     let given = &request.settings.policies;
-    // What one request sends must have a defined order; rules of other owners already on the
+    // What one request sends must have a defined order (judged with the sets it names as they
+    // are now), and may name only sets the network holds; rules of other owners already on the
     // endpoint are theirs to order.
     let check_given = |matchers: &mut MatcherCache| {
-        matchers
-            .parse_acls(given)
-            .and_then(|rules| check_parsed_priorities(&rules))
-            .map_err(|e| e.to_string())
+        let rules = matchers.parse_acls(given).map_err(|e| e.to_string())?;
+        let rules = resolve_sets(&rules, sets)?;
+        check_parsed_priorities(&rules).map_err(|e| e.to_string())
     };
     let next = match request.request_type {
         RequestType::Update => {
@@ -601,6 +646,14 @@ impl HcnCalls for SimSession {
         self.live()?.modify_endpoint(endpoint, request)
     }
 
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
+        self.live()?.query_network(network, query)
+    }
+
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
+        self.live()?.modify_network(network, request)
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.sim.calls().capabilities
     }
@@ -653,7 +706,10 @@ impl HcnCalls for HcnSim {
                 })
                 .collect(),
             policies: ep.policies.clone(),
-            other: serde_json::Map::new(),
+            other: serde_json::Map::from_iter([(
+                "HostComputeNetwork".to_string(),
+                SIM_NETWORK_ID.into(),
+            )]),
         };
         Ok(serde_json::to_string(&props).expect("endpoint properties serialize"))
     }
@@ -691,6 +747,47 @@ impl HcnCalls for HcnSim {
             state.apply(endpoint, &other)?;
         }
         Ok(())
+    }
+
+    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
+        let mut state = self.lock();
+        state.calls.push(Call::QueryNetwork);
+        check_network(network)?;
+        if HcnSim::take_fault(&mut state, CallKind::QueryNetwork, None).is_some() {
+            return Err(HcnSim::injected(CallKind::QueryNetwork));
+        }
+        serde_json::from_str::<crate::schema::HostComputeQuery>(query).map_err(|e| {
+            RawError::Failed {
+                message: format!("invalid query: {e}"),
+            }
+        })?;
+        let props = NetworkProperties {
+            id: SIM_NETWORK_ID.to_string(),
+            name: "netpol-sim".to_string(),
+            policies: state
+                .sets
+                .values()
+                .map(|(set, _)| EndpointPolicy::set(set))
+                .collect(),
+            other: serde_json::Map::new(),
+        };
+        Ok(serde_json::to_string(&props).expect("network properties serialize"))
+    }
+
+    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
+        let mut state = self.lock();
+        state.calls.push(Call::ModifyNetwork {
+            request: request.to_string(),
+        });
+        check_network(network)?;
+        if HcnSim::take_fault(&mut state, CallKind::ModifyNetwork, None).is_some() {
+            return Err(HcnSim::injected(CallKind::ModifyNetwork));
+        }
+        let request: ModifyNetworkRequest =
+            serde_json::from_str(request).map_err(|e| RawError::Failed {
+                message: format!("invalid network modify request: {e}"),
+            })?;
+        state.apply_sets(&request)
     }
 
     fn capabilities(&self) -> Capabilities {
