@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
 use super::matrix::{pod_classes, pod_parties};
-use super::{oracle, DatapathKind, EngineArgs, EngineKind};
+use super::{oracle, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
@@ -36,19 +36,24 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// Every cell of the class-based matrices of `scenario` against the per-pair decision.
 fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
     let mut cells = 0;
+    let args = |engine, datapath, hcn_ip_sets| EngineArgs {
+        engine,
+        datapath,
+        hcn_ip_sets,
+    };
     for args in [
-        EngineArgs {
-            engine: EngineKind::Mapstate,
-            datapath: None,
-        },
-        EngineArgs {
-            engine: EngineKind::Reference,
-            datapath: None,
-        },
-        EngineArgs {
-            engine: EngineKind::Mapstate,
-            datapath: Some(DatapathKind::HcnSim),
-        },
+        args(EngineKind::Mapstate, None, HcnIpSets::Auto),
+        args(EngineKind::Reference, None, HcnIpSets::Auto),
+        args(
+            EngineKind::Mapstate,
+            Some(DatapathKind::HcnSim),
+            HcnIpSets::On,
+        ),
+        args(
+            EngineKind::Mapstate,
+            Some(DatapathKind::HcnSim),
+            HcnIpSets::Off,
+        ),
     ] {
         let Ok(oracle) = oracle(args, cluster) else {
             continue;
@@ -103,8 +108,8 @@ fn class_matrices_decide_every_cell_as_the_pair_alone() {
         root.join("examples/manifests/cluster.yaml"),
         root.join("examples/manifests/policies-after"),
     ]);
-    let scenario = manifests
-        .load(&mut std::io::empty(), ReadFlags::default())
+    let scenario = crate::input::load(&manifests, ReadFlags::default(), &mut std::io::sink())
+        .expect("the example manifests are read")
         .expect("the example manifests load");
     cells += assert_classes_decide_as_pods(&scenario.cluster, "examples/manifests");
     assert!(checked >= 10, "only {checked} scenarios loaded");
