@@ -15,7 +15,6 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::{Diagnostic, ObjectRef, ValidationError};
-use crate::object::{Object, Read, ReadObject};
 
 /// What becomes of a policy object with a field its kind does not have, as kubectl's
 /// `--validate` says it.
@@ -28,33 +27,6 @@ pub enum FieldValidation {
     /// pruned every field its schema lacks, so that what is left is a newer API version's.
     #[default]
     Ignore,
-}
-
-impl FieldValidation {
-    /// What becomes of an object as read: under [`FieldValidation::Strict`] an object with an
-    /// unknown field is refused, the error naming the first such field (and counting the others).
-    pub(crate) fn apply(self, read: Read) -> Result<Object, ValidationError> {
-        let ReadObject {
-            object,
-            unknown_fields,
-        } = read?;
-        let mut unknown = unknown_fields.into_iter();
-        match (self, unknown.next()) {
-            (FieldValidation::Strict, Some(mut first)) => {
-                let more: Vec<String> = unknown.map(|d| d.field).collect();
-                if !more.is_empty() {
-                    first.message = format!(
-                        "{}; {} more unknown: {}",
-                        first.message,
-                        more.len(),
-                        more.join(", ")
-                    );
-                }
-                Err(first)
-            }
-            _ => Ok(object),
-        }
-    }
 }
 
 /// Top-level fields every object may carry that the typed forms do not read: the type

@@ -54,6 +54,35 @@ pub struct ReadObject {
 /// [`FieldValidation`] decides what becomes of its unknown fields.
 pub(crate) type Read = Result<ReadObject, ValidationError>;
 
+/// Kept beside [`Read`] rather than in `fields`, so that `fields` (which `object` uses to
+/// deserialize) does not depend on `object`.
+impl FieldValidation {
+    /// What becomes of an object as read: under [`FieldValidation::Strict`] an object with an
+    /// unknown field is refused, the error naming the first such field (and counting the others).
+    pub(crate) fn apply(self, read: Read) -> Result<Object, ValidationError> {
+        let ReadObject {
+            object,
+            unknown_fields,
+        } = read?;
+        let mut unknown = unknown_fields.into_iter();
+        match (self, unknown.next()) {
+            (FieldValidation::Strict, Some(mut first)) => {
+                let more: Vec<String> = unknown.map(|d| d.field).collect();
+                if !more.is_empty() {
+                    first.message = format!(
+                        "{}; {} more unknown: {}",
+                        first.message,
+                        more.len(),
+                        more.join(", ")
+                    );
+                }
+                Err(first)
+            }
+            _ => Ok(object),
+        }
+    }
+}
+
 /// Where a reader records the paths of unknown fields; `None` where they are not tracked.
 type Unknown<'a> = Option<&'a mut Vec<String>>;
 
