@@ -1,6 +1,8 @@
 //! Datapath calls for one-pod changes in a 10,000-pod synthetic cluster. The counts are
 //! deterministic, so the test asserts them exactly: a pod change modifies exactly the local
-//! endpoints whose compiled rules it changes, and nothing else. `--nocapture` prints the figures.
+//! endpoints whose rendered ACLs it changes, and, with HNS IP sets, the network's sets whose
+//! addresses it changes, and nothing else. Run with addresses inline and with IP sets.
+//! `--nocapture` prints the figures.
 
 mod agent_support;
 
@@ -15,7 +17,10 @@ use netpol_agent::reconciler::Pipeline;
 use netpol_agent::SourceKind;
 use netpol_api::Object;
 use netpol_hcn::discovery::SimulatedCni;
-use netpol_hcn::sim::{Call, CallKind};
+use netpol_hcn::ipsets::SetTable;
+use netpol_hcn::render::Remotes;
+use netpol_hcn::sim::{Call, CallKind, HcnSim};
+use netpol_hcn::{HcnAcls, HcnDatapath, IpSetMode};
 use serde_json::{json, Value};
 
 const NAMESPACES: usize = 50;
@@ -145,21 +150,47 @@ fn requests(
     (modifies, changed)
 }
 
-fn snapshot(pipeline: &Pipeline) -> BTreeMap<String, Vec<String>> {
-    pipeline
+/// What the enforcer writes, rendered as it renders: per local pod its ACL ids (with sets, an
+/// ACL names its set, so its id does not follow the addresses) and the network's sets.
+struct Snapshot {
+    rules: BTreeMap<String, Vec<String>>,
+    sets: BTreeMap<String, String>,
+}
+
+fn snapshot(pipeline: &Pipeline, mode: IpSetMode) -> Snapshot {
+    let store = pipeline.engine().identities();
+    let mut table = SetTable::default();
+    let rules = pipeline
         .compiled()
         .iter()
-        .map(|(pod, acls)| {
+        .map(|(pod, compiled)| {
+            let acls = match mode {
+                IpSetMode::Off => HcnAcls::render(compiled, store),
+                _ => HcnAcls::render_with(compiled, store, &mut Remotes::Sets(&mut table)),
+            };
             (
                 pod.clone(),
-                netpol_hcn::HcnAcls::render(acls, pipeline.engine().identities())
-                    .rules
-                    .iter()
-                    .map(|r| r.id.clone())
-                    .collect(),
+                acls.rules.iter().map(|r| r.id.clone()).collect(),
             )
         })
-        .collect()
+        .collect();
+    let sets = table
+        .all()
+        .into_iter()
+        .map(|(id, set)| (id.to_string(), set.values.clone()))
+        .collect();
+    Snapshot { rules, sets }
+}
+
+/// The network modify calls a change of sets takes: one `Add` of the new sets, one `Update`
+/// of those whose addresses changed, one `Remove` of those no ACL names any more.
+fn set_requests(before: &BTreeMap<String, String>, after: &BTreeMap<String, String>) -> usize {
+    let added = after.keys().any(|id| !before.contains_key(id));
+    let updated = after
+        .iter()
+        .any(|(id, values)| before.get(id).is_some_and(|old| old != values));
+    let removed = before.keys().any(|id| !after.contains_key(id));
+    usize::from(added) + usize::from(updated) + usize::from(removed)
 }
 
 /// Local replicas (one security identity) share one compiled rule set, and every shared set is
@@ -188,7 +219,16 @@ fn assert_replicas_share_compiled_rules(pipeline: &Pipeline) {
 
 #[test]
 fn one_pod_changes_in_a_10k_pod_cluster_modify_only_the_endpoints_they_affect() {
-    let sim = new_sim();
+    one_pod_changes(IpSetMode::Off);
+}
+
+#[test]
+fn with_ip_sets_one_pod_changes_modify_only_the_sets_and_endpoints_they_affect() {
+    one_pod_changes(IpSetMode::On);
+}
+
+fn one_pod_changes(mode: IpSetMode) {
+    let sim = Arc::new(HcnDatapath::with_ip_sets(HcnSim::new(), mode));
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = Metrics::register(&mut registry);
     let mut pipeline = Pipeline::new(
@@ -249,31 +289,64 @@ fn one_pod_changes_in_a_10k_pod_cluster_modify_only_the_endpoints_they_affect() 
         ),
     ];
     for (what, event) in cases {
-        let before = snapshot(&pipeline);
+        let before = snapshot(&pipeline, mode);
         pipeline.ingest(SourceEvent::new(SourceKind::Pod, event));
         let report = pipeline.reconcile(now).unwrap();
         assert!(report.complete());
         let calls = sim.calls().take_calls();
-        let after = snapshot(&pipeline);
-        let changed = rule_changes(&before, &after);
-        let (modifies, staying) = requests(&before, &after);
+        let after = snapshot(&pipeline, mode);
+        let changed = rule_changes(&before.rules, &after.rules);
+        let (modifies, staying) = requests(&before.rules, &after.rules);
         eprintln!(
-            "{what}: {} MapStates changed, {changed} rule lists changed, datapath calls: {} modify, {} query, {} enumerate",
+            "{mode:?}, {what}: {} MapStates changed, {changed} ACL lists changed, datapath calls: {} modify, {} query, {} enumerate, {} network modify",
             report.changed_pods.len(),
             count(&calls, CallKind::Modify),
             count(&calls, CallKind::Query),
-            count(&calls, CallKind::Enumerate)
+            count(&calls, CallKind::Enumerate),
+            count(&calls, CallKind::ModifyNetwork),
         );
-        // Only the endpoints whose rules changed get requests: an Add of the rules they gain, a
+        // Only the endpoints whose ACLs changed get requests: an Add of the rules they gain, a
         // Remove of those they lose.
-        assert_eq!(count(&calls, CallKind::Modify), modifies, "{what}");
+        assert_eq!(
+            count(&calls, CallKind::Modify),
+            modifies,
+            "{mode:?}, {what}"
+        );
         // Each is read before the requests and read back after them; nothing lists the
-        // endpoints again.
-        assert_eq!(count(&calls, CallKind::Query), 2 * staying, "{what}");
-        assert_eq!(count(&calls, CallKind::Enumerate), 0, "{what}");
+        // endpoints again, and the network's sets are not read again either.
+        assert_eq!(
+            count(&calls, CallKind::Query),
+            2 * staying,
+            "{mode:?}, {what}"
+        );
+        assert_eq!(count(&calls, CallKind::Enumerate), 0, "{mode:?}, {what}");
+        assert_eq!(count(&calls, CallKind::QueryNetwork), 0, "{mode:?}, {what}");
+        assert_eq!(
+            count(&calls, CallKind::ModifyNetwork),
+            set_requests(&before.sets, &after.sets),
+            "{mode:?}, {what}"
+        );
         assert!(
             changed < local / 4,
             "{what}: a one-pod change rewrote {changed} of {local} endpoints"
         );
+        if mode == IpSetMode::On {
+            // A pod of an existing label set changes addresses only: with sets, no endpoint's
+            // ACLs change but a new (or gone) local endpoint's own.
+            let arrived_or_left = after
+                .rules
+                .keys()
+                .filter(|p| !before.rules.contains_key(*p))
+                .count()
+                + before
+                    .rules
+                    .keys()
+                    .filter(|p| !after.rules.contains_key(*p))
+                    .count();
+            assert_eq!(
+                changed, arrived_or_left,
+                "{what}: with IP sets, an address change rewrote ACLs"
+            );
+        }
     }
 }

@@ -178,6 +178,63 @@ impl Enforcer for HcnEnforcer {
         refresh: bool,
         now: Instant,
     ) -> Result<ApplyReport, DatapathError> {
+        let generation = self.datapath.resync_signal().generation();
+        let result = self.enforce_pass(desired, refresh, now);
+        if self.datapath.resync_signal().generation() == generation {
+            return result;
+        }
+        // HNS restarted during this step: a call found it gone and the client reconnected. What
+        // the step knew of the network's sets and endpoints predates the restart (a set it took
+        // as present is gone, so an ACL naming it is refused), so do the step again from what
+        // the HNS holds now, rather than leave endpoints unprogrammed until the next resync.
+        tracing::info!("HNS restarted during programming; programming again from a fresh read");
+        let again = self.enforce_pass(desired, true, now);
+        match (result, again) {
+            // Report what the first pass updated, which the second then found in place.
+            (Ok(first), Ok(mut again)) => {
+                for (endpoint, outcome) in first.outcomes {
+                    let found_in_place =
+                        matches!(again.outcomes.get(&endpoint), Some(Outcome::Unchanged));
+                    if found_in_place && matches!(outcome, Outcome::Updated { .. }) {
+                        again.outcomes.insert(endpoint, outcome);
+                    }
+                }
+                Ok(again)
+            }
+            (_, again) => again,
+        }
+    }
+
+    fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
+        &self.endpoints
+    }
+
+    fn next_wakeup(&self) -> Option<Instant> {
+        [
+            self.programmer.next_retry(),
+            self.discovery.next_look(),
+            self.discovery_retry,
+            self.set_retry,
+            self.unreadable.values().map(|(_, at)| *at).min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn compile_options(&self) -> CompileOptions {
+        self.datapath.capabilities().compile_options()
+    }
+}
+
+impl HcnEnforcer {
+    /// One step of [`Enforcer::enforce`]: discover, render, sets, endpoints, stale sets.
+    fn enforce_pass(
+        &mut self,
+        desired: &Desired<'_>,
+        refresh: bool,
+        now: Instant,
+    ) -> Result<ApplyReport, DatapathError> {
         if refresh {
             self.programmer.resync();
             if let Some(sets) = &mut self.sets {
@@ -266,27 +323,6 @@ impl Enforcer for HcnEnforcer {
         self.set_retry = None;
         self.note_unreadable(unreadable, &mut report, now);
         Ok(report)
-    }
-
-    fn endpoints(&self) -> &[(EndpointInfo, Option<String>)] {
-        &self.endpoints
-    }
-
-    fn next_wakeup(&self) -> Option<Instant> {
-        [
-            self.programmer.next_retry(),
-            self.discovery.next_look(),
-            self.discovery_retry,
-            self.set_retry,
-            self.unreadable.values().map(|(_, at)| *at).min(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-
-    fn compile_options(&self) -> CompileOptions {
-        self.datapath.capabilities().compile_options()
     }
 }
 

@@ -133,6 +133,12 @@ impl Programmer {
                 tracing::info!("HNS state may have been lost; re-reading every endpoint");
             }
             self.resync();
+            // A failure before the restart says nothing of the HNS now (an endpoint refused
+            // for naming a set the old HNS lost takes its rules from the new one): try every
+            // endpoint now. Counts stay, so one that keeps failing backs off further.
+            for failure in self.failures.values_mut() {
+                failure.retry_at = failure.retry_at.min(now);
+            }
             self.generation = Some(generation);
         }
         self.known.retain(|id, _| desired.contains_key(id));
