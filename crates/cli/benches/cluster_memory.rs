@@ -6,6 +6,11 @@
 //! stand-in for kube-apiserver the protocol tests use, and starts the release binary twice: once
 //! watching the stand-in through a kubeconfig, once following the YAML files. Each run is polled
 //! on `/readyz` until ready, then its `VmHWM` is read and it is stopped.
+//!
+//! Then the authoring tools read the same live cluster (`--cluster`, the stand-in over HTTP,
+//! paged lists) and answer: `explain` of one flow, `lint`, a what-if `diff --cluster --delete`
+//! of one policy, and `matrix` in text and JSON; each is timed whole (read, build, decide, write)
+//! in wall and CPU seconds with its peak RSS (`NETPOL_MEMORY_TOOLS=0` skips them).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -32,7 +37,8 @@ fn main() {
     assert!(synth.success());
 
     let server = apiserver::ApiServer::start();
-    let objects = load_objects(&cluster, &server);
+    let served = load_objects(&cluster, &server);
+    let objects = served.len();
     let kubeconfig = work.join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text(server.address)).unwrap();
 
@@ -51,13 +57,17 @@ fn main() {
         "cluster mode uses {:.0}% of embedded mode's peak RSS",
         100.0 * cluster_mode.1 as f64 / embedded.1 as f64
     );
+    if std::env::var("NETPOL_MEMORY_TOOLS").as_deref() != Ok("0") {
+        tools_against_the_live_cluster(netpol, &served, &kubeconfig, pods);
+    }
     drop(server);
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// Serves every object of the synthetic cluster, `kind: List` files unpacked.
-fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> usize {
-    let mut count = 0;
+/// Serves every object of the synthetic cluster, `kind: List` files unpacked; returns each
+/// object's kind and `namespace/name`.
+fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> Vec<(String, String)> {
+    let mut served = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
         let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(
@@ -71,12 +81,128 @@ fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> usize {
                 _ => vec![document],
             };
             for item in items {
+                let text = |field: &str| item["metadata"][field].as_str().unwrap_or("").to_string();
+                let kind = item["kind"].as_str().unwrap_or("").to_string();
+                served.push((kind, format!("{}/{}", text("namespace"), text("name"))));
                 server.apply(item);
-                count += 1;
             }
         }
     }
-    count
+    served
+}
+
+/// The authoring tools on the live cluster, each a process of its own, measured whole.
+fn tools_against_the_live_cluster(
+    netpol: &str,
+    served: &[(String, String)],
+    kubeconfig: &Path,
+    pods: u64,
+) {
+    let keys = |kind: &str| -> Vec<&str> {
+        served
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, key)| key.as_str())
+            .collect()
+    };
+    let pod_keys = keys("Pod");
+    let (from, to) = (pod_keys[0], pod_keys[pod_keys.len() / 2]);
+    let policy = *keys("NetworkPolicy")
+        .first()
+        .expect("the synthetic cluster has NetworkPolicies");
+    let delete = format!("NetworkPolicy/{policy}");
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let runs: [(&str, Vec<&str>); 5] = [
+        ("explain", vec!["explain", "--cluster", from, to, "TCP/80"]),
+        ("lint", vec!["lint", "--cluster"]),
+        (
+            "diff --delete",
+            vec!["diff", "--cluster", "--delete", &delete],
+        ),
+        (
+            "matrix (text)",
+            vec!["matrix", "--cluster", "--protocol", "TCP", "--port", "80"],
+        ),
+        (
+            "matrix (json)",
+            vec![
+                "matrix",
+                "--cluster",
+                "--protocol",
+                "TCP",
+                "--port",
+                "80",
+                "-o",
+                "json",
+            ],
+        ),
+    ];
+    println!();
+    println!("| `--cluster` tool | pods | exit | output MB | wall s | CPU s | peak RSS MB |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, args) in runs {
+        let run = run_measured(netpol, &args, kubeconfig);
+        println!(
+            "| {name} | {pods} | {} | {:.1} | {:.2} | {:.2} | {:.0} |",
+            run.exit,
+            run.output_bytes as f64 / 1e6,
+            run.wall.as_secs_f64(),
+            run.cpu_seconds,
+            run.peak_rss as f64 / 1e6
+        );
+        // 0 and 1 are answers (1: findings, or changes); 2 is a failure to answer.
+        assert!(
+            run.exit == 0 || run.exit == 1,
+            "{name} failed with exit {}",
+            run.exit
+        );
+        assert!(run.output_bytes > 0, "{name} printed nothing");
+    }
+}
+
+/// What one measured run of the tool took.
+struct Measured {
+    exit: i32,
+    output_bytes: u64,
+    wall: Duration,
+    cpu_seconds: f64,
+    peak_rss: u64,
+}
+
+/// Runs `netpol ARGS` with `KUBECONFIG`, its output counted and dropped, and reads its own
+/// resource use from `wait4` (not the sum over every child, as `RUSAGE_CHILDREN` gives).
+// wait4 reaps the child, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
+    let started = Instant::now();
+    let mut child = Command::new(netpol)
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("netpol starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let counter = std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+    let mut status = 0;
+    // SAFETY: wait4 writes the child's status and usage into the values it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let wall = started.elapsed();
+    let output_bytes = counter.join().unwrap().unwrap_or(0);
+    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    Measured {
+        exit: if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        },
+        output_bytes,
+        wall,
+        cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
+        peak_rss: usage.ru_maxrss as u64 * 1024,
+    }
 }
 
 fn kubeconfig_text(address: SocketAddr) -> String {
