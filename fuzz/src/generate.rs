@@ -138,7 +138,11 @@ fn cidr(u: &mut Unstructured) -> Result<Peer> {
     } else {
         AddressScope::OutsideCluster
     };
-    Ok(Peer::Cidr(CidrSelector { net, except, scope }))
+    Ok(Peer::Cidr(CidrSelector {
+        net,
+        except: except.into(),
+        scope,
+    }))
 }
 
 fn peer(u: &mut Unstructured) -> Result<Peer> {

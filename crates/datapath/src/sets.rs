@@ -12,7 +12,7 @@
 //! comes or goes ([`Contribution`]).
 
 use ipnet::IpNet;
-use netpol_engine::{IdentityId, IdentityStore};
+use netpol_engine::{IdentityId, IdentityStore, PrefixSet};
 
 use crate::ordered::{Family, RemoteSet};
 
@@ -29,24 +29,24 @@ fn family_matches(family: Family, net: &IpNet) -> bool {
     family == Family::Any || Family::of(net) == family
 }
 
-/// The world prefixes of a set, which are the only members that can hold others.
-fn world_prefixes(set: &RemoteSet, store: &IdentityStore) -> Vec<(IdentityId, IpNet)> {
-    set.identities
-        .iter()
-        .filter_map(|id| {
-            let identity = store.get(*id)?;
-            identity.is_world().then_some((*id, identity.prefix))
-        })
-        .filter(|(_, prefix)| family_matches(set.family, prefix))
-        .collect()
+/// The world prefixes of a set, which are the only members that can hold others, as a
+/// [`PrefixSet`]: whether one holds an address is a lookup per distinct prefix length, not a scan,
+/// so a set of 70,000 `except` holes resolves in linear time, not quadratic.
+fn world_prefixes(set: &RemoteSet, store: &IdentityStore) -> PrefixSet {
+    PrefixSet::new(
+        set.identities
+            .iter()
+            .filter_map(|id| store.get(*id).filter(|i| i.is_world()).map(|i| i.prefix))
+            .filter(|prefix| family_matches(set.family, prefix)),
+    )
 }
 
 /// What `id` adds to `set`, given the set's world prefixes.
 fn contribution_among(
-    set: &RemoteSet,
     id: IdentityId,
-    worlds: &[(IdentityId, IpNet)],
+    worlds: &PrefixSet,
     store: &IdentityStore,
+    v6: bool,
 ) -> Contribution {
     let Some(identity) = store.get(id) else {
         return Contribution::Covered;
@@ -54,34 +54,40 @@ fn contribution_among(
     let inner = if identity.is_world() {
         Some(identity.prefix)
     } else {
-        store.member_of_family(id, set.family == Family::V6)
+        store.member_of_family(id, v6)
     };
-    let Some(inner) = inner else {
-        return Contribution::Members;
+    // A world prefix is held by a strictly shorter one (it holds itself); a pod or node
+    // address also by a world prefix of its own length (a `/32` naming the same address).
+    let held = |inner: IpNet| {
+        if identity.is_world() {
+            inner.prefix_len() > 0 && worlds.holds(&inner, inner.prefix_len() - 1)
+        } else {
+            worlds.contains(&inner)
+        }
     };
-    let held = worlds.iter().any(|(outer_id, outer)| {
-        *outer_id != id
-            && outer.contains(&inner)
-            && (!identity.is_world() || outer.prefix_len() < inner.prefix_len())
-    });
-    if held {
-        Contribution::Covered
-    } else {
-        Contribution::Members
+    match inner {
+        Some(inner) if held(inner) => Contribution::Covered,
+        _ => Contribution::Members,
     }
 }
 
 /// What `id` adds to `set`.
 pub fn contribution(set: &RemoteSet, id: IdentityId, store: &IdentityStore) -> Contribution {
-    contribution_among(set, id, &world_prefixes(set, store), store)
+    contribution_among(
+        id,
+        &world_prefixes(set, store),
+        store,
+        set.family == Family::V6,
+    )
 }
 
 /// The addresses of a set: disjoint prefixes, sorted.
 pub fn addresses(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
     let worlds = world_prefixes(set, store);
+    let v6 = set.family == Family::V6;
     let mut out: Vec<IpNet> = Vec::new();
     for id in &set.identities {
-        if contribution_among(set, *id, &worlds, store) == Contribution::Members {
+        if contribution_among(*id, &worlds, store, v6) == Contribution::Members {
             out.extend(
                 store
                     .members(*id)

@@ -184,7 +184,7 @@ mod tests {
             direction: Direction::Ingress,
             peers: vec![Peer::Cidr(CidrSelector {
                 net: "0.0.0.0/0".parse().unwrap(),
-                except: vec![],
+                except: Default::default(),
                 scope: AddressScope::Any,
             })],
             ports: vec![],
@@ -255,7 +255,7 @@ mod tests {
         let mut allow = entry(Tier::Normal, Priority::unordered(), Verdict::Allow, "np");
         allow.peers = vec![Peer::Cidr(CidrSelector {
             net: "10.0.0.0/8".parse().unwrap(),
-            except: vec!["10.1.0.0/16".parse().unwrap()],
+            except: vec!["10.1.0.0/16".parse().unwrap()].into(),
             scope: AddressScope::Any,
         })];
         allow.ports = vec![PortRule::single(Protocol::Tcp, 80)];

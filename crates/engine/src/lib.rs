@@ -17,6 +17,7 @@ pub mod mapstate;
 pub mod portprefix;
 pub mod ports;
 pub mod precedence;
+pub mod prefixes;
 pub mod reference;
 pub mod resolve;
 pub mod selector;
@@ -32,4 +33,5 @@ pub use labels::{
 };
 pub use mapstate::{ClassChange, MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
+pub use prefixes::PrefixSet;
 pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};

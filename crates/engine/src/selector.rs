@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::{Identity, IdentityKind, PodInfo};
 use crate::labels::{LabelSelector, NAMESPACE_NAME_LABEL};
+use crate::prefixes::PrefixSet;
 
 /// Selects pods by their namespace's labels and their own labels (both must match).
 /// A namespace is pinned by selecting its `kubernetes.io/metadata.name` label.
@@ -53,7 +54,7 @@ pub enum AddressScope {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CidrSelector {
     pub net: IpNet,
-    pub except: Vec<IpNet>,
+    pub except: PrefixSet,
     pub scope: AddressScope,
 }
 
@@ -61,7 +62,7 @@ impl CidrSelector {
     /// Whether the whole of `prefix` lies inside this selector. Identities are prefixes that never
     /// straddle an exception, because every exception is itself registered as a world identity.
     pub fn covers(&self, prefix: &IpNet) -> bool {
-        self.net.contains(prefix) && !self.except.iter().any(|e| e.contains(prefix))
+        self.net.contains(prefix) && !self.except.contains(prefix)
     }
 }
 
@@ -206,12 +207,12 @@ mod tests {
     fn cidr_scope_any_matches_pods_but_outside_cluster_does_not() {
         let any = Peer::Cidr(CidrSelector {
             net: "10.0.0.0/8".parse().unwrap(),
-            except: vec![],
+            except: PrefixSet::default(),
             scope: AddressScope::Any,
         });
         let outside = Peer::Cidr(CidrSelector {
             net: "10.0.0.0/8".parse().unwrap(),
-            except: vec![],
+            except: PrefixSet::default(),
             scope: AddressScope::OutsideCluster,
         });
         let p = pod("x", &[]);
@@ -226,7 +227,7 @@ mod tests {
     fn except_removes_covered_prefixes_only() {
         let c = CidrSelector {
             net: "10.1.0.0/16".parse().unwrap(),
-            except: vec!["10.1.1.0/24".parse().unwrap()],
+            except: vec!["10.1.1.0/24".parse().unwrap()].into(),
             scope: AddressScope::Any,
         };
         assert!(c.covers(&"10.1.2.0/24".parse().unwrap()));

@@ -8,6 +8,7 @@ use crate::entry::{Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
 use crate::identity::{Identity, NodeInfo, PodInfo};
 use crate::labels::{LabelSelector, Labels, NAMESPACE_NAME_LABEL};
 use crate::ports::{NamedPort, PortRule, Protocol};
+use crate::prefixes::PrefixSet;
 use crate::selector::{AddressScope, CidrSelector, Peer, PodSelector};
 
 #[derive(Clone, Debug)]
@@ -142,7 +143,8 @@ impl SyntheticCluster {
                     net: format!("192.168.{}.0/24", i % 256).parse().expect("valid"),
                     except: vec![format!("192.168.{}.128/25", i % 256)
                         .parse()
-                        .expect("valid")],
+                        .expect("valid")]
+                    .into(),
                     scope: AddressScope::Any,
                 })],
                 ports: vec![PortRule::range(Protocol::Tcp, 443, 445)],
@@ -214,7 +216,7 @@ pub fn cidr_workload(subject: &PodSelector) -> Vec<PolicyEntry> {
                 direction: Direction::Egress,
                 peers: vec![Peer::Cidr(CidrSelector {
                     net,
-                    except: vec![],
+                    except: PrefixSet::default(),
                     scope: AddressScope::Any,
                 })],
                 ports: vec![PortRule::single(Protocol::Tcp, 80 + (i % 97) as u16)],

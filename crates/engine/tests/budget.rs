@@ -28,7 +28,7 @@ fn wide(app: &str, cidrs: u32) -> Vec<PolicyEntry> {
                 net: format!("192.168.{}.{}/32", i / 256, i % 256)
                     .parse()
                     .unwrap(),
-                except: Vec::new(),
+                except: Default::default(),
                 scope: AddressScope::Any,
             })],
             ports: vec![PortRule::single(Protocol::Tcp, 1000 + i as u16)],

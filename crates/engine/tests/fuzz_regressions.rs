@@ -57,7 +57,7 @@ fn ipv6_world_admin_allow_with_authentication() {
             }),
             Peer::Cidr(CidrSelector {
                 net: "::/0".parse().unwrap(),
-                except: vec!["::/1".parse().unwrap(), "8000::/1".parse().unwrap()],
+                except: vec!["::/1".parse().unwrap(), "8000::/1".parse().unwrap()].into(),
                 scope: AddressScope::OutsideCluster,
             }),
         ],

@@ -332,7 +332,7 @@ pub(super) fn egress_peer(
             // Networks match pod and node addresses too, not only outside ones.
             out.push(Peer::Cidr(CidrSelector {
                 net,
-                except: Vec::new(),
+                except: Default::default(),
                 scope: AddressScope::Any,
             }));
         }

@@ -60,7 +60,7 @@ pub(crate) fn cidr_selector(
     }
     Ok(CidrSelector {
         net,
-        except: excepts,
+        except: excepts.into(),
         scope,
     })
 }
@@ -88,7 +88,10 @@ mod tests {
         let (sel, diags) = selector("10.1.0.0/16", &["10.1.1.0/24"]);
         let sel = sel.unwrap();
         assert_eq!(sel.net, "10.1.0.0/16".parse::<IpNet>().unwrap());
-        assert_eq!(sel.except, vec!["10.1.1.0/24".parse::<IpNet>().unwrap()]);
+        assert_eq!(
+            Vec::from(sel.except),
+            vec!["10.1.1.0/24".parse::<IpNet>().unwrap()]
+        );
         assert!(diags.warnings.is_empty());
         let (sel, _) = selector("2001:db8::/32", &["2001:db8:1::/48"]);
         assert!(sel.is_ok());

@@ -197,7 +197,7 @@ fn random_cluster(pods: &[(u8, u8, u8, u8)], entries: &[RandomEntry]) -> Cluster
                     ))],
                     2 => vec![Peer::Cidr(CidrSelector {
                         net: format!("10.1.0.{}/32", value + 1).parse().unwrap(),
-                        except: vec![],
+                        except: Default::default(),
                         scope: AddressScope::Any,
                     })],
                     3 => vec![Peer::Entity(Entity::Host)],

@@ -404,7 +404,7 @@ mod tests {
             direction: Direction::Egress,
             peers: vec![Peer::Cidr(CidrSelector {
                 net: "192.0.2.0/24".parse().unwrap(),
-                except: vec!["192.0.2.128/25".parse().unwrap()],
+                except: vec!["192.0.2.128/25".parse().unwrap()].into(),
                 scope: AddressScope::Any,
             })],
             ports: vec![],

@@ -21,6 +21,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use ipnet::IpNet;
+use netpol_engine::prefixes::truncations;
 use netpol_engine::{IdentityId, IdentityStore, Protocol};
 
 use super::entries::{DirectionEntries, Entry};
@@ -84,6 +85,42 @@ impl Node {
 
     fn key(&self) -> (IdentityId, Family) {
         (self.id, self.family)
+    }
+}
+
+/// World nodes by prefix, so that the nodes enclosing another are found among its own
+/// truncations (one lookup per distinct length) rather than by testing every node: a policy
+/// may carry tens of thousands of prefixes (70,000 `except`s fit in one object), and testing
+/// each against each is quadratic. Each node keeps its position of insertion, so callers can
+/// keep the order a scan would have given.
+#[derive(Default)]
+struct Enclosers {
+    by_prefix: HashMap<IpNet, Vec<(usize, Node)>>,
+    lengths: BTreeSet<u8>,
+    count: usize,
+}
+
+impl Enclosers {
+    fn new<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Enclosers {
+        let mut index = Enclosers::default();
+        nodes.into_iter().for_each(|n| index.insert(*n));
+        index
+    }
+
+    fn insert(&mut self, node: Node) {
+        self.by_prefix
+            .entry(node.prefix)
+            .or_default()
+            .push((self.count, node));
+        self.lengths.insert(node.prefix.prefix_len());
+        self.count += 1;
+    }
+
+    /// The nodes `node` is nested in, deepest first, each with its position of insertion.
+    fn of<'a>(&'a self, node: &'a Node) -> impl Iterator<Item = &'a (usize, Node)> + 'a {
+        truncations(&node.prefix, self.lengths.iter().rev())
+            .flat_map(|prefix| self.by_prefix.get(&prefix).into_iter().flatten())
+            .filter(|(_, outer)| node.nested_in(outer))
     }
 }
 
@@ -230,6 +267,7 @@ pub(crate) fn place(
         });
     }
 
+    let leaking_index = Enclosers::new(&leaking);
     // World prefixes and pod or node identities inside a leaking prefix. Identities are found
     // through the ipcache's CIDR index, so the cost follows the identities inside those
     // prefixes, not their addresses.
@@ -241,7 +279,7 @@ pub(crate) fn place(
             prefix: *prefix,
             host: false,
         })
-        .filter(|n| leaking.iter().any(|a| n.nested_in(a)))
+        .filter(|n| leaking_index.of(n).next().is_some())
         .collect();
     let mut hosts: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
     for outer in &leaking {
@@ -259,14 +297,10 @@ pub(crate) fn place(
     let mut analysis = Analysis::new(entries);
     let mut exceptions: Vec<Node> = Vec::new();
     // Only world identities can enclose others, so only their lists can catch other addresses.
-    let mut enclosing_exceptions: Vec<Node> = Vec::new();
+    let mut enclosing_exceptions = Enclosers::default();
     let mut shadowed: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
     for node in &nested {
-        let provider = enclosing_exceptions
-            .iter()
-            .filter(|k| node.nested_in(k))
-            .max_by_key(|k| k.depth())
-            .copied();
+        let provider = enclosing_exceptions.of(node).next().map(|(_, k)| *k);
         let own = analysis.own_vector(node.id);
         let needs_list = match provider {
             // Inside an exception list, the enclosing list's complete decision applies.
@@ -275,18 +309,18 @@ pub(crate) fn place(
                 analysis.own_vector(k.id) != own
             }
             None => {
-                let enclosing: Vec<IdentityId> = leaking
-                    .iter()
-                    .filter(|a| node.nested_in(a))
-                    .map(|a| a.id)
-                    .collect();
+                // In the order of `leaking`, as the cache key and the decision expect.
+                let mut enclosing: Vec<(usize, IdentityId)> =
+                    leaking_index.of(node).map(|(at, a)| (*at, a.id)).collect();
+                enclosing.sort_unstable();
+                let enclosing: Vec<IdentityId> = enclosing.into_iter().map(|(_, id)| id).collect();
                 analysis.main_vector(node.id, enclosing) != own
             }
         };
         if needs_list {
             exceptions.push(*node);
             if !node.host {
-                enclosing_exceptions.push(*node);
+                enclosing_exceptions.insert(*node);
             }
         }
     }

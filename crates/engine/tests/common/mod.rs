@@ -128,7 +128,11 @@ fn pod_selector() -> impl Strategy<Value = PodSelector> {
 fn cidr(net: &str, except: &[&str], scope: AddressScope) -> Peer {
     Peer::Cidr(CidrSelector {
         net: net.parse().unwrap(),
-        except: except.iter().map(|e| e.parse().unwrap()).collect(),
+        except: except
+            .iter()
+            .map(|e| e.parse().unwrap())
+            .collect::<Vec<_>>()
+            .into(),
         scope,
     })
 }

@@ -62,7 +62,7 @@ pub(super) fn rule_peers(
 fn outside_cluster(net: IpNet) -> Peer {
     Peer::Cidr(CidrSelector {
         net,
-        except: Vec::new(),
+        except: Default::default(),
         scope: AddressScope::OutsideCluster,
     })
 }
