@@ -353,8 +353,12 @@ impl Pipeline {
             .identities
             .set(gauge_value(self.engine.identities().len()));
         metrics.endpoints.set(gauge_value(self.compiled.len()));
-        let entries: usize = self.engine.endpoints().map(|(_, map)| map.len()).sum();
-        metrics.mapstate_entries.set(gauge_value(entries));
+        // Only a change of some MapState changes their sum: counting every class of every local
+        // endpoint again for each replica cost 6% of it at 40,000 pods.
+        if !report.changed_pods.is_empty() || !self.synced {
+            let entries: usize = self.engine.endpoints().map(|(_, map)| map.len()).sum();
+            metrics.mapstate_entries.set(gauge_value(entries));
+        }
         let over_budget = self.engine.over_budget().count();
         metrics.endpoints_over_budget.set(gauge_value(over_budget));
         let programmed: usize = self

@@ -20,6 +20,8 @@
 //! `hcn-sim-sets` (the simulated HCN with ACLs naming network IP sets, the agent's default),
 //! `hcn-sim-inline` (`--hcn-ip-sets off`: addresses inlined in every ACL) and `nftables` (real
 //! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
+//! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `rolling`;
+//! default all), so that a profile (`perf record`) can hold one kind alone.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -167,8 +169,14 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
+    // Held for the run: the namespace the nftables table lives in.
+    let mut _netns = None;
     let (enforcer, sim) = match datapath {
-        "nftables" => (nft_enforcer(), None),
+        "nftables" => {
+            let (enforcer, netns) = nft_enforcer();
+            _netns = netns;
+            (enforcer, None)
+        }
         "hcn-sim-sets" | "hcn-sim-inline" => {
             let options = DatapathOptions {
                 hcn_ip_sets: if datapath == "hcn-sim-sets" {
@@ -224,15 +232,17 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         )
     };
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
-    for k in 0..rounds {
+    for k in (0..rounds).filter(|_| timed("replica")) {
         added.push(bench.step(|b| b.write("bench-replica.yaml", &replica(k))));
         deleted.push(bench.step(|b| b.remove("bench-replica.yaml")));
     }
-    report("replica added", added);
-    report("replica deleted", deleted);
+    if timed("replica") {
+        report("replica added", added);
+        report("replica deleted", deleted);
+    }
 
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
-    for k in 0..rounds {
+    for k in (0..rounds).filter(|_| timed("new")) {
         let text = pod_yaml(
             &format!("bench-new-{k}"),
             1,
@@ -244,8 +254,13 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         added.push(bench.step(|b| b.write("bench-new.yaml", &text)));
         deleted.push(bench.step(|b| b.remove("bench-new.yaml")));
     }
-    report("new label set added", added);
-    report("new label set deleted", deleted);
+    if timed("new") {
+        report("new label set added", added);
+        report("new label set deleted", deleted);
+    }
+    if !timed("rolling") {
+        return;
+    }
 
     // A rolling update: 100 replicas of one workload, each replaced by a new one (one file per
     // replica, as a watch delivers one object per event).
@@ -301,6 +316,12 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     );
 }
 
+/// Whether `NETPOL_PIPELINE_CHANGES` asks for this kind of change (all by default).
+fn timed(kind: &str) -> bool {
+    std::env::var("NETPOL_PIPELINE_CHANGES")
+        .map_or(true, |kinds| kinds.split(',').any(|k| k.trim() == kind))
+}
+
 /// A pod as `netpol synth` writes them, with its own name and address.
 fn pod_yaml(name: &str, ns: usize, app: &str, tier: &str, node: &str, k: usize) -> String {
     format!(
@@ -313,16 +334,26 @@ fn pod_yaml(name: &str, ns: usize, app: &str, tier: &str, node: &str, k: usize) 
     )
 }
 
+/// nftables as the agent runs it (`HostNft`: `nft` spawned from the agent's own namespace),
+/// with this thread moved into a new private namespace first. Not the testbed's `Netns`
+/// backend: it enters the namespace in the child before `exec`, which makes the standard
+/// library fork (copying this process's page tables, hundreds of MB at 150,000 pods) where the
+/// agent's `nft` is spawned without copying them.
 #[cfg(target_os = "linux")]
-fn nft_enforcer() -> Box<dyn netpol_datapath::Enforcer> {
+fn nft_enforcer() -> (
+    Box<dyn netpol_datapath::Enforcer>,
+    Option<netpol_testbed::netns::Netns>,
+) {
     let netns = netpol_testbed::netns::Netns::new().expect("a private network namespace (root)");
-    Box::new(netpol_nft::NftEnforcer::new(
-        Box::new(netns),
+    netns.enter().expect("entering the private namespace");
+    let enforcer = netpol_nft::NftEnforcer::new(
+        Box::new(netpol_nft::host::HostNft),
         netpol_datapath::Backoff::default(),
-    ))
+    );
+    (Box::new(enforcer), Some(netns))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn nft_enforcer() -> Box<dyn netpol_datapath::Enforcer> {
+fn nft_enforcer() -> (Box<dyn netpol_datapath::Enforcer>, Option<()>) {
     panic!("nftables needs Linux")
 }

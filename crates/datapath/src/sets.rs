@@ -83,6 +83,15 @@ pub fn contribution(set: &RemoteSet, id: IdentityId, store: &IdentityStore) -> C
 
 /// The addresses of a set: disjoint prefixes, sorted.
 pub fn addresses(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
+    let mut out = members(set, store);
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// The addresses of a set, disjoint but in no order and possibly repeated: for a caller that
+/// aggregates them (which sorts), sorting here first cost half of resolving a large set.
+pub fn members(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
     let worlds = world_prefixes(set, store);
     let v6 = set.family == Family::V6;
     let mut out: Vec<IpNet> = Vec::new();
@@ -96,8 +105,6 @@ pub fn addresses(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
             );
         }
     }
-    out.sort_unstable();
-    out.dedup();
     out
 }
 

@@ -77,21 +77,27 @@ fn identity_key(id: IdentityId, store: &IdentityStore) -> Vec<u8> {
 /// The set's id: [`NETPOL_SET_PREFIX`] and the first 64 bits of a SHA-256 of its family and its
 /// identities' keys.
 pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
-    let mut keys: Vec<Vec<u8>> = set
+    let keys: Vec<Vec<u8>> = set
         .identities
         .iter()
         .map(|id| identity_key(*id, store))
         .collect();
+    id_of_keys(set.family, keys.iter().map(Vec::as_slice))
+}
+
+/// [`set_id`] from the identities' keys, in any order.
+fn id_of_keys<'a>(family: Family, keys: impl Iterator<Item = &'a [u8]>) -> String {
+    let mut keys: Vec<&[u8]> = keys.collect();
     keys.sort();
     let mut hasher = Sha256::new();
-    hasher.update(match set.family {
+    hasher.update(match family {
         Family::V4 => b"4",
         Family::V6 => b"6",
         Family::Any => b"*",
     });
     for key in keys {
         hasher.update((key.len() as u64).to_le_bytes());
-        hasher.update(&key);
+        hasher.update(key);
     }
     let digest = hasher.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
@@ -102,22 +108,46 @@ pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
 #[derive(Debug, Default)]
 pub struct SetTable {
     by_set: HashMap<Arc<RemoteSet>, SetPolicySetting>,
-    /// The remote sets holding each identity, so a change finds its sets without a scan. The
-    /// sets are shared, not copied: a set of n identities (an `except` of 70,000 addresses) is
-    /// n references here, where copies would cost n² identity ids.
+    /// The remote sets holding each identity, so a change finds its sets without a scan. Shared,
+    /// not copied: a set of k identities is listed under each of them, and k copies of it cost
+    /// k² identity ids (a namespace-wide set of thousands took most of a new label set's time).
     by_identity: HashMap<IdentityId, Vec<Arc<RemoteSet>>>,
+    /// The key ([`identity_key`]) of each identity of a known set: an identity's content never
+    /// changes under its id, and serialising thousands of identities again for every new set
+    /// that names them was most of what a pod of a new label set cost.
+    keys: HashMap<IdentityId, Vec<u8>>,
 }
 
 impl SetTable {
     /// The HNS set of `set`, computed on first use.
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetPolicySetting {
         if !self.by_set.contains_key(set) {
-            let id = set_id(set, store);
+            // Unknown identities are keyed by their id: not kept, so the key follows once the
+            // store knows them.
+            for identity in &set.identities {
+                if !self.keys.contains_key(identity) && store.get(*identity).is_some() {
+                    self.keys.insert(*identity, identity_key(*identity, store));
+                }
+            }
+            let keys = &self.keys;
+            let unknown: Vec<Vec<u8>> = set
+                .identities
+                .iter()
+                .filter(|id| !keys.contains_key(id))
+                .map(|id| identity_key(*id, store))
+                .collect();
+            let known = set.identities.iter().filter_map(|id| keys.get(id));
+            let id = id_of_keys(
+                set.family,
+                known
+                    .map(Vec::as_slice)
+                    .chain(unknown.iter().map(Vec::as_slice)),
+            );
             let setting = SetPolicySetting {
                 name: id.clone(),
                 id,
                 policy_type: IPSET.to_string(),
-                values: render_values(&IpNet::aggregate(&sets::addresses(set, store))),
+                values: render_values(&IpNet::aggregate(&sets::members(set, store))),
             };
             let shared = Arc::new(set.clone());
             for identity in &set.identities {
@@ -133,16 +163,16 @@ impl SetTable {
 
     /// Recomputes the values of the sets holding a changed identity; returns how many changed.
     pub fn update(&mut self, store: &IdentityStore, changed: &BTreeSet<IdentityId>) -> usize {
-        let mut touched: BTreeSet<&Arc<RemoteSet>> = BTreeSet::new();
+        let mut touched: BTreeSet<&RemoteSet> = BTreeSet::new();
         for id in changed {
             if let Some(sets) = self.by_identity.get(id) {
-                touched.extend(sets.iter());
+                touched.extend(sets.iter().map(|s| &**s));
             }
         }
         let mut count = 0;
         for set in touched {
-            let values = render_values(&IpNet::aggregate(&sets::addresses(set, store)));
-            if let Some(setting) = self.by_set.get_mut(&**set) {
+            let values = render_values(&IpNet::aggregate(&sets::members(set, store)));
+            if let Some(setting) = self.by_set.get_mut(set) {
                 if setting.values != values {
                     setting.values = values;
                     count += 1;
@@ -157,14 +187,17 @@ impl SetTable {
         self.by_set.retain(|set, _| keep(set));
         let by_set = &self.by_set;
         self.by_identity.retain(|_, sets| {
-            sets.retain(|s| by_set.contains_key(&**s));
+            sets.retain(|s| by_set.contains_key(s));
             !sets.is_empty()
         });
+        let by_identity = &self.by_identity;
+        self.keys.retain(|id, _| by_identity.contains_key(id));
     }
 
     pub fn clear(&mut self) {
         self.by_set.clear();
         self.by_identity.clear();
+        self.keys.clear();
     }
 
     /// The set with this id, if known.

@@ -211,7 +211,7 @@ fn render_rule(
     };
     match remotes {
         Remotes::Inline => {
-            let addresses = IpNet::aggregate(&sets::addresses(set, store));
+            let addresses = IpNet::aggregate(&sets::members(set, store));
             addresses
                 .chunks(MAX_ADDRESSES_PER_RULE)
                 .map(|chunk| to_setting(rule, crate::ipsets::render_values(chunk)))

@@ -312,3 +312,36 @@ fn sets_go_on_the_network_the_endpoints_are_on() {
         Err(RawError::NotFound)
     );
 }
+
+/// The table keeps identities' keys to name new sets without serialising every identity again:
+/// the ids it gives are the ids `set_id` computes, for sets sharing identities and for a set
+/// named before its identities were known.
+#[test]
+fn the_table_names_sets_as_set_id_does() {
+    use netpol_datapath::{Family, RemoteSet};
+    use netpol_hcn::ipsets::{set_id, SetTable};
+    let mut store = IdentityStore::new();
+    let ids: Vec<IdentityId> = (0..4)
+        .map(|i| {
+            let address = format!("10.2.0.{}", i + 1).parse().unwrap();
+            store
+                .insert(Identity::pod(pod(&format!("p{i}")), address))
+                .0
+        })
+        .collect();
+    let unknown = IdentityId(999);
+    let sets = [
+        vec![ids[0], ids[1]],
+        vec![ids[0], ids[1], ids[2]],
+        vec![ids[3], unknown],
+        vec![ids[2], ids[3]],
+    ];
+    let mut table = SetTable::default();
+    for identities in sets {
+        let set = RemoteSet {
+            family: Family::V4,
+            identities,
+        };
+        assert_eq!(table.get(&set, &store).id, set_id(&set, &store));
+    }
+}

@@ -84,7 +84,7 @@ impl NftEnforcer {
                 ruleset.insert(key.clone(), chains);
             }
         }
-        self.cache.sweep();
+        self.cache.sweep(desired.identities);
         ruleset
     }
 

@@ -38,6 +38,12 @@ pub struct AddressSet {
 impl AddressSet {
     /// The set of `set`, its addresses resolved through `store`.
     pub fn resolve(set: &RemoteSet, store: &IdentityStore) -> AddressSet {
+        let digest = identities_digest(set, |id| identity_digest(id, store));
+        Self::named(set, store, &digest)
+    }
+
+    /// [`AddressSet::resolve`], given the digest of the set's identities.
+    fn named(set: &RemoteSet, store: &IdentityStore, digest: &str) -> AddressSet {
         let v6 = set.family == Family::V6;
         let nets = sets::addresses(set, store);
         let interval = set
@@ -45,23 +51,11 @@ impl AddressSet {
             .iter()
             .any(|id| store.get(*id).is_some_and(|i| i.is_world()))
             || nets.iter().any(|n| n.prefix_len() != n.max_prefix_len());
-        // Named after the identities' content, not their ids: a restarted agent numbers
-        // identities in another order and must find the same sets (and chains) in place.
-        let mut ids: Vec<String> = set
-            .identities
-            .iter()
-            .map(|id| {
-                store
-                    .content_digest(*id)
-                    .map_or_else(|| format!("#{}", id.0), |d| format!("{d:016x}"))
-            })
-            .collect();
-        ids.sort_unstable();
         let name = format!(
             "a{}{}_{}",
             if v6 { 6 } else { 4 },
             if interval { "i" } else { "" },
-            hash(ids.iter().map(String::as_str))
+            digest
         );
         AddressSet {
             name,
@@ -72,12 +66,37 @@ impl AddressSet {
     }
 }
 
+/// The part of a set's name that stands for its identities: a hash of their contents, not of
+/// their ids, since a restarted agent numbers identities in another order and must find the
+/// same sets (and chains) in place. An identity's content never changes under its id (ids are
+/// never reused), so the digest of a set of known identities never changes either.
+fn identities_digest(set: &RemoteSet, mut digest: impl FnMut(IdentityId) -> String) -> String {
+    let mut ids: Vec<String> = set.identities.iter().map(|id| digest(*id)).collect();
+    ids.sort_unstable();
+    hash(ids.iter().map(String::as_str))
+}
+
+/// One identity's part of a set's name.
+fn identity_digest(id: IdentityId, store: &IdentityStore) -> String {
+    store
+        .content_digest(id)
+        .map_or_else(|| format!("#{}", id.0), |d| format!("{d:016x}"))
+}
+
 /// Resolved address sets, kept across calls: a set is resolved again only when one of its
 /// identities changed addresses ([`SetCache::invalidate`]), so a replica costs the sets that name
 /// its identity, not every set of every endpoint.
 #[derive(Clone, Debug, Default)]
 pub struct SetCache {
     sets: HashMap<RemoteSet, (Arc<AddressSet>, bool)>,
+    /// The identities' digest of each set in use ([`identities_digest`]), kept when its
+    /// addresses change: hashing every identity of a set of thousands again for each replica
+    /// cost more than resolving its addresses.
+    digests: HashMap<RemoteSet, (String, bool)>,
+    /// Each known identity's part of those digests ([`identity_digest`]), which never changes
+    /// under its id: a pod of a new label set makes new sets of thousands of identities, and
+    /// hashing each identity's labels again for each was a sixth of its cost.
+    identity_digests: HashMap<IdentityId, String>,
 }
 
 impl SetCache {
@@ -93,6 +112,8 @@ impl SetCache {
     /// Forgets everything.
     pub fn clear(&mut self) {
         self.sets.clear();
+        self.digests.clear();
+        self.identity_digests.clear();
     }
 
     /// The address set of `set`, resolved if it is not known.
@@ -101,14 +122,48 @@ impl SetCache {
             *used = true;
             return resolved.clone();
         }
-        let resolved = Arc::new(AddressSet::resolve(set, store));
+        // An identity unknown to the store is named by its id: not kept, so that the name
+        // follows once the store knows it.
+        let known = set.identities.iter().all(|id| store.get(*id).is_some());
+        let resolved = match self.digests.get_mut(set).filter(|_| known) {
+            Some((digest, used)) => {
+                *used = true;
+                AddressSet::named(set, store, digest)
+            }
+            None => {
+                let cached = &mut self.identity_digests;
+                let digest = identities_digest(set, |id| match cached.get(&id) {
+                    Some(digest) => digest.clone(),
+                    None if store.get(id).is_some() => cached
+                        .entry(id)
+                        .or_insert(identity_digest(id, store))
+                        .clone(),
+                    None => identity_digest(id, store),
+                });
+                let resolved = AddressSet::named(set, store, &digest);
+                if known {
+                    self.digests.insert(set.clone(), (digest, true));
+                }
+                resolved
+            }
+        };
+        let resolved = Arc::new(resolved);
         self.sets.insert(set.clone(), (resolved.clone(), true));
         resolved
     }
 
-    /// Forgets the sets not resolved since the last sweep.
-    pub fn sweep(&mut self) {
+    /// Forgets the sets not resolved since the last sweep (and the digests of sets neither
+    /// resolved nor held); identities gone from `store` are forgotten once they are as many as
+    /// those it holds, so the sweep stays cheap.
+    pub fn sweep(&mut self, store: &IdentityStore) {
+        if self.identity_digests.len() > 2 * store.len() {
+            self.identity_digests
+                .retain(|id, _| store.get(*id).is_some());
+        }
         self.sets.retain(|_, (_, used)| std::mem::take(used));
+        let sets = &self.sets;
+        self.digests
+            .retain(|set, (_, used)| std::mem::take(used) || sets.contains_key(set));
     }
 }
 

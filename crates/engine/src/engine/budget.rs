@@ -97,6 +97,7 @@ impl Engine {
     /// Holds a freshly computed `state` to the budget: over it, its map becomes the isolation
     /// map and the changes (which led from the old map to the computed one) lead to that instead.
     pub(super) fn enforce_budget(&self, state: &mut EndpointState, changes: &mut Vec<ClassChange>) {
+        state.budget_checked = self.max_entries;
         // Counting shared classes once by allocation over-counts equal classes computed apart,
         // so it is an upper bound: within it, the exact (content) count need not be taken.
         let entries = if state.map.stored_len() + state.map.class_count() <= self.max_entries {

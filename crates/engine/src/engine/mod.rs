@@ -87,6 +87,8 @@ struct EndpointState {
     map: MapState,
     /// Set while the endpoint is isolated for exceeding the entry budget (`budget`).
     over_budget: Option<std::sync::Arc<OverBudget>>,
+    /// The budget `map` was last held to (0: never): an unchanged map needs no new count.
+    budget_checked: usize,
 }
 
 #[derive(Debug, Default)]
