@@ -15,7 +15,8 @@ use std::rc::Rc;
 
 use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
-    compute_between, node_parties, outside_parties, pod_classes, pod_parties, Matrix, Party,
+    compute_between, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties,
+    Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{self, ManifestArgs};
@@ -76,11 +77,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         )?;
         return Ok(Outcome::Invalid);
     }
-    let Some(oracle) = decider(args.engine, &scenario, err)? else {
-        return Ok(Outcome::Invalid);
-    };
     let mut parties = pod_parties(cluster);
     let classes = Rc::new(pod_classes(cluster, &parties));
+    let deciding = deciding_pods(cluster, &parties, &classes);
+    let Some(oracle) = decider(args.engine, &scenario, Some(&deciding), err)? else {
+        return Ok(Outcome::Invalid);
+    };
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
