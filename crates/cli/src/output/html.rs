@@ -106,7 +106,10 @@ impl PageMatrix {
                 *cell = 2 * renumbered[(*cell >> 1) as usize] + (*cell & 1);
             }
         }
-        let rules = order.into_iter().map(|r| std::mem::take(&mut rules[r])).collect();
+        let rules = order
+            .into_iter()
+            .map(|r| std::mem::take(&mut rules[r]))
+            .collect();
         PageMatrix {
             protocol: matrix.protocol.to_string(),
             port: matrix.port,
