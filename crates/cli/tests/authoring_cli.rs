@@ -365,6 +365,7 @@ fn diff_compares_two_scenario_files() {
 fn matrix_json_has_one_flow_per_defined_cell() {
     let output = netpol(&[
         "matrix",
+        "--flows",
         "-f",
         &manifests("cluster.yaml"),
         "-f",
@@ -417,6 +418,88 @@ fn matrix_json_has_one_flow_per_defined_cell() {
             "shop/web shop/db deny",
         ]
     );
+}
+
+/// `rows` are `flows` and `other_flows` as runs: expanded, they name the same cells with the
+/// same decisions.
+#[test]
+fn matrix_json_rows_expand_to_the_flows() {
+    let output = netpol(&[
+        "matrix",
+        "--flows",
+        "-f",
+        &manifests("cluster.yaml"),
+        "-f",
+        &manifests("policies-after"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json = json(&output);
+    let str_of = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+    let mut parties: Vec<String> = json["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| str_of(&g["label"]))
+        .collect();
+    parties.extend(
+        json["others"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| str_of(&o["name"])),
+    );
+    for m in json["matrices"].as_array().unwrap() {
+        let text = |d: &serde_json::Value| d.get("text").map(str_of);
+        let mut expected: Vec<_> = m["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(m["other_flows"].as_array().unwrap())
+            .map(|f| {
+                let direction = |k: &str| f.get(k).and_then(text);
+                (
+                    str_of(&f["from"]),
+                    str_of(&f["to"]),
+                    str_of(&f["verdict"]),
+                    direction("egress"),
+                    direction("ingress"),
+                )
+            })
+            .collect();
+        let directions = m["directions"].as_array().unwrap();
+        let direction = |d: &serde_json::Value, k: &str| {
+            d.get(k)
+                .map(|i| str_of(&directions[i.as_u64().unwrap() as usize]["text"]))
+        };
+        let mut expanded = Vec::new();
+        for row in m["rows"].as_array().unwrap() {
+            let from = &parties[row["from"].as_u64().unwrap() as usize];
+            for run in row["to"].as_array().unwrap() {
+                let run: Vec<u64> = run
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|n| n.as_u64().unwrap())
+                    .collect();
+                let decision = &m["decisions"][run[2] as usize];
+                for to in run[0]..=run[1] {
+                    expanded.push((
+                        from.clone(),
+                        parties[to as usize].clone(),
+                        str_of(&decision["verdict"]),
+                        direction(decision, "egress"),
+                        direction(decision, "ingress"),
+                    ));
+                }
+            }
+        }
+        expected.sort();
+        expanded.sort();
+        assert!(expected.len() > 6, "{expected:?}");
+        assert_eq!(expanded, expected);
+    }
 }
 
 #[test]

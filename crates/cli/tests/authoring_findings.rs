@@ -307,7 +307,9 @@ TCP/8080 (http): 13 of 18 flows allowed
         stream.push_str("\n---\n");
     }
     let output = netpol_with_stdin(
-        &["matrix", "-f", "-", "-o", "json", "--port", "5432"],
+        &[
+            "matrix", "-f", "-", "-o", "json", "--port", "5432", "--flows",
+        ],
         &stream,
     );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

@@ -31,6 +31,8 @@ fn matrix(output: &str) -> Vec<u8> {
             &manifests("policies-after"),
             "--output",
             output,
+            // JSON: every flow whole, to compare the page with.
+            "--flows",
         ])
         .output()
         .expect("the netpol binary runs");
@@ -203,4 +205,84 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
         })
         .collect();
     assert_eq!(namespace_headers, ["opsx1", "shopx2", "opsx1", "shopx2"]);
+}
+
+/// A page of thousands of pods (a synthetic cluster of mixed workloads): it stays small (each
+/// row's cells are runs), opens on its first namespace, and draws that namespace's cells without
+/// script errors.
+#[test]
+fn a_large_html_matrix_opens_on_one_namespace_and_draws() {
+    let scratch = std::env::temp_dir().join(format!("netpol-html-large-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let cluster = scratch.join("cluster");
+    let synth = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args(["synth", "--pods", "2000", "--workloads", "mixed", "--out"])
+        .arg(&cluster)
+        .output()
+        .expect("the netpol binary runs");
+    assert!(
+        synth.status.success(),
+        "{}",
+        String::from_utf8_lossy(&synth.stderr)
+    );
+    let result = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "matrix",
+            "--protocol",
+            "TCP",
+            "--port",
+            "80",
+            "-o",
+            "html",
+            "-f",
+        ])
+        .arg(&cluster)
+        .output()
+        .expect("the netpol binary runs");
+    assert!(
+        result.status.success(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
+    let html = result.stdout;
+    assert!(
+        html.len() < 1 << 20,
+        "a 2,000-pod page of {} bytes",
+        html.len()
+    );
+    let page = scratch.join("matrix.html");
+    std::fs::write(&page, &html).unwrap();
+    let dom = rendered_dom(&page, &scratch);
+    std::fs::remove_dir_all(&scratch).unwrap();
+    let Some(dom) = dom else {
+        if std::env::var_os("NETPOL_SKIP_BROWSER").is_some_and(|v| v == "1") {
+            eprintln!("skipped: {BROWSER} is not installed and NETPOL_SKIP_BROWSER=1");
+            return;
+        }
+        panic!("{BROWSER} is not installed (or set NETPOL_SKIP_BROWSER=1)");
+    };
+    let errors_at = dom
+        .find("<pre id=\"netpol-errors\">")
+        .expect("the error box")
+        + 24;
+    let errors = &dom[errors_at..errors_at + dom[errors_at..].find("</pre>").unwrap()];
+    assert_eq!(errors, "", "the page's script raised errors");
+    let status = tags(&dom, "p")
+        .into_iter()
+        .find(|(_, t)| t.contains("id=\"netpol-status\""))
+        .expect("the status marker")
+        .1;
+    let shown: usize = attribute(status, "data-shown").unwrap().parse().unwrap();
+    let cells: usize = attribute(status, "data-cells").unwrap().parse().unwrap();
+    let groups = tags(&dom, "option").len() - 1;
+    assert!(
+        shown > 0 && groups > 1,
+        "{shown} groups shown, {groups} namespaces"
+    );
+    assert_eq!(
+        cells,
+        shown * shown,
+        "one tab, every cell of the namespace drawn"
+    );
+    assert_eq!(tags(&dom, "td").len(), cells);
 }

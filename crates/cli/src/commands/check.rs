@@ -205,7 +205,7 @@ fn fates(args: &Args, scenario: &Scenario, err: &mut dyn Write) -> io::Result<Op
             }
         };
     }
-    let Some(oracle) = decider(args.engine, scenario, err)? else {
+    let Some(oracle) = decider(args.engine, scenario, None, err)? else {
         return Ok(None);
     };
     Ok(Some(

@@ -13,10 +13,13 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use netpol_engine::flow::DirectionOracle;
+use std::rc::Rc;
+
 use serde::Serialize;
 
-use crate::decide::matrix::{decide_between, node_parties, outside_parties, Party};
+use crate::decide::matrix::{
+    compute_between, deciding_pods, node_parties, outside_parties, Classes, Matrix, Party,
+};
 use crate::decide::{decider, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
 use crate::outcome::Outcome;
@@ -55,23 +58,9 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     let Some((before, after)) = loaded else {
         return Ok(Outcome::Invalid);
     };
-    let (Some(before_oracle), Some(after_oracle)) = (
-        decider(args.engine, &before, err)?,
-        decider(args.engine, &after, err)?,
-    ) else {
+    let Some(report) = compare([&before, &after], args.engine, args.probes, err)? else {
         return Ok(Outcome::Invalid);
     };
-    let sides = [
-        Side {
-            scenario: &before,
-            oracle: before_oracle.as_ref(),
-        },
-        Side {
-            scenario: &after,
-            oracle: after_oracle.as_ref(),
-        },
-    ];
-    let report = compare(&sides, args.probes);
     if report.pods_compared == 0 {
         // An empty diff reads as "safe" in CI; with no pods there was nothing to compare.
         writeln!(
@@ -219,10 +208,9 @@ fn side(args: &Args, path: &std::path::Path) -> Result<Input, String> {
     }
 }
 
-/// One side of the comparison: its cluster and what decides its flows.
-pub struct Side<'a> {
-    pub scenario: &'a Scenario,
-    pub oracle: &'a dyn DirectionOracle,
+/// One side of the comparison.
+struct Side<'a> {
+    scenario: &'a Scenario,
 }
 
 impl Side<'_> {
@@ -291,9 +279,16 @@ pub struct ChangeJson {
 
 /// Decides every flow between pods both sides have, and between those pods and the nodes both
 /// sides have and the regions outside the cluster either side's policies tell apart, on every
-/// probe port, and keeps those whose verdict differs.
-pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
-    let [before, after] = sides;
+/// probe port, and keeps those whose verdict differs. Pods are decided per class of pods alike
+/// on both sides ([`Classes`]), as `matrix` does, and expanded to pods only where a verdict
+/// changes. `None` where a side has no decider (reported on `err`).
+pub fn compare(
+    scenarios: [&Scenario; 2],
+    engine: EngineArgs,
+    probes: ProbeArgs,
+    err: &mut dyn Write,
+) -> io::Result<Option<DiffJson>> {
+    let [before, after] = scenarios.map(|scenario| Side { scenario });
     let clusters = [before.cluster(), after.cluster()];
     let probes = probes.ports(&clusters);
     let (before_pods, after_pods) = (before.pods(), after.pods());
@@ -301,67 +296,108 @@ pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
     let names = |pods: std::collections::btree_set::Difference<PodRef>| {
         pods.map(ToString::to_string).collect::<Vec<_>>()
     };
-    // Each party as each side has it (a node's address may differ between the sides).
-    let mut parties: Vec<[Party; 2]> = common
-        .iter()
-        .map(|p| [Party::Pod((*p).clone()), Party::Pod((*p).clone())])
-        .collect();
+    // Each side's parties: the common pods, then the nodes both sides have (a node's address
+    // may differ between the sides), then the regions outside.
+    let pods: Vec<Party> = common.iter().map(|p| Party::Pod((*p).clone())).collect();
+    let mut parties = [pods.clone(), pods];
     let after_nodes = node_parties(after.cluster());
-    let nodes: Vec<[Party; 2]> = node_parties(before.cluster())
-        .into_iter()
-        .filter_map(|b| {
-            let a = after_nodes
-                .iter()
-                .find(|a| a.to_string() == b.to_string())?;
-            Some([b, a.clone()])
-        })
-        .collect();
-    let nodes_compared = nodes.len();
-    parties.extend(nodes);
+    for b in node_parties(before.cluster()) {
+        if let Some(a) = after_nodes.iter().find(|a| a.to_string() == b.to_string()) {
+            parties[0].push(b);
+            parties[1].push(a.clone());
+        }
+    }
+    let nodes_compared = parties[0].len() - common.len();
     let outside = outside_parties(&clusters);
     let outside_regions = outside.iter().map(ToString::to_string).collect();
-    parties.extend(outside.into_iter().map(|r| [r.clone(), r]));
-
+    for side in &mut parties {
+        side.extend(outside.iter().cloned());
+    }
+    let classes = Rc::new(Classes::new(&clusters, &common));
+    let mut oracles = Vec::new();
+    for (side, parties) in scenarios.iter().zip(&parties) {
+        let deciding = deciding_pods(&side.cluster, parties, &classes);
+        match decider(engine, side, Some(&deciding), err)? {
+            Some(oracle) => oracles.push(oracle),
+            None => return Ok(None),
+        }
+    }
     let mut changes = Vec::new();
     for &(protocol, port) in &probes {
-        for from in &parties {
-            for to in &parties {
-                let decide = |i: usize| {
-                    let side = &sides[i];
-                    decide_between(
-                        side.cluster(),
-                        side.oracle,
-                        &from[i],
-                        &to[i],
-                        protocol,
-                        port,
-                    )
-                };
-                let (Some(was), Some(now)) = (decide(0), decide(1)) else {
-                    continue;
-                };
-                if was.allowed() != now.allowed() {
-                    let workload = |party: &Party| match party {
-                        Party::Pod(pod) => Some(after.workload(pod)),
-                        _ => None,
-                    };
-                    changes.push(ChangeJson {
-                        from: from[0].to_string(),
-                        to: to[0].to_string(),
-                        from_kind: from[0].kind(),
-                        to_kind: to[0].kind(),
-                        from_workload: workload(&from[0]),
-                        to_workload: workload(&to[0]),
-                        protocol: protocol.to_string(),
-                        port,
-                        before: (&was).into(),
-                        after: (&now).into(),
-                    });
+        let [was, now]: [Matrix; 2] = std::array::from_fn(|i| {
+            compute_between(
+                clusters[i],
+                oracles[i].as_ref(),
+                &parties[i],
+                &classes,
+                protocol,
+                port,
+            )
+        });
+        let mut change = |from: usize, to: usize| {
+            let (Some(was), Some(now)) = (was.cell(from, to), now.cell(from, to)) else {
+                return;
+            };
+            if was.allowed() == now.allowed() {
+                return;
+            }
+            let (from, to) = (&parties[0][from], &parties[0][to]);
+            let workload = |party: &Party| match party {
+                Party::Pod(pod) => Some(after.workload(pod)),
+                _ => None,
+            };
+            changes.push(ChangeJson {
+                from: from.to_string(),
+                to: to.to_string(),
+                from_kind: from.kind(),
+                to_kind: to.kind(),
+                from_workload: workload(from),
+                to_workload: workload(to),
+                protocol: protocol.to_string(),
+                port,
+                before: was.into(),
+                after: now.into(),
+            });
+        };
+        // Per class of sources, the pods of the classes towards which some verdict changes.
+        let changed_towards: Vec<Vec<usize>> = (0..classes.len())
+            .map(|a| {
+                let mut pods: Vec<usize> = (0..classes.len())
+                    .filter(|&b| {
+                        let (x, y) = (was.class_code(a, b), now.class_code(a, b));
+                        let verdict = |m: &Matrix, code: u32| {
+                            m.decisions.get(code as usize).map(|d| d.allowed())
+                        };
+                        matches!(
+                            (verdict(&was, x), verdict(&now, y)),
+                            (Some(p), Some(q)) if p != q
+                        )
+                    })
+                    .flat_map(|b| classes.members[b].iter().copied())
+                    .collect();
+                pods.sort_unstable();
+                pods
+            })
+            .collect();
+        let (n, all) = (common.len(), parties[0].len());
+        for from in 0..all {
+            if from < n {
+                for &to in &changed_towards[classes.of[from] as usize] {
+                    change(from, to);
+                }
+            } else {
+                for to in 0..n {
+                    change(from, to);
+                }
+            }
+            if from < n {
+                for to in n..all {
+                    change(from, to);
                 }
             }
         }
     }
-    DiffJson {
+    Ok(Some(DiffJson {
         probes: probes.iter().map(|(p, n)| format!("{p}/{n}")).collect(),
         probe_labels: probes
             .iter()
@@ -373,11 +409,11 @@ pub fn compare(sides: &[Side; 2], probes: ProbeArgs) -> DiffJson {
         nodes_compared,
         outside_regions,
         changes,
-    }
+    }))
 }
 
 /// Changes that read as one line: the same workloads, port, verdicts and deciding rules.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct LineKey<'a> {
     protocol: &'a str,
     port: u16,
@@ -390,6 +426,7 @@ struct LineKey<'a> {
 fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
     // One line per pair of workloads (or other parties): replicas decide alike.
     let mut lines: Vec<(LineKey, BTreeSet<&str>, BTreeSet<&str>, &ChangeJson)> = Vec::new();
+    let mut line_of: std::collections::BTreeMap<LineKey, usize> = Default::default();
     for change in &report.changes {
         let key = LineKey {
             protocol: &change.protocol,
@@ -405,17 +442,21 @@ fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
             before: &change.before.deciding_rule,
             after: &change.after.deciding_rule,
         };
-        match lines.iter_mut().find(|(k, ..)| *k == key) {
-            Some((_, froms, tos, _)) => {
+        match line_of.get(&key) {
+            Some(&line) => {
+                let (_, froms, tos, _) = &mut lines[line];
                 froms.insert(&change.from);
                 tos.insert(&change.to);
             }
-            None => lines.push((
-                key,
-                BTreeSet::from([change.from.as_str()]),
-                BTreeSet::from([change.to.as_str()]),
-                change,
-            )),
+            None => {
+                line_of.insert(key.clone(), lines.len());
+                lines.push((
+                    key,
+                    BTreeSet::from([change.from.as_str()]),
+                    BTreeSet::from([change.to.as_str()]),
+                    change,
+                ));
+            }
         }
     }
     let counted = |name: &str, members: &BTreeSet<&str>| {

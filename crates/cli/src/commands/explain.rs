@@ -179,7 +179,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         Ok(ids) => ids,
         Err(e) => return fail(err, e),
     };
-    let Some(oracle) = decider(args.engine, &scenario, err)? else {
+    // The engine resolves the MapStates of the flow's two pods only.
+    let endpoints = [src, dst]
+        .iter()
+        .filter_map(|&id| cluster.store().get(id)?.as_pod())
+        .map(|pod| format!("{}/{}", pod.namespace, pod.name))
+        .collect();
+    let Some(oracle) = decider(args.engine, &scenario, Some(&endpoints), err)? else {
         return Ok(Outcome::Invalid);
     };
     let decision = decide_flow(oracle.as_ref(), cluster.store(), src, dst, protocol, port);

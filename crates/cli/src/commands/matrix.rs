@@ -15,14 +15,16 @@ use std::rc::Rc;
 
 use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
-    compute_between, node_parties, outside_parties, pod_classes, pod_parties, Matrix, Party,
+    compute_between, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties,
+    Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
+use crate::output::cells::Cells;
 use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
-use crate::output::report::{write_json, FlowJson};
+use crate::output::report::FlowJson;
 use crate::probes::{port_names, probe_label, ProbeArgs};
 use crate::scenario::{Cluster, ASSIGNED_POD_CIDR};
 
@@ -46,6 +48,10 @@ pub struct Args {
     /// One row per pod instead of one per workload (text, JSON and HTML).
     #[arg(long)]
     pub per_pod: bool,
+    /// `-o json`: also list every defined flow between two groups whole, as `flows` and
+    /// `other_flows` (the form before `rows`; about a kilobyte per pair of groups).
+    #[arg(long)]
+    pub flows: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -76,11 +82,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         )?;
         return Ok(Outcome::Invalid);
     }
-    let Some(oracle) = decider(args.engine, &scenario, err)? else {
-        return Ok(Outcome::Invalid);
-    };
     let mut parties = pod_parties(cluster);
     let classes = Rc::new(pod_classes(cluster, &parties));
+    let deciding = deciding_pods(cluster, &parties, &classes);
+    let Some(oracle) = decider(args.engine, &scenario, Some(&deciding), err)? else {
+        return Ok(Outcome::Invalid);
+    };
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
@@ -111,7 +118,10 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
                 })?;
             }
         }
-        Format::Json => write_matrices_json(&mut out, cluster, &parties, &groups, &matrices)?,
+        Format::Json => {
+            let flows = args.flows;
+            write_matrices_json(&mut out, cluster, &parties, &groups, &matrices, flows)?
+        }
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
             let pod_groups: Vec<Group> = groups
@@ -188,8 +198,8 @@ fn write_text(
 }
 
 /// `matrix --output json`, written as it is made: the groups and other parties once, then per
-/// protocol and port the flows between groups, one group pair at a time.
-#[derive(Debug, Serialize)]
+/// protocol and port the flows between groups, one row at a time.
+#[derive(Serialize)]
 pub struct MatricesJson<'a> {
     /// The pods in rows: by workload (pods that decide alike), or one per pod with `--per-pod`.
     pub groups: Vec<GroupJson>,
@@ -199,9 +209,10 @@ pub struct MatricesJson<'a> {
 }
 
 /// One protocol and port: every defined flow between groups, and between groups and nodes or
-/// outside regions. A flow between two groups holds for every pod of the one to every pod of
-/// the other (a pod to itself excepted).
-#[derive(Debug, Serialize)]
+/// outside regions, as runs of destinations per source (`rows`, see [`Cells`]). A flow between
+/// two groups holds for every pod of the one to every pod of the other (a pod to itself
+/// excepted).
+#[derive(Serialize)]
 pub struct MatrixJson<'a> {
     pub protocol: String,
     pub port: u16,
@@ -211,10 +222,15 @@ pub struct MatrixJson<'a> {
     /// Flows between pods: how many are defined, how many allowed.
     pub pod_flows: u64,
     pub pod_flows_allowed: u64,
-    /// Between groups of pods, `from` and `to` naming groups by label.
-    pub flows: GroupFlows<'a>,
-    /// Between groups of pods and other parties.
-    pub other_flows: GroupFlows<'a>,
+    /// `directions`, `decisions` and `rows`.
+    #[serde(flatten)]
+    pub cells: Cells<'a>,
+    /// With `--flows`: between groups of pods, `from` and `to` naming groups by label.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flows: Option<GroupFlows<'a>>,
+    /// With `--flows`: between groups of pods and other parties.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other_flows: Option<GroupFlows<'a>>,
 }
 
 /// The flows of one matrix between groups, serialized one at a time.
@@ -284,6 +300,7 @@ fn write_matrices_json(
     parties: &[Party],
     groups: &[Group],
     matrices: &[Matrix],
+    flows: bool,
 ) -> io::Result<()> {
     let value = MatricesJson {
         groups: groups
@@ -314,21 +331,24 @@ fn write_matrices_json(
                     port_names: port_names(&[cluster], m.protocol, m.port),
                     pod_flows,
                     pod_flows_allowed,
-                    flows: GroupFlows {
+                    cells: Cells::new(m, groups),
+                    flows: flows.then_some(GroupFlows {
                         matrix: m,
                         groups,
                         parties,
                         pods: true,
-                    },
-                    other_flows: GroupFlows {
+                    }),
+                    other_flows: flows.then_some(GroupFlows {
                         matrix: m,
                         groups,
                         parties,
                         pods: false,
-                    },
+                    }),
                 }
             })
             .collect(),
     };
-    write_json(out, &value)
+    // Compact: a row's runs are many small arrays.
+    serde_json::to_writer(&mut *out, &value)?;
+    writeln!(out)
 }

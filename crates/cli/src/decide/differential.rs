@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
-use super::matrix::{pod_classes, pod_parties};
-use super::{oracle, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
+use super::matrix::{deciding_pods, pod_classes, pod_parties};
+use super::{oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
@@ -60,12 +60,22 @@ fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
         };
         let mut parties = pod_parties(cluster);
         let classes = Rc::new(pod_classes(cluster, &parties));
+        // The matrix is decided by an oracle that resolves only the pods it names; the pairs
+        // alone by one that resolves every pod.
+        let deciding = deciding_pods(cluster, &parties, &classes);
+        let by_class = oracle_at(args, cluster, Some(&deciding)).expect("built once already");
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
         let probes = ProbeArgs::default().ports(&[cluster]);
         for (protocol, port) in probes {
-            let matrix =
-                compute_between(cluster, oracle.as_ref(), &parties, &classes, protocol, port);
+            let matrix = compute_between(
+                cluster,
+                by_class.as_ref(),
+                &parties,
+                &classes,
+                protocol,
+                port,
+            );
             for (i, from) in parties.iter().enumerate() {
                 for (j, to) in parties.iter().enumerate() {
                     let alone = decide_between(cluster, oracle.as_ref(), from, to, protocol, port);

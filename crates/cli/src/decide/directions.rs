@@ -4,13 +4,16 @@
 //! the ingress half likewise. Classes with the same entries share those halves, so a matrix of
 //! `k` classes asks the decider about `k` times the distinct rule sets, not `k` squared, and
 //! every flow is interned as a pair of interned halves (no decision is cloned or hashed per
-//! cell).
+//! cell). A remote pod, in turn, matters to a half only through which peers of its entries
+//! select it (and, for egress, its named ports): halves are decided once per signature and
+//! such [`View`] of the remote, not once per remote pod.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
 
 use netpol_engine::flow::{DirectionOracle, FlowDecision};
 use netpol_engine::reference::Decision;
-use netpol_engine::{Direction, IdentityId, PodInfo, Protocol};
+use netpol_engine::{Direction, IdentityId, IdentityStore, NamedPort, Peer, PodInfo, Protocol};
 
 use crate::scenario::Cluster;
 
@@ -20,6 +23,8 @@ pub struct Signatures {
     /// Per class: its egress and its ingress signature.
     pub egress: Vec<u32>,
     pub ingress: Vec<u32>,
+    /// Per signature: the entries that select its pods, by position in `cluster.entries()`.
+    selecting: Vec<Vec<u32>>,
 }
 
 impl Signatures {
@@ -46,7 +51,109 @@ impl Signatures {
         };
         let egress = infos.iter().map(|&i| signature(true, i)).collect();
         let ingress = infos.iter().map(|&i| signature(false, i)).collect();
-        Signatures { egress, ingress }
+        let mut selecting = vec![Vec::new(); index.len()];
+        for ((_, entries, _), code) in index {
+            selecting[code as usize] = entries;
+        }
+        Signatures {
+            egress,
+            ingress,
+            selecting,
+        }
+    }
+}
+
+/// What a remote pod is to the entries of one signature: which of their peers select it, and
+/// for egress its named ports (an egress rule's named port is the destination's). Two remote
+/// pods with the same view get the same half from the signature's pods.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct View<'a> {
+    selected_by: Vec<u32>,
+    ports: &'a [NamedPort],
+}
+
+/// The remotes' views, per signature.
+pub struct Views<'a> {
+    store: &'a IdentityStore,
+    /// The distinct peers of the entries.
+    peers: Vec<&'a Peer>,
+    /// Per signature: the peers of its entries, by position in `peers`, ascending.
+    of_signature: Vec<Vec<u32>>,
+    /// Per remote identity: the peers (by position) that select it, or `None` where the
+    /// identity is not one to share halves over (not a pod, or a pod at a node's address).
+    selecting: HashMap<IdentityId, Option<Vec<u32>>>,
+    node_addresses: HashSet<IpAddr>,
+    interned: HashMap<(u32, View<'a>), u32>,
+}
+
+impl<'a> Views<'a> {
+    pub fn new(cluster: &'a Cluster, signatures: &Signatures) -> Views<'a> {
+        let entries = cluster.entries();
+        let mut index: HashMap<&Peer, u32> = HashMap::new();
+        let mut peers = Vec::new();
+        let of_signature = signatures
+            .selecting
+            .iter()
+            .map(|selecting| {
+                let mut of: Vec<u32> = selecting
+                    .iter()
+                    .flat_map(|&e| &entries[e as usize].peers)
+                    .map(|peer| {
+                        *index.entry(peer).or_insert_with(|| {
+                            peers.push(peer);
+                            peers.len() as u32 - 1
+                        })
+                    })
+                    .collect();
+                of.sort_unstable();
+                of.dedup();
+                of
+            })
+            .collect();
+        Views {
+            store: cluster.store(),
+            peers,
+            of_signature,
+            selecting: HashMap::new(),
+            node_addresses: cluster
+                .nodes()
+                .flat_map(|(_, ids)| ids.into_iter().map(|i| i.prefix.addr()))
+                .collect(),
+            interned: HashMap::new(),
+        }
+    }
+
+    /// The view of `remote` from the pods of `signature`, as a number unique per signature, or
+    /// `None` where the remote is decided on its own.
+    fn view(&mut self, egress: bool, signature: u32, remote: IdentityId) -> Option<u32> {
+        let identity = self.store.get(remote)?;
+        let (peers, node_addresses) = (&self.peers, &self.node_addresses);
+        let selecting = self.selecting.entry(remote).or_insert_with(|| {
+            identity.as_pod()?;
+            if node_addresses.contains(&identity.prefix.addr()) {
+                return None;
+            }
+            Some(
+                (0..peers.len() as u32)
+                    .filter(|&p| peers[p as usize].selects_ignoring_node(identity))
+                    .collect(),
+            )
+        });
+        let selecting = selecting.as_ref()?;
+        let of = &self.of_signature[signature as usize];
+        let view = View {
+            selected_by: of
+                .iter()
+                .copied()
+                .filter(|p| selecting.binary_search(p).is_ok())
+                .collect(),
+            ports: match identity.as_pod() {
+                Some(pod) if egress => &pod.ports,
+                _ => &[],
+            },
+        };
+        let next = self.interned.len() as u32;
+        Some(*self.interned.entry((signature, view)).or_insert(next))
     }
 }
 
@@ -59,7 +166,14 @@ pub struct Interner {
     halves: Vec<Decision>,
     half_index: HashMap<Decision, u32>,
     pairs: HashMap<(u32, u32), u32>,
-    decided: HashMap<(bool, u32, IdentityId), u32>,
+    decided: HashMap<(bool, u32, Remote), u32>,
+}
+
+/// A remote as halves are shared over: by its view, or by itself.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Remote {
+    View(u32),
+    Identity(IdentityId),
 }
 
 /// A cell with no flow.
@@ -85,11 +199,12 @@ impl Interner {
     }
 
     /// One half, decided by `oracle` at `endpoint` unless a pod of the same signature has been
-    /// decided against `remote`.
+    /// decided against `remote` or a remote of the same view.
     #[allow(clippy::too_many_arguments)]
     pub fn half(
         &mut self,
         oracle: &dyn DirectionOracle,
+        views: &mut Views,
         egress: bool,
         signature: u32,
         endpoint: IdentityId,
@@ -97,7 +212,11 @@ impl Interner {
         protocol: Protocol,
         port: u16,
     ) -> u32 {
-        if let Some(&code) = self.decided.get(&(egress, signature, remote)) {
+        let key = match views.view(egress, signature, remote) {
+            Some(view) => Remote::View(view),
+            None => Remote::Identity(remote),
+        };
+        if let Some(&code) = self.decided.get(&(egress, signature, key)) {
             return code;
         }
         let direction = if egress {
@@ -112,7 +231,7 @@ impl Interner {
             halves.push(d.clone());
             next
         });
-        self.decided.insert((egress, signature, remote), code);
+        self.decided.insert((egress, signature, key), code);
         code
     }
 
@@ -151,6 +270,7 @@ pub fn pod_pair(
 #[allow(clippy::too_many_arguments)]
 pub fn with_address(
     interner: &mut Interner,
+    views: &mut Views,
     cluster: &Cluster,
     oracle: &dyn DirectionOracle,
     signatures: (u32, u32),
@@ -181,13 +301,13 @@ pub fn with_address(
     }
     let (egress, ingress) = if pod_is_source {
         (
-            interner.half(oracle, true, egress_sig, src, dst, protocol, port),
+            interner.half(oracle, views, true, egress_sig, src, dst, protocol, port),
             NO_HALF,
         )
     } else {
         (
             NO_HALF,
-            interner.half(oracle, false, ingress_sig, dst, src, protocol, port),
+            interner.half(oracle, views, false, ingress_sig, dst, src, protocol, port),
         )
     };
     interner.pair(egress, ingress)

@@ -142,9 +142,15 @@ impl<'g> Grouped<'g> {
 
     /// The decision between the pods (or party) of group `a` and those of group `b`.
     pub fn cell<'m>(&self, matrix: &'m Matrix, a: usize, b: usize) -> Option<&'m FlowDecision> {
+        matrix.decisions.get(self.code(matrix, a, b) as usize)
+    }
+
+    /// The decision code (a position in `matrix.decisions`, or [`UNDEFINED`]) between the
+    /// pods (or party) of group `a` and those of group `b`.
+    pub fn code(&self, matrix: &Matrix, a: usize, b: usize) -> u32 {
         let (from, to) = (&self.groups[a], &self.groups[b]);
         if a == b && from.members.len() == 1 {
-            return None;
+            return UNDEFINED;
         }
         let code = match (self.class_sets[a].is_empty(), self.class_sets[b].is_empty()) {
             (false, false) => self.class_sets[a]
@@ -161,7 +167,7 @@ impl<'g> Grouped<'g> {
                 .flat_map(|&i| to.members.iter().map(move |&j| matrix.code(i, j)))
                 .find(|&c| c != UNDEFINED),
         };
-        code.and_then(|c| matrix.decisions.get(c as usize))
+        code.unwrap_or(UNDEFINED)
     }
 
     /// One row of symbols.

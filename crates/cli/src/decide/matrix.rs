@@ -14,7 +14,7 @@ use netpol_engine::{
     CidrSelector, IdentityId, LabelSelector, Peer, PodSelector, Protocol, Requirement,
 };
 
-use super::directions::{pod_pair, with_address, Interner, Signatures};
+use super::directions::{pod_pair, with_address, Interner, Signatures, Views};
 use super::outside::{regions, Region};
 use crate::scenario::{Cluster, Endpoint, PodRef};
 
@@ -434,6 +434,49 @@ pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
     Classes::new(&[cluster], &pods)
 }
 
+/// The pods (`namespace/name`) whose flows [`compute_between`] asks the decider about, for the
+/// pods among `parties` in `classes`: per class its first two members (flows within the class)
+/// and its first member on another node than the first (flows with the first's own node). An
+/// oracle that answers at these pods only ([`super::oracle_at`]) decides the whole matrix.
+pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) -> BTreeSet<String> {
+    let pod = |position: usize| match &parties[position] {
+        Party::Pod(pod) => pod,
+        _ => unreachable!("classes hold pods"),
+    };
+    let mut out = BTreeSet::new();
+    for members in &classes.members {
+        let first_node = cluster.pod_node(pod(members[0]));
+        let elsewhere = members
+            .iter()
+            .find(|&&m| cluster.pod_node(pod(m)) != first_node);
+        for &m in members.iter().take(2).chain(elsewhere) {
+            out.insert(pod(m).to_string());
+        }
+    }
+    out
+}
+
+/// One pod (`namespace/name`) per class and node among the pods of `parties`: an endpoint's
+/// MapState is a function of its class and its node (host-relative peers), so these pods'
+/// MapStates stand for every pod's.
+pub fn pod_per_class_and_node(
+    cluster: &Cluster,
+    parties: &[Party],
+    classes: &Classes,
+) -> BTreeSet<String> {
+    let mut seen = HashSet::new();
+    parties
+        .iter()
+        .zip(&classes.of)
+        .filter_map(|(party, &class)| match party {
+            Party::Pod(pod) => seen
+                .insert((class, cluster.pod_node(pod)))
+                .then(|| pod.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Decides the flow between every ordered pair of `parties` (pods first, in the order of
 /// `classes`): once per pair of pod classes, once per pod and other party.
 pub fn compute_between(
@@ -470,6 +513,7 @@ pub fn compute_between(
         })
         .collect();
     let signatures = Signatures::new(cluster, &infos);
+    let mut views = Views::new(cluster, &signatures);
     let mut between_classes = Vec::with_capacity(k * k);
     for from in 0..k {
         for to in 0..k {
@@ -484,6 +528,7 @@ pub fn compute_between(
                 Some((src, dst)) => {
                     let egress = interner.half(
                         oracle,
+                        &mut views,
                         true,
                         signatures.egress[from],
                         src,
@@ -493,6 +538,7 @@ pub fn compute_between(
                     );
                     let ingress = interner.half(
                         oracle,
+                        &mut views,
                         false,
                         signatures.ingress[to],
                         dst,
@@ -554,6 +600,7 @@ pub fn compute_between(
             let sigs = (signatures.egress[c], signatures.ingress[c]);
             to_others.push(with_address(
                 &mut interner,
+                &mut views,
                 cluster,
                 oracle,
                 sigs,
@@ -565,6 +612,7 @@ pub fn compute_between(
             ));
             from_others[o * k + c] = with_address(
                 &mut interner,
+                &mut views,
                 cluster,
                 oracle,
                 sigs,

@@ -12,6 +12,7 @@ pub mod matrix;
 pub mod outside;
 pub mod packets;
 
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 
 use netpol_engine::flow::{ByAddress, DirectionOracle, ReferenceOracle};
@@ -96,6 +97,19 @@ pub fn oracle(
     args: EngineArgs,
     cluster: &Cluster,
 ) -> Result<Box<dyn DirectionOracle + '_>, OracleError> {
+    oracle_at(args, cluster, None)
+}
+
+/// A decider for flows of `cluster` that only answers for flows at the pods `endpoints` names
+/// (`namespace/name`), where given: the MapState engine (and the datapath programmed from it)
+/// resolves those pods' MapStates only, as a tool deciding per class of alike pods needs one
+/// pod per class ([`matrix::deciding_pods`]). A flow at any other pod is decided as if no policy
+/// selected it.
+pub fn oracle_at<'a>(
+    args: EngineArgs,
+    cluster: &'a Cluster,
+    endpoints: Option<&BTreeSet<String>>,
+) -> Result<Box<dyn DirectionOracle + 'a>, OracleError> {
     match (args.engine, args.datapath) {
         (EngineKind::Reference, None) => Ok(Box::new(ReferenceOracle {
             entries: cluster.entries(),
@@ -103,7 +117,7 @@ pub fn oracle(
         })),
         (EngineKind::Reference, Some(_)) => Err(OracleError::DatapathNeedsMapState),
         (EngineKind::Mapstate, datapath) => {
-            let engine = load_engine(cluster);
+            let engine = load_engine_at(cluster, endpoints);
             let store = cluster.store();
             Ok(match datapath {
                 None => Box::new(ByAddress::new(store, engine)),
@@ -121,13 +135,15 @@ pub fn oracle(
     }
 }
 
-/// The decider the user chose for `scenario`, or the reason there is none, reported on `err`.
+/// The decider the user chose for `scenario` (answering at `endpoints` only, where given: see
+/// [`oracle_at`]), or the reason there is none, reported on `err`.
 pub fn decider<'a>(
     args: EngineArgs,
     scenario: &'a Scenario,
+    endpoints: Option<&BTreeSet<String>>,
     err: &mut dyn Write,
 ) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
-    match oracle(args, &scenario.cluster) {
+    match oracle_at(args, &scenario.cluster, endpoints) {
         Ok(oracle) => Ok(Some(oracle)),
         Err(e) => {
             writeln!(err, "error: {}: {e}", scenario.file.display())?;
@@ -138,10 +154,19 @@ pub fn decider<'a>(
 
 /// The MapState engine loaded with a whole scenario, every pod a local endpoint.
 pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
+    load_engine_at(cluster, None)
+}
+
+/// The MapState engine loaded with a whole scenario, the pods `endpoints` names (every pod
+/// where `None`) local endpoints.
+fn load_engine_at(cluster: &Cluster, endpoints: Option<&BTreeSet<String>>) -> Engine {
     let mut engine = Engine::new(EngineConfig {
         local_node: None,
         allow_node_probes: true,
     });
+    if let Some(endpoints) = endpoints {
+        engine.only_endpoints(endpoints.iter().cloned());
+    }
     engine.set_policy("scenario", cluster.policy_entries().to_vec());
     for (pod, identities) in cluster.pods() {
         engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());

@@ -9,6 +9,7 @@ use netpol_engine::{
 };
 
 use super::{Finding, Severity};
+use crate::decide::matrix::{pod_classes, pod_parties, pod_per_class_and_node};
 use crate::scenario::Cluster;
 
 /// A label no namespace carries: the lint's anchor policy selects nothing with it.
@@ -453,6 +454,10 @@ impl Lab {
                 indexes.iter().map(|&j| entries[j].clone()).collect(),
             );
         }
+        // One endpoint per class of alike pods and node: the others' MapStates are the same.
+        let parties = pod_parties(cluster);
+        let classes = pod_classes(cluster, &parties);
+        engine.only_endpoints(pod_per_class_and_node(cluster, &parties, &classes));
         for (pod, identities) in cluster.pods() {
             engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());
         }

@@ -7,7 +7,9 @@
 //! once and one number per pair of groups naming its verdict and rule (the per-direction detail
 //! is left out), and builds its tables in the browser, so the two cannot disagree and a page
 //! grows with workloads squared, not pods squared. A namespace filter redraws the tables for
-//! one namespace's groups; clicking a row or column head lists the group's pods. When it has
+//! one namespace's groups (a page of more than 300 groups opens on its first namespace); runs
+//! of equal cells in a row are written once with their length, the most used rules numbered
+//! first; clicking a row or column head lists the group's pods. When it has
 //! drawn the tables it sets a hidden marker, `<p id="netpol-status" data-cells="N">`; a script
 //! error is written into `#netpol-errors` instead, so a headless browser can tell that the page
 //! worked.
@@ -45,8 +47,9 @@ pub struct PageMatrix {
     pub port: u16,
     /// Each distinct deciding rule, once.
     pub rules: Vec<String>,
-    /// `cells[from][to]` by position in `groups`: [`UNDEFINED`], or `2 * rule + 1` when allowed
-    /// and `2 * rule` when denied, `rule` indexing `rules`.
+    /// Per row (`from`, by position in `groups`), its cells (`to`) as runs: `[code, count, code,
+    /// count, ...]`, `count` consecutive cells holding `code`: [`UNDEFINED`], or `2 * rule + 1`
+    /// when allowed and `2 * rule` when denied, `rule` indexing `rules` (most used first).
     pub cells: Vec<Vec<i64>>,
 }
 
@@ -69,15 +72,43 @@ impl PageMatrix {
         // Each distinct decision is described once.
         let mut codes: HashMap<*const FlowDecision, i64> = HashMap::new();
         let grouped = Grouped::new(groups, matrix);
-        let cells = (0..groups.len())
+        let mut cells: Vec<Vec<i64>> = (0..groups.len())
             .map(|a| {
-                (0..groups.len())
-                    .map(|b| match grouped.cell(matrix, a, b) {
+                let mut row: Vec<i64> = Vec::new();
+                for b in 0..groups.len() {
+                    let cell = match grouped.cell(matrix, a, b) {
                         None => UNDEFINED,
                         Some(d) => *codes.entry(d as *const _).or_insert_with(|| code(d)),
-                    })
-                    .collect()
+                    };
+                    match row.len() {
+                        n if n >= 2 && row[n - 2] == cell => row[n - 1] += 1,
+                        _ => row.extend([cell, 1]),
+                    }
+                }
+                row
             })
+            .collect();
+        // Rules numbered by how many runs name them, so that the common ones are short.
+        let mut runs = vec![0usize; rules.len()];
+        for row in &cells {
+            for &cell in row.iter().step_by(2).filter(|&&c| c != UNDEFINED) {
+                runs[(cell >> 1) as usize] += 1;
+            }
+        }
+        let mut order: Vec<usize> = (0..rules.len()).collect();
+        order.sort_by_key(|&r| std::cmp::Reverse(runs[r]));
+        let mut renumbered = vec![0i64; rules.len()];
+        for (new, &old) in order.iter().enumerate() {
+            renumbered[old] = new as i64;
+        }
+        for row in &mut cells {
+            for cell in row.iter_mut().step_by(2).filter(|c| **c != UNDEFINED) {
+                *cell = 2 * renumbered[(*cell >> 1) as usize] + (*cell & 1);
+            }
+        }
+        let rules = order
+            .into_iter()
+            .map(|r| std::mem::take(&mut rules[r]))
             .collect();
         PageMatrix {
             protocol: matrix.protocol.to_string(),
@@ -140,6 +171,8 @@ const errors = document.getElementById("netpol-errors");
 window.addEventListener("error", (e) => {
   errors.textContent += "script error: " + e.message + "\n";
 });
+// Groups beyond which the page opens on one namespace ("all" stays in the filter).
+const LARGE = 300;
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
@@ -154,6 +187,12 @@ function runs(shown, groups) {
     if (out.length && out[out.length - 1].ns === ns) out[out.length - 1].count++;
     else out.push({ ns, count: 1 });
   }
+  return out;
+}
+// A row's cells from its runs: [code, count, code, count, ...].
+function expand(runs) {
+  const out = [];
+  for (let i = 0; i < runs.length; i += 2) for (let n = 0; n < runs[i + 1]; n++) out.push(runs[i]);
   return out;
 }
 function shortName(group) {
@@ -174,12 +213,13 @@ function drawTable(m, label, groups, shown) {
     for (let i = 0; i < r.count; i++, at++) {
       const row = shown[at];
       const from = groups[row].label;
+      const rowCells = expand(m.cells[row]);
       const tr = el("tr");
       if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(r.count) }, r.ns));
       tr.appendChild(el("th", { class: "pod", title: from, "data-group": String(row) }, shortName(groups[row])));
       for (const column of shown) {
         const to = groups[column].label;
-        const code = m.cells[row][column];
+        const code = rowCells[column];
         const verdict = code < 0 ? "none" : (code % 2 ? "allow" : "deny");
         const td = document.createElement("td");
         td.className = "cell " + verdict;
@@ -205,6 +245,8 @@ function draw(data) {
   const groups = data.groups;
   const namespaces = [...new Set(groups.map((g) => g.namespace))];
   for (const ns of namespaces) filter.appendChild(el("option", { value: ns }, ns));
+  // A large matrix opens on its first namespace: thousands of rows squared do not draw.
+  if (groups.length > LARGE && namespaces.length > 1) filter.value = namespaces[0];
   const sections = [];
   let active = 0;
   data.matrices.forEach((m, index) => {

@@ -2,6 +2,7 @@
 //! for `check`, the self-contained HTML matrix page, the text grid, and how flows and rules are
 //! described in all of them.
 
+pub mod cells;
 pub mod chain;
 pub mod describe;
 pub mod grid;

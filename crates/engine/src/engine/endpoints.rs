@@ -17,8 +17,16 @@ use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
 impl Engine {
-    /// Whether the pod `key` exists and runs on the local node.
+    /// Whether the pod `key` exists, runs on the local node and is among the endpoints the engine
+    /// was restricted to, if any.
     pub(super) fn is_local_pod(&self, key: &str) -> bool {
+        if self
+            .only_endpoints
+            .as_ref()
+            .is_some_and(|only| !only.contains(key))
+        {
+            return false;
+        }
         let pod = self
             .pods
             .get(key)

@@ -135,6 +135,8 @@ pub struct Engine {
     staged: Staged,
     /// MapState entries one endpoint may hold (`budget`).
     max_entries: usize,
+    /// Where set, only these pods (by key) can be local endpoints ([`Engine::only_endpoints`]).
+    only_endpoints: Option<BTreeSet<String>>,
 }
 
 impl Engine {
@@ -159,6 +161,7 @@ impl Engine {
             local: BTreeSet::new(),
             staged: Staged::default(),
             max_entries: DEFAULT_MAX_ENTRIES,
+            only_endpoints: None,
         };
         engine.rebuild_entries();
         engine.sync_world_identities();
@@ -167,6 +170,14 @@ impl Engine {
             engine.cache.acquire(peer, &engine.store);
         }
         engine
+    }
+
+    /// Makes only the pods named by `keys` local endpoints (those of them on the local node, if
+    /// one is configured); every other pod is still an identity that policies select. A tool
+    /// that decides per class of alike pods resolves one MapState per class this way instead of
+    /// one per pod. Takes effect for the pods staged after it: call it before staging pods.
+    pub fn only_endpoints(&mut self, keys: impl IntoIterator<Item = String>) {
+        self.only_endpoints = Some(keys.into_iter().collect());
     }
 
     /// Stages a policy's entries under `key` (e.g. `NetworkPolicy/ns/name`), replacing any
