@@ -301,6 +301,23 @@ impl IdentityStore {
         }
     }
 
+    /// Every identity with addresses inside `prefix`: the world prefixes it holds (a range of
+    /// the sorted world map) and the pod and node identities ([`IdentityStore::hosts_within`]).
+    pub fn identities_within(&self, prefix: IpNet) -> Vec<IdentityId> {
+        let (first, last) = (prefix.network(), prefix.broadcast());
+        let max_len = if first.is_ipv4() { 32 } else { 128 };
+        let range = IpNet::new(first, 0).expect("length 0")
+            ..=IpNet::new(last, max_len).expect("host length");
+        let mut ids: Vec<IdentityId> = self
+            .world
+            .range(range)
+            .filter(|(net, _)| prefix.contains(*net))
+            .map(|(_, id)| *id)
+            .collect();
+        ids.extend(self.hosts_within(prefix));
+        ids
+    }
+
     /// One member prefix of the identity in the given family (IPv6 or not), if it has one.
     pub fn member_of_family(&self, id: IdentityId, ipv6: bool) -> Option<IpNet> {
         self.members(id)
