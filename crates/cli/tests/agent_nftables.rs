@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
-use support::{copy_example_cluster, names_at_the_limits, scratch_dir};
+use support::{copy_example_cluster, names_at_the_limits, policy_at_the_size_limit, scratch_dir};
 
 /// Runs `script` with `sh` in a fresh network namespace; `$NETPOL` is the agent binary. Returns
 /// stdout, failing the test if the script fails.
@@ -450,4 +450,37 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
             .all(|l| !l.contains("flush") || l.trim().starts_with("comment \"")),
         "{listing}"
     );
+}
+
+/// A valid policy at etcd's size limit (60,000 `except`s) loads into the kernel with every
+/// endpoint of the node: the excepted addresses are one interval set, not 60,000 rules.
+#[test]
+fn a_policy_at_the_size_limit_is_programmed_with_every_endpoint() {
+    if netpol_testbed::netns::skip_kernel_test(
+        "a_policy_at_the_size_limit_is_programmed_with_every_endpoint",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-size-limit");
+    copy_example_cluster(&dir.join("cluster"));
+    let (policy, excepted, allowed) = policy_at_the_size_limit();
+    std::fs::write(dir.join("cluster/policies/at-the-limit.json"), policy).unwrap();
+    in_private_namespace(
+        &format!("{AGENT} > out.txt 2> out.log\nnft list table inet netpol > table.nft"),
+        &dir,
+    );
+    let out = std::fs::read_to_string(dir.join("out.txt")).unwrap();
+    assert!(out.contains("(0 invalid, skipped)"), "{out}");
+    let listing = std::fs::read_to_string(dir.join("table.nft")).unwrap();
+    let endpoints = chains(&listing)
+        .iter()
+        .filter(|n| n.starts_with("ep_"))
+        .count();
+    assert_eq!(endpoints, 2 * 6, "every local pod is programmed:\n{out}");
+    // nft lists set elements; the last except is there, the address after it is not.
+    assert!(
+        listing.contains(excepted),
+        "the excepted address is in a set"
+    );
+    assert!(!listing.contains(&format!("{allowed},")) && !listing.contains(&format!("{allowed} ")));
 }

@@ -6,7 +6,10 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{copy_example_cluster, names_at_the_limits, scratch_dir, INVALID_POLICY, NODE};
+use support::{
+    copy_example_cluster, names_at_the_limits, policy_at_the_size_limit, scratch_dir,
+    INVALID_POLICY, NODE,
+};
 
 fn once(dir: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_netpol"))
@@ -107,4 +110,48 @@ fn the_longest_names_and_hostile_names_are_programmed_on_hcn() {
     assert!(!err.contains("could not be programmed"), "{err}");
     // The summary stays readable: long names are shortened, not padded to 317 columns.
     assert!(out.lines().all(|l| l.chars().count() <= 160), "{out}");
+}
+
+/// A valid policy at etcd's size limit (60,000 `except`s) is enforced like any other: every
+/// endpoint of the node programmed through the simulated HCN, and the flows it decides decided
+/// by the programmed rules (an excepted address denied, the rest of the world allowed).
+#[test]
+fn a_policy_at_the_size_limit_is_enforced_on_hcn() {
+    let dir = scratch_dir("agent-once-hcn-size-limit");
+    copy_example_cluster(&dir);
+    let (policy, excepted, allowed) = policy_at_the_size_limit();
+    std::fs::write(dir.join("policies/at-the-limit.json"), policy).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "agent",
+            "--once",
+            "--node",
+            NODE,
+            "--datapath",
+            "hcn-sim",
+            "--from-dir",
+        ])
+        .arg(&dir)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the netpol binary runs");
+    let (out, err) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(output.status.success(), "{out}\n{err}");
+    assert!(out.contains("(0 invalid, skipped)"), "{out}");
+    assert!(out.contains("node node-1: 6 local endpoints"), "{out}");
+    assert!(!err.contains("could not be programmed"), "{err}");
+    for (to, verdict) in [(excepted, "deny"), (allowed, "allow")] {
+        let output = Command::new(env!("CARGO_BIN_EXE_netpol"))
+            .args(["explain", "--datapath", "hcn-sim", "-f"])
+            .arg(&dir)
+            .args(["shop/web-1", to, "TCP/443", "-o", "json"])
+            .output()
+            .expect("the netpol binary runs");
+        let json: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)));
+        assert_eq!(json["verdict"], verdict, "shop/web-1 -> {to}: {json}");
+    }
 }

@@ -447,6 +447,21 @@ impl IdentityStore {
     /// address, or for a world prefix its lowest address that no longer prefix or host claims.
     /// A prefix wholly covered by others has none and is left out.
     pub fn representative_addresses(&self) -> HashMap<IdentityId, IpAddr> {
+        // Every member of every identity, sorted by family and first address, so the members
+        // inside a prefix are one range of it: a policy's 60,000 `except`s are 60,000 world
+        // identities, and scanning all members for each of them was quadratic.
+        let mut members: Vec<(bool, u128, u128, IdentityId, bool, u8)> = self
+            .by_id
+            .iter()
+            .flat_map(|(id, s)| {
+                let world = s.representative.is_world();
+                s.members.iter().map(move |m| {
+                    let (lo, hi) = span(m);
+                    (m.addr().is_ipv6(), lo, hi, *id, world, m.prefix_len())
+                })
+            })
+            .collect();
+        members.sort_unstable();
         let mut out = HashMap::new();
         for (id, stored) in &self.by_id {
             let prefix = stored.representative.prefix;
@@ -454,21 +469,17 @@ impl IdentityStore {
                 out.insert(*id, prefix.addr());
                 continue;
             }
-            let mut holes: Vec<(u128, u128)> = self
-                .by_id
-                .iter()
-                .filter(|(other, _)| *other != id)
-                .flat_map(|(_, s)| {
-                    let world = s.representative.is_world();
-                    s.members.iter().map(move |m| (m, world))
-                })
-                .filter(|(p, world)| {
-                    prefix.contains(*p) && (p.prefix_len() > prefix.prefix_len() || !world)
-                })
-                .map(|(p, _)| span(p))
-                .collect();
-            holes.sort_unstable();
             let (start, end) = span(&prefix);
+            let v6 = prefix.addr().is_ipv6();
+            let first = members.partition_point(|m| (m.0, m.1) < (v6, start));
+            // Holes: what lies inside the prefix and claims its addresses first (a longer
+            // prefix, or a pod or node address), sorted by their first address.
+            let holes = members[first..]
+                .iter()
+                .take_while(|m| m.0 == v6 && m.1 <= end)
+                .filter(|m| m.3 != *id && m.2 <= end)
+                .filter(|m| m.5 > prefix.prefix_len() || !m.4)
+                .map(|m| (m.1, m.2));
             // The first address after the holes; none when they reach the top of the address
             // space (a hole ending at `u128::MAX` leaves nothing after it, and saturating there
             // would name an address inside the hole).
@@ -492,7 +503,6 @@ impl IdentityStore {
     }
 }
 
-/// The first and last address of a prefix as integers.
 fn span(net: &IpNet) -> (u128, u128) {
     match net {
         IpNet::V4(n) => (

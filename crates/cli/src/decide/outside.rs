@@ -59,22 +59,34 @@ pub fn regions(prefixes: impl IntoIterator<Item = IpNet>, taken: &BTreeSet<IpAdd
         .map(|p| p.trunc())
         .chain(everything())
         .collect();
-    all.iter()
-        .filter_map(|prefix| {
-            let inside: Vec<IpNet> = all
-                .iter()
-                .filter(|other| *other != prefix && prefix.contains(*other))
-                .copied()
-                .collect();
-            // Only the longest cut-outs: a prefix inside another cut-out is that one's business.
-            let except: Vec<IpNet> = inside
-                .iter()
-                .filter(|p| !inside.iter().any(|q| q != *p && q.contains(*p)))
-                .copied()
-                .collect();
-            let representative = first_free(prefix, &except, taken)?;
+    // Prefixes nest or are disjoint, so they form a forest; in address order (a prefix before
+    // the longer ones starting at its address) each prefix's parent is the nearest enclosing one
+    // still on a stack. Its cut-outs are its children: the longest prefixes inside it (one
+    // inside another cut-out is that one's business). Linear after the sort, where testing
+    // every prefix against every other was quadratic (cubic for the cut-outs): one policy can
+    // name 70,000 `except`s.
+    let order: Vec<IpNet> = all.into_iter().collect();
+    let mut children: Vec<Vec<IpNet>> = vec![Vec::new(); order.len()];
+    let mut stack: Vec<usize> = Vec::new();
+    for (i, prefix) in order.iter().enumerate() {
+        while let Some(&top) = stack.last() {
+            if order[top].contains(prefix) {
+                break;
+            }
+            stack.pop();
+        }
+        if let Some(&parent) = stack.last() {
+            children[parent].push(*prefix);
+        }
+        stack.push(i);
+    }
+    order
+        .into_iter()
+        .zip(children)
+        .filter_map(|(prefix, except)| {
+            let representative = first_free(&prefix, &except, taken)?;
             Some(Region {
-                prefix: *prefix,
+                prefix,
                 except,
                 representative,
             })

@@ -94,3 +94,24 @@ pub fn names_at_the_limits() -> (String, usize) {
     }
     (docs, pods.len())
 }
+
+/// A NetworkPolicy at etcd's object size limit (about 1.4 MB of JSON): `shop`'s `app: web` pods
+/// may reach `0.0.0.0/0` on TCP/443 except 60,000 single addresses (11.x.y.z). Each `except`
+/// becomes a world identity of its own, so this is the shape that once cost a node 19.7 GB.
+/// Returns the policy and an address excepted and one not.
+pub fn policy_at_the_size_limit() -> (String, &'static str, &'static str) {
+    let excepts: Vec<String> = (0u32..60_000)
+        .map(|i| format!("\"11.{}.{}.{}/32\"", i >> 16, (i >> 8) & 255, i & 255))
+        .collect();
+    let policy = format!(
+        r#"{{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+"metadata": {{"name": "egress-at-the-limit", "namespace": "shop"}},
+"spec": {{"podSelector": {{"matchLabels": {{"app": "web"}}}}, "policyTypes": ["Egress"],
+"egress": [{{"to": [{{"ipBlock": {{"cidr": "0.0.0.0/0", "except": [{}]}}}}],
+"ports": [{{"protocol": "TCP", "port": 443}}]}}]}}}}"#,
+        excepts.join(", ")
+    );
+    assert!(policy.len() > 1_000_000, "{} bytes", policy.len());
+    // 11.0.234.95 is the last except (number 59,999); 11.0.234.96 the address right after it.
+    (policy, "11.0.234.95", "11.0.234.96")
+}
