@@ -520,7 +520,7 @@ pub struct WildcardClass {
 
 fn candidates_of(rule: &SelectorRule, remote: Option<&Identity>) -> Vec<Candidate> {
     let mut keys = Vec::new();
-    for port in &rule.ports {
+    for port in rule.ports.iter() {
         match port {
             RulePort::AnyProtocol => keys.push(PortKey::ANY),
             RulePort::AllPorts(p) => keys.push(PortKey::new(*p, 0, 0)),
@@ -693,7 +693,12 @@ pub fn compute_wildcard(
         .filter(|r| r.direction == direction && r.peer.is_wildcard())
     {
         let mut rule = rule.clone();
-        rule.ports.retain(|p| !is_named(p));
+        rule.ports = rule
+            .ports
+            .iter()
+            .filter(|p| !is_named(p))
+            .cloned()
+            .collect();
         for c in candidates_of(&rule, None) {
             if c.verdict == Verdict::Pass {
                 passes.push(c)
@@ -727,7 +732,7 @@ pub fn compute_identity_class<'a>(
         let candidates = if rule.peer.is_wildcard() {
             // Wildcard rules reach identity classes only through named ports.
             let mut named = rule.clone();
-            named.ports.retain(is_named);
+            named.ports = rule.ports.iter().filter(|p| is_named(p)).cloned().collect();
             candidates_of(&named, Some(remote))
         } else {
             candidates_of(rule, Some(remote))

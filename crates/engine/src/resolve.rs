@@ -32,6 +32,9 @@ pub enum RulePort {
     Named(Option<Protocol>, String),
 }
 
+/// Rules of one endpoint that merge at equal order: (direction, selector, level, ports).
+type MergeKey = (Direction, SelectorId, u32, Arc<[RulePort]>);
+
 /// One (peer, ports) rule of one endpoint, ready for the MapState.
 #[derive(Clone, Debug)]
 pub struct SelectorRule {
@@ -41,7 +44,9 @@ pub struct SelectorRule {
     pub band: Band,
     pub level: u32,
     pub verdict: Verdict,
-    pub ports: Vec<RulePort>,
+    /// Shared by every peer of the entry: one entry of 30,000 peers and 100 port ranges is
+    /// 30,000 rules and one port list, not 30,000 copies of it (192 MB for one policy).
+    pub ports: Arc<[RulePort]>,
     pub auth: Option<AuthMode>,
     pub reason: Arc<Reason>,
 }
@@ -156,8 +161,7 @@ impl EndpointPolicy {
         mut acquire: impl FnMut(&Peer) -> SelectorId,
     ) -> Self {
         let mut policy = EndpointPolicy::default();
-        let mut merged: HashMap<(Direction, SelectorId, u32, Vec<RulePort>), usize> =
-            HashMap::new();
+        let mut merged: HashMap<MergeKey, usize> = HashMap::new();
         for entry in entries {
             if entry.default_deny
                 && !policy
@@ -178,6 +182,7 @@ impl EndpointPolicy {
             let Some(ports) = resolve_ports(entry, endpoint) else {
                 continue;
             };
+            let ports: Arc<[RulePort]> = ports.into();
             let level = levels.level(&entry.order_key());
             let reason = Arc::new(Reason::Rule {
                 tier: entry.tier,
@@ -222,12 +227,7 @@ impl EndpointPolicy {
         let mut keep = vec![true; self.rules.len()];
         for i in order {
             let rule = &self.rules[i];
-            let key = (
-                rule.band,
-                rule.direction,
-                rule.selector,
-                rule.ports.as_slice(),
-            );
+            let key = (rule.band, rule.direction, rule.selector, &rule.ports[..]);
             let first_level = *seen.entry(key).or_insert(rule.level);
             keep[i] = first_level == rule.level;
         }

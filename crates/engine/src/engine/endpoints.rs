@@ -437,7 +437,7 @@ fn rule_signatures(rules: &[SelectorRule]) -> Vec<usize> {
                 r.band,
                 r.level,
                 r.verdict,
-                r.ports.as_slice(),
+                &r.ports[..],
                 r.auth,
                 std::sync::Arc::as_ptr(&r.reason),
             );
