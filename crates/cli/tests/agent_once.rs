@@ -121,20 +121,8 @@ fn a_policy_at_the_size_limit_is_enforced_on_hcn() {
     copy_example_cluster(&dir);
     let (policy, excepted, allowed) = policy_at_the_size_limit();
     std::fs::write(dir.join("policies/at-the-limit.json"), policy).unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args([
-            "agent",
-            "--once",
-            "--node",
-            NODE,
-            "--datapath",
-            "hcn-sim",
-            "--from-dir",
-        ])
-        .arg(&dir)
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("the netpol binary runs");
+    // The Linux default datapath is the simulated HCN.
+    let output = once(&dir);
     let (out, err) = (
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr),
