@@ -1,117 +1,322 @@
-//! From symbolic remote sets to addresses, through the ipcache ([`IdentityStore`]).
+//! From symbolic remote sets to addresses, through the ipcache ([`IdentityStore`]), kept up to
+//! date by the change rather than resolved again.
 //!
 //! A [`RemoteSet`] names identities; its addresses are their members of the set's family. Where
-//! a world identity of the set holds another identity of the set (a pod inside a CIDR both
-//! allowed at one level, or a longer prefix inside a shorter one), the inner one adds nothing:
-//! the outer prefix already matches its addresses. Leaving inner members out keeps a set's
-//! addresses disjoint, which nftables' interval sets require, and keeps it small.
+//! a world identity of the set holds an address (a pod inside a CIDR both allowed at one level,
+//! or a longer prefix inside a shorter one), the inner one adds nothing: the outer prefix already
+//! matches it. Leaving inner members out keeps a set's addresses disjoint, which nftables'
+//! interval sets require, and keeps it small. Whether an address is left out depends only on the
+//! address and the set's world prefixes ([`SetAddresses::admits`]), never on which identity it
+//! came from or in what order members arrived, so a set patched member by member holds exactly
+//! what resolving it again would.
 //!
-//! Whether a world identity holds another is the same for every member of the inner identity:
-//! the engine groups addresses into one identity only when the same policy prefixes hold them.
-//! So an identity contributes all of its members to a set, or none, now and after any replica
-//! comes or goes ([`Contribution`]).
+//! [`ResolvedSets`] keeps every set in use with its addresses and, per identity, the members
+//! the sets were last given: a replica that joins or leaves is one address added to or removed
+//! from each set naming its identity ([`SetDelta`]), whatever the sets' sizes. Both datapaths
+//! build on it: the HCN `SetTable` renders a changed set's `Values`, nftables sends the delta as
+//! elements.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::{IdentityId, IdentityStore, PrefixSet};
 
 use crate::ordered::{Family, RemoteSet};
 
-/// What one identity adds to one set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Contribution {
-    /// Its members of the set's family.
-    Members,
-    /// Nothing: a world identity of the set already holds its addresses.
-    Covered,
-}
-
 fn family_matches(family: Family, net: &IpNet) -> bool {
     family == Family::Any || Family::of(net) == family
 }
 
-/// The world prefixes of a set, which are the only members that can hold others, as a
-/// [`PrefixSet`]: whether one holds an address is a lookup per distinct prefix length, not a scan,
-/// so a set of 70,000 `except` holes resolves in linear time, not quadratic.
-fn world_prefixes(set: &RemoteSet, store: &IdentityStore) -> PrefixSet {
-    PrefixSet::new(
-        set.identities
-            .iter()
-            .filter_map(|id| store.get(*id).filter(|i| i.is_world()).map(|i| i.prefix))
-            .filter(|prefix| family_matches(set.family, prefix)),
-    )
+/// The addresses of one remote set: disjoint prefixes, sorted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAddresses {
+    family: Family,
+    /// The set's world prefixes of its family, the only members that can hold others: whether
+    /// one holds an address is a lookup per distinct prefix length, not a scan, so a set of
+    /// 70,000 `except` holes resolves in linear time, not quadratic.
+    worlds: PrefixSet,
+    /// Whether a world identity of any family is in the set (its addresses may be prefixes).
+    names_world: bool,
+    /// Sorted. Shared, so that a datapath's model of the set holds it without a copy; a patch
+    /// copies it only while an older model still holds it.
+    nets: Arc<Vec<IpNet>>,
 }
 
-/// What `id` adds to `set`, given the set's world prefixes.
-fn contribution_among(
-    id: IdentityId,
-    worlds: &PrefixSet,
-    store: &IdentityStore,
-    v6: bool,
-) -> Contribution {
-    let Some(identity) = store.get(id) else {
-        return Contribution::Covered;
-    };
-    let inner = if identity.is_world() {
-        Some(identity.prefix)
-    } else {
-        store.member_of_family(id, v6)
-    };
-    // A world prefix is held by a strictly shorter one (it holds itself); a pod or node
-    // address also by a world prefix of its own length (a `/32` naming the same address).
-    let held = |inner: IpNet| {
-        if identity.is_world() {
-            inner.prefix_len() > 0 && worlds.holds(&inner, inner.prefix_len() - 1)
-        } else {
-            worlds.contains(&inner)
+impl SetAddresses {
+    /// Resolves `set` in full.
+    pub fn resolve(set: &RemoteSet, store: &IdentityStore) -> SetAddresses {
+        let worlds = PrefixSet::new(
+            set.identities
+                .iter()
+                .filter_map(|id| store.get(*id).filter(|i| i.is_world()).map(|i| i.prefix))
+                .filter(|prefix| family_matches(set.family, prefix)),
+        );
+        let names_world = set
+            .identities
+            .iter()
+            .any(|id| store.get(*id).is_some_and(|i| i.is_world()));
+        let mut resolved = SetAddresses {
+            family: set.family,
+            worlds,
+            names_world,
+            nets: Arc::default(),
+        };
+        let mut nets = Vec::new();
+        for id in &set.identities {
+            let world = store.get(*id).is_some_and(|i| i.is_world());
+            nets.extend(
+                store
+                    .members(*id)
+                    .iter()
+                    .filter(|net| resolved.admits(net, world)),
+            );
         }
-    };
-    match inner {
-        Some(inner) if held(inner) => Contribution::Covered,
-        _ => Contribution::Members,
+        nets.sort_unstable();
+        nets.dedup();
+        resolved.nets = Arc::new(nets);
+        resolved
+    }
+
+    /// Whether `net`, a member of an identity of the set (`world`: a world identity's prefix),
+    /// is one of its addresses: of the set's family and held by none of its world prefixes. A
+    /// world prefix is held by a strictly shorter one (it holds itself); a pod or node address
+    /// also by a world prefix of its own length (a `/32` naming the same address).
+    pub fn admits(&self, net: &IpNet, world: bool) -> bool {
+        if !family_matches(self.family, net) {
+            return false;
+        }
+        let held = if world {
+            net.prefix_len() > 0 && self.worlds.holds(net, net.prefix_len() - 1)
+        } else {
+            self.worlds.contains(net)
+        };
+        !held
+    }
+
+    /// Whether a world identity (a prefix of either family) is in the set: only then may its
+    /// addresses be prefixes rather than hosts.
+    pub fn names_world(&self) -> bool {
+        self.names_world
+    }
+
+    /// The addresses, sorted and disjoint.
+    pub fn nets(&self) -> std::slice::Iter<'_, IpNet> {
+        self.nets.iter()
+    }
+
+    /// The addresses, sorted and disjoint, shared rather than copied.
+    pub fn shared(&self) -> Arc<Vec<IpNet>> {
+        self.nets.clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nets.is_empty()
+    }
+
+    /// Applies one identity's change of members; returns what it changed in this set.
+    fn patch(&mut self, added: &[IpNet], removed: &[IpNet], world: bool) -> SetDelta {
+        let mut delta = SetDelta::default();
+        let removed: Vec<IpNet> = removed
+            .iter()
+            .filter(|net| self.admits(net, world))
+            .copied()
+            .collect();
+        let added: Vec<IpNet> = added
+            .iter()
+            .filter(|net| self.admits(net, world))
+            .copied()
+            .collect();
+        if removed.is_empty() && added.is_empty() {
+            return delta;
+        }
+        let nets = Arc::make_mut(&mut self.nets);
+        for net in removed {
+            if let Ok(at) = nets.binary_search(&net) {
+                nets.remove(at);
+                delta.removed.push(net);
+            }
+        }
+        for net in added {
+            if let Err(at) = nets.binary_search(&net) {
+                nets.insert(at, net);
+                delta.added.push(net);
+            }
+        }
+        delta
     }
 }
 
-/// What `id` adds to `set`.
-pub fn contribution(set: &RemoteSet, id: IdentityId, store: &IdentityStore) -> Contribution {
-    contribution_among(
-        id,
-        &world_prefixes(set, store),
-        store,
-        set.family == Family::V6,
-    )
+/// What changed in one set's addresses.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetDelta {
+    pub added: Vec<IpNet>,
+    pub removed: Vec<IpNet>,
+}
+
+impl SetDelta {
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty()
+    }
+
+    fn extend(&mut self, other: SetDelta) {
+        self.added.extend(other.added);
+        self.removed.extend(other.removed);
+    }
+}
+
+/// Every remote set in use with its addresses, patched as identities gain and lose members.
+#[derive(Debug, Default)]
+pub struct ResolvedSets {
+    sets: HashMap<Arc<RemoteSet>, SetAddresses>,
+    /// The sets naming each identity, so a change finds its sets without a scan. Shared, not
+    /// copied: a set of k identities is listed under each of them, and k copies of it would
+    /// cost k² identity ids.
+    holders: HashMap<IdentityId, Vec<Arc<RemoteSet>>>,
+    /// Each named identity's members as the sets were last given them, sorted: what a change
+    /// is measured against. An identity unknown to the store has none until it arrives.
+    given: HashMap<IdentityId, Vec<IpNet>>,
+}
+
+impl ResolvedSets {
+    /// The addresses of `set`, resolved on first use.
+    pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetAddresses {
+        if !self.sets.contains_key(set) {
+            let shared = Arc::new(set.clone());
+            for id in &set.identities {
+                self.holders.entry(*id).or_default().push(shared.clone());
+                self.given
+                    .entry(*id)
+                    .or_insert_with(|| sorted_members(store, *id));
+            }
+            self.sets.insert(shared, SetAddresses::resolve(set, store));
+        }
+        &self.sets[set]
+    }
+
+    /// The addresses of `set`, if it is in use.
+    pub fn peek(&self, set: &RemoteSet) -> Option<&SetAddresses> {
+        self.sets.get(set)
+    }
+
+    /// Brings every set naming a `changed` identity up to date with its members now; returns
+    /// the sets whose addresses changed, with what changed. Costs the members that came and
+    /// went, not the sets' sizes.
+    pub fn update(
+        &mut self,
+        store: &IdentityStore,
+        changed: &BTreeSet<IdentityId>,
+    ) -> Vec<(Arc<RemoteSet>, SetDelta)> {
+        let mut deltas: HashMap<Arc<RemoteSet>, SetDelta> = HashMap::new();
+        for id in changed {
+            let (Some(holders), Some(given)) = (self.holders.get(id), self.given.get_mut(id))
+            else {
+                continue;
+            };
+            let now = sorted_members(store, *id);
+            let (added, removed) = difference(&now, given);
+            *given = now;
+            if added.is_empty() && removed.is_empty() {
+                continue;
+            }
+            let world = store.get(*id).is_some_and(|i| i.is_world());
+            for set in holders {
+                let addresses = self.sets.get_mut(set).expect("holders list known sets");
+                let delta = addresses.patch(&added, &removed, world);
+                if !delta.is_empty() {
+                    deltas.entry(set.clone()).or_default().extend(delta);
+                }
+            }
+        }
+        deltas.into_iter().collect()
+    }
+
+    /// Forgets the sets `keep` refuses.
+    /// Visits only the identities of the sets it drops: a sweep that drops nothing (every
+    /// reconcile of a replica) costs one look per set, not one per identity of every set.
+    pub fn retain(&mut self, mut keep: impl FnMut(&RemoteSet) -> bool) {
+        let mut dropped: Vec<Arc<RemoteSet>> = Vec::new();
+        self.sets.retain(|set, _| {
+            let kept = keep(set);
+            if !kept {
+                dropped.push(set.clone());
+            }
+            kept
+        });
+        for set in dropped {
+            for id in &set.identities {
+                let Some(holders) = self.holders.get_mut(id) else {
+                    continue;
+                };
+                holders.retain(|s| !Arc::ptr_eq(s, &set));
+                if holders.is_empty() {
+                    self.holders.remove(id);
+                    self.given.remove(id);
+                }
+            }
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.sets.clear();
+        self.holders.clear();
+        self.given.clear();
+    }
+
+    /// Whether a set in use names `id`.
+    pub fn names(&self, id: IdentityId) -> bool {
+        self.holders.contains_key(&id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.sets.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sets.is_empty()
+    }
+}
+
+fn sorted_members(store: &IdentityStore, id: IdentityId) -> Vec<IpNet> {
+    let mut members = store.members(id).to_vec();
+    members.sort_unstable();
+    members.dedup();
+    members
+}
+
+/// What `now` has that `before` lacks, and what `before` has that `now` lacks (both sorted).
+fn difference(now: &[IpNet], before: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = (now.iter().peekable(), before.iter().peekable());
+    loop {
+        match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x == y => {
+                a.next();
+                b.next();
+            }
+            (Some(x), Some(y)) if x < y => added.extend(a.next()),
+            (Some(_), Some(_)) | (None, Some(_)) => removed.extend(b.next()),
+            (Some(_), None) => added.extend(a.next()),
+            (None, None) => break,
+        }
+    }
+    (added, removed)
 }
 
 /// The addresses of a set: disjoint prefixes, sorted.
 pub fn addresses(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
-    let mut out = members(set, store);
-    out.sort_unstable();
-    out.dedup();
-    out
-}
-
-/// The addresses of a set, disjoint but in no order and possibly repeated: for a caller that
-/// aggregates them (which sorts), sorting here first cost half of resolving a large set.
-pub fn members(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
-    let worlds = world_prefixes(set, store);
-    let v6 = set.family == Family::V6;
-    let mut out: Vec<IpNet> = Vec::new();
-    for id in &set.identities {
-        if contribution_among(*id, &worlds, store, v6) == Contribution::Members {
-            out.extend(
-                store
-                    .members(*id)
-                    .iter()
-                    .filter(|m| family_matches(set.family, m)),
-            );
-        }
-    }
-    out
+    SetAddresses::resolve(set, store).nets().copied().collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use netpol_engine::{Identity, Labels, PodInfo};
+    use proptest::prelude::*;
 
     fn pod(name: &str) -> PodInfo {
         PodInfo {
@@ -124,11 +329,15 @@ mod tests {
         }
     }
 
+    fn net(text: &str) -> IpNet {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn members_inside_a_prefix_of_the_set_add_nothing() {
         let mut store = IdentityStore::new();
-        let (wide, _) = store.insert(Identity::world("10.0.0.0/8".parse().unwrap()));
-        let (narrow, _) = store.insert(Identity::world("10.1.0.0/16".parse().unwrap()));
+        let (wide, _) = store.insert(Identity::world(net("10.0.0.0/8")));
+        let (narrow, _) = store.insert(Identity::world(net("10.1.0.0/16")));
         let (inside, _) = store.insert(Identity::pod(pod("a"), "10.1.2.3".parse().unwrap()));
         let (outside, _) = store.insert(Identity::pod(pod("b"), "192.168.0.1".parse().unwrap()));
         let (v6, _) = store.insert(Identity::pod(pod("c"), "fd00::1".parse().unwrap()));
@@ -138,21 +347,160 @@ mod tests {
         };
         assert_eq!(
             addresses(&set, &store),
-            vec![
-                "10.0.0.0/8".parse::<IpNet>().unwrap(),
-                "192.168.0.1/32".parse().unwrap()
-            ]
+            vec![net("10.0.0.0/8"), net("192.168.0.1/32")]
         );
-        assert_eq!(contribution(&set, inside, &store), Contribution::Covered);
-        assert_eq!(contribution(&set, narrow, &store), Contribution::Covered);
-        assert_eq!(contribution(&set, outside, &store), Contribution::Members);
         let alone = RemoteSet {
             family: Family::V4,
             identities: vec![narrow, inside],
         };
-        assert_eq!(
-            addresses(&alone, &store),
-            vec!["10.1.0.0/16".parse::<IpNet>().unwrap()]
+        assert_eq!(addresses(&alone, &store), vec![net("10.1.0.0/16")]);
+    }
+
+    #[test]
+    fn a_replica_is_one_address_in_each_set_naming_its_identity() {
+        let mut store = IdentityStore::new();
+        let (web, _) = store.insert_shared(
+            Identity::pod(pod("web-1"), "10.2.0.1".parse().unwrap()),
+            vec![],
         );
+        let (world, _) = store.insert(Identity::world(net("10.1.0.0/16")));
+        let both = RemoteSet {
+            family: Family::V4,
+            identities: vec![web, world],
+        };
+        let web_only = RemoteSet {
+            family: Family::V4,
+            identities: vec![web],
+        };
+        let mut sets = ResolvedSets::default();
+        sets.get(&both, &store);
+        sets.get(&web_only, &store);
+        store.insert_shared(
+            Identity::pod(pod("web-2"), "10.2.0.2".parse().unwrap()),
+            vec![],
+        );
+        let mut deltas = sets.update(&store, &BTreeSet::from([web]));
+        deltas.sort_by(|a, b| a.0.cmp(&b.0));
+        let expected = SetDelta {
+            added: vec![net("10.2.0.2/32")],
+            removed: vec![],
+        };
+        assert_eq!(deltas.len(), 2);
+        assert!(deltas.iter().all(|(_, d)| *d == expected));
+        assert_eq!(
+            sets.peek(&both)
+                .unwrap()
+                .nets()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![net("10.1.0.0/16"), net("10.2.0.1/32"), net("10.2.0.2/32")]
+        );
+        // Unchanged members change nothing.
+        assert!(sets
+            .update(&store, &BTreeSet::from([web, world]))
+            .is_empty());
+    }
+
+    /// One step of a random history: an address joins the shared identity of label set
+    /// `labels`, or leaves.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Join {
+            host: u8,
+            labels: u8,
+        },
+        Leave {
+            host: u8,
+        },
+        /// The set falls out of use and comes back.
+        Forget {
+            set: usize,
+        },
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (any::<u8>(), 0u8..4).prop_map(|(host, labels)| Step::Join { host, labels }),
+            any::<u8>().prop_map(|host| Step::Leave { host }),
+            (0usize..3).prop_map(|set| Step::Forget { set }),
+        ]
+    }
+
+    proptest! {
+        /// Sets patched member by member hold exactly what resolving them again would, through
+        /// any history of joins and leaves, with world prefixes holding some of the addresses.
+        #[test]
+        fn patched_sets_equal_sets_resolved_again(
+            worlds in proptest::collection::vec((0u8..=255, 24u8..=32), 0..4),
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let host = |h: u8| -> std::net::IpAddr { [10, 0, 0, h].into() };
+            let mut store = IdentityStore::new();
+            let world_ids: Vec<IdentityId> = worlds
+                .iter()
+                .map(|(h, len)| {
+                    let prefix = IpNet::new(host(*h), *len).unwrap().trunc();
+                    store.insert(Identity::world(prefix)).0
+                })
+                .collect();
+            let cidrs = |store: &IdentityStore, h: u8| -> Vec<IpNet> {
+                let mut cidrs: Vec<IpNet> = store
+                    .world_prefixes()
+                    .map(|(p, _)| *p)
+                    .filter(|p| p.contains(&host(h)))
+                    .collect();
+                cidrs.sort();
+                cidrs
+            };
+            let labelled = |labels: u8, h: u8| {
+                let mut info = pod(&format!("p{h}"));
+                info.labels = Labels::from([("app".to_string(), labels.to_string())]).into();
+                Identity::pod(info, host(h))
+            };
+            // Every label set starts with one member, so that the sets name its identity.
+            let mut ids = Vec::new();
+            for labels in 0..4u8 {
+                let h = 200 + labels;
+                ids.push(store.insert_shared(labelled(labels, h), cidrs(&store, h)).0);
+            }
+            let mut all: Vec<IdentityId> = ids.iter().chain(&world_ids).copied().collect();
+            all.sort();
+            all.dedup();
+            let candidates = [all.clone(), ids[..2].to_vec(), vec![ids[0], ids[3]]];
+            let remote_sets: Vec<RemoteSet> = candidates
+                .into_iter()
+                .map(|identities| RemoteSet { family: Family::V4, identities })
+                .collect();
+            let mut sets = ResolvedSets::default();
+            for set in &remote_sets {
+                sets.get(set, &store);
+            }
+            for step in steps {
+                let mut changed = BTreeSet::new();
+                match step {
+                    Step::Join { host: h, labels } => {
+                        if store.host(host(h)).is_none() {
+                            let (id, _) = store.insert_shared(labelled(labels, h), cidrs(&store, h));
+                            changed.insert(id);
+                        }
+                    }
+                    Step::Leave { host: h } => {
+                        if let Some((id, _)) = store.remove_address(host(h)) {
+                            changed.insert(id);
+                        }
+                    }
+                    Step::Forget { set } => {
+                        sets.retain(|s| *s != remote_sets[set]);
+                        prop_assert!(sets.peek(&remote_sets[set]).is_none());
+                        sets.get(&remote_sets[set], &store);
+                    }
+                }
+                sets.update(&store, &changed);
+                for set in &remote_sets {
+                    let patched: Vec<IpNet> = sets.peek(set).unwrap().nets().copied().collect();
+                    prop_assert_eq!(patched, addresses(set, &store));
+                }
+            }
+        }
     }
 }

@@ -21,19 +21,21 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::{sets, DatapathError, Family, RemoteSet};
+use netpol_datapath::sets::ResolvedSets;
+use netpol_datapath::{DatapathError, Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 use sha2::{Digest, Sha256};
 
+use crate::aggregate::Aggregated;
 use crate::api::HcnApi;
 use crate::schema::{RequestType, SetPolicySetting, IPSET, NETPOL_SET_PREFIX};
 
 /// The comma-separated `Values` of addresses, hosts without a prefix length.
-pub fn render_values(addresses: &[IpNet]) -> String {
+pub fn render_values<'a>(addresses: impl ExactSizeIterator<Item = &'a IpNet>) -> String {
     use std::fmt::Write;
     // Written into one buffer: a set of 150,000 addresses is one allocation, not 150,000.
     let mut out = String::with_capacity(addresses.len() * 12);
-    for (i, net) in addresses.iter().enumerate() {
+    for (i, net) in addresses.enumerate() {
         if i > 0 {
             out.push(',');
         }
@@ -104,14 +106,21 @@ fn id_of_keys<'a>(family: Family, keys: impl Iterator<Item = &'a [u8]>) -> Strin
     format!("{NETPOL_SET_PREFIX}{hex}")
 }
 
+/// One remote set's HNS set, with the shortest form of its addresses its `Values` render.
+#[derive(Debug)]
+struct HnsSet {
+    setting: SetPolicySetting,
+    aggregated: Aggregated,
+}
+
 /// Every remote set's HNS set, computed once and brought up to date as addresses change.
 #[derive(Debug, Default)]
 pub struct SetTable {
-    by_set: HashMap<Arc<RemoteSet>, SetPolicySetting>,
-    /// The remote sets holding each identity, so a change finds its sets without a scan. Shared,
-    /// not copied: a set of k identities is listed under each of them, and k copies of it cost
-    /// k² identity ids (a namespace-wide set of thousands took most of a new label set's time).
-    by_identity: HashMap<IdentityId, Vec<Arc<RemoteSet>>>,
+    /// The sets' addresses, patched by the members that come and go ([`ResolvedSets`]).
+    resolved: ResolvedSets,
+    settings: HashMap<Arc<RemoteSet>, HnsSet>,
+    /// The remote set of each set id, for the ids the rendered ACLs name.
+    by_id: HashMap<String, Arc<RemoteSet>>,
     /// The key ([`identity_key`]) of each identity of a known set: an identity's content never
     /// changes under its id, and serialising thousands of identities again for every new set
     /// that names them was most of what a pod of a new label set cost.
@@ -121,7 +130,7 @@ pub struct SetTable {
 impl SetTable {
     /// The HNS set of `set`, computed on first use.
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetPolicySetting {
-        if !self.by_set.contains_key(set) {
+        if !self.settings.contains_key(set) {
             // Unknown identities are keyed by their id: not kept, so the key follows once the
             // store knows them.
             for identity in &set.identities {
@@ -143,79 +152,84 @@ impl SetTable {
                     .map(Vec::as_slice)
                     .chain(unknown.iter().map(Vec::as_slice)),
             );
+            let aggregated = Aggregated::of_disjoint(self.resolved.get(set, store).nets());
             let setting = SetPolicySetting {
                 name: id.clone(),
-                id,
+                id: id.clone(),
                 policy_type: IPSET.to_string(),
-                values: render_values(&IpNet::aggregate(&sets::members(set, store))),
+                values: render_values(aggregated.iter()),
             };
             let shared = Arc::new(set.clone());
-            for identity in &set.identities {
-                self.by_identity
-                    .entry(*identity)
-                    .or_default()
-                    .push(shared.clone());
-            }
-            self.by_set.insert(shared, setting);
+            self.by_id.insert(id, shared.clone());
+            self.settings.insert(
+                shared,
+                HnsSet {
+                    setting,
+                    aggregated,
+                },
+            );
         }
-        &self.by_set[set]
+        &self.settings[set].setting
     }
 
-    /// Recomputes the values of the sets holding a changed identity; returns how many changed.
+    /// Patches the sets holding a changed identity by the members that came and went, and
+    /// renders the `Values` of those that changed (HNS takes a set's values whole, so that is
+    /// the size of the set's shortest form); returns how many changed.
     pub fn update(&mut self, store: &IdentityStore, changed: &BTreeSet<IdentityId>) -> usize {
-        let mut touched: BTreeSet<&RemoteSet> = BTreeSet::new();
-        for id in changed {
-            if let Some(sets) = self.by_identity.get(id) {
-                touched.extend(sets.iter().map(|s| &**s));
-            }
-        }
-        let mut count = 0;
-        for set in touched {
-            let values = render_values(&IpNet::aggregate(&sets::members(set, store)));
-            if let Some(setting) = self.by_set.get_mut(set) {
-                if setting.values != values {
-                    setting.values = values;
-                    count += 1;
+        let deltas = self.resolved.update(store, changed);
+        for (set, delta) in &deltas {
+            if let Some(hns) = self.settings.get_mut(set) {
+                for net in &delta.removed {
+                    hns.aggregated.remove(*net);
                 }
+                for net in &delta.added {
+                    hns.aggregated.insert(*net);
+                }
+                hns.setting.values = render_values(hns.aggregated.iter());
             }
         }
-        count
+        deltas.len()
     }
 
     /// Forgets the sets `keep` refuses.
-    pub fn retain(&mut self, keep: impl Fn(&RemoteSet) -> bool) {
-        self.by_set.retain(|set, _| keep(set));
-        let by_set = &self.by_set;
-        self.by_identity.retain(|_, sets| {
-            sets.retain(|s| by_set.contains_key(s));
-            !sets.is_empty()
-        });
-        let by_identity = &self.by_identity;
-        self.keys.retain(|id, _| by_identity.contains_key(id));
+    pub fn retain(&mut self, mut keep: impl FnMut(&RemoteSet) -> bool) {
+        self.settings.retain(|set, _| keep(set));
+        let settings = &self.settings;
+        self.resolved.retain(|set| settings.contains_key(set));
+        self.by_id.retain(|_, set| settings.contains_key(set));
+        let resolved = &self.resolved;
+        self.keys.retain(|id, _| resolved.names(*id));
     }
 
     pub fn clear(&mut self) {
-        self.by_set.clear();
-        self.by_identity.clear();
+        self.resolved.clear();
+        self.settings.clear();
+        self.by_id.clear();
         self.keys.clear();
     }
 
     /// The set with this id, if known.
     pub fn by_id(&self, id: &str) -> Option<&SetPolicySetting> {
-        self.by_set.values().find(|s| s.id == id)
+        self.by_id
+            .get(id)
+            .and_then(|set| self.settings.get(set))
+            .map(|hns| &hns.setting)
     }
 
     /// Every known set, by id.
     pub fn all(&self) -> BTreeMap<&str, &SetPolicySetting> {
-        self.by_set.values().map(|s| (s.id.as_str(), s)).collect()
+        self.settings
+            .values()
+            .map(|hns| (hns.setting.id.as_str(), &hns.setting))
+            .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.by_set.len()
+        self.settings.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_set.is_empty()
+        self.settings.is_empty()
     }
 }
 

@@ -18,6 +18,7 @@
 //! Every [`HcnApi`] call blocks: the agent makes them from its reconcile thread, never on its
 //! async runtime.
 
+pub mod aggregate;
 pub mod api;
 pub mod client;
 pub mod diff;

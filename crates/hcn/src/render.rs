@@ -211,10 +211,10 @@ fn render_rule(
     };
     match remotes {
         Remotes::Inline => {
-            let addresses = IpNet::aggregate(&sets::members(set, store));
+            let addresses = IpNet::aggregate(&sets::addresses(set, store));
             addresses
                 .chunks(MAX_ADDRESSES_PER_RULE)
-                .map(|chunk| to_setting(rule, crate::ipsets::render_values(chunk)))
+                .map(|chunk| to_setting(rule, crate::ipsets::render_values(chunk.iter())))
                 .collect()
         }
         Remotes::Sets(table) => {

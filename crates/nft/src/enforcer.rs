@@ -66,7 +66,7 @@ impl NftEnforcer {
     /// an address two pods claim (a dying pod and its successor, briefly) goes to the first, as
     /// on HCN, since one packet cannot be matched to two chains.
     fn ruleset(&mut self, desired: &Desired<'_>) -> Ruleset {
-        self.cache.invalidate(desired.changed);
+        self.cache.update(desired.identities, desired.changed);
         let mut ruleset = Ruleset::default();
         let mut claimed = HashSet::new();
         for (key, addresses) in desired.pods {

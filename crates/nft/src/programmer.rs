@@ -223,7 +223,10 @@ fn apply_changes(
         match old.sets.get(name) {
             None => sets.create.push(set),
             Some(None) => sets.refill.push(set),
-            Some(Some(known)) if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
+            Some(Some(known))
+                if Arc::ptr_eq(known, set)
+                    || Arc::ptr_eq(&known.nets, &set.nets)
+                    || known.nets == set.nets => {}
             Some(Some(known)) => {
                 let (gone, new) = difference(&known.nets, &set.nets);
                 sets.patch.push((name, gone, new));

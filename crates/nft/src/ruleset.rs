@@ -6,7 +6,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::{sets, Family, OrderedRule, RemoteSet, RuleAction};
+use netpol_datapath::sets::{ResolvedSets, SetAddresses};
+use netpol_datapath::{Family, OrderedRule, RemoteSet, RuleAction};
 use netpol_engine::reference::Reason;
 use netpol_engine::{IdentityId, IdentityStore};
 
@@ -32,25 +33,22 @@ pub struct AddressSet {
     /// Whether the set holds prefixes (`flags interval`): a world identity names it.
     pub interval: bool,
     /// Disjoint prefixes, sorted (host prefixes for single addresses); may be empty.
-    pub nets: Vec<IpNet>,
+    pub nets: Arc<Vec<IpNet>>,
 }
 
 impl AddressSet {
     /// The set of `set`, its addresses resolved through `store`.
     pub fn resolve(set: &RemoteSet, store: &IdentityStore) -> AddressSet {
         let digest = identities_digest(set, |id| identity_digest(id, store));
-        Self::named(set, store, &digest)
+        Self::named(set, &SetAddresses::resolve(set, store), &digest)
     }
 
-    /// [`AddressSet::resolve`], given the digest of the set's identities.
-    fn named(set: &RemoteSet, store: &IdentityStore, digest: &str) -> AddressSet {
+    /// The set of `set` holding `addresses`, given the digest of the set's identities.
+    fn named(set: &RemoteSet, addresses: &SetAddresses, digest: &str) -> AddressSet {
         let v6 = set.family == Family::V6;
-        let nets = sets::addresses(set, store);
-        let interval = set
-            .identities
-            .iter()
-            .any(|id| store.get(*id).is_some_and(|i| i.is_world()))
-            || nets.iter().any(|n| n.prefix_len() != n.max_prefix_len());
+        let nets = addresses.shared();
+        // Only a world identity's member is a prefix rather than a host.
+        let interval = addresses.names_world();
         let name = format!(
             "a{}{}_{}",
             if v6 { 6 } else { 4 },
@@ -83,12 +81,15 @@ fn identity_digest(id: IdentityId, store: &IdentityStore) -> String {
         .map_or_else(|| format!("#{}", id.0), |d| format!("{d:016x}"))
 }
 
-/// Resolved address sets, kept across calls: a set is resolved again only when one of its
-/// identities changed addresses ([`SetCache::invalidate`]), so a replica costs the sets that name
-/// its identity, not every set of every endpoint.
-#[derive(Clone, Debug, Default)]
+/// Resolved address sets, kept across calls: a set changes only when one of its identities
+/// changed addresses ([`SetCache::update`]), and then by the addresses that came and went
+/// ([`ResolvedSets`]), so a replica costs one address in each set naming its identity, not
+/// resolving every set of every endpoint again.
+#[derive(Debug, Default)]
 pub struct SetCache {
+    /// The model of each set in use, built from `resolved`; the flag: used since the last sweep.
     sets: HashMap<RemoteSet, (Arc<AddressSet>, bool)>,
+    resolved: ResolvedSets,
     /// The identities' digest of each set in use ([`identities_digest`]), kept when its
     /// addresses change: hashing every identity of a set of thousands again for each replica
     /// cost more than resolving its addresses.
@@ -100,18 +101,21 @@ pub struct SetCache {
 }
 
 impl SetCache {
-    /// Forgets every set that names one of `changed`.
-    pub fn invalidate(&mut self, changed: &BTreeSet<IdentityId>) {
+    /// Brings the sets naming one of `changed` up to date with their members in `store`.
+    pub fn update(&mut self, store: &IdentityStore, changed: &BTreeSet<IdentityId>) {
         if changed.is_empty() {
             return;
         }
-        self.sets
-            .retain(|set, _| !set.identities.iter().any(|id| changed.contains(id)));
+        for (set, _) in self.resolved.update(store, changed) {
+            // Built again from the patched addresses on its next use.
+            self.sets.remove(&*set);
+        }
     }
 
     /// Forgets everything.
     pub fn clear(&mut self) {
         self.sets.clear();
+        self.resolved.clear();
         self.digests.clear();
         self.identity_digests.clear();
     }
@@ -122,15 +126,17 @@ impl SetCache {
             *used = true;
             return resolved.clone();
         }
-        // An identity unknown to the store is named by its id: not kept, so that the name
-        // follows once the store knows it.
-        let known = set.identities.iter().all(|id| store.get(*id).is_some());
-        let resolved = match self.digests.get_mut(set).filter(|_| known) {
+        // A digest is kept only when every identity was known, and an identity's content never
+        // changes under its id, so a kept digest holds without looking at each identity again.
+        let resolved = match self.digests.get_mut(set) {
             Some((digest, used)) => {
                 *used = true;
-                AddressSet::named(set, store, digest)
+                AddressSet::named(set, self.resolved.get(set, store), digest)
             }
             None => {
+                // An identity unknown to the store is named by its id: not kept, so that the
+                // name follows once the store knows it.
+                let known = set.identities.iter().all(|id| store.get(*id).is_some());
                 let cached = &mut self.identity_digests;
                 let digest = identities_digest(set, |id| match cached.get(&id) {
                     Some(digest) => digest.clone(),
@@ -140,7 +146,7 @@ impl SetCache {
                         .clone(),
                     None => identity_digest(id, store),
                 });
-                let resolved = AddressSet::named(set, store, &digest);
+                let resolved = AddressSet::named(set, self.resolved.get(set, store), &digest);
                 if known {
                     self.digests.insert(set.clone(), (digest, true));
                 }
@@ -162,6 +168,7 @@ impl SetCache {
         }
         self.sets.retain(|_, (_, used)| std::mem::take(used));
         let sets = &self.sets;
+        self.resolved.retain(|set| sets.contains_key(set));
         self.digests
             .retain(|set, (_, used)| std::mem::take(used) || sets.contains_key(set));
     }

@@ -475,7 +475,7 @@ mod tests {
             name: name.into(),
             v6,
             interval: true,
-            nets: nets.iter().map(|n| n.parse().unwrap()).collect(),
+            nets: Arc::new(nets.iter().map(|n| n.parse().unwrap()).collect()),
         })
     }
 

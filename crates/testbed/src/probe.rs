@@ -159,6 +159,22 @@ struct Servers {
     udp: Vec<UdpSocket>,
 }
 
+/// A listener on `at`, waiting a little while the kernel still holds a connection of the last
+/// probe's listener on the same port (its close can lag behind the probe on a loaded machine,
+/// and a bind in that moment is refused).
+fn bind_listener(at: SocketAddr) -> io::Result<TcpListener> {
+    let mut tries = 0;
+    loop {
+        match TcpListener::bind(at) {
+            Err(e) if e.kind() == ErrorKind::AddrInUse && tries < 40 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
 impl Servers {
     fn open(topology: &Topology, probes: &[Probe]) -> io::Result<Servers> {
         // A probe to a Service lands on its backend: the listener goes there.
@@ -186,7 +202,7 @@ impl Servers {
                         let named = |e: io::Error| io::Error::new(e.kind(), format!("{at}: {e}"));
                         match transport {
                             Transport::Tcp => {
-                                let l = TcpListener::bind(at).map_err(named)?;
+                                let l = bind_listener(at).map_err(named)?;
                                 l.set_nonblocking(true)?;
                                 servers.tcp.push(l);
                             }

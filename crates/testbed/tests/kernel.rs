@@ -332,7 +332,7 @@ fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
 
     let (joined, _) = store.insert_shared(shared("10.1.0.3"), Vec::new());
     assert_eq!(joined, b, "a replica of the same workload");
-    cache.invalidate(&[b].into());
+    cache.update(&store, &[b].into());
     let done = program(router, &mut known, &build(&store, &mut cache)).unwrap();
     let script = done.script.unwrap();
     assert!(
@@ -346,7 +346,7 @@ fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
     );
 
     store.remove_address(ip("10.1.0.3"));
-    cache.invalidate(&[b].into());
+    cache.update(&store, &[b].into());
     let done = program(router, &mut known, &build(&store, &mut cache)).unwrap();
     assert!(done
         .script
