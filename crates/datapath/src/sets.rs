@@ -267,11 +267,6 @@ impl ResolvedSets {
         self.given.clear();
     }
 
-    /// Whether a set in use names `id`.
-    pub fn names(&self, id: IdentityId) -> bool {
-        self.holders.contains_key(&id)
-    }
-
     pub fn len(&self) -> usize {
         self.sets.len()
     }

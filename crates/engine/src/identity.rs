@@ -430,6 +430,17 @@ impl IdentityStore {
         self.world.iter()
     }
 
+    /// The world identities whose prefix holds `net` (itself included): one lookup per prefix
+    /// length, however many world prefixes there are.
+    pub fn worlds_holding(&self, net: &IpNet) -> Vec<IdentityId> {
+        (0..=net.prefix_len())
+            .filter_map(|len| {
+                let outer = IpNet::new(net.addr(), len).ok()?.trunc();
+                self.world.get(&outer).copied()
+            })
+            .collect()
+    }
+
     /// The identity of an address: the pod or node that owns it, else the longest world prefix
     /// holding it. None only when no world identity covers the address family.
     pub fn resolve(&self, ip: IpAddr) -> Option<IdentityId> {

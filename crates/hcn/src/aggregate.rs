@@ -27,13 +27,13 @@ fn sibling(net: &IpNet) -> Option<IpNet> {
 }
 
 impl Aggregated {
-    /// The shortest form of disjoint prefixes.
+    /// The shortest form of disjoint prefixes, in one sort (a tree built in order), not one
+    /// merge at a time.
     pub fn of_disjoint<'a>(nets: impl IntoIterator<Item = &'a IpNet>) -> Aggregated {
-        let mut out = Aggregated::default();
-        for net in nets {
-            out.insert(*net);
+        let nets: Vec<IpNet> = nets.into_iter().copied().collect();
+        Aggregated {
+            nets: IpNet::aggregate(&nets).into_iter().collect(),
         }
-        out
     }
 
     /// Adds `net`, which overlaps nothing the set covers.

@@ -176,6 +176,13 @@ impl SetTable {
     /// renders the `Values` of those that changed (HNS takes a set's values whole, so that is
     /// the size of the set's shortest form); returns how many changed.
     pub fn update(&mut self, store: &IdentityStore, changed: &BTreeSet<IdentityId>) -> usize {
+        // Keys outlive their sets (when a pod of a new label set replaces sets naming thousands
+        // of identities by sets naming them and one more, the old sets go before the new ones
+        // are made, and serialising those identities again was a tenth of the change); they
+        // are forgotten once their identities have left the store and outnumber those it holds.
+        if self.keys.len() > 2 * store.len() {
+            self.keys.retain(|id, _| store.get(*id).is_some());
+        }
         let deltas = self.resolved.update(store, changed);
         for (set, delta) in &deltas {
             if let Some(hns) = self.settings.get_mut(set) {
@@ -197,8 +204,6 @@ impl SetTable {
         let settings = &self.settings;
         self.resolved.retain(|set| settings.contains_key(set));
         self.by_id.retain(|_, set| settings.contains_key(set));
-        let resolved = &self.resolved;
-        self.keys.retain(|id, _| resolved.names(*id));
     }
 
     pub fn clear(&mut self) {

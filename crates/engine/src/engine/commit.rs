@@ -4,8 +4,6 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use ipnet::IpNet;
-
 use super::identities::IdentityChanges;
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
@@ -178,13 +176,15 @@ impl Engine {
             .collect();
         // Hosts whose identity came or went: a rule for a prefix holding them may now need, or no
         // longer need, rules of their own ahead of it.
-        let nested: Vec<IpNet> = added
+        let mut nested: Vec<IdentityId> = added
             .iter()
             .filter_map(|id| self.store.get(*id))
             .chain(removed.iter().map(|(_, i)| i))
             .filter(|i| !i.is_world())
-            .map(|i| i.prefix)
+            .flat_map(|i| self.store.worlds_holding(&i.prefix))
             .collect();
+        nested.sort_unstable();
+        nested.dedup();
         let removed: HashMap<IdentityId, Identity> = removed.into_iter().collect();
         let added_pods: Vec<IdentityId> = added
             .iter()
@@ -205,7 +205,7 @@ impl Engine {
                 let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
                 self.recompute_classes(&key, classes)
             };
-            let readdressed = self.names_prefix_holding(&key, &nested);
+            let readdressed = self.names_any_world(&key, &nested);
             let change = EndpointChanges {
                 endpoint: key,
                 changes,

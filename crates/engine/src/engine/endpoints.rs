@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ipnet::IpNet;
 use std::net::IpAddr;
 
 use super::{EndpointState, Engine};
@@ -386,17 +385,18 @@ impl Engine {
         classes
     }
 
-    /// Whether an endpoint's MapState names a world prefix holding one of `hosts`.
-    pub(super) fn names_prefix_holding(&self, key: &str, hosts: &[IpNet]) -> bool {
+    /// Whether an endpoint's MapState names one of `worlds` (the world identities holding a
+    /// host that came or went): a lookup per world and direction, not a scan of its classes
+    /// (the scan, for each of a node's endpoints, was a third of a new label set's cost at
+    /// 150,000 pods).
+    pub(super) fn names_any_world(&self, key: &str, worlds: &[IdentityId]) -> bool {
         let Some(state) = self.endpoints.get(key) else {
             return false;
         };
-        if hosts.is_empty() {
-            return false;
-        }
-        state.map.class_keys().any(|(_, id)| {
-            id.and_then(|id| self.store.get(id))
-                .is_some_and(|i| i.is_world() && hosts.iter().any(|h| i.prefix.contains(h)))
+        worlds.iter().any(|id| {
+            Direction::BOTH
+                .iter()
+                .any(|direction| state.map.class((*direction, Some(*id))).is_some())
         })
     }
 }
