@@ -116,13 +116,13 @@ impl Engine {
         };
         let isolated = self.isolation_map(state, &over);
         // The map before this recompute: the changes' old sides, over the classes left alone.
-        let mut before = state.map.clone();
+        let mut before = (*state.map).clone();
         let mut ignored = Vec::new();
         for change in changes.iter().rev() {
             before.replace_class_shared(change.class, change.old.clone(), &mut ignored);
         }
         *changes = before.changes_to(&isolated);
-        state.map = isolated;
+        state.map = Arc::new(isolated);
         state.wildcard.clear();
         state.over_budget = Some(Arc::new(over));
     }

@@ -8,6 +8,7 @@ use super::identities::IdentityChanges;
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
 use crate::identity::{Identity, IdentityId, PodInfo};
+use crate::mapstate::ClassChange;
 use crate::selector::Peer;
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
@@ -47,18 +48,19 @@ impl Engine {
             return PeerChanges::default();
         }
         let mut peers = PeerChanges::default();
+        let mut policies = self.take_policy_entries();
         for (key, entries) in staged {
-            if let Some(old) = self.policies.remove(&key) {
+            if let Some(old) = policies.remove(&key) {
                 peers.removed.extend(old.into_iter().flat_map(|e| e.peers));
             }
             if let Some(entries) = entries {
                 peers
                     .added
                     .extend(entries.iter().flat_map(|e| e.peers.iter().cloned()));
-                self.policies.insert(key, entries);
+                policies.insert(key, entries);
             }
         }
-        self.rebuild_entries();
+        self.rebuild_entries(policies);
         peers
     }
 
@@ -194,6 +196,10 @@ impl Engine {
         // Replicas on this node share a security identity and so a MapState: each distinct one
         // is computed once per commit and copied to its twins.
         let mut computed: HashMap<PodInfo, String> = HashMap::new();
+        // Twins sharing one map before this commit, by the map's address: the first is brought
+        // up to date, the others follow it. The old map stays alive (held by the followers) until
+        // they follow, so its address cannot be reused meanwhile.
+        let mut followed: HashMap<usize, (String, Vec<ClassChange>)> = HashMap::new();
         let mut out = Vec::new();
         for key in self.local.clone() {
             let full = policies_changed
@@ -202,8 +208,22 @@ impl Engine {
             let changes = if full {
                 self.recompute_or_adopt(&key, &mut computed)
             } else {
-                let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
-                self.recompute_classes(&key, classes)
+                let shared = self.map_address(&key);
+                match shared.and_then(|address| followed.get(&address)) {
+                    Some((twin, changes)) => {
+                        let changes = changes.clone();
+                        self.follow_twin(&key, &twin.clone());
+                        changes
+                    }
+                    None => {
+                        let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
+                        let changes = self.recompute_classes(&key, classes);
+                        if let Some(address) = shared {
+                            followed.insert(address, (key.clone(), changes.clone()));
+                        }
+                        changes
+                    }
+                }
             };
             let readdressed = self.names_any_world(&key, &nested);
             let change = EndpointChanges {

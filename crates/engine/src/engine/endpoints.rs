@@ -2,6 +2,7 @@
 //! identity classes, twins sharing one computation, and which endpoint holds which address.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use std::net::IpAddr;
 
@@ -9,7 +10,7 @@ use super::{EndpointState, Engine};
 use crate::entry::Direction;
 use crate::identity::{Identity, IdentityId, PodInfo};
 use crate::mapstate::{
-    compute_identity_class, compute_wildcard, ClassChange, ClassEntries, ClassKey, MapState,
+    compute_identity_class, compute_wildcard, ClassChange, ClassEntries, ClassKey,
 };
 use crate::ports::NamedPort;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
@@ -93,6 +94,37 @@ impl Engine {
         changes
     }
 
+    /// The address of endpoint `key`'s map: equal for twins that share it.
+    pub(super) fn map_address(&self, key: &str) -> Option<usize> {
+        self.endpoints
+            .get(key)
+            .map(|state| Arc::as_ptr(&state.map) as usize)
+    }
+
+    /// Gives endpoint `key`, whose map it shared with `twin` before `twin` was brought up to
+    /// date in this commit, what `twin` now has: the same classes recomputed from the same
+    /// inputs give the same result, and sharing it keeps one copy for the replicas of a
+    /// workload on this node however often it changes.
+    pub(super) fn follow_twin(&mut self, key: &str, twin: &str) {
+        let Some(source) = self.endpoints.get(twin) else {
+            return;
+        };
+        let (policy, wildcard, map, over_budget, budget_checked) = (
+            source.policy.clone(),
+            source.wildcard.clone(),
+            source.map.clone(),
+            source.over_budget.clone(),
+            source.budget_checked,
+        );
+        if let Some(state) = self.endpoints.get_mut(key) {
+            state.policy = policy;
+            state.wildcard = wildcard;
+            state.map = map;
+            state.over_budget = over_budget;
+            state.budget_checked = budget_checked;
+        }
+    }
+
     /// Points the endpoint's addresses, and no longer its old ones, at it.
     fn readdress_endpoint(&mut self, key: &str, old: Option<&[IpAddr]>, new: &[IpAddr]) {
         for address in old.unwrap_or_default() {
@@ -116,7 +148,7 @@ impl Engine {
             addresses: Vec::new(),
             policy: EndpointPolicy::default(),
             wildcard: HashMap::new(),
-            map: MapState::default(),
+            map: Arc::default(),
             over_budget: None,
             budget_checked: 0,
         });
@@ -222,7 +254,7 @@ impl Engine {
         for class in classes.iter().filter(|c| c.1.is_none()) {
             let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
             state.wildcard.insert(class.0, wildcard);
-            state.map.replace_class(*class, entries, &mut changes);
+            Arc::make_mut(&mut state.map).replace_class(*class, entries, &mut changes);
         }
         // Remote identities selected by rules of the same content (with the same named ports,
         // where a rule names one) get equal classes: each is computed once and shared. Content,
@@ -268,9 +300,7 @@ impl Engine {
                 }
                 _ => ClassEntries::default(),
             };
-            state
-                .map
-                .replace_class_shared(*class, entries, &mut changes);
+            Arc::make_mut(&mut state.map).replace_class_shared(*class, entries, &mut changes);
         }
         changes
     }

@@ -19,6 +19,7 @@ mod keys_in_use;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -84,7 +85,10 @@ struct EndpointState {
     addresses: Vec<IpAddr>,
     policy: EndpointPolicy,
     wildcard: HashMap<Direction, WildcardClass>,
-    map: MapState,
+    /// Shared between twins (replicas on this node with one identity), copied on the first
+    /// change of one of them: at 150,000 pods each replica's copy of its twin's map was a tenth
+    /// of the agent's peak memory.
+    map: Arc<MapState>,
     /// Set while the endpoint is isolated for exceeding the entry budget (`budget`).
     over_budget: Option<std::sync::Arc<OverBudget>>,
     /// The budget `map` was last held to (0: never): an unchanged map needs no new count.
@@ -108,7 +112,10 @@ impl Staged {
 pub struct Engine {
     config: EngineConfig,
     store: IdentityStore,
-    policies: BTreeMap<String, Vec<PolicyEntry>>,
+    /// How many entries each policy has, by key: its entries are in `entries`, one run per
+    /// policy in key order (after the node probe allowance, if any). One copy, not two: a copy
+    /// per policy as well as the flat list held every selector of 36,000 policies twice.
+    policies: BTreeMap<String, usize>,
     entries: Vec<PolicyEntry>,
     subjects: SubjectIndex,
     levels: Levels,
@@ -163,7 +170,7 @@ impl Engine {
             max_entries: DEFAULT_MAX_ENTRIES,
             only_endpoints: None,
         };
-        engine.rebuild_entries();
+        engine.rebuild_entries(BTreeMap::new());
         engine.sync_world_identities();
         // The engine's own entries (the node-probe allowance) hold their selectors for life.
         for peer in engine.entries.iter().flat_map(|e| &e.peers) {
@@ -221,11 +228,11 @@ impl Engine {
     }
 
     pub fn endpoints(&self) -> impl Iterator<Item = (&str, &MapState)> {
-        self.endpoints.iter().map(|(k, e)| (k.as_str(), &e.map))
+        self.endpoints.iter().map(|(k, e)| (k.as_str(), &*e.map))
     }
 
     pub fn endpoint(&self, key: &str) -> Option<&MapState> {
-        self.endpoints.get(key).map(|e| &e.map)
+        self.endpoints.get(key).map(|e| &*e.map)
     }
 
     /// The local endpoint's pod and addresses.
@@ -284,14 +291,34 @@ impl Engine {
             .collect()
     }
 
-    /// Rebuilds the entry list and what is derived from it (precedence levels, subject index)
-    /// at once, since a new policy can shift every precedence.
-    fn rebuild_entries(&mut self) {
+    /// The entries of each policy, moved out of the flat list (which is left empty).
+    fn take_policy_entries(&mut self) -> BTreeMap<String, Vec<PolicyEntry>> {
+        let mut entries = std::mem::take(&mut self.entries).into_iter();
+        if self.config.allow_node_probes {
+            entries.next();
+        }
+        self.policies
+            .iter()
+            .map(|(key, count)| (key.clone(), entries.by_ref().take(*count).collect()))
+            .collect()
+    }
+
+    /// Rebuilds the entry list from each policy's entries, and what is derived from it
+    /// (precedence levels, subject index) at once, since a new policy can shift every
+    /// precedence.
+    fn rebuild_entries(&mut self, policies: BTreeMap<String, Vec<PolicyEntry>>) {
         let mut entries: Vec<PolicyEntry> = Vec::new();
         if self.config.allow_node_probes {
             entries.push(PolicyEntry::node_probe_allowance());
         }
-        entries.extend(self.policies.values().flatten().cloned());
+        self.policies = policies
+            .into_iter()
+            .map(|(key, policy)| {
+                let count = policy.len();
+                entries.extend(policy);
+                (key, count)
+            })
+            .collect();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
         self.entries = entries;
@@ -310,7 +337,7 @@ impl AddressOracle for Engine {
         let map = self
             .endpoint_at(endpoint)
             .and_then(|key| self.endpoints.get(key))
-            .map(|state| &state.map);
+            .map(|state| &*state.map);
         let value = match (map, self.store.resolve(remote)) {
             (Some(map), Some(remote)) => map.lookup(direction, remote, protocol, port),
             // No rules for the endpoint (not a local pod): nothing isolates it.
