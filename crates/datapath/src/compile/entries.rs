@@ -224,12 +224,9 @@ fn validate_key(key: &MapKey) -> Result<PortKey, CompileError> {
 /// them requires authentication, the overlap gets an exact entry that requires it; it sorts ahead
 /// of both (it is exact and at least as specific), so first match sees the merged requirement.
 fn propagate_wildcard_auth(class: &mut DirectionEntries) {
+    let wildcard = &class.wildcard;
     let mut wildcard_allows: HashMap<u128, Vec<&Entry>> = HashMap::new();
-    for w in class
-        .wildcard
-        .iter()
-        .filter(|w| w.verdict == Verdict::Allow)
-    {
+    for w in wildcard.iter().filter(|w| w.verdict == Verdict::Allow) {
         wildcard_allows.entry(w.precedence).or_default().push(w);
     }
     if wildcard_allows.is_empty() {
@@ -243,16 +240,29 @@ fn propagate_wildcard_auth(class: &mut DirectionEntries) {
                 if e.needs_auth() == w.needs_auth() {
                     continue;
                 }
-                if let Some(key) = e.key.intersect(w.key) {
-                    let mut entry = if e.needs_auth() {
-                        e.clone()
-                    } else {
-                        (*w).clone()
-                    };
-                    entry.key = key;
-                    entry.exact = true;
-                    derived.insert(key, entry);
+                let Some(key) = e.key.intersect(w.key) else {
+                    continue;
+                };
+                // Each lookup takes the longest prefix of its side: where a more specific entry
+                // of the same side (of any verdict or precedence) covers the whole overlap, `e`
+                // or `w` decides none of it, and neither does their tie.
+                let covers_more_specifically = |others: &[Entry], than: &Entry| {
+                    others.iter().any(|other| {
+                        other.key.specificity() > than.key.specificity()
+                            && other.key.intersect(key) == Some(key)
+                    })
+                };
+                if covers_more_specifically(wildcard, w) || covers_more_specifically(entries, e) {
+                    continue;
                 }
+                let mut entry = if e.needs_auth() {
+                    e.clone()
+                } else {
+                    (*w).clone()
+                };
+                entry.key = key;
+                entry.exact = true;
+                derived.insert(key, entry);
             }
         }
         for (key, new) in derived {
