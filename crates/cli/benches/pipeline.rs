@@ -40,6 +40,11 @@ use prometheus_client::registry::Registry;
 
 const NODE: &str = "node-1";
 
+/// The agent binary's allocator (`src/main.rs`), so that the pipeline is timed as it runs.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let sizes = std::env::var("NETPOL_PIPELINE_PODS").unwrap_or_else(|_| "10000,40000".into());
     let rounds: usize = std::env::var("NETPOL_PIPELINE_ROUNDS")

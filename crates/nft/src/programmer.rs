@@ -20,7 +20,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::ruleset::{AddressSet, Ruleset};
-use crate::script::{self, ScriptError, SetChanges, Table};
+use crate::script::{self, RenderMemo, ScriptError, SetChanges, Table};
 
 /// Why `nft` did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +86,8 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
 pub struct Known {
     pub chains: BTreeSet<String>,
     pub sets: BTreeMap<String, Option<Arc<AddressSet>>>,
+    /// The endpoint chains as rendered for the table programmed last (a cache).
+    pub renders: RenderMemo,
 }
 
 impl Known {
@@ -98,6 +100,7 @@ impl Known {
         Ok(Some(Known {
             chains: chains.into_iter().collect(),
             sets: sets.into_iter().map(|n| (n, None)).collect(),
+            renders: RenderMemo::default(),
         }))
     }
 }
@@ -165,13 +168,17 @@ pub fn program(
     known: &mut Option<Known>,
     ruleset: &Ruleset,
 ) -> Result<ProgramReport, ProgramError> {
-    let table = Table::new(ruleset)?;
+    let mut memo = known
+        .as_mut()
+        .map(|k| std::mem::take(&mut k.renders))
+        .unwrap_or_default();
+    let table = Table::with_memo(ruleset, &mut memo)?;
     if known.is_none() {
         *known = Some(match Known::read(backend)? {
             Some(k) => k,
             None => {
                 let report = apply_changes(backend, &table, None)?;
-                *known = Some(known_after(&table));
+                *known = Some(known_after(&table, memo));
                 return Ok(report);
             }
         });
@@ -179,7 +186,7 @@ pub fn program(
     let have = known.as_ref().expect("known was just read");
     let result = apply_changes(backend, &table, Some(have));
     match &result {
-        Ok(_) => *known = Some(known_after(&table)),
+        Ok(_) => *known = Some(known_after(&table, memo)),
         Err(ProgramError::Nft(NftError::Unavailable(_))) => *known = None,
         Err(_) => {}
     }
@@ -187,8 +194,9 @@ pub fn program(
 }
 
 /// What the kernel holds once `table` is programmed.
-fn known_after(table: &Table) -> Known {
+fn known_after(table: &Table, renders: RenderMemo) -> Known {
     Known {
+        renders,
         chains: table.names().map(str::to_string).collect(),
         sets: table
             .sets
