@@ -101,8 +101,11 @@ pub fn stage(name: &str) -> u8 {
 /// third of an nftables change at 150,000 pods.
 #[derive(Clone, Default)]
 pub struct RenderMemo {
-    by_endpoint: HashMap<String, (EndpointChains, [Arc<(String, Vec<String>)>; 2])>,
+    by_endpoint: HashMap<String, (EndpointChains, [RenderedChain; 2])>,
 }
+
+/// A chain's name and lines.
+type RenderedChain = Arc<(String, Vec<String>)>;
 
 /// A cache says nothing about the kernel: two [`crate::programmer::Known`]s that differ only in
 /// their memos describe the same table.
