@@ -17,8 +17,9 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use crate::decide::changing::Changing;
 use crate::decide::matrix::{
-    compute_between, deciding_pods, node_parties, outside_parties, Classes, Matrix, Party,
+    compute_some, deciding_pods, node_parties, outside_parties, Classes, Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
@@ -322,16 +323,19 @@ pub fn compare(
             None => return Ok(None),
         }
     }
+    let changing = Changing::new(clusters, &parties[0], &classes);
+    let may_change = |from, to| changing.may_change(from, to);
     let mut changes = Vec::new();
     for &(protocol, port) in &probes {
         let [was, now]: [Matrix; 2] = std::array::from_fn(|i| {
-            compute_between(
+            compute_some(
                 clusters[i],
                 oracles[i].as_ref(),
                 &parties[i],
                 &classes,
                 protocol,
                 port,
+                &may_change,
             )
         });
         let mut change = |from: usize, to: usize| {

@@ -61,6 +61,11 @@ impl Signatures {
             selecting,
         }
     }
+
+    /// The entries that select the pods of `signature`, by position in `cluster.entries()`.
+    pub fn entries(&self, signature: u32) -> &[u32] {
+        &self.selecting[signature as usize]
+    }
 }
 
 /// What a remote pod is to the entries of one signature: which of their peers select it, and

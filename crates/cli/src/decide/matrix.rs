@@ -487,6 +487,28 @@ pub fn compute_between(
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
+    compute_some(
+        cluster,
+        oracle,
+        parties,
+        classes,
+        protocol,
+        port,
+        &|_, _| true,
+    )
+}
+
+/// [`compute_between`], deciding only the pairs of pod classes `pairs` names: the others are
+/// left undefined (`diff` needs only the pairs that may change, see [`super::changing`]).
+pub fn compute_some(
+    cluster: &Cluster,
+    oracle: &dyn DirectionOracle,
+    parties: &[Party],
+    classes: &Rc<Classes>,
+    protocol: Protocol,
+    port: u16,
+    pairs: &dyn Fn(usize, usize) -> bool,
+) -> Matrix {
     let pods = parties.iter().take_while(|p| p.is_pod()).count();
     assert_eq!(pods, classes.of.len(), "pods come first, one class each");
     assert!(parties[pods..].iter().all(|p| !p.is_pod()));
@@ -524,6 +546,7 @@ pub fn compute_between(
                 Some(&firsts[to][..])
             };
             let code = match target.and_then(|t| pod_pair(&firsts[from], t)) {
+                _ if !pairs(from, to) => UNDEFINED,
                 None => UNDEFINED,
                 Some((src, dst)) => {
                     let egress = interner.half(

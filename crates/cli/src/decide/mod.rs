@@ -4,6 +4,7 @@
 //! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
 //! [`matrix`] decides every pair of pods.
 
+pub mod changing;
 #[cfg(test)]
 mod differential;
 pub mod directions;
