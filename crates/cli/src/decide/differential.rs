@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::changing::Changing;
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
-use super::matrix::{deciding_pods, pod_classes, pod_parties, Classes, Matrix, Party};
+use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Matrix};
 use super::{oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
 use netpol_engine::{
@@ -284,14 +284,7 @@ proptest! {
 
 fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
     let parties = pod_parties(clusters[0]);
-    let pods: Vec<&PodRef> = parties
-        .iter()
-        .filter_map(|p| match p {
-            Party::Pod(pod) => Some(pod),
-            _ => None,
-        })
-        .collect();
-    let classes = Rc::new(Classes::new(&clusters, &pods));
+    let classes = Rc::new(Classes::new(&clusters, &pods_among(&parties)));
     let changing = Changing::new(clusters, &parties, &classes);
     for args in [EngineKind::Mapstate, EngineKind::Reference] {
         let args = EngineArgs {

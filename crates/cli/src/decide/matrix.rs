@@ -424,14 +424,18 @@ pub fn compute(
 
 /// The classes of the pods among `parties` in `cluster`.
 pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
-    let pods: Vec<&PodRef> = parties
+    Classes::new(&[cluster], &pods_among(parties))
+}
+
+/// The pods among `parties`, in order.
+pub fn pods_among(parties: &[Party]) -> Vec<&PodRef> {
+    parties
         .iter()
         .filter_map(|p| match p {
             Party::Pod(pod) => Some(pod),
             _ => None,
         })
-        .collect();
-    Classes::new(&[cluster], &pods)
+        .collect()
 }
 
 /// The pods (`namespace/name`) whose flows [`compute_between`] asks the decider about, for the
