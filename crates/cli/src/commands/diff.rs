@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use crate::decide::changing::Changing;
 use crate::decide::matrix::{
-    compute_some, deciding_pods, node_parties, outside_parties, Classes, Matrix, Party,
+    compute_some, deciding_pods_where, node_parties, outside_parties, Classes, Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
@@ -315,16 +315,19 @@ pub fn compare(
         side.extend(outside.iter().cloned());
     }
     let classes = Rc::new(Classes::new(&clusters, &common));
+    let changing = Changing::new(clusters, [&parties[0], &parties[1]], &classes);
     let mut oracles = Vec::new();
     for (side, parties) in scenarios.iter().zip(&parties) {
-        let deciding = deciding_pods(&side.cluster, parties, &classes);
+        // A class none of whose flows within itself or with other parties can change is asked
+        // about only through its first pod.
+        let deciding = deciding_pods_where(&side.cluster, parties, &classes, &|class| {
+            changing.every_member(class)
+        });
         match decider(engine, side, Some(&deciding), err)? {
             Some(oracle) => oracles.push(oracle),
             None => return Ok(None),
         }
     }
-    let changing = Changing::new(clusters, &parties[0], &classes);
-    let may_change = |from, to| changing.may_change(from, to);
     let mut changes = Vec::new();
     for &(protocol, port) in &probes {
         let [was, now]: [Matrix; 2] = std::array::from_fn(|i| {
@@ -335,7 +338,7 @@ pub fn compare(
                 &classes,
                 protocol,
                 port,
-                &may_change,
+                &changing,
             )
         });
         let mut change = |from: usize, to: usize| {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use super::changing::Changing;
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
-use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Matrix};
+use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
 use super::{oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
 use netpol_engine::{
@@ -283,9 +283,18 @@ proptest! {
 }
 
 fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
-    let parties = pod_parties(clusters[0]);
+    let mut parties = pod_parties(clusters[0]);
     let classes = Rc::new(Classes::new(&clusters, &pods_among(&parties)));
-    let changing = Changing::new(clusters, &parties, &classes);
+    let n = parties.len();
+    parties.extend(node_parties(clusters[0]));
+    parties.extend(outside_parties(&clusters));
+    let changing = Changing::new(clusters, [&parties, &parties], &classes);
+    let wanted = |i: usize, j: usize| match (i < n, j < n) {
+        (true, true) => changing.classes(classes.of[i] as usize, classes.of[j] as usize),
+        (true, false) => changing.with_other(classes.of[i] as usize, j - n),
+        (false, true) => changing.with_other(classes.of[j] as usize, i - n),
+        (false, false) => false,
+    };
     for args in [EngineKind::Mapstate, EngineKind::Reference] {
         let args = EngineArgs {
             engine: args,
@@ -304,17 +313,17 @@ fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
                     port,
                 )
             });
-            for a in 0..classes.len() {
-                for b in 0..classes.len() {
-                    if changing.may_change(a, b) {
+            for i in 0..parties.len() {
+                for j in 0..parties.len() {
+                    if wanted(i, j) {
                         continue;
                     }
-                    let verdict =
-                        |m: &Matrix, code: u32| m.decisions.get(code as usize).map(|d| d.allowed());
                     assert_eq!(
-                        verdict(&was, was.class_code(a, b)),
-                        verdict(&now, now.class_code(a, b)),
-                        "classes {a} -> {b} on {protocol}/{port} with {args:?}"
+                        was.cell(i, j).map(|d| d.allowed()),
+                        now.cell(i, j).map(|d| d.allowed()),
+                        "{} -> {} on {protocol}/{port} with {args:?}",
+                        parties[i],
+                        parties[j]
                     );
                 }
             }
