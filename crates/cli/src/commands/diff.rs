@@ -316,31 +316,36 @@ pub fn compare(
     }
     let classes = Rc::new(Classes::new(&clusters, &common));
     let changing = Changing::new(clusters, [&parties[0], &parties[1]], &classes);
-    let mut oracles = Vec::new();
-    for (side, parties) in scenarios.iter().zip(&parties) {
+    // One side at a time: its engine is dropped before the other side's is built (at 10,000
+    // pods each holds a MapState per class, most of the memory a diff needs).
+    let mut matrices: [Vec<Matrix>; 2] = Default::default();
+    for (i, side) in scenarios.iter().enumerate() {
         // A class none of whose flows within itself or with other parties can change is asked
         // about only through its first pod.
-        let deciding = deciding_pods_where(&side.cluster, parties, &classes, &|class| {
+        let deciding = deciding_pods_where(&side.cluster, &parties[i], &classes, &|class| {
             changing.every_member(class)
         });
-        match decider(engine, side, Some(&deciding), err)? {
-            Some(oracle) => oracles.push(oracle),
-            None => return Ok(None),
-        }
+        let Some(oracle) = decider(engine, side, Some(&deciding), err)? else {
+            return Ok(None);
+        };
+        matrices[i] = probes
+            .iter()
+            .map(|&(protocol, port)| {
+                compute_some(
+                    clusters[i],
+                    oracle.as_ref(),
+                    &parties[i],
+                    &classes,
+                    protocol,
+                    port,
+                    &changing,
+                )
+            })
+            .collect();
     }
     let mut changes = Vec::new();
-    for &(protocol, port) in &probes {
-        let [was, now]: [Matrix; 2] = std::array::from_fn(|i| {
-            compute_some(
-                clusters[i],
-                oracles[i].as_ref(),
-                &parties[i],
-                &classes,
-                protocol,
-                port,
-                &changing,
-            )
-        });
+    for (p, &(protocol, port)) in probes.iter().enumerate() {
+        let (was, now) = (&matrices[0][p], &matrices[1][p]);
         let mut change = |from: usize, to: usize| {
             let (Some(was), Some(now)) = (was.cell(from, to), now.cell(from, to)) else {
                 return;
