@@ -381,7 +381,7 @@ pub fn compare(
                             m.decisions.get(code as usize).map(|d| d.allowed())
                         };
                         matches!(
-                            (verdict(&was, x), verdict(&now, y)),
+                            (verdict(was, x), verdict(now, y)),
                             (Some(p), Some(q)) if p != q
                         )
                     })
