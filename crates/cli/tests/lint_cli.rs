@@ -348,3 +348,75 @@ fn sarif_output_has_the_structure_sarif_2_1_0_requires() {
         .unwrap()
         .ends_with("np-ipv6-and-dual-stack.yaml"));
 }
+
+/// The fixture cluster with every pod run as `replicas` pods of the same labels and ports,
+/// spread over three nodes: lint decides per group of alike pods, so the findings must be the
+/// fixture's own (`ipblock-covers-pods` aside, which counts and names the pods).
+fn replicated_cluster(replicas: usize) -> String {
+    let pods = [
+        ("x", "web", "web", "[{name: http, containerPort: 8080}]"),
+        ("x", "db", "db", "[{name: pg, containerPort: 5432}]"),
+        ("y", "client", "client", "[]"),
+        ("y", "web", "web", "[]"),
+        ("z", "a", "a", "[]"),
+        ("z", "b", "b", "[]"),
+    ];
+    let mut yaml = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for ns in ["x", "y", "z"] {
+        yaml += &format!(
+            "- {{apiVersion: v1, kind: Namespace, metadata: {{name: {ns}, labels: \
+             {{kubernetes.io/metadata.name: {ns}, ns: {ns}}}}}}}\n"
+        );
+    }
+    for n in 1..=3 {
+        yaml += &format!(
+            "- {{apiVersion: v1, kind: Node, metadata: {{name: node-{n}}}, status: {{addresses: \
+             [{{type: InternalIP, address: 10.0.0.{n}}}]}}}}\n"
+        );
+    }
+    for (p, (ns, name, app, ports)) in pods.iter().enumerate() {
+        for r in 0..replicas {
+            yaml += &format!(
+                "- {{apiVersion: v1, kind: Pod, metadata: {{name: {name}-{r}, namespace: {ns}, \
+                 labels: {{app: {app}}}}}, spec: {{nodeName: node-{}, containers: [{{name: c, \
+                 image: nginx, ports: {ports}}}]}}, status: {{phase: Running, podIP: \
+                 10.244.{}.{}}}}}\n",
+                r % 3 + 1,
+                p + 1,
+                r + 10
+            );
+        }
+    }
+    yaml
+}
+
+#[test]
+fn replicas_on_many_nodes_lint_as_one_pod_each() {
+    let dir = support::scratch_dir("lint-replicas");
+    let many = dir.join("cluster.yaml");
+    std::fs::write(&many, replicated_cluster(7)).unwrap();
+    let sets = [
+        "clean.yaml",
+        "named-port-unresolved.yaml",
+        "peer-selects-nothing.yaml",
+        "redundant-policy.yaml",
+        "selects-nothing.yaml",
+        "shadowed-rule.yaml",
+        "unordered-overlap.yaml",
+    ];
+    for set in sets {
+        let (_, alone) = lint_set(set);
+        let output = netpol(&[
+            "lint",
+            "-f",
+            many.to_str().unwrap(),
+            "-f",
+            &fixture(set),
+            "-o",
+            "json",
+        ]);
+        let replicated = json_findings(&output);
+        // Pod names appear in no message of these rules, so the findings are equal whole.
+        assert_eq!(replicated, alone, "{set}");
+    }
+}

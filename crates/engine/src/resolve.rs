@@ -100,9 +100,14 @@ pub struct SubjectIndex {
 
 impl SubjectIndex {
     pub fn new(entries: &[PolicyEntry]) -> Self {
+        Self::of_subjects(entries.iter().map(|e| &e.subject))
+    }
+
+    /// The index of subjects alone, numbered in the order given.
+    pub fn of_subjects<'a>(subjects: impl IntoIterator<Item = &'a PodSelector>) -> Self {
         let mut index = SubjectIndex::default();
-        for (i, e) in entries.iter().enumerate() {
-            index.insert(i, &e.subject);
+        for (i, subject) in subjects.into_iter().enumerate() {
+            index.insert(i, subject);
         }
         index
     }

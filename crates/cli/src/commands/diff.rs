@@ -17,8 +17,9 @@ use std::rc::Rc;
 
 use serde::Serialize;
 
+use crate::decide::changing::Changing;
 use crate::decide::matrix::{
-    compute_between, deciding_pods, node_parties, outside_parties, Classes, Matrix, Party,
+    compute_some, deciding_pods_where, node_parties, outside_parties, Classes, Matrix, Party,
 };
 use crate::decide::{decider, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
@@ -314,26 +315,37 @@ pub fn compare(
         side.extend(outside.iter().cloned());
     }
     let classes = Rc::new(Classes::new(&clusters, &common));
-    let mut oracles = Vec::new();
-    for (side, parties) in scenarios.iter().zip(&parties) {
-        let deciding = deciding_pods(&side.cluster, parties, &classes);
-        match decider(engine, side, Some(&deciding), err)? {
-            Some(oracle) => oracles.push(oracle),
-            None => return Ok(None),
-        }
+    let changing = Changing::new(clusters, [&parties[0], &parties[1]], &classes);
+    // One side at a time: its engine is dropped before the other side's is built (at 10,000
+    // pods each holds a MapState per class, most of the memory a diff needs).
+    let mut matrices: [Vec<Matrix>; 2] = Default::default();
+    for (i, side) in scenarios.iter().enumerate() {
+        // A class none of whose flows within itself or with other parties can change is asked
+        // about only through its first pod.
+        let deciding = deciding_pods_where(&side.cluster, &parties[i], &classes, &|class| {
+            changing.every_member(class)
+        });
+        let Some(oracle) = decider(engine, side, Some(&deciding), err)? else {
+            return Ok(None);
+        };
+        matrices[i] = probes
+            .iter()
+            .map(|&(protocol, port)| {
+                compute_some(
+                    clusters[i],
+                    oracle.as_ref(),
+                    &parties[i],
+                    &classes,
+                    protocol,
+                    port,
+                    &changing,
+                )
+            })
+            .collect();
     }
     let mut changes = Vec::new();
-    for &(protocol, port) in &probes {
-        let [was, now]: [Matrix; 2] = std::array::from_fn(|i| {
-            compute_between(
-                clusters[i],
-                oracles[i].as_ref(),
-                &parties[i],
-                &classes,
-                protocol,
-                port,
-            )
-        });
+    for (p, &(protocol, port)) in probes.iter().enumerate() {
+        let (was, now) = (&matrices[0][p], &matrices[1][p]);
         let mut change = |from: usize, to: usize| {
             let (Some(was), Some(now)) = (was.cell(from, to), now.cell(from, to)) else {
                 return;
@@ -369,7 +381,7 @@ pub fn compare(
                             m.decisions.get(code as usize).map(|d| d.allowed())
                         };
                         matches!(
-                            (verdict(&was, x), verdict(&now, y)),
+                            (verdict(was, x), verdict(now, y)),
                             (Some(p), Some(q)) if p != q
                         )
                     })

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use super::changing::Changing;
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
-use super::matrix::{deciding_pods, pod_classes, pod_parties};
+use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
 use super::{oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
 use netpol_engine::{
@@ -150,6 +151,15 @@ fn arb_entry() -> impl Strategy<Value = RandomEntry> {
 }
 
 fn random_cluster(pods: &[(u8, u8, u8, u8)], entries: &[RandomEntry]) -> Cluster {
+    random_cluster_keeping(pods, entries, |_| true)
+}
+
+/// [`random_cluster`] with only the entries `keep` says yes to (by position).
+fn random_cluster_keeping(
+    pods: &[(u8, u8, u8, u8)],
+    entries: &[RandomEntry],
+    keep: impl Fn(usize) -> bool,
+) -> Cluster {
     let ns = |n: u8| ["x", "y"][n as usize];
     let mut cluster = Cluster::new();
     for (i, &(n, app, role, node)) in pods.iter().enumerate() {
@@ -189,59 +199,57 @@ fn random_cluster(pods: &[(u8, u8, u8, u8)], entries: &[RandomEntry]) -> Cluster
         let address = format!("10.0.0.{}", node + 1).parse().unwrap();
         cluster.add_node(&name, vec![Identity::node(info, address)]);
     }
-    let entries =
-        entries
-            .iter()
-            .enumerate()
-            .map(|(i, &(tier, allow, egress, n, app, peer, value, port))| {
-                let selector =
-                    |key: &str, value: String| LabelSelector::from_labels([(key, value.as_str())]);
-                let peers = match peer {
-                    0 => vec![Peer::Pods(PodSelector::in_namespace(
-                        ns(value % 2),
-                        selector("app", format!("a{}", value % 3)),
-                    ))],
-                    1 => vec![Peer::Pods(PodSelector::in_namespace(
-                        ns(value % 2),
-                        selector("pod-name", format!("p{value}")),
-                    ))],
-                    2 => vec![Peer::Cidr(CidrSelector {
-                        net: format!("10.1.0.{}/32", value + 1).parse().unwrap(),
-                        except: Default::default(),
-                        scope: AddressScope::Any,
-                    })],
-                    3 => vec![Peer::Entity(Entity::Host)],
-                    _ => vec![Peer::Entity(Entity::RemoteNode)],
-                };
-                PolicyEntry {
-                    tier: [Tier::Admin, Tier::Normal, Tier::Baseline][tier as usize],
-                    priority: if tier == 1 {
-                        Priority::unordered()
-                    } else {
-                        Priority::new(i as u32, format!("p{i}"), 0)
-                    },
-                    verdict: if allow || tier == 1 {
-                        Verdict::Allow
-                    } else {
-                        Verdict::Deny
-                    },
-                    subject: PodSelector::in_namespace(ns(n), selector("app", format!("a{app}"))),
-                    direction: if egress {
-                        Direction::Egress
-                    } else {
-                        Direction::Ingress
-                    },
-                    peers,
-                    ports: if port {
-                        vec![PortRule::single(Protocol::Tcp, 80)]
-                    } else {
-                        vec![]
-                    },
-                    default_deny: tier == 1,
-                    auth: None,
-                    provenance: Provenance::default(),
-                }
-            });
+    let entries = entries.iter().enumerate().filter(|(i, _)| keep(*i)).map(
+        |(i, &(tier, allow, egress, n, app, peer, value, port))| {
+            let selector =
+                |key: &str, value: String| LabelSelector::from_labels([(key, value.as_str())]);
+            let peers = match peer {
+                0 => vec![Peer::Pods(PodSelector::in_namespace(
+                    ns(value % 2),
+                    selector("app", format!("a{}", value % 3)),
+                ))],
+                1 => vec![Peer::Pods(PodSelector::in_namespace(
+                    ns(value % 2),
+                    selector("pod-name", format!("p{value}")),
+                ))],
+                2 => vec![Peer::Cidr(CidrSelector {
+                    net: format!("10.1.0.{}/32", value + 1).parse().unwrap(),
+                    except: Default::default(),
+                    scope: AddressScope::Any,
+                })],
+                3 => vec![Peer::Entity(Entity::Host)],
+                _ => vec![Peer::Entity(Entity::RemoteNode)],
+            };
+            PolicyEntry {
+                tier: [Tier::Admin, Tier::Normal, Tier::Baseline][tier as usize],
+                priority: if tier == 1 {
+                    Priority::unordered()
+                } else {
+                    Priority::new(i as u32, format!("p{i}"), 0)
+                },
+                verdict: if allow || tier == 1 {
+                    Verdict::Allow
+                } else {
+                    Verdict::Deny
+                },
+                subject: PodSelector::in_namespace(ns(n), selector("app", format!("a{app}"))),
+                direction: if egress {
+                    Direction::Egress
+                } else {
+                    Direction::Ingress
+                },
+                peers,
+                ports: if port {
+                    vec![PortRule::single(Protocol::Tcp, 80)]
+                } else {
+                    vec![]
+                },
+                default_deny: tier == 1,
+                auth: None,
+                provenance: Provenance::default(),
+            }
+        },
+    );
     cluster.add_entries(entries.collect::<Vec<_>>());
     cluster
 }
@@ -258,5 +266,67 @@ proptest! {
     ) {
         let cluster = random_cluster(&pods, &entries);
         assert_classes_decide_as_pods(&cluster, "random cluster");
+    }
+
+    /// Random small clusters and the same with some entries taken out, as `diff` compares
+    /// them: every pair of classes [`Changing`] says cannot change decides alike on both sides.
+    #[test]
+    fn pairs_of_classes_with_unchanged_entries_decide_alike_on_both_sides(
+        pods in prop::collection::vec(arb_pod(), 1..8),
+        entries in prop::collection::vec(arb_entry(), 0..6),
+        removed in prop::collection::vec(any::<bool>(), 6),
+    ) {
+        let before = random_cluster(&pods, &entries);
+        let after = random_cluster_keeping(&pods, &entries, |i| !removed[i]);
+        assert_unchanged_pairs_decide_alike([&before, &after]);
+    }
+}
+
+fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
+    let mut parties = pod_parties(clusters[0]);
+    let classes = Rc::new(Classes::new(&clusters, &pods_among(&parties)));
+    let n = parties.len();
+    parties.extend(node_parties(clusters[0]));
+    parties.extend(outside_parties(&clusters));
+    let changing = Changing::new(clusters, [&parties, &parties], &classes);
+    let wanted = |i: usize, j: usize| match (i < n, j < n) {
+        (true, true) => changing.classes(classes.of[i] as usize, classes.of[j] as usize),
+        (true, false) => changing.with_other(classes.of[i] as usize, j - n),
+        (false, true) => changing.with_other(classes.of[j] as usize, i - n),
+        (false, false) => false,
+    };
+    for args in [EngineKind::Mapstate, EngineKind::Reference] {
+        let args = EngineArgs {
+            engine: args,
+            datapath: None,
+            hcn_ip_sets: HcnIpSets::Auto,
+        };
+        let oracles = clusters.map(|c| oracle(args, c).expect("a decider"));
+        for (protocol, port) in ProbeArgs::default().ports(&clusters) {
+            let [was, now] = [0, 1].map(|i| {
+                compute_between(
+                    clusters[i],
+                    oracles[i].as_ref(),
+                    &parties,
+                    &classes,
+                    protocol,
+                    port,
+                )
+            });
+            for i in 0..parties.len() {
+                for j in 0..parties.len() {
+                    if wanted(i, j) {
+                        continue;
+                    }
+                    assert_eq!(
+                        was.cell(i, j).map(|d| d.allowed()),
+                        now.cell(i, j).map(|d| d.allowed()),
+                        "{} -> {} on {protocol}/{port} with {args:?}",
+                        parties[i],
+                        parties[j]
+                    );
+                }
+            }
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! such [`View`] of the remote, not once per remote pod.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 
 use netpol_engine::flow::{DirectionOracle, FlowDecision};
@@ -60,6 +61,11 @@ impl Signatures {
             ingress,
             selecting,
         }
+    }
+
+    /// The entries that select the pods of `signature`, by position in `cluster.entries()`.
+    pub fn entries(&self, signature: u32) -> &[u32] {
+        &self.selecting[signature as usize]
     }
 }
 
@@ -162,7 +168,9 @@ impl<'a> Views<'a> {
 #[derive(Default)]
 pub struct Interner {
     pub decisions: Vec<FlowDecision>,
-    flows: HashMap<FlowDecision, u32>,
+    /// Each decision's code by the decision's hash: the decision itself is held once, in
+    /// `decisions` (a second copy as a map key was a third of a 10,000-pod matrix's interner).
+    flows: HashMap<u64, Vec<u32>>,
     halves: Vec<Decision>,
     half_index: HashMap<Decision, u32>,
     pairs: HashMap<(u32, u32), u32>,
@@ -185,17 +193,22 @@ const NO_HALF: u32 = u32::MAX;
 impl Interner {
     /// A whole decision's code.
     pub fn flow(&mut self, decision: Option<FlowDecision>) -> u32 {
-        match decision {
-            None => UNDEFINED,
-            Some(decision) => {
-                let next = self.decisions.len() as u32;
-                let decisions = &mut self.decisions;
-                *self.flows.entry(decision).or_insert_with_key(|d| {
-                    decisions.push(d.clone());
-                    next
-                })
-            }
+        let Some(decision) = decision else {
+            return UNDEFINED;
+        };
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        decision.hash(&mut hasher);
+        let codes = self.flows.entry(hasher.finish()).or_default();
+        if let Some(&code) = codes
+            .iter()
+            .find(|&&c| self.decisions[c as usize] == decision)
+        {
+            return code;
         }
+        let code = self.decisions.len() as u32;
+        self.decisions.push(decision);
+        codes.push(code);
+        code
     }
 
     /// One half, decided by `oracle` at `endpoint` unless a pod of the same signature has been

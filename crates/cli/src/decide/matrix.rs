@@ -424,14 +424,18 @@ pub fn compute(
 
 /// The classes of the pods among `parties` in `cluster`.
 pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
-    let pods: Vec<&PodRef> = parties
+    Classes::new(&[cluster], &pods_among(parties))
+}
+
+/// The pods among `parties`, in order.
+pub fn pods_among(parties: &[Party]) -> Vec<&PodRef> {
+    parties
         .iter()
         .filter_map(|p| match p {
             Party::Pod(pod) => Some(pod),
             _ => None,
         })
-        .collect();
-    Classes::new(&[cluster], &pods)
+        .collect()
 }
 
 /// The pods (`namespace/name`) whose flows [`compute_between`] asks the decider about, for the
@@ -439,12 +443,28 @@ pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
 /// and its first member on another node than the first (flows with the first's own node). An
 /// oracle that answers at these pods only ([`super::oracle_at`]) decides the whole matrix.
 pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) -> BTreeSet<String> {
+    deciding_pods_where(cluster, parties, classes, &|_| true)
+}
+
+/// [`deciding_pods`], with only the first pod of each class `every` says no to: enough where a
+/// matrix is asked only for that class's flows with pods of other classes
+/// ([`compute_some`]).
+pub fn deciding_pods_where(
+    cluster: &Cluster,
+    parties: &[Party],
+    classes: &Classes,
+    every: &dyn Fn(usize) -> bool,
+) -> BTreeSet<String> {
     let pod = |position: usize| match &parties[position] {
         Party::Pod(pod) => pod,
         _ => unreachable!("classes hold pods"),
     };
     let mut out = BTreeSet::new();
-    for members in &classes.members {
+    for (class, members) in classes.members.iter().enumerate() {
+        if !every(class) {
+            out.insert(pod(members[0]).to_string());
+            continue;
+        }
         let first_node = cluster.pod_node(pod(members[0]));
         let elsewhere = members
             .iter()
@@ -487,6 +507,42 @@ pub fn compute_between(
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
+    compute_some(cluster, oracle, parties, classes, protocol, port, &Every)
+}
+
+/// Which flows [`compute_some`] decides; the others are left undefined.
+pub trait Wanted {
+    /// Between a pod of class `from` and another pod of class `to`.
+    fn classes(&self, from: usize, to: usize) -> bool;
+    /// Between a pod of class `class` and the other party `other` (by position among the
+    /// parties after the pods), either way.
+    fn with_other(&self, class: usize, other: usize) -> bool;
+}
+
+/// Every flow.
+struct Every;
+
+impl Wanted for Every {
+    fn classes(&self, _: usize, _: usize) -> bool {
+        true
+    }
+
+    fn with_other(&self, _: usize, _: usize) -> bool {
+        true
+    }
+}
+
+/// [`compute_between`], deciding only the flows `wanted` names: the others are left undefined
+/// (`diff` needs only the flows that may change, see [`super::changing`]).
+pub fn compute_some(
+    cluster: &Cluster,
+    oracle: &dyn DirectionOracle,
+    parties: &[Party],
+    classes: &Rc<Classes>,
+    protocol: Protocol,
+    port: u16,
+    wanted: &dyn Wanted,
+) -> Matrix {
     let pods = parties.iter().take_while(|p| p.is_pod()).count();
     assert_eq!(pods, classes.of.len(), "pods come first, one class each");
     assert!(parties[pods..].iter().all(|p| !p.is_pod()));
@@ -524,6 +580,7 @@ pub fn compute_between(
                 Some(&firsts[to][..])
             };
             let code = match target.and_then(|t| pod_pair(&firsts[from], t)) {
+                _ if !wanted.classes(from, to) => UNDEFINED,
                 None => UNDEFINED,
                 Some((src, dst)) => {
                     let egress = interner.half(
@@ -575,6 +632,10 @@ pub fn compute_between(
     let mut from_others = vec![UNDEFINED; k * others.len()];
     for (c, members) in classes.members.iter().enumerate() {
         for (o, other) in others.iter().enumerate() {
+            if !wanted.with_other(c, o) {
+                to_others.push(UNDEFINED);
+                continue;
+            }
             let Some(&pod) = members.iter().find(|&&m| own_node[m] != Some(o as u32)) else {
                 to_others.push(UNDEFINED);
                 continue;

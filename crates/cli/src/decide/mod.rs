@@ -4,6 +4,7 @@
 //! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
 //! [`matrix`] decides every pair of pods.
 
+pub mod changing;
 #[cfg(test)]
 mod differential;
 pub mod directions;
@@ -174,7 +175,7 @@ fn load_engine_at(cluster: &Cluster, endpoints: Option<&BTreeSet<String>>) -> En
     for (node, identities) in cluster.nodes() {
         engine.set_node(node, identities.into_iter().cloned().collect());
     }
-    engine.commit();
+    engine.commit_unreported();
     engine
 }
 

@@ -4,6 +4,8 @@
 //! before, a policy is `redundant-policy` when taking it out does, and so on (see
 //! `docs/cli.md`). [`rules`] finds them; [`report`] writes them as text, JSON or SARIF 2.1.0.
 
+mod lab;
+mod probes;
 pub mod report;
 pub mod rules;
 

@@ -1,27 +1,17 @@
 //! The lint rules. Each works on the cluster in engine terms: the policy entries, the identity
-//! store, and MapStates computed by the same engine the agent runs.
+//! store and its selectors, and MapStates computed by the same engine the agent runs (the
+//! [`Lab`]). Pods are looked at one per [`super::probes::Probe`] and identities through the
+//! selectors' selections, so no rule scans every pod per policy.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use netpol_engine::{
-    Direction, Engine, EngineConfig, Identity, IdentityId, IdentityKind, LabelSelector, MapState,
-    Peer, PodInfo, PodSelector, PolicyEntry, PortMatch, PortRule, Protocol, Tier, Verdict,
+    Direction, Identity, Peer, PodInfo, PolicyEntry, PortMatch, PortRule, Protocol, Tier, Verdict,
 };
 
+use super::lab::{Lab, PROTOCOLS};
 use super::{Finding, Severity};
-use crate::decide::matrix::{pod_classes, pod_parties, pod_per_class_and_node};
 use crate::scenario::Cluster;
-
-/// A label no namespace carries: the lint's anchor policy selects nothing with it.
-const ANCHOR_LABEL: &str = "lint.netpol.io/anchor";
-
-const PROTOCOLS: [Protocol; 5] = [
-    Protocol::Tcp,
-    Protocol::Udp,
-    Protocol::Sctp,
-    Protocol::Icmp,
-    Protocol::IcmpV6,
-];
 
 /// (kind, namespace, name) of a policy.
 type PolicyKey = (String, Option<String>, String);
@@ -72,23 +62,21 @@ fn object_of(entry: &PolicyEntry) -> String {
 /// Runs every rule over `cluster`. Findings are sorted by object, field and rule.
 pub fn lint(cluster: &Cluster) -> Vec<Finding> {
     let entries = cluster.policy_entries();
-    let pods: Vec<&PodInfo> = cluster
-        .pods()
-        .filter_map(|(_, ids)| ids.first().and_then(|i| i.as_pod()))
-        .collect();
     let identities: Vec<&Identity> = cluster.store().iter().map(|(_, i)| i).collect();
 
     let mut policies: BTreeMap<PolicyKey, Vec<usize>> = BTreeMap::new();
     for (i, entry) in entries.iter().enumerate() {
         policies.entry(policy_key(entry)).or_default().push(i);
     }
+    let lab = Lab::new(
+        cluster,
+        &policies.values().map(Vec::as_slice).collect::<Vec<_>>(),
+    );
 
     let mut findings = Vec::new();
     let mut inert: BTreeSet<PolicyKey> = BTreeSet::new();
     for (key, indexes) in &policies {
-        let selects = indexes
-            .iter()
-            .any(|&i| pods.iter().any(|pod| entries[i].subject.matches(pod)));
+        let selects = indexes.iter().any(|&i| lab.selects_a_pod(i));
         if !selects {
             inert.insert(key.clone());
             findings.push(Finding {
@@ -107,15 +95,16 @@ pub fn lint(cluster: &Cluster) -> Vec<Finding> {
         }
     }
 
-    for entry in entries {
+    let mut covered = CoveredPods::new(&identities);
+    for (j, entry) in entries.iter().enumerate() {
         if inert.contains(&policy_key(entry)) {
             continue;
         }
-        peer_findings(entry, &identities, &mut findings);
-        named_port_findings(entry, &pods, &identities, &mut findings);
+        peer_findings(entry, &lab, &mut covered, &mut findings);
+        named_port_findings(j, entry, &lab, &mut findings);
     }
-    unordered_overlaps(entries, &pods, &identities, &mut findings);
-    removal_findings(cluster, &policies, &inert, &identities, &mut findings);
+    unordered_overlaps(entries, &lab, &identities, &mut findings);
+    removal_findings(cluster, &policies, &inert, &lab, &mut findings);
 
     findings.sort_by(|a, b| {
         (&a.object, &a.field, a.rule, &a.message).cmp(&(&b.object, &b.field, b.rule, &b.message))
@@ -124,16 +113,52 @@ pub fn lint(cluster: &Cluster) -> Vec<Finding> {
     findings
 }
 
+/// The pods (`namespace/name`, sorted, distinct) each CIDR peer covers, found once per
+/// distinct peer: synthetic and real clusters repeat one egress block in many namespaces.
+struct CoveredPods<'a> {
+    identities: &'a [&'a Identity],
+    by_peer: HashMap<&'a Peer, Vec<String>>,
+}
+
+impl<'a> CoveredPods<'a> {
+    fn new(identities: &'a [&'a Identity]) -> Self {
+        CoveredPods {
+            identities,
+            by_peer: HashMap::new(),
+        }
+    }
+
+    fn of(&mut self, peer: &'a Peer) -> &[String] {
+        let identities = self.identities;
+        self.by_peer.entry(peer).or_insert_with(|| {
+            let mut names: Vec<String> = identities
+                .iter()
+                .filter(|i| peer.selects_ignoring_node(i))
+                .filter_map(|i| i.as_pod())
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        })
+    }
+}
+
 fn peer_field(entry: &PolicyEntry) -> String {
     rule_field(entry)
 }
 
 /// `peer-selects-nothing` and `ipblock-covers-pods`.
-fn peer_findings(entry: &PolicyEntry, identities: &[&Identity], findings: &mut Vec<Finding>) {
+fn peer_findings<'a>(
+    entry: &'a PolicyEntry,
+    lab: &Lab,
+    covered: &mut CoveredPods<'a>,
+    findings: &mut Vec<Finding>,
+) {
     for peer in &entry.peers {
         match peer {
             Peer::Pods(_) | Peer::Nodes(_) => {
-                if !identities.iter().any(|i| peer.selects_ignoring_node(i)) {
+                if lab.selected_by(peer).next().is_none() {
                     let what = match peer {
                         Peer::Pods(sel) => format!("{sel}"),
                         Peer::Nodes(sel) => format!("nodes {sel}"),
@@ -153,20 +178,9 @@ fn peer_findings(entry: &PolicyEntry, identities: &[&Identity], findings: &mut V
                 }
             }
             Peer::Cidr(cidr) => {
-                let covered: Vec<&PodInfo> = identities
-                    .iter()
-                    .filter(|i| peer.selects_ignoring_node(i))
-                    .filter_map(|i| i.as_pod())
-                    .collect();
-                if let Some(first) = covered.first() {
-                    let mut names: Vec<String> = covered
-                        .iter()
-                        .map(|p| format!("{}/{}", p.namespace, p.name))
-                        .collect();
-                    names.sort();
-                    names.dedup();
+                let names = covered.of(peer);
+                if !names.is_empty() {
                     let count = names.len();
-                    let _ = first;
                     findings.push(Finding {
                         rule: "ipblock-covers-pods",
                         severity: Severity::Note,
@@ -191,60 +205,40 @@ fn peer_findings(entry: &PolicyEntry, identities: &[&Identity], findings: &mut V
     }
 }
 
-/// The numbers pods declare under `name` (for `protocol` if given).
-fn declared(
-    pods: impl Iterator<Item = impl AsRef<PodInfo>>,
+/// Whether one of `pods` declares a port named `name` (for `protocol` if given).
+fn declared<'p>(
+    mut pods: impl Iterator<Item = &'p PodInfo>,
     protocol: Option<Protocol>,
     name: &str,
 ) -> bool {
-    let mut found = false;
-    for pod in pods {
-        found |= pod
-            .as_ref()
-            .ports
+    pods.any(|pod| {
+        pod.ports
             .iter()
-            .any(|p| p.name == name && protocol.is_none_or(|w| w == p.protocol));
-    }
-    found
+            .any(|p| p.name == name && protocol.is_none_or(|w| w == p.protocol))
+    })
 }
 
-struct Ref<'a>(&'a PodInfo);
-impl AsRef<PodInfo> for Ref<'_> {
-    fn as_ref(&self) -> &PodInfo {
-        self.0
-    }
-}
-
-/// `named-port-unresolved`: ingress names resolve against the pods the policy selects, egress
-/// names against the pods the rule's peers select.
-fn named_port_findings(
-    entry: &PolicyEntry,
-    pods: &[&PodInfo],
-    identities: &[&Identity],
-    findings: &mut Vec<Finding>,
-) {
+/// `named-port-unresolved`: ingress names resolve against the pods the policy selects (entry
+/// `j`'s probes: pods alike in named ports among them), egress names against the pods the rule's
+/// peers select.
+fn named_port_findings(j: usize, entry: &PolicyEntry, lab: &Lab, findings: &mut Vec<Finding>) {
+    let store = lab.engine.identities();
     for (index, rule) in entry.ports.iter().enumerate() {
         let PortMatch::Named(name) = &rule.port else {
             continue;
         };
         let (resolved, whose) = match entry.direction {
             Direction::Ingress => (
-                declared(
-                    pods.iter()
-                        .filter(|p| entry.subject.matches(p))
-                        .map(|p| Ref(p)),
-                    rule.protocol,
-                    name,
-                ),
+                declared(lab.selected_pods(j), rule.protocol, name),
                 "pod the policy selects",
             ),
             Direction::Egress => (
                 declared(
-                    identities
+                    entry
+                        .peers
                         .iter()
-                        .filter(|i| entry.peers.iter().any(|p| p.selects_ignoring_node(i)))
-                        .filter_map(|i| i.as_pod())
-                        .map(Ref),
+                        .flat_map(|p| lab.selected_by(p))
+                        .filter_map(|id| store.get(id)?.as_pod()),
                     rule.protocol,
                     name,
                 ),
@@ -312,17 +306,18 @@ fn port_overlap(a: &[PortRule], b: &[PortRule], identities: &[&Identity]) -> boo
 /// remote identity both peers select and a port both match.
 fn unordered_overlaps(
     entries: &[PolicyEntry],
-    pods: &[&PodInfo],
+    lab: &Lab,
     identities: &[&Identity],
     findings: &mut Vec<Finding>,
 ) {
-    let ordered: Vec<&PolicyEntry> = entries
+    let ordered: Vec<(usize, &PolicyEntry)> = entries
         .iter()
-        .filter(|e| e.tier != Tier::Normal && !e.peers.is_empty())
+        .enumerate()
+        .filter(|(_, e)| e.tier != Tier::Normal && !e.peers.is_empty())
         .collect();
     let mut reported: BTreeSet<(PolicyKey, PolicyKey)> = BTreeSet::new();
-    for (i, a) in ordered.iter().enumerate() {
-        for b in &ordered[i + 1..] {
+    for (i, &(ja, a)) in ordered.iter().enumerate() {
+        for &(jb, b) in &ordered[i + 1..] {
             let (ka, kb) = (policy_key(a), policy_key(b));
             if ka == kb
                 || a.tier != b.tier
@@ -333,14 +328,19 @@ fn unordered_overlaps(
             {
                 continue;
             }
-            let subject = pods
+            // A pod both subjects select: a probe both entries select.
+            let (pa, pb) = (
+                &lab.probes.by_entry[lab.position(ja)],
+                &lab.probes.by_entry[lab.position(jb)],
+            );
+            let subject = pa.iter().any(|p| pb.binary_search(p).is_ok());
+            let by_a: HashSet<_> = a.peers.iter().flat_map(|p| lab.selected_by(p)).collect();
+            let peer = b
+                .peers
                 .iter()
-                .any(|p| a.subject.matches(p) && b.subject.matches(p));
-            let peer = identities.iter().any(|id| {
-                a.peers.iter().any(|p| p.selects_ignoring_node(id))
-                    && b.peers.iter().any(|p| p.selects_ignoring_node(id))
-            }) || (a.peers.iter().any(Peer::is_wildcard)
-                && b.peers.iter().any(Peer::is_wildcard));
+                .flat_map(|p| lab.selected_by(p))
+                .any(|id| by_a.contains(&id))
+                || (a.peers.iter().any(Peer::is_wildcard) && b.peers.iter().any(Peer::is_wildcard));
             if !(subject && peer && port_overlap(&a.ports, &b.ports, identities)) {
                 continue;
             }
@@ -372,180 +372,13 @@ fn unordered_overlaps(
     }
 }
 
-/// Whether `a` and `b` decide every key alike: every (direction, remote identity, protocol,
-/// port) looks up the same verdict and authentication. Lookups are constant between the
-/// boundaries of the keys that can match, so the boundaries are the only points to compare.
-fn same_decisions(a: &MapState, b: &MapState) -> bool {
-    let classes: BTreeSet<(Direction, Option<IdentityId>)> =
-        a.class_keys().chain(b.class_keys()).collect();
-    // An identity no class names: decided by the wildcard class alone.
-    let phantom = IdentityId(u32::MAX);
-    for direction in Direction::BOTH {
-        let remotes: BTreeSet<IdentityId> = classes
-            .iter()
-            .filter(|(d, _)| *d == direction)
-            .filter_map(|(_, id)| *id)
-            .chain([phantom])
-            .collect();
-        for remote in remotes {
-            let mut points: BTreeSet<(Protocol, u16)> =
-                PROTOCOLS.iter().flat_map(|&p| [(p, 0), (p, 1)]).collect();
-            for map in [a, b] {
-                for class in [(direction, Some(remote)), (direction, None)] {
-                    let Some(entries) = map.class(class) else {
-                        continue;
-                    };
-                    for (key, _) in entries.iter() {
-                        let Some(protocol) = key.protocol else {
-                            continue;
-                        };
-                        let (lo, hi) = key.range();
-                        points.insert((protocol, lo));
-                        if hi < u16::MAX {
-                            points.insert((protocol, hi + 1));
-                        }
-                    }
-                }
-            }
-            for (protocol, port) in points {
-                let x = a.lookup(direction, remote, protocol, port);
-                let y = b.lookup(direction, remote, protocol, port);
-                if (x.verdict, x.auth) != (y.verdict, y.auth) {
-                    return false;
-                }
-            }
-        }
-    }
-    true
-}
-
-/// The engine with every policy under its own key, and an anchor policy holding a copy of
-/// every entry with a subject nothing matches: it keeps the world identities and precedence
-/// levels the same whatever is taken out, so MapStates before and after compare key by key.
-struct Lab {
-    engine: Engine,
-    before: HashMap<String, MapState>,
-}
-
-impl Lab {
-    fn new(cluster: &Cluster, policies: &BTreeMap<PolicyKey, Vec<usize>>) -> Lab {
-        let entries = cluster.policy_entries();
-        let mut engine = Engine::new(EngineConfig {
-            local_node: None,
-            allow_node_probes: true,
-        });
-        let nowhere = PodSelector {
-            namespaces: LabelSelector::from_labels([(ANCHOR_LABEL, "none")]),
-            pods: LabelSelector::everything(),
-        };
-        engine.set_policy(
-            "lint/anchor",
-            entries
-                .iter()
-                .map(|e| PolicyEntry {
-                    subject: nowhere.clone(),
-                    ..e.clone()
-                })
-                .collect(),
-        );
-        for (i, indexes) in policies.values().enumerate() {
-            engine.set_policy(
-                format!("lint/{i}"),
-                indexes.iter().map(|&j| entries[j].clone()).collect(),
-            );
-        }
-        // One endpoint per class of alike pods and node: the others' MapStates are the same.
-        let parties = pod_parties(cluster);
-        let classes = pod_classes(cluster, &parties);
-        engine.only_endpoints(pod_per_class_and_node(cluster, &parties, &classes));
-        for (pod, identities) in cluster.pods() {
-            engine.set_pod(pod.to_string(), identities.into_iter().cloned().collect());
-        }
-        for (node, identities) in cluster.nodes() {
-            engine.set_node(node, identities.into_iter().cloned().collect());
-        }
-        engine.commit();
-        let before = engine
-            .endpoints()
-            .map(|(k, m)| (k.to_owned(), m.clone()))
-            .collect();
-        Lab { engine, before }
-    }
-
-    /// Sets policy `key` to `entries`, and answers whether every endpoint still decides as
-    /// before; `inspect` sees the engine in that state. The policy is put back afterwards.
-    fn unchanged_with<T>(
-        &mut self,
-        key: &str,
-        entries: Vec<PolicyEntry>,
-        original: &[PolicyEntry],
-        inspect: impl FnOnce(&Engine) -> T,
-    ) -> (bool, T) {
-        self.engine.set_policy(key, entries);
-        let changes = self.engine.commit();
-        let unchanged = changes.iter().all(|c| {
-            match (
-                self.before.get(&c.endpoint),
-                self.engine.endpoint(&c.endpoint),
-            ) {
-                (Some(a), Some(b)) => same_decisions(a, b),
-                (None, None) => true,
-                _ => false,
-            }
-        });
-        let seen = inspect(&self.engine);
-        self.engine.set_policy(key, original.to_vec());
-        self.engine.commit();
-        (unchanged, seen)
-    }
-}
-
-/// What decides, with `entry` taken out, a flow `entry` matches: the rule that shadows it.
-fn decider_of(engine: &Engine, entry: &PolicyEntry) -> Option<String> {
-    let (protocol, port) = entry
-        .ports
-        .iter()
-        .find_map(|p| match p.port {
-            PortMatch::Any => Some((p.protocol.unwrap_or(Protocol::Tcp), 80)),
-            PortMatch::Range(lo, _) => Some((p.protocol.unwrap_or(Protocol::Tcp), lo)),
-            PortMatch::Named(_) => None,
-        })
-        .unwrap_or((Protocol::Tcp, 80));
-    let store = engine.identities();
-    for (key, map) in engine.endpoints() {
-        let Some((pod, _)) = engine.endpoint_pod(key) else {
-            continue;
-        };
-        if !entry.subject.matches(pod) {
-            continue;
-        }
-        for (id, identity) in store.iter() {
-            if !entry
-                .peers
-                .iter()
-                .any(|p| p.selects(identity, pod.node.as_deref()))
-            {
-                continue;
-            }
-            if matches!(identity.kind, IdentityKind::World)
-                && entry.peers.iter().all(|p| matches!(p, Peer::Pods(_)))
-            {
-                continue;
-            }
-            let value = map.lookup(entry.direction, id, protocol, port);
-            return Some(value.reason.to_string());
-        }
-    }
-    None
-}
-
 /// `redundant-policy` and `shadowed-rule`, by taking each policy, then each rule, out of the
 /// engine and comparing every endpoint's decisions.
 fn removal_findings(
     cluster: &Cluster,
     policies: &BTreeMap<PolicyKey, Vec<usize>>,
     inert: &BTreeSet<PolicyKey>,
-    identities: &[&Identity],
+    lab: &Lab,
     findings: &mut Vec<Finding>,
 ) {
     let entries = cluster.policy_entries();
@@ -560,15 +393,12 @@ fn removal_findings(
         })
         .map(|(j, _)| j)
         .collect();
-    let mut lab = Lab::new(cluster, policies);
-    for (i, (key, indexes)) in policies.iter().enumerate() {
+    for (key, indexes) in policies {
         if inert.contains(key) {
             continue;
         }
-        let engine_key = format!("lint/{i}");
-        let original: Vec<PolicyEntry> = indexes.iter().map(|&j| entries[j].clone()).collect();
-        let (redundant, ()) = lab.unchanged_with(&engine_key, Vec::new(), &original, |_| ());
-        if redundant {
+        let removed: Vec<_> = indexes.iter().map(|&j| (lab.position(j), None)).collect();
+        if lab.unchanged(&removed) {
             findings.push(Finding {
                 rule: "redundant-policy",
                 severity: Severity::Warning,
@@ -581,22 +411,25 @@ fn removal_findings(
             });
         }
         // Each rule: the same policy with the rule matching nothing (its isolation kept).
-        for (r, &j) in indexes.iter().enumerate() {
+        for &j in indexes {
             let entry = &entries[j];
             if entry.peers.is_empty()
                 || unresolved.contains(&j)
                 || !entry
                     .peers
                     .iter()
-                    .any(|p| identities.iter().any(|i| p.selects_ignoring_node(i)))
+                    .any(|p| lab.selected_by(p).next().is_some())
             {
                 continue;
             }
-            let mut without = original.clone();
-            without[r].peers.clear();
-            let (shadowed, by) =
-                lab.unchanged_with(&engine_key, without, &original, |e| decider_of(e, entry));
-            if shadowed {
+            let without = PolicyEntry {
+                peers: Vec::new(),
+                ..entry.clone()
+            };
+            let replaced = [(lab.position(j), Some(&without))];
+            let shadowed = lab.unchanged(&replaced);
+            let by = shadowed.then(|| lab.decider_of(lab.position(j), entry, &replaced));
+            if let Some(by) = by {
                 let by = by.unwrap_or_else(|| "the rules around it".into());
                 findings.push(Finding {
                     rule: "shadowed-rule",

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, HashSet};
 
 use netpol_api::ObjectRef;
-use netpol_engine::{PodInfo, PolicyEntry};
+use netpol_engine::resolve::SubjectIndex;
+use netpol_engine::{PodInfo, PodSelector, PolicyEntry};
 
 use super::cluster::Cluster;
 use super::objects::SourcedObject;
@@ -61,9 +62,9 @@ impl Inventory {
                  pods,namespaces,nodes -A -o yaml) or the workloads that run them"
             ));
         } else {
-            let pods = distinct_pods(cluster);
-            for (source, object, entries) in policies {
-                if !entries.is_empty() && !selects_a_pod(&pods, entries) {
+            let selecting = selecting_policies(cluster, policies);
+            for ((source, object, entries), selects) in policies.iter().zip(selecting) {
+                if !entries.is_empty() && !selects {
                     warnings.push(format!(
                         "{}: {}: {object} selects no pod of {input}",
                         source.file.display(),
@@ -111,8 +112,27 @@ fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
         .collect()
 }
 
-/// Whether some entry's subject is one of `pods`.
-fn selects_a_pod(pods: &[&PodInfo], entries: &[PolicyEntry]) -> bool {
-    pods.iter()
-        .any(|pod| entries.iter().any(|e| e.subject.matches(pod)))
+/// Per policy, whether some entry's subject selects a pod. Pods are asked for the entries that
+/// may select them (most subjects name their namespace), not every policy for every pod: at
+/// 40,000 pods that was a fifth of loading.
+fn selecting_policies(
+    cluster: &Cluster,
+    policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+) -> Vec<bool> {
+    let subjects: Vec<(usize, &PodSelector)> = policies
+        .iter()
+        .enumerate()
+        .flat_map(|(p, (_, _, entries))| entries.iter().map(move |e| (p, &e.subject)))
+        .collect();
+    let index = SubjectIndex::of_subjects(subjects.iter().map(|(_, s)| *s));
+    let mut selects = vec![false; policies.len()];
+    for pod in distinct_pods(cluster) {
+        for candidate in index.candidates(pod) {
+            let (policy, subject) = subjects[candidate];
+            if !selects[policy] && subject.matches(pod) {
+                selects[policy] = true;
+            }
+        }
+    }
+    selects
 }

@@ -174,17 +174,8 @@ impl Engine {
 
     /// The rules of the entries whose subject selects `pod`.
     fn resolve_policy(&self, pod: &PodInfo) -> EndpointPolicy {
-        let candidates = self.subjects.candidates(pod);
-        let selecting = candidates
-            .into_iter()
-            .map(|i| &self.entries[i])
-            .filter(|e| e.subject.matches(pod));
-        let cache = &self.cache;
-        EndpointPolicy::resolve(selecting, pod, &self.levels, |peer| {
-            cache
-                .id_of(peer)
-                .expect("every peer of the policy set has a selector")
-        })
+        let selecting = self.selecting(pod);
+        self.resolve_entries(selecting.into_iter().map(|i| &self.entries[i]), pod)
     }
 
     /// Every class the endpoint's rules can produce, and every class it holds now, so that the
@@ -244,7 +235,7 @@ impl Engine {
 
     /// Recomputes the given classes of `state`, which is out of `self.endpoints` meanwhile, so
     /// that it can be changed while the rest of the engine is read.
-    fn recompute_state_classes(
+    pub(super) fn recompute_state_classes(
         &self,
         state: &mut EndpointState,
         classes: BTreeSet<ClassKey>,

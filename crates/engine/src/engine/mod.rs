@@ -16,6 +16,7 @@ mod commit;
 mod endpoints;
 mod identities;
 mod keys_in_use;
+mod what_if;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;

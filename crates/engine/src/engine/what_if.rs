@@ -1,0 +1,93 @@
+//! What-if MapStates for authoring tools: the map a pod's endpoint would have if other entries
+//! selected it, computed for a few remote identities against the committed identities,
+//! selectors and precedence levels, without staging a change or resolving any endpoint.
+//!
+//! `netpol lint` asks, per policy and per rule, whether taking it out changes any decision.
+//! Committing each removal re-resolves every local endpoint (a policy change can shift every
+//! precedence), and an endpoint's map has a class per remote identity its rules select: at
+//! 150,000 pods neither fits. Here the levels stay those of the whole policy set (what lint's
+//! question keeps fixed anyway), and the caller names the remotes that tell its classes apart.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use super::{EndpointState, Engine};
+use crate::entry::{Direction, PolicyEntry};
+use crate::identity::{IdentityId, PodInfo};
+use crate::mapstate::{ClassKey, MapState};
+use crate::resolve::EndpointPolicy;
+use crate::selector::Peer;
+
+impl Engine {
+    /// The positions in [`Engine::entries`] of the entries whose subject selects `pod`, ascending.
+    pub fn selecting(&self, pod: &PodInfo) -> Vec<usize> {
+        self.subjects
+            .candidates(pod)
+            .into_iter()
+            .filter(|&i| self.entries[i].subject.matches(pod))
+            .collect()
+    }
+
+    /// Each committed policy's key and the positions of its entries in [`Engine::entries`], in
+    /// the order of the entries.
+    pub fn policy_ranges(&self) -> Vec<(&str, Range<usize>)> {
+        let total: usize = self.policies.values().map(Vec::len).sum();
+        // The engine's own entries come first.
+        let mut start = self.entries.len() - total;
+        self.policies
+            .iter()
+            .map(|(key, entries)| {
+                let range = start..start + entries.len();
+                start = range.end;
+                (key.as_str(), range)
+            })
+            .collect()
+    }
+
+    /// The identities a peer of the committed entries selects, the node relation aside (see
+    /// [`Peer::selects_ignoring_node`]); `None` for a peer no entry has.
+    pub fn selected_by(&self, peer: &Peer) -> Option<&BTreeSet<IdentityId>> {
+        self.cache.id_of(peer).map(|id| self.cache.selected(id))
+    }
+
+    /// The MapState an endpoint for `pod` would have if `entries` (in precedence-neutral order,
+    /// as [`Engine::entries`] lists them) were the entries selecting it: its wildcard classes
+    /// and the classes of `remotes` only. Every peer of `entries` must be a peer of a committed
+    /// entry. The entry budget is not applied: this is the policies' meaning, not a datapath.
+    pub fn map_with<'a>(
+        &self,
+        pod: &PodInfo,
+        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+        remotes: impl IntoIterator<Item = IdentityId>,
+    ) -> MapState {
+        let mut state = EndpointState {
+            pod: pod.clone(),
+            addresses: Vec::new(),
+            policy: self.resolve_entries(entries, pod),
+            wildcard: HashMap::new(),
+            map: MapState::default(),
+            over_budget: None,
+            budget_checked: 0,
+        };
+        let mut classes: BTreeSet<ClassKey> = Direction::BOTH.iter().map(|d| (*d, None)).collect();
+        for remote in remotes {
+            classes.extend(Direction::BOTH.iter().map(|d| (*d, Some(remote))));
+        }
+        self.recompute_state_classes(&mut state, classes);
+        state.map
+    }
+
+    /// The rules of `entries` for an endpoint of `pod`.
+    pub(super) fn resolve_entries<'a>(
+        &self,
+        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+        pod: &PodInfo,
+    ) -> EndpointPolicy {
+        let cache = &self.cache;
+        EndpointPolicy::resolve(entries, pod, &self.levels, |peer| {
+            cache
+                .id_of(peer)
+                .expect("every peer of the policy set has a selector")
+        })
+    }
+}
