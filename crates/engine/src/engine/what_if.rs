@@ -31,13 +31,13 @@ impl Engine {
     /// Each committed policy's key and the positions of its entries in [`Engine::entries`], in
     /// the order of the entries.
     pub fn policy_ranges(&self) -> Vec<(&str, Range<usize>)> {
-        let total: usize = self.policies.values().map(Vec::len).sum();
+        let total: usize = self.policies.values().sum();
         // The engine's own entries come first.
         let mut start = self.entries.len() - total;
         self.policies
             .iter()
-            .map(|(key, entries)| {
-                let range = start..start + entries.len();
+            .map(|(key, count)| {
+                let range = start..start + count;
                 start = range.end;
                 (key.as_str(), range)
             })
@@ -65,7 +65,7 @@ impl Engine {
             addresses: Vec::new(),
             policy: self.resolve_entries(entries, pod),
             wildcard: HashMap::new(),
-            map: MapState::default(),
+            map: Default::default(),
             over_budget: None,
             budget_checked: 0,
         };
@@ -74,7 +74,8 @@ impl Engine {
             classes.extend(Direction::BOTH.iter().map(|d| (*d, Some(remote))));
         }
         self.recompute_state_classes(&mut state, classes);
-        state.map
+        // The map was made here and is shared with nothing: taken out without a copy.
+        std::sync::Arc::unwrap_or_clone(state.map)
     }
 
     /// The rules of `entries` for an endpoint of `pod`.
