@@ -250,7 +250,8 @@ impl Pipeline {
     /// joined or left identities change no compiled rule: the enforcer hears of the identities
     /// and updates the address sets that name them.
     fn commit(&mut self) -> Vec<String> {
-        let changes = self.engine.commit();
+        // Endpoints are compiled whole: which changed matters, not what changed in them.
+        let changes = self.engine.commit_endpoints();
         self.changed_identities
             .extend(self.engine.changed_identities().iter().copied());
         let mut memo = CompileMemo::default();

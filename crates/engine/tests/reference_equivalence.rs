@@ -55,6 +55,33 @@ fn step() -> impl Strategy<Value = Step> {
 proptest! {
     #![proptest_config(config())]
 
+    /// `commit_endpoints` reports exactly the endpoints `commit` does, and leaves the same
+    /// MapStates, through a change of pods and policy.
+    #[test]
+    fn endpoint_reports_equal_change_reports(
+        initial in prop::collection::vec(pod_spec(), 1..4),
+        policy in entries(5),
+        added in prop::collection::vec(pod_spec(), 0..3),
+        replacement in entries(5),
+    ) {
+        let mut listed = engine_with(&initial, policy.clone());
+        let mut unlisted = engine_with(&initial, policy);
+        for engine in [&mut listed, &mut unlisted] {
+            for (i, spec) in added.iter().enumerate() {
+                let index = initial.len() + i;
+                engine.set_pod(format!("pod{index}"), pod_identities(index, spec, false));
+            }
+            engine.set_policy("random", replacement.clone());
+        }
+        let keys = |changes: Vec<netpol_engine::EndpointChanges>| -> Vec<(String, bool)> {
+            changes.into_iter().map(|c| (c.endpoint.clone(), c.is_empty())).collect()
+        };
+        let from_changes = keys(listed.commit());
+        let from_endpoints = keys(unlisted.commit_endpoints());
+        prop_assert_eq!(from_changes, from_endpoints);
+        prop_assert_eq!(canonical_by_id(&listed), canonical_by_id(&unlisted));
+    }
+
     #[test]
     fn lookup_equals_reference(pods in prop::collection::vec(pod_spec(), 1..6), entries in entries(8)) {
         let engine = engine_with(&pods, entries);

@@ -71,12 +71,14 @@ pub struct EndpointChanges {
     /// an existing identity changes no compiled rule, only the address sets rules name: see
     /// [`Engine::changed_identities`].)
     pub readdressed: bool,
+    /// Its entries changed, and `changes` does not list them ([`Engine::commit_endpoints`]).
+    pub unlisted: bool,
 }
 
 impl EndpointChanges {
     /// Whether the endpoint's datapath rules may differ.
     pub fn is_empty(&self) -> bool {
-        self.changes.is_empty() && !self.removed && !self.readdressed
+        self.changes.is_empty() && !self.unlisted && !self.removed && !self.readdressed
     }
 }
 
@@ -287,6 +289,7 @@ impl Engine {
                     changes,
                     removed: false,
                     readdressed: false,
+                    unlisted: false,
                 })
             })
             .collect()
