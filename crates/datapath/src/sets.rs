@@ -16,7 +16,7 @@
 //! build on it: the HCN `SetTable` renders a changed set's `Values`, nftables sends the delta as
 //! elements.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -170,32 +170,135 @@ impl SetDelta {
 }
 
 /// Every remote set in use with its addresses, patched as identities gain and lose members.
+///
+/// A set that falls out of use is kept one more sweep ([`ResolvedSets::retain`]), still
+/// patched: a pod of a new label set replaces sets of thousands of identities by the same sets
+/// plus its own identity, and such a set is then derived from the one it replaces (its
+/// addresses plus the new identity's) rather than resolved and sorted again.
 #[derive(Debug, Default)]
 pub struct ResolvedSets {
     sets: HashMap<Arc<RemoteSet>, SetAddresses>,
-    /// The sets naming each identity, so a change finds its sets without a scan. Shared, not
-    /// copied: a set of k identities is listed under each of them, and k copies of it would
-    /// cost k² identity ids.
+    /// Sets dropped by the last [`ResolvedSets::retain`], kept up to date until the next one.
+    retired: HashMap<Arc<RemoteSet>, SetAddresses>,
+    /// The sets (in use or retired) naming each identity, so a change finds its sets without a
+    /// scan. Shared, not copied: a set of k identities is listed under each of them, and k
+    /// copies of it would cost k² identity ids.
     holders: HashMap<IdentityId, Vec<Arc<RemoteSet>>>,
     /// Each named identity's members as the sets were last given them, sorted: what a change
     /// is measured against. An identity unknown to the store has none until it arrives.
     given: HashMap<IdentityId, Vec<IpNet>>,
+    /// The world identities among those, whose prefixes decide what else a set admits: a set
+    /// differing from another by one of them is resolved, not derived.
+    worlds: HashSet<IdentityId>,
+    /// Every set (in use or retired) by [`identities_sum`]: a set differing from a known one
+    /// by one identity is found by one lookup per candidate identity.
+    by_sum: HashMap<u64, Vec<Arc<RemoteSet>>>,
+    /// The identities of the last [`ResolvedSets::update`]: the candidates by which a new set
+    /// may differ from a known one.
+    recent: Vec<IdentityId>,
 }
+
+/// A set made from a known one, and what it changed: lets a datapath derive its own form of
+/// the set (HCN's shortest form) from the known set's the same way.
+#[derive(Clone, Debug)]
+pub struct Derivation {
+    pub from: Arc<RemoteSet>,
+    pub delta: SetDelta,
+}
+
+/// At most this many identities of the last change are tried as the difference between a new
+/// set and a known one: a larger change (a resync) resolves its new sets.
+const MAX_CANDIDATES: usize = 16;
 
 impl ResolvedSets {
     /// The addresses of `set`, resolved on first use.
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetAddresses {
-        if !self.sets.contains_key(set) {
-            let shared = Arc::new(set.clone());
-            for id in &set.identities {
-                self.holders.entry(*id).or_default().push(shared.clone());
-                self.given
-                    .entry(*id)
-                    .or_insert_with(|| sorted_members(store, *id));
-            }
-            self.sets.insert(shared, SetAddresses::resolve(set, store));
+        self.entry(set, store).0
+    }
+
+    /// The addresses of `set`; on first use, derived from a known set that differs from it by
+    /// one identity of the last change when there is one (with that derivation), else
+    /// resolved.
+    pub fn entry(
+        &mut self,
+        set: &RemoteSet,
+        store: &IdentityStore,
+    ) -> (&SetAddresses, Option<Derivation>) {
+        if let Some((shared, addresses)) = self.retired.remove_entry(set) {
+            self.sets.insert(shared, addresses);
         }
-        &self.sets[set]
+        if self.sets.contains_key(set) {
+            return (&self.sets[set], None);
+        }
+        let sum = identities_sum(set);
+        let shared = Arc::new(set.clone());
+        for id in &set.identities {
+            self.holders.entry(*id).or_default().push(shared.clone());
+            if !self.given.contains_key(id) {
+                self.given.insert(*id, sorted_members(store, *id));
+                if store.get(*id).is_some_and(|i| i.is_world()) {
+                    self.worlds.insert(*id);
+                }
+            }
+        }
+        let derived = self.derive(set, sum);
+        let (addresses, derivation) = match derived {
+            Some((addresses, derivation)) => (addresses, Some(derivation)),
+            None => (SetAddresses::resolve(set, store), None),
+        };
+        self.by_sum.entry(sum).or_default().push(shared.clone());
+        self.sets.insert(shared, addresses);
+        (&self.sets[set], derivation)
+    }
+
+    /// `set` made from a known set that differs from it by one non-world identity of the last
+    /// change: the known set's addresses (up to date: retired sets are patched too) plus or
+    /// minus that identity's members. Members of different identities never share an address
+    /// (the ipcache maps an address to one identity), so this is exactly what resolving gives.
+    fn derive(&self, set: &RemoteSet, sum: u64) -> Option<(SetAddresses, Derivation)> {
+        if self.recent.len() > MAX_CANDIDATES {
+            return None;
+        }
+        for &id in &self.recent {
+            if self.worlds.contains(&id) {
+                continue;
+            }
+            let joins = set.contains(id);
+            let neighbour_sum = if joins {
+                sum.wrapping_sub(identity_hash(id))
+            } else {
+                sum.wrapping_add(identity_hash(id))
+            };
+            let Some(candidates) = self.by_sum.get(&neighbour_sum) else {
+                continue;
+            };
+            let Some(from) = candidates.iter().find(|known| {
+                known.family == set.family
+                    && if joins {
+                        one_more(&set.identities, &known.identities, id)
+                    } else {
+                        one_more(&known.identities, &set.identities, id)
+                    }
+            }) else {
+                continue;
+            };
+            let Some(known) = self.sets.get(from).or_else(|| self.retired.get(from)) else {
+                continue;
+            };
+            let members = self.given.get(&id).map_or(&[][..], Vec::as_slice);
+            let mut addresses = known.clone();
+            let delta = if joins {
+                addresses.patch(members, &[], false)
+            } else {
+                addresses.patch(&[], members, false)
+            };
+            let derivation = Derivation {
+                from: from.clone(),
+                delta,
+            };
+            return Some((addresses, derivation));
+        }
+        None
     }
 
     /// The addresses of `set`, if it is in use.
@@ -204,13 +307,14 @@ impl ResolvedSets {
     }
 
     /// Brings every set naming a `changed` identity up to date with its members now; returns
-    /// the sets whose addresses changed, with what changed. Costs the members that came and
-    /// went, not the sets' sizes.
+    /// the sets (in use or retired) whose addresses changed, with what changed. Costs the members that came
+    /// and went, not the sets' sizes.
     pub fn update(
         &mut self,
         store: &IdentityStore,
         changed: &BTreeSet<IdentityId>,
     ) -> Vec<(Arc<RemoteSet>, SetDelta)> {
+        self.recent = changed.iter().take(MAX_CANDIDATES + 1).copied().collect();
         let mut deltas: HashMap<Arc<RemoteSet>, SetDelta> = HashMap::new();
         for id in changed {
             let (Some(holders), Some(given)) = (self.holders.get(id), self.given.get_mut(id))
@@ -223,9 +327,12 @@ impl ResolvedSets {
             if added.is_empty() && removed.is_empty() {
                 continue;
             }
-            let world = store.get(*id).is_some_and(|i| i.is_world());
+            let world = self.worlds.contains(id);
             for set in holders {
-                let addresses = self.sets.get_mut(set).expect("holders list known sets");
+                let addresses = match self.sets.get_mut(set) {
+                    Some(addresses) => addresses,
+                    None => self.retired.get_mut(set).expect("holders list known sets"),
+                };
                 let delta = addresses.patch(&added, &removed, world);
                 if !delta.is_empty() {
                     deltas.entry(set.clone()).or_default().extend(delta);
@@ -235,38 +342,53 @@ impl ResolvedSets {
         deltas.into_iter().collect()
     }
 
-    /// Forgets the sets `keep` refuses.
-    /// Visits only the identities of the sets it drops: a sweep that drops nothing (every
-    /// reconcile of a replica) costs one look per set, not one per identity of every set.
-    pub fn retain(&mut self, mut keep: impl FnMut(&RemoteSet) -> bool) {
-        let mut dropped: Vec<Arc<RemoteSet>> = Vec::new();
-        self.sets.retain(|set, _| {
-            let kept = keep(set);
-            if !kept {
-                dropped.push(set.clone());
+    /// Takes the sets `keep` refuses out of use (kept, patched, one more sweep, as what new
+    /// sets are derived from); returns the sets forgotten for good, those already out of use at
+    /// the last sweep. Visits only the identities of the sets it forgets: a sweep that drops
+    /// nothing (every reconcile of a replica) costs one look per set, not one per identity of
+    /// every set.
+    pub fn retain(&mut self, mut keep: impl FnMut(&RemoteSet) -> bool) -> Vec<Arc<RemoteSet>> {
+        let mut retiring: Vec<(Arc<RemoteSet>, SetAddresses)> = Vec::new();
+        let mut kept = HashMap::with_capacity(self.sets.len());
+        for (set, addresses) in self.sets.drain() {
+            if keep(&set) {
+                kept.insert(set, addresses);
+            } else {
+                retiring.push((set, addresses));
             }
-            kept
-        });
-        for set in dropped {
+        }
+        self.sets = kept;
+        let forgotten: Vec<Arc<RemoteSet>> =
+            std::mem::take(&mut self.retired).into_keys().collect();
+        self.retired = retiring.into_iter().collect();
+        for set in &forgotten {
+            let sum = identities_sum(set);
+            if let Some(same_sum) = self.by_sum.get_mut(&sum) {
+                same_sum.retain(|s| !Arc::ptr_eq(s, set));
+                if same_sum.is_empty() {
+                    self.by_sum.remove(&sum);
+                }
+            }
             for id in &set.identities {
                 let Some(holders) = self.holders.get_mut(id) else {
                     continue;
                 };
-                holders.retain(|s| !Arc::ptr_eq(s, &set));
+                holders.retain(|s| !Arc::ptr_eq(s, set));
                 if holders.is_empty() {
                     self.holders.remove(id);
                     self.given.remove(id);
+                    self.worlds.remove(id);
                 }
             }
         }
+        forgotten
     }
 
     pub fn clear(&mut self) {
-        self.sets.clear();
-        self.holders.clear();
-        self.given.clear();
+        *self = ResolvedSets::default();
     }
 
+    /// The sets in use.
     pub fn len(&self) -> usize {
         self.sets.len()
     }
@@ -274,6 +396,33 @@ impl ResolvedSets {
     pub fn is_empty(&self) -> bool {
         self.sets.is_empty()
     }
+}
+
+/// A well-mixed hash of one identity (SplitMix64's finaliser), summed over a set's identities.
+fn identity_hash(id: IdentityId) -> u64 {
+    let mut z = u64::from(id.0).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The sum of a set's identity hashes: a set with one more (or one fewer) identity is one
+/// addition away, so its neighbours are found without comparing sets.
+fn identities_sum(set: &RemoteSet) -> u64 {
+    set.identities
+        .iter()
+        .fold(0u64, |sum, id| sum.wrapping_add(identity_hash(*id)))
+}
+
+/// Whether sorted `longer` is sorted `shorter` with `id` inserted.
+fn one_more(longer: &[IdentityId], shorter: &[IdentityId], id: IdentityId) -> bool {
+    if longer.len() != shorter.len() + 1 {
+        return false;
+    }
+    let Ok(at) = longer.binary_search(&id) else {
+        return false;
+    };
+    longer[..at] == shorter[..at] && longer[at + 1..] == shorter[at..]
 }
 
 fn sorted_members(store: &IdentityStore, id: IdentityId) -> Vec<IpNet> {
@@ -396,8 +545,57 @@ mod tests {
             .is_empty());
     }
 
+    #[test]
+    fn a_set_with_one_identity_more_or_less_is_derived_from_the_set_it_replaces() {
+        let mut store = IdentityStore::new();
+        let mut labelled = |app: &str, ip: &str| {
+            let mut info = pod(ip);
+            info.labels = Labels::from([("app".to_string(), app.to_string())]).into();
+            store
+                .insert_shared(Identity::pod(info, ip.parse().unwrap()), vec![])
+                .0
+        };
+        let web = labelled("web", "10.0.0.1");
+        let db = labelled("db", "10.0.0.2");
+        let new = labelled("new", "10.0.0.3");
+        let before = RemoteSet {
+            family: Family::V4,
+            identities: vec![web, db],
+        };
+        let after = RemoteSet {
+            family: Family::V4,
+            identities: vec![web, db, new],
+        };
+        let mut sets = ResolvedSets::default();
+        sets.get(&before, &store);
+        sets.update(&store, &BTreeSet::from([new]));
+        sets.retain(|s| *s != before);
+        let (got, derivation) = sets.entry(&after, &store);
+        assert_eq!(
+            got.nets().copied().collect::<Vec<_>>(),
+            addresses(&after, &store)
+        );
+        let derivation = derivation.expect("derived from the set it replaces");
+        assert_eq!(*derivation.from, before);
+        assert_eq!(derivation.delta.added, vec![net("10.0.0.3/32")]);
+        // The pod leaves: its identity goes, and the set without it is derived again.
+        store.remove_address("10.0.0.3".parse().unwrap());
+        sets.update(&store, &BTreeSet::from([new]));
+        // This sweep forgets `before` (out of use since the last one) and retires `after`.
+        let forgotten = sets.retain(|s| *s != after);
+        assert_eq!(forgotten.len(), 1);
+        assert_eq!(*forgotten[0], before);
+        assert!(sets.peek(&before).is_none());
+        let (got, derivation) = sets.entry(&before, &store);
+        assert_eq!(
+            got.nets().copied().collect::<Vec<_>>(),
+            addresses(&before, &store)
+        );
+        assert_eq!(*derivation.expect("derived").from, after);
+    }
+
     /// One step of a random history: an address joins the shared identity of label set
-    /// `labels`, or leaves.
+    /// `labels` (a new identity when no pod has those labels), or leaves.
     #[derive(Clone, Debug)]
     enum Step {
         Join {
@@ -415,7 +613,7 @@ mod tests {
 
     fn step() -> impl Strategy<Value = Step> {
         prop_oneof![
-            (any::<u8>(), 0u8..4).prop_map(|(host, labels)| Step::Join { host, labels }),
+            (any::<u8>(), 0u8..8).prop_map(|(host, labels)| Step::Join { host, labels }),
             any::<u8>().prop_map(|host| Step::Leave { host }),
             (0usize..3).prop_map(|set| Step::Forget { set }),
         ]
@@ -495,6 +693,15 @@ mod tests {
                     let patched: Vec<IpNet> = sets.peek(set).unwrap().nets().copied().collect();
                     prop_assert_eq!(patched, addresses(set, &store));
                 }
+                // A set of every identity (a namespace selector's): a new label set or the last
+                // pod of one leaving makes a new set, derived from the one it replaces.
+                let every = RemoteSet {
+                    family: Family::V4,
+                    identities: store.iter().map(|(id, _)| id).collect(),
+                };
+                sets.retain(|s| remote_sets.contains(s) || *s == every);
+                let got: Vec<IpNet> = sets.get(&every, &store).nets().copied().collect();
+                prop_assert_eq!(got, addresses(&every, &store));
             }
         }
     }

@@ -76,31 +76,35 @@ fn identity_key(id: IdentityId, store: &IdentityStore) -> Vec<u8> {
     key
 }
 
-/// The set's id: [`NETPOL_SET_PREFIX`] and the first 64 bits of a SHA-256 of its family and its
-/// identities' keys.
-pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
-    let keys: Vec<Vec<u8>> = set
-        .identities
-        .iter()
-        .map(|id| identity_key(*id, store))
-        .collect();
-    id_of_keys(set.family, keys.iter().map(Vec::as_slice))
+/// One identity's part of a set id: the first 128 bits of a SHA-256 of its key.
+fn identity_digest(id: IdentityId, store: &IdentityStore) -> u128 {
+    let digest = Sha256::digest(identity_key(id, store));
+    u128::from_le_bytes(digest[..16].try_into().expect("SHA-256 has 32 bytes"))
 }
 
-/// [`set_id`] from the identities' keys, in any order.
-fn id_of_keys<'a>(family: Family, keys: impl Iterator<Item = &'a [u8]>) -> String {
-    let mut keys: Vec<&[u8]> = keys.collect();
-    keys.sort();
+/// The set's id: [`NETPOL_SET_PREFIX`] and the first 64 bits of a SHA-256 of its family and the
+/// sum of its identities' digests.
+pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
+    id_of_digests(
+        set.family,
+        set.identities.iter().map(|id| identity_digest(*id, store)),
+    )
+}
+
+/// [`set_id`] from the identities' digests, in any order. Summed rather than hashed in order:
+/// a set of thousands of identities needs no sort of their keys (sorting and hashing them was
+/// a tenth of what a pod of a new label set cost at 150,000 pods), and a key is kept as 16
+/// bytes rather than whole. A sum of 128-bit digests, hashed again, is as unlikely to collide
+/// as the 64-bit id itself.
+fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>) -> String {
+    let sum = digests.fold(0u128, u128::wrapping_add);
     let mut hasher = Sha256::new();
     hasher.update(match family {
         Family::V4 => b"4",
         Family::V6 => b"6",
         Family::Any => b"*",
     });
-    for key in keys {
-        hasher.update((key.len() as u64).to_le_bytes());
-        hasher.update(key);
-    }
+    hasher.update(sum.to_le_bytes());
     let digest = hasher.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{NETPOL_SET_PREFIX}{hex}")
@@ -121,38 +125,45 @@ pub struct SetTable {
     settings: HashMap<Arc<RemoteSet>, HnsSet>,
     /// The remote set of each set id, for the ids the rendered ACLs name.
     by_id: HashMap<String, Arc<RemoteSet>>,
-    /// The key ([`identity_key`]) of each identity of a known set: an identity's content never
-    /// changes under its id, and serialising thousands of identities again for every new set
-    /// that names them was most of what a pod of a new label set cost.
-    keys: HashMap<IdentityId, Vec<u8>>,
+    /// The digest ([`identity_digest`]) of each identity of a known set: an identity's content
+    /// never changes under its id, and serialising thousands of identities again for every new
+    /// set that names them was most of what a pod of a new label set cost.
+    digests: HashMap<IdentityId, u128>,
 }
 
 impl SetTable {
     /// The HNS set of `set`, computed on first use.
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetPolicySetting {
-        if !self.settings.contains_key(set) {
-            // Unknown identities are keyed by their id: not kept, so the key follows once the
-            // store knows them.
-            for identity in &set.identities {
-                if !self.keys.contains_key(identity) && store.get(*identity).is_some() {
-                    self.keys.insert(*identity, identity_key(*identity, store));
-                }
-            }
-            let keys = &self.keys;
-            let unknown: Vec<Vec<u8>> = set
-                .identities
-                .iter()
-                .filter(|id| !keys.contains_key(id))
-                .map(|id| identity_key(*id, store))
-                .collect();
-            let known = set.identities.iter().filter_map(|id| keys.get(id));
-            let id = id_of_keys(
+        if self.settings.contains_key(set) {
+            // Back in use if the last sweep retired it.
+            self.resolved.entry(set, store);
+        } else {
+            // Unknown identities are keyed by their id: not kept, so the digest follows once
+            // the store knows them.
+            let digests = &mut self.digests;
+            let id = id_of_digests(
                 set.family,
-                known
-                    .map(Vec::as_slice)
-                    .chain(unknown.iter().map(Vec::as_slice)),
+                set.identities.iter().map(|id| match digests.get(id) {
+                    Some(digest) => *digest,
+                    None if store.get(*id).is_some() => {
+                        *digests.entry(*id).or_insert(identity_digest(*id, store))
+                    }
+                    None => identity_digest(*id, store),
+                }),
             );
-            let aggregated = Aggregated::of_disjoint(self.resolved.get(set, store).nets());
+            let (addresses, derivation) = self.resolved.entry(set, store);
+            // A set made from a known one takes that one's shortest form, patched the same way.
+            let derived = derivation.and_then(|derivation| {
+                let mut aggregated = self.settings.get(&*derivation.from)?.aggregated.clone();
+                for net in &derivation.delta.removed {
+                    aggregated.remove(*net);
+                }
+                for net in &derivation.delta.added {
+                    aggregated.insert(*net);
+                }
+                Some(aggregated)
+            });
+            let aggregated = derived.unwrap_or_else(|| Aggregated::of_disjoint(addresses.nets()));
             let setting = SetPolicySetting {
                 name: id.clone(),
                 id: id.clone(),
@@ -180,8 +191,8 @@ impl SetTable {
         // of identities by sets naming them and one more, the old sets go before the new ones
         // are made, and serialising those identities again was a tenth of the change); they
         // are forgotten once their identities have left the store and outnumber those it holds.
-        if self.keys.len() > 2 * store.len() {
-            self.keys.retain(|id, _| store.get(*id).is_some());
+        if self.digests.len() > 2 * store.len() {
+            self.digests.retain(|id, _| store.get(*id).is_some());
         }
         let deltas = self.resolved.update(store, changed);
         for (set, delta) in &deltas {
@@ -198,19 +209,21 @@ impl SetTable {
         deltas.len()
     }
 
-    /// Forgets the sets `keep` refuses.
-    pub fn retain(&mut self, mut keep: impl FnMut(&RemoteSet) -> bool) {
-        self.settings.retain(|set, _| keep(set));
-        let settings = &self.settings;
-        self.resolved.retain(|set| settings.contains_key(set));
-        self.by_id.retain(|_, set| settings.contains_key(set));
+    /// Takes the sets `keep` refuses out of use: kept, patched, until the next sweep, as what
+    /// new sets are derived from ([`ResolvedSets::retain`]).
+    pub fn retain(&mut self, keep: impl FnMut(&RemoteSet) -> bool) {
+        for set in self.resolved.retain(keep) {
+            if let Some(hns) = self.settings.remove(&*set) {
+                self.by_id.remove(&hns.setting.id);
+            }
+        }
     }
 
     pub fn clear(&mut self) {
         self.resolved.clear();
         self.settings.clear();
         self.by_id.clear();
-        self.keys.clear();
+        self.digests.clear();
     }
 
     /// The set with this id, if known.
