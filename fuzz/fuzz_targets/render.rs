@@ -21,7 +21,7 @@ use netpol_fuzz::nft::Nft;
 use netpol_hcn::render::{rule_id, HcnAcls, MAX_ADDRESSES_PER_RULE};
 use netpol_hcn::schema::{AclAction, AclDirection, AclPolicySetting, ModifyEndpointRequest};
 use netpol_nft::programmer::{program, NftBackend};
-use netpol_nft::{EndpointChains, Ruleset, Table};
+use netpol_nft::{Ruleset, Table};
 
 thread_local! {
     static NFT: RefCell<Option<Nft>> = const { RefCell::new(None) };
@@ -79,8 +79,12 @@ fn engine(u: &mut Unstructured) -> arbitrary::Result<Engine> {
 fn ruleset(endpoints: &[CompiledEndpoint], store: &IdentityStore) -> Ruleset {
     let mut ruleset = Ruleset::default();
     for endpoint in endpoints {
-        let chains = EndpointChains::new(endpoint.addresses.clone(), &endpoint.rules.rules, store);
-        ruleset.insert(endpoint.key, chains);
+        ruleset.add(
+            endpoint.key,
+            endpoint.addresses.clone(),
+            &endpoint.rules.rules,
+            store,
+        );
     }
     ruleset
 }

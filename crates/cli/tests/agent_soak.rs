@@ -185,6 +185,12 @@ fn agents_under_churn_and_faults_end_equal_to_a_fresh_computation_without_growin
         want_hcn.iter().any(|(_, policies)| !policies.is_empty()),
         "the fresh computation programs something"
     );
+    assert!(
+        want_nft
+            .iter()
+            .any(|chain| chain.contains(" saddr {10.") || chain.contains(" daddr {10.")),
+        "the fresh table's rules name sets of addresses: {want_nft:?}"
+    );
     wait_for("the HCN agent converged", SETTLE, || {
         hcn_state(&sim) == want_hcn
     });

@@ -26,7 +26,7 @@ use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::api::HcnApi;
 use crate::discovery::{match_pods, EndpointDiscovery};
-use crate::ipsets::{SetChanges, SetSync, SetTable};
+use crate::ipsets::{SetChanges, SetSync, SetTable, WantedSet};
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
 
@@ -143,11 +143,11 @@ impl HcnEnforcer {
         self.last_sets
     }
 
-    /// The IP sets the rendered rules name, by id.
+    /// The IP sets the rendered rules name, by id, with the revisions of their values.
     fn wanted_sets<'a>(
         table: &'a SetTable,
         rules: &BTreeMap<String, Arc<HcnAcls>>,
-    ) -> BTreeMap<&'a str, &'a crate::schema::SetPolicySetting> {
+    ) -> BTreeMap<&'a str, WantedSet<'a>> {
         let mut named: BTreeSet<&str> = BTreeSet::new();
         let mut seen: HashSet<*const HcnAcls> = HashSet::new();
         for acls in rules.values() {
@@ -159,7 +159,7 @@ impl HcnEnforcer {
         // replica at 150,000 pods.
         named
             .into_iter()
-            .filter_map(|id| table.by_id(id).map(|s| (s.id.as_str(), s)))
+            .filter_map(|id| table.wanted(id).map(|s| (s.setting.id.as_str(), s)))
             .collect()
     }
 
@@ -292,6 +292,7 @@ impl HcnEnforcer {
             _ => None,
         };
         let mut report = self.programmer.apply(self.datapath.as_ref(), &rules, now);
+        let mut retired_removed = false;
         if let (Some(wanted), Some(sync), Some(table)) =
             (wanted, &mut self.sets, &self.rendered.sets)
         {
@@ -303,20 +304,29 @@ impl HcnEnforcer {
                 )
             });
             if clean {
-                let wanted: BTreeMap<&str, &crate::schema::SetPolicySetting> = wanted
+                let wanted: BTreeMap<&str, WantedSet<'_>> = wanted
                     .iter()
-                    .filter_map(|id| table.by_id(id).map(|s| (s.id.as_str(), s)))
+                    .filter_map(|id| table.wanted(id).map(|s| (s.setting.id.as_str(), s)))
                     .collect();
-                match sync.remove_unwanted(self.datapath.as_ref(), &wanted) {
+                let removed = sync.remove_unwanted(self.datapath.as_ref(), &wanted, |id| {
+                    table.retired_values(id)
+                });
+                match removed {
                     Ok(changes) => {
                         self.last_sets.removed += changes.removed;
                         self.last_sets.calls += changes.calls;
+                        retired_removed = true;
                     }
                     // Stale sets are harmless (no ACL names them): removed on a later step.
                     Err(error) => {
                         tracing::warn!(%error, "removing IP sets no ACL names failed; retried later")
                     }
                 }
+            }
+        }
+        if retired_removed {
+            if let Some(table) = &mut self.rendered.sets {
+                table.clear_retired();
             }
         }
         self.set_failures = 0;
@@ -327,8 +337,12 @@ impl HcnEnforcer {
 }
 
 /// Rendered ACLs by compiled rule list: replicas share one `Arc<CompiledRules>`, so each
-/// distinct list is rendered (and its rule ids hashed) once; when addresses change, only the
-/// rules whose remote sets name a changed identity are rendered again.
+/// distinct list is rendered (and its rule ids hashed) once. With IP sets, the sets of the lists
+/// that came into and went out of use are counted in the set table's book, whose names follow a
+/// set replaced by one with the identities a change brought ([`SetTable::step`]), so a list
+/// kept in use renders again only when one of its sets became empty or stopped being empty (an
+/// empty set is never named). Inline, a list renders again the rules naming an identity whose
+/// addresses changed.
 #[derive(Default)]
 struct RenderCache {
     /// Keyed by the address of the compiled list; the entry keeps the list alive, so the
@@ -342,6 +356,11 @@ struct RenderCache {
 
 fn list_address(compiled: &Arc<CompiledRules>) -> usize {
     Arc::as_ptr(compiled) as usize
+}
+
+/// The remote sets of a list's rules, one per rule naming one.
+fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Arc<netpol_datapath::RemoteSet>> {
+    list.rules.iter().filter_map(|r| r.remotes.as_ref())
 }
 
 impl RenderCache {
@@ -363,8 +382,9 @@ impl RenderCache {
             .clone()
     }
 
-    /// Forgets lists no pod holds any more, and brings the others up to date with the addresses
-    /// that changed (all of them on a refresh).
+    /// Forgets lists no pod holds any more and books the sets of the lists that came and went;
+    /// brings the rendered lists kept up to date with the addresses that changed. On a refresh
+    /// every list is rendered again and every set resolved anew (names kept).
     fn update(
         &mut self,
         compiled: &CompiledPods,
@@ -372,40 +392,61 @@ impl RenderCache {
         changed: &BTreeSet<IdentityId>,
         refresh: bool,
     ) {
-        let live: HashSet<usize> = compiled.values().map(list_address).collect();
-        let before = self.by_list.len();
-        self.by_list.retain(|list, _| live.contains(list));
-        if refresh {
-            self.by_list.clear();
-            if let Some(table) = &mut self.sets {
-                table.clear();
-            }
-            return;
-        }
-        if let Some(table) = &mut self.sets {
-            if self.by_list.len() != before {
-                // Forget the sets of lists no pod holds any more.
-                let used: HashSet<&netpol_datapath::RemoteSet> = self
-                    .by_list
-                    .values()
-                    .flat_map(|(list, _)| list.rules.iter().filter_map(|r| r.remotes.as_deref()))
-                    .collect();
-                table.retain(|set| used.contains(set));
-            }
+        let live: HashMap<usize, &Arc<CompiledRules>> =
+            compiled.values().map(|l| (list_address(l), l)).collect();
+        let lost: Vec<Arc<CompiledRules>> = if refresh {
+            self.by_list.drain().map(|(_, (list, _))| list).collect()
+        } else {
+            let gone: Vec<usize> = self
+                .by_list
+                .keys()
+                .filter(|list| !live.contains_key(list))
+                .copied()
+                .collect();
+            gone.iter()
+                .filter_map(|list| self.by_list.remove(list))
+                .map(|(list, _)| list)
+                .collect()
+        };
+        let Some(table) = &mut self.sets else {
             if !changed.is_empty() {
-                table.update(store, changed);
+                for (list, acls) in self.by_list.values_mut() {
+                    let rerendered = acls.rerender_with(list, store, changed, &mut Remotes::Inline);
+                    if let Some(new) = rerendered {
+                        *acls = Arc::new(new);
+                    }
+                }
+            }
+            return;
+        };
+        let gained = live
+            .iter()
+            .filter(|(list, _)| !self.by_list.contains_key(list))
+            .flat_map(|(_, list)| remote_sets(list));
+        let step = table.step(
+            store,
+            changed,
+            gained,
+            lost.iter().flat_map(|l| remote_sets(l)),
+        );
+        if refresh {
+            let corrected = table.refresh(store);
+            if corrected > 0 {
+                tracing::warn!(
+                    sets = corrected,
+                    "IP sets patched by the change differ from the sets resolved anew; using those"
+                );
             }
         }
-        if changed.is_empty() {
-            return;
-        }
-        for (list, acls) in self.by_list.values_mut() {
-            let mut remotes = match &mut self.sets {
-                Some(table) => Remotes::Sets(table),
-                None => Remotes::Inline,
-            };
-            if let Some(new) = acls.rerender_with(list, store, changed, &mut remotes) {
-                *acls = Arc::new(new);
+        // A set that became empty, or stopped being empty, adds or takes out the ACLs naming it.
+        let flipped = step.changed.iter().any(|(slot, delta)| {
+            let now = table.slot_len(*slot);
+            let before = now + delta.removed.len() - delta.added.len();
+            (now == 0) != (before == 0)
+        });
+        if flipped {
+            for (list, acls) in self.by_list.values_mut() {
+                *acls = Arc::new(HcnAcls::render_with(list, store, &mut Remotes::Sets(table)));
             }
         }
     }

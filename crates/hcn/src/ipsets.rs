@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::sets::ResolvedSets;
+use netpol_datapath::sets::{BookedSet, SetBook, SetDelta, SetStep, SlotId};
 use netpol_datapath::{DatapathError, Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 use sha2::{Digest, Sha256};
@@ -88,15 +88,17 @@ pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
     id_of_digests(
         set.family,
         set.identities.iter().map(|id| identity_digest(*id, store)),
+        0,
     )
 }
 
-/// [`set_id`] from the identities' digests, in any order. Summed rather than hashed in order:
-/// a set of thousands of identities needs no sort of their keys (sorting and hashing them was
-/// a tenth of what a pod of a new label set cost at 150,000 pods), and a key is kept as 16
-/// bytes rather than whole. A sum of 128-bit digests, hashed again, is as unlikely to collide
+/// [`set_id`] from the identities' digests, in any order, salted for a set whose canonical id
+/// another set holds (`salt` > 0; see `netpol_datapath::sets::book`). Summed rather than hashed
+/// in order: a set of thousands of identities needs no sort of their keys (sorting and hashing
+/// them was a tenth of what a pod of a new label set cost at 150,000 pods), and a key is kept as
+/// 16 bytes rather than whole. A sum of 128-bit digests, hashed again, is as unlikely to collide
 /// as the 64-bit id itself.
-fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>) -> String {
+fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>, salt: u32) -> String {
     let sum = digests.fold(0u128, u128::wrapping_add);
     let mut hasher = Sha256::new();
     hasher.update(match family {
@@ -105,6 +107,9 @@ fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>) -> String 
         Family::Any => b"*",
     });
     hasher.update(sum.to_le_bytes());
+    if salt > 0 {
+        hasher.update(salt.to_le_bytes());
+    }
     let digest = hasher.finalize();
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{NETPOL_SET_PREFIX}{hex}")
@@ -115,140 +120,210 @@ fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>) -> String 
 struct HnsSet {
     setting: SetPolicySetting,
     aggregated: Aggregated,
+    /// The book's revision of the addresses the values render.
+    revision: u64,
 }
 
-/// Every remote set's HNS set, computed once and brought up to date as addresses change.
+impl HnsSet {
+    fn new(booked: &BookedSet) -> HnsSet {
+        let aggregated = Aggregated::of_disjoint(booked.addresses.nets());
+        HnsSet {
+            setting: SetPolicySetting {
+                name: booked.name.to_string(),
+                id: booked.name.to_string(),
+                policy_type: IPSET.to_string(),
+                values: render_values(aggregated.iter()),
+            },
+            aggregated,
+            revision: booked.revision,
+        }
+    }
+
+    /// Patched by `delta` to the book's revision of the set.
+    fn patch(&mut self, delta: &SetDelta, booked: &BookedSet) {
+        for net in &delta.removed {
+            self.aggregated.remove(*net);
+        }
+        for net in &delta.added {
+            self.aggregated.insert(*net);
+        }
+        self.setting.values = render_values(self.aggregated.iter());
+        self.revision = booked.revision;
+    }
+}
+
+/// A wanted set: its setting and the revision of the addresses its values render.
+#[derive(Clone, Copy, Debug)]
+pub struct WantedSet<'a> {
+    pub setting: &'a SetPolicySetting,
+    pub revision: u64,
+}
+
+/// Every remote set's HNS set, named and resolved by the book ([`SetBook`]: a set replacing
+/// another by the identities a change brought keeps its id) and brought up to date as
+/// addresses change, by the members that came and went.
 #[derive(Debug, Default)]
 pub struct SetTable {
-    /// The sets' addresses, patched by the members that come and go ([`ResolvedSets`]).
-    resolved: ResolvedSets,
-    settings: HashMap<Arc<RemoteSet>, HnsSet>,
-    /// The remote set of each set id, for the ids the rendered ACLs name.
-    by_id: HashMap<String, Arc<RemoteSet>>,
+    book: SetBook,
+    hns: HashMap<SlotId, HnsSet>,
     /// The digest ([`identity_digest`]) of each identity of a known set: an identity's content
     /// never changes under its id, and serialising thousands of identities again for every new
     /// set that names them was most of what a pod of a new label set cost.
     digests: HashMap<IdentityId, u128>,
+    /// The values of sets dropped from the book and not yet removed from the network, by id.
+    retired: HashMap<String, String>,
 }
 
 impl SetTable {
-    /// The HNS set of `set`, computed on first use.
+    /// The HNS set of `set`, booked on first use: for callers that render lists one at a time
+    /// (`netpol acls`, the simulator's oracle). The enforcer books sets by [`SetTable::step`].
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetPolicySetting {
-        if self.settings.contains_key(set) {
-            // Back in use if the last sweep retired it.
-            self.resolved.entry(set, store);
-        } else {
-            // Unknown identities are keyed by their id: not kept, so the digest follows once
-            // the store knows them.
-            let digests = &mut self.digests;
-            let id = id_of_digests(
-                set.family,
-                set.identities.iter().map(|id| match digests.get(id) {
-                    Some(digest) => *digest,
-                    None if store.get(*id).is_some() => {
-                        *digests.entry(*id).or_insert(identity_digest(*id, store))
-                    }
-                    None => identity_digest(*id, store),
-                }),
-            );
-            let (addresses, derivation) = self.resolved.entry(set, store);
-            // A set made from a known one takes that one's shortest form, patched the same way.
-            let derived = derivation.and_then(|derivation| {
-                let mut aggregated = self.settings.get(&*derivation.from)?.aggregated.clone();
-                for net in &derivation.delta.removed {
-                    aggregated.remove(*net);
-                }
-                for net in &derivation.delta.added {
-                    aggregated.insert(*net);
-                }
-                Some(aggregated)
-            });
-            let aggregated = derived.unwrap_or_else(|| Aggregated::of_disjoint(addresses.nets()));
-            let setting = SetPolicySetting {
-                name: id.clone(),
-                id: id.clone(),
-                policy_type: IPSET.to_string(),
-                values: render_values(aggregated.iter()),
-            };
-            let shared = Arc::new(set.clone());
-            self.by_id.insert(id, shared.clone());
-            self.settings.insert(
-                shared,
-                HnsSet {
-                    setting,
-                    aggregated,
-                },
-            );
-        }
-        &self.settings[set].setting
+        let slot = match self.book.slot_of(set) {
+            Some(slot) => slot,
+            None => {
+                let digests = &mut self.digests;
+                let (slot, _) = self.book.adopt(set, store, &mut |set, store, salt| {
+                    name_set(digests, set, store, salt)
+                });
+                self.hns.insert(slot, HnsSet::new(self.book.get(slot)));
+                slot
+            }
+        };
+        &self.hns[&slot].setting
     }
 
-    /// Patches the sets holding a changed identity by the members that came and went, and
-    /// renders the `Values` of those that changed (HNS takes a set's values whole, so that is
-    /// the size of the set's shortest form); returns how many changed.
-    pub fn update(&mut self, store: &IdentityStore, changed: &BTreeSet<IdentityId>) -> usize {
-        // Keys outlive their sets (when a pod of a new label set replaces sets naming thousands
-        // of identities by sets naming them and one more, the old sets go before the new ones
-        // are made, and serialising those identities again was a tenth of the change); they
-        // are forgotten once their identities have left the store and outnumber those it holds.
+    /// How many addresses the set in `slot` holds.
+    pub fn slot_len(&self, slot: SlotId) -> usize {
+        self.book.get(slot).addresses.len()
+    }
+
+    /// The HNS set of a set in use, if booked.
+    pub fn setting(&self, set: &RemoteSet) -> Option<&SetPolicySetting> {
+        self.book.slot_of(set).map(|slot| &self.hns[&slot].setting)
+    }
+
+    /// One step of the book (see [`SetBook::step`]): the sets of the compiled lists that came
+    /// into use (`gained`) and went out of use (`lost`), and the identities whose members
+    /// changed. New sets get their values, changed ones are patched (HNS takes a set's values
+    /// whole, so that is the size of the set's shortest form), dropped ones forgotten.
+    pub fn step<'s>(
+        &mut self,
+        store: &IdentityStore,
+        changed: &BTreeSet<IdentityId>,
+        gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
+        lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
+    ) -> SetStep {
+        // Digests outlive their sets (a set replaced by one with a new identity keeps most of
+        // its identities); forgotten once their identities have left the store and outnumber
+        // those it holds.
         if self.digests.len() > 2 * store.len() {
             self.digests.retain(|id, _| store.get(*id).is_some());
         }
-        let deltas = self.resolved.update(store, changed);
-        for (set, delta) in &deltas {
-            if let Some(hns) = self.settings.get_mut(set) {
-                for net in &delta.removed {
-                    hns.aggregated.remove(*net);
-                }
-                for net in &delta.added {
-                    hns.aggregated.insert(*net);
-                }
-                hns.setting.values = render_values(hns.aggregated.iter());
+        let digests = &mut self.digests;
+        let step = self
+            .book
+            .step(store, changed, gained, lost, &mut |set, store, salt| {
+                name_set(digests, set, store, salt)
+            });
+        for (slot, _) in &step.dropped {
+            if let Some(hns) = self.hns.remove(slot) {
+                self.retired.insert(hns.setting.id, hns.setting.values);
             }
         }
-        deltas.len()
+        for slot in &step.created {
+            let hns = HnsSet::new(self.book.get(*slot));
+            self.retired.remove(&hns.setting.id);
+            self.hns.insert(*slot, hns);
+        }
+        for (slot, delta) in &step.changed {
+            let booked = self.book.get(*slot);
+            match self.hns.get_mut(slot) {
+                Some(hns) => hns.patch(delta, booked),
+                None => {
+                    self.hns.insert(*slot, HnsSet::new(booked));
+                }
+            }
+        }
+        step
     }
 
-    /// Takes the sets `keep` refuses out of use: kept, patched, until the next sweep, as what
-    /// new sets are derived from ([`ResolvedSets::retain`]).
-    pub fn retain(&mut self, keep: impl FnMut(&RemoteSet) -> bool) {
-        for set in self.resolved.retain(keep) {
-            if let Some(hns) = self.settings.remove(&*set) {
-                self.by_id.remove(&hns.setting.id);
-            }
+    /// Every set resolved anew (a resync): sets a patch got wrong are corrected, and their
+    /// values rendered again. Returns how many differed.
+    pub fn refresh(&mut self, store: &IdentityStore) -> usize {
+        let corrected = self.book.refresh(store);
+        for (slot, _) in &corrected {
+            self.hns.insert(*slot, HnsSet::new(self.book.get(*slot)));
         }
+        corrected.len()
     }
 
     pub fn clear(&mut self) {
-        self.resolved.clear();
-        self.settings.clear();
-        self.by_id.clear();
+        self.book.clear();
+        self.hns.clear();
         self.digests.clear();
+        self.retired.clear();
+    }
+
+    /// The values of a set dropped from the table and not yet removed from the network.
+    pub fn retired_values(&self, id: &str) -> Option<&str> {
+        self.retired.get(id).map(String::as_str)
+    }
+
+    /// Forgets the values of dropped sets: the network no longer holds them.
+    pub fn clear_retired(&mut self) {
+        self.retired.clear();
     }
 
     /// The set with this id, if known.
     pub fn by_id(&self, id: &str) -> Option<&SetPolicySetting> {
-        self.by_id
-            .get(id)
-            .and_then(|set| self.settings.get(set))
-            .map(|hns| &hns.setting)
+        self.wanted(id).map(|w| w.setting)
+    }
+
+    /// The set with this id and the revision of its values, if known.
+    pub fn wanted(&self, id: &str) -> Option<WantedSet<'_>> {
+        let hns = &self.hns[&self.book.by_name(id)?];
+        Some(WantedSet {
+            setting: &hns.setting,
+            revision: hns.revision,
+        })
     }
 
     /// Every known set, by id.
     pub fn all(&self) -> BTreeMap<&str, &SetPolicySetting> {
-        self.settings
+        self.hns
             .values()
             .map(|hns| (hns.setting.id.as_str(), &hns.setting))
             .collect()
     }
 
     pub fn len(&self) -> usize {
-        self.settings.len()
+        self.hns.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.settings.is_empty()
+        self.hns.is_empty()
     }
+}
+
+/// The id of a new set, from the identities' kept digests (computed for identities the store
+/// knows; an unknown one is keyed by its id, not kept, so the digest follows once it is known).
+fn name_set(
+    digests: &mut HashMap<IdentityId, u128>,
+    set: &RemoteSet,
+    store: &IdentityStore,
+    salt: u32,
+) -> String {
+    id_of_digests(
+        set.family,
+        set.identities.iter().map(|id| match digests.get(id) {
+            Some(digest) => *digest,
+            None if store.get(*id).is_some() => {
+                *digests.entry(*id).or_insert(identity_digest(*id, store))
+            }
+            None => identity_digest(*id, store),
+        }),
+        salt,
+    )
 }
 
 /// What one [`SetSync`] step sent.
@@ -264,9 +339,19 @@ pub struct SetChanges {
 /// Keeps the network's netpol sets equal to the wanted ones, remembering what it wrote.
 #[derive(Debug, Default)]
 pub struct SetSync {
-    /// netpol's sets on the network by id, with their values; None: read them back first.
-    known: Option<BTreeMap<String, String>>,
+    /// netpol's sets on the network by id; None: read them back first.
+    known: Option<BTreeMap<String, KnownSet>>,
     generation: Option<u64>,
+}
+
+/// What the network holds of one set, as far as netpol knows.
+#[derive(Debug, Default)]
+struct KnownSet {
+    /// The revision of the values netpol wrote (see `SetBook`): equal to the wanted one, the
+    /// values are in place without comparing them.
+    revision: Option<u64>,
+    /// The values read back (before netpol wrote the set itself).
+    values: Option<String>,
 }
 
 impl SetSync {
@@ -278,7 +363,7 @@ impl SetSync {
     fn known(
         &mut self,
         datapath: &dyn HcnApi,
-    ) -> Result<&mut BTreeMap<String, String>, DatapathError> {
+    ) -> Result<&mut BTreeMap<String, KnownSet>, DatapathError> {
         let generation = datapath.resync_signal().generation();
         if self.generation != Some(generation) {
             self.known = None;
@@ -289,7 +374,13 @@ impl SetSync {
             self.known = Some(
                 sets.into_iter()
                     .filter(SetPolicySetting::is_netpol_owned)
-                    .map(|s| (s.id, s.values))
+                    .map(|s| {
+                        let known = KnownSet {
+                            revision: None,
+                            values: Some(s.values),
+                        };
+                        (s.id, known)
+                    })
                     .collect(),
             );
         }
@@ -301,7 +392,7 @@ impl SetSync {
     pub fn add_and_update(
         &mut self,
         datapath: &dyn HcnApi,
-        wanted: &BTreeMap<&str, &SetPolicySetting>,
+        wanted: &BTreeMap<&str, WantedSet<'_>>,
     ) -> Result<SetChanges, DatapathError> {
         let result = self.try_add_and_update(datapath, wanted);
         if result.is_err() {
@@ -313,15 +404,22 @@ impl SetSync {
     fn try_add_and_update(
         &mut self,
         datapath: &dyn HcnApi,
-        wanted: &BTreeMap<&str, &SetPolicySetting>,
+        wanted: &BTreeMap<&str, WantedSet<'_>>,
     ) -> Result<SetChanges, DatapathError> {
         let known = self.known(datapath)?;
         let (mut add, mut update) = (Vec::new(), Vec::new());
         for (id, set) in wanted {
-            match known.get(*id) {
-                None => add.push((*set).clone()),
-                Some(values) if *values != set.values => update.push((*set).clone()),
-                Some(_) => {}
+            match known.get_mut(*id) {
+                None => add.push(*set),
+                Some(k) if k.revision == Some(set.revision) => {}
+                // Read back: the values are compared once, then known by revision.
+                Some(k) if k.values.as_deref() == Some(set.setting.values.as_str()) => {
+                    *k = KnownSet {
+                        revision: Some(set.revision),
+                        values: None,
+                    };
+                }
+                Some(_) => update.push(*set),
             }
         }
         let mut changes = SetChanges::default();
@@ -330,7 +428,8 @@ impl SetSync {
                 continue;
             }
             let count = sets.len();
-            datapath.modify_sets(request, sets.clone())?;
+            let settings = sets.iter().map(|s| s.setting.clone()).collect();
+            datapath.modify_sets(request, settings)?;
             changes.calls += 1;
             match request {
                 RequestType::Add => changes.added += count,
@@ -338,28 +437,39 @@ impl SetSync {
             }
             let known = self.known.as_mut().expect("read above");
             for set in sets {
-                known.insert(set.id, set.values);
+                let written = KnownSet {
+                    revision: Some(set.revision),
+                    values: None,
+                };
+                known.insert(set.setting.id.clone(), written);
             }
         }
         Ok(changes)
     }
 
     /// Removes netpol's sets not in `wanted`: one `Remove` request at most. Only after every
-    /// endpoint's ACLs stopped naming them.
-    pub fn remove_unwanted(
+    /// endpoint's ACLs stopped naming them. A set's values go with its removal where known
+    /// (read back, or what `values_of` still holds of a set the table dropped).
+    pub fn remove_unwanted<'v>(
         &mut self,
         datapath: &dyn HcnApi,
-        wanted: &BTreeMap<&str, &SetPolicySetting>,
+        wanted: &BTreeMap<&str, WantedSet<'_>>,
+        values_of: impl Fn(&str) -> Option<&'v str>,
     ) -> Result<SetChanges, DatapathError> {
         let known = self.known(datapath)?;
         let stale: Vec<SetPolicySetting> = known
             .iter()
             .filter(|(id, _)| !wanted.contains_key(id.as_str()))
-            .map(|(id, values)| SetPolicySetting {
+            .map(|(id, set)| SetPolicySetting {
                 id: id.clone(),
                 name: id.clone(),
                 policy_type: IPSET.to_string(),
-                values: values.clone(),
+                values: set
+                    .values
+                    .as_deref()
+                    .or_else(|| values_of(id))
+                    .unwrap_or_default()
+                    .to_string(),
             })
             .collect();
         if stale.is_empty() {

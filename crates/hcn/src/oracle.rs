@@ -105,11 +105,10 @@ impl SimOracle {
         }
         let datapath = HcnDatapath::new(sim);
         if ip_sets {
-            let all = table.all();
             let wanted = compiled
                 .values()
                 .flat_map(|acls| acls.sets.iter())
-                .filter_map(|id| all.get_key_value(id.as_str()).map(|(k, v)| (*k, *v)))
+                .filter_map(|id| table.wanted(id).map(|s| (s.setting.id.as_str(), s)))
                 .collect();
             SetSync::default()
                 .add_and_update(&datapath, &wanted)

@@ -1,11 +1,13 @@
 //! The nftables datapath behind the neutral [`Enforcer`]: the whole ruleset in one table, one
 //! transaction per change, and an endpoint whose chains the kernel refuses isolated alone.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use netpol_datapath::{
-    ApplyReport, Backoff, CompileOptions, DatapathError, Desired, EndpointInfo, Enforcer, Outcome,
+    ApplyReport, Backoff, CompileOptions, CompiledRules, DatapathError, Desired, EndpointInfo,
+    Enforcer, Outcome, RemoteSet,
 };
 
 use netpol_engine::Direction;
@@ -43,8 +45,12 @@ pub struct NftEnforcer {
     refused: BTreeMap<String, Refusal>,
     /// The chains and sets the kernel holds, as the programmer knows them.
     known: Option<Known>,
-    /// Address sets resolved by earlier calls, valid until one of their identities changes.
+    /// The sets the compiled lists in use name, kept by the change (see [`SetCache`]).
     cache: SetCache,
+    /// The chains of each compiled list in use, by the list's address (the entry keeps the
+    /// list alive, so its address is not reused meanwhile): replicas share a list, and a list
+    /// kept in use is not built again.
+    lists: HashMap<usize, (Arc<CompiledRules>, EndpointChains)>,
 }
 
 impl NftEnforcer {
@@ -59,15 +65,70 @@ impl NftEnforcer {
             refused: BTreeMap::new(),
             known: None,
             cache: SetCache::default(),
+            lists: HashMap::new(),
         }
     }
 
     /// The table the pods' compiled rules make. A pod whose rules never compiled is left out;
     /// an address two pods claim (a dying pod and its successor, briefly) goes to the first, as
-    /// on HCN, since one packet cannot be matched to two chains.
-    fn ruleset(&mut self, desired: &Desired<'_>) -> Ruleset {
-        self.cache.update(desired.identities, desired.changed);
-        let mut ruleset = Ruleset::default();
+    /// on HCN, since one packet cannot be matched to two chains. The sets of the lists that came
+    /// into and went out of use are booked first, so that every set is named when chains are
+    /// built; on a refresh every list is built again and every set resolved anew (names kept).
+    fn ruleset(&mut self, desired: &Desired<'_>, refresh: bool) -> Ruleset {
+        let store = desired.identities;
+        let live: HashMap<usize, &Arc<CompiledRules>> = desired
+            .compiled
+            .values()
+            .map(|list| (list_address(list), list))
+            .collect();
+        let lost: Vec<Arc<CompiledRules>> = if refresh {
+            self.lists.drain().map(|(_, (list, _))| list).collect()
+        } else {
+            let gone: Vec<usize> = self
+                .lists
+                .keys()
+                .filter(|list| !live.contains_key(list))
+                .copied()
+                .collect();
+            gone.iter()
+                .filter_map(|list| self.lists.remove(list))
+                .map(|(list, _)| list)
+                .collect()
+        };
+        let gained: Vec<&Arc<CompiledRules>> = live
+            .iter()
+            .filter(|(address, _)| !self.lists.contains_key(address))
+            .map(|(_, list)| *list)
+            .collect();
+        self.cache.step(
+            store,
+            desired.changed,
+            gained.iter().flat_map(|list| remote_sets(list)),
+            lost.iter().flat_map(|list| remote_sets(list)),
+        );
+        if refresh {
+            let corrected = self.cache.refresh(store);
+            if corrected > 0 {
+                tracing::warn!(
+                    sets = corrected,
+                    "address sets patched by the change differ from the sets resolved anew; using those"
+                );
+            }
+        }
+        for list in gained {
+            let cache = &mut self.cache;
+            let chains =
+                EndpointChains::build(Vec::new(), &list.rules, |set| match cache.model(set) {
+                    Some(model) => model.reference(),
+                    None => cache.resolve(set, store).reference(),
+                });
+            self.lists
+                .insert(list_address(list), (list.clone(), chains));
+        }
+        let mut ruleset = Ruleset {
+            sets: self.cache.by_name().clone(),
+            ..Ruleset::default()
+        };
         let mut claimed = HashSet::new();
         for (key, addresses) in desired.pods {
             let Some(rules) = desired.compiled.get(key) else {
@@ -79,12 +140,10 @@ impl NftEnforcer {
                 .filter(|a| claimed.insert(*a))
                 .collect();
             if !own.is_empty() {
-                let chains =
-                    EndpointChains::cached(own, &rules.rules, desired.identities, &mut self.cache);
-                ruleset.insert(key.clone(), chains);
+                let (_, chains) = &self.lists[&list_address(rules)];
+                ruleset.insert(key.clone(), chains.for_addresses(own));
             }
         }
-        self.cache.sweep(desired.identities);
         ruleset
     }
 
@@ -195,9 +254,8 @@ impl Enforcer for NftEnforcer {
             self.programmed = None;
             self.known = None;
             self.retry_at = None;
-            self.cache.clear();
         }
-        let mut ruleset = self.ruleset(desired);
+        let mut ruleset = self.ruleset(desired, refresh);
         let held = self.hold_refused(&mut ruleset, now);
         if let Some(retry_at) = self.retry_at.filter(|at| now < *at) {
             return Ok(report(&ruleset, |_| Outcome::Deferred { retry_at }));
@@ -292,4 +350,13 @@ impl Enforcer for NftEnforcer {
     fn compile_options(&self) -> CompileOptions {
         CompileOptions::default()
     }
+}
+
+fn list_address(list: &Arc<CompiledRules>) -> usize {
+    Arc::as_ptr(list) as usize
+}
+
+/// The remote sets of a list's rules, one per rule naming one.
+fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Arc<RemoteSet>> {
+    list.rules.iter().filter_map(|r| r.remotes.as_ref())
 }

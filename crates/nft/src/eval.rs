@@ -4,7 +4,6 @@
 
 use std::net::IpAddr;
 
-use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
 
 use crate::ruleset::{ChainRule, ChainVerdict, Holder, Ruleset};
@@ -51,7 +50,10 @@ pub fn evaluate<'a>(ruleset: &'a Ruleset, packet: &Packet) -> Evaluation<'a> {
             }
             Some(Holder::Chains(key, chains)) => (key, chains),
         };
-        let rule = chains.chain(direction).iter().find(|r| matches(r, packet));
+        let rule = chains
+            .chain(direction)
+            .iter()
+            .find(|r| matches(ruleset, r, packet));
         out.chains.push((key, direction, rule));
         if rule.is_some_and(|r| r.verdict == ChainVerdict::Drop) {
             out.accepted = false;
@@ -61,8 +63,8 @@ pub fn evaluate<'a>(ruleset: &'a Ruleset, packet: &Packet) -> Evaluation<'a> {
     out
 }
 
-/// Whether every match of `rule` holds for `packet`.
-pub fn matches(rule: &ChainRule, packet: &Packet) -> bool {
+/// Whether every match of `rule` (a rule of `ruleset`, whose sets it names) holds for `packet`.
+pub fn matches(ruleset: &Ruleset, rule: &ChainRule, packet: &Packet) -> bool {
     if let Some(remote) = &rule.remote {
         let address = if remote.source {
             packet.source
@@ -70,7 +72,7 @@ pub fn matches(rule: &ChainRule, packet: &Packet) -> bool {
             packet.destination
         };
         // `ip saddr` never matches an IPv6 packet and the reverse: containment checks family.
-        if !remote.set.nets.iter().any(|n: &IpNet| n.contains(&address)) {
+        if !ruleset.set_holds(&remote.set, address) {
             return false;
         }
     }

@@ -102,7 +102,6 @@ fn bisect(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ruleset::EndpointChains;
     use netpol_engine::IdentityStore;
     use std::cell::RefCell;
 
@@ -151,9 +150,11 @@ mod tests {
         let mut ruleset = Ruleset::default();
         for i in 0..n {
             let address = format!("10.0.{}.{}", i / 200, i % 200 + 1).parse().unwrap();
-            ruleset.insert(
+            ruleset.add(
                 format!("x/p{i}"),
-                EndpointChains::new(vec![address], &[], &IdentityStore::default()),
+                vec![address],
+                &[],
+                &IdentityStore::default(),
             );
         }
         ruleset

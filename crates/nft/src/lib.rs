@@ -51,6 +51,7 @@ pub mod naming;
 pub mod programmer;
 pub mod ruleset;
 pub mod script;
+pub mod sets;
 
 pub use enforcer::NftEnforcer;
 pub use eval::{Evaluation, Packet};

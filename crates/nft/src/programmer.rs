@@ -13,6 +13,7 @@
 //! - a restart with nothing changed reads the same names back, changes no chain and no set, and
 //!   refills the sets (their elements are not read back).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::sync::Arc;
@@ -79,15 +80,37 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
     }
 }
 
-/// What the kernel holds, as the programmer knows it: every chain name, and every set with its
-/// contents when they are known (they are after netpol programmed them; not after a read-back,
-/// which lists names only, so such a set is flushed and filled the next time).
+/// What the kernel holds, as the programmer knows it: every chain name, and every set with what
+/// is known of its contents.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Known {
     pub chains: BTreeSet<String>,
-    pub sets: BTreeMap<String, Option<Arc<AddressSet>>>,
+    pub sets: BTreeMap<String, KnownSet>,
     /// The endpoint chains as rendered for the table programmed last (a cache).
     pub renders: RenderMemo,
+}
+
+/// What the programmer knows of a set the kernel holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KnownSet {
+    /// Read back (after a start, a failure or a resync): names only, so it is flushed and
+    /// filled the next time.
+    Unread,
+    /// The revision of a set book's contents netpol wrote: a later revision is sent as the
+    /// patch from this one where the set carries it.
+    Revision(u64),
+    /// Contents netpol wrote of a set built without a book (revision 0): compared to find the
+    /// elements that differ.
+    Contents(Arc<AddressSet>),
+}
+
+impl KnownSet {
+    fn of(set: &Arc<AddressSet>) -> KnownSet {
+        match set.revision {
+            0 => KnownSet::Contents(set.clone()),
+            revision => KnownSet::Revision(revision),
+        }
+    }
 }
 
 impl Known {
@@ -99,7 +122,7 @@ impl Known {
         let sets = backend.sets()?.unwrap_or_default();
         Ok(Some(Known {
             chains: chains.into_iter().collect(),
-            sets: sets.into_iter().map(|n| (n, None)).collect(),
+            sets: sets.into_iter().map(|n| (n, KnownSet::Unread)).collect(),
             renders: RenderMemo::default(),
         }))
     }
@@ -201,7 +224,7 @@ fn known_after(table: &Table, renders: RenderMemo) -> Known {
         sets: table
             .sets
             .iter()
-            .map(|(n, s)| (n.clone(), Some(s.clone())))
+            .map(|(n, s)| (n.to_string(), KnownSet::of(s)))
             .collect(),
     }
 }
@@ -228,16 +251,30 @@ fn apply_changes(
         .collect();
     let mut sets = SetChanges::default();
     for (name, set) in &table.sets {
-        match old.sets.get(name) {
+        match old.sets.get(&**name) {
             None => sets.create.push(set),
-            Some(None) => sets.refill.push(set),
-            Some(Some(known))
+            Some(KnownSet::Unread) => sets.refill.push(set),
+            Some(KnownSet::Revision(held)) if *held == set.revision => {}
+            Some(KnownSet::Revision(held)) => match set.patch.as_deref() {
+                Some((from, delta)) if from == held => {
+                    if !delta.is_empty() {
+                        sets.patch.push((
+                            name,
+                            Cow::Borrowed(&delta.removed),
+                            Cow::Borrowed(&delta.added),
+                        ));
+                    }
+                }
+                // Revisions apart (a transaction the kernel refused in between): filled anew.
+                _ => sets.refill.push(set),
+            },
+            Some(KnownSet::Contents(known))
                 if Arc::ptr_eq(known, set)
                     || Arc::ptr_eq(&known.nets, &set.nets)
                     || known.nets == set.nets => {}
-            Some(Some(known)) => {
+            Some(KnownSet::Contents(known)) => {
                 let (gone, new) = difference(&known.nets, &set.nets);
-                sets.patch.push((name, gone, new));
+                sets.patch.push((name, Cow::Owned(gone), Cow::Owned(new)));
             }
         }
     }

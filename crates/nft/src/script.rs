@@ -2,6 +2,7 @@
 //! applies a diff. Either is one transaction: the kernel applies all of it or, on any error, none.
 //! Nothing outside table `inet netpol` is named.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
@@ -52,6 +53,8 @@ pub const DISPATCH_PREFIX: &str = "pods_";
 /// Why a ruleset cannot be written as a script.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ScriptError {
+    #[error("endpoint {endpoint} names set {set}, which the ruleset does not hold")]
+    UnknownSet { set: String, endpoint: String },
     #[error("address {address} belongs to endpoints {first} and {second}; a packet could not tell them apart")]
     SharedAddress {
         address: IpAddr,
@@ -75,7 +78,7 @@ pub struct Table {
     /// The names of each endpoint's two chains, by endpoint key.
     pub by_endpoint: BTreeMap<String, Vec<String>>,
     /// Every named address set the endpoint chains reference, by name.
-    pub sets: BTreeMap<String, Arc<AddressSet>>,
+    pub sets: BTreeMap<Arc<str>, Arc<AddressSet>>,
 }
 
 /// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
@@ -160,9 +163,13 @@ impl Table {
                 for rule in chains.chain(direction) {
                     if let Some(remote) = &rule.remote {
                         if !table.sets.contains_key(&remote.set.name) {
-                            table
-                                .sets
-                                .insert(remote.set.name.clone(), remote.set.clone());
+                            let set = ruleset.sets.get(&remote.set.name).ok_or_else(|| {
+                                ScriptError::UnknownSet {
+                                    set: remote.set.name.to_string(),
+                                    endpoint: key.clone(),
+                                }
+                            })?;
+                            table.sets.insert(remote.set.name.clone(), set.clone());
                         }
                     }
                 }
@@ -254,6 +261,9 @@ pub fn render(ruleset: &Ruleset) -> Result<String, ScriptError> {
     Ok(out)
 }
 
+/// Elements of one set to delete and to add: (name, deleted, added).
+pub type SetPatch<'a> = (&'a str, Cow<'a, [IpNet]>, Cow<'a, [IpNet]>);
+
 /// What one transaction does to the table's named sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SetChanges<'a> {
@@ -263,7 +273,7 @@ pub struct SetChanges<'a> {
     /// resync): flushed and filled in the same transaction.
     pub refill: Vec<&'a AddressSet>,
     /// Sets whose contents are known: (name, elements to delete, elements to add).
-    pub patch: Vec<(&'a str, Vec<IpNet>, Vec<IpNet>)>,
+    pub patch: Vec<SetPatch<'a>>,
     /// Sets no chain references any more, deleted after the chains that referenced them.
     pub delete: Vec<&'a str>,
 }
@@ -386,7 +396,7 @@ pub fn render_check(table: &Table, names: &[&str]) -> String {
             for line in lines {
                 for word in line.split_whitespace() {
                     if let Some(set) = word.strip_prefix('@').and_then(|n| table.sets.get(n)) {
-                        sets.insert(&set.name, set);
+                        sets.insert(&*set.name, set);
                     }
                 }
             }
@@ -530,6 +540,8 @@ mod tests {
             v6,
             interval: true,
             nets: Arc::new(nets.iter().map(|n| n.parse().unwrap()).collect()),
+            revision: 0,
+            patch: None,
         })
     }
 
@@ -538,7 +550,7 @@ mod tests {
         let rule = ChainRule {
             remote: Some(RemoteMatch {
                 source: true,
-                set: set("a4i_1", false, &["10.0.0.0/8", "192.168.1.1/32"]),
+                set: set("a4i_1", false, &["10.0.0.0/8", "192.168.1.1/32"]).reference(),
             }),
             protocol: Some(Protocol::Tcp),
             dports: vec![(80, 80), (8000, 8080)],
@@ -552,7 +564,7 @@ mod tests {
         let v6 = ChainRule {
             remote: Some(RemoteMatch {
                 source: false,
-                set: set("a6i_2", true, &["fd00::/16"]),
+                set: set("a6i_2", true, &["fd00::/16"]).reference(),
             }),
             protocol: Some(Protocol::IcmpV6),
             dports: vec![],
@@ -577,8 +589,8 @@ mod tests {
         let changes = SetChanges {
             patch: vec![(
                 "a4_3",
-                vec!["10.1.0.1/32".parse().unwrap()],
-                vec!["10.1.0.2/32".parse().unwrap()],
+                vec!["10.1.0.1/32".parse().unwrap()].into(),
+                vec!["10.1.0.2/32".parse().unwrap()].into(),
             )],
             delete: vec!["a4_4"],
             ..SetChanges::default()

@@ -10,7 +10,7 @@ use netpol_datapath::testing::*;
 use netpol_datapath::{compile_entries, CompileOptions, RuleAction};
 use netpol_engine::*;
 use netpol_nft::eval::{evaluate, Packet};
-use netpol_nft::{script, EndpointChains, Ruleset};
+use netpol_nft::{script, Ruleset};
 use proptest::prelude::*;
 
 const ENDPOINT_V4: &str = "10.99.0.1";
@@ -24,10 +24,7 @@ fn first_mismatch(map: &MapState, store: &IdentityStore) -> Option<String> {
     };
     let local: [IpAddr; 2] = [ENDPOINT_V4.parse().unwrap(), ENDPOINT_V6.parse().unwrap()];
     let mut ruleset = Ruleset::default();
-    ruleset.insert(
-        "ep",
-        EndpointChains::new(local.to_vec(), &compiled.rules, store),
-    );
+    ruleset.add("ep", local.to_vec(), &compiled.rules, store);
     let script = script::render(&ruleset).expect("one endpoint shares no address");
     for address in probe_addresses(store) {
         let Some(remote) = store.resolve(address) else {

@@ -19,7 +19,7 @@ use netpol_engine::*;
 use netpol_nft::eval::{evaluate, Packet};
 use netpol_nft::fake::FakeNft;
 use netpol_nft::script::Table;
-use netpol_nft::{EndpointChains, NftEnforcer, Ruleset};
+use netpol_nft::{NftEnforcer, Ruleset};
 use proptest::prelude::*;
 
 const LOCAL: &str = "x/local";
@@ -94,10 +94,7 @@ fn fresh(pods: &LocalPods, compiled: &CompiledPods, store: &IdentityStore) -> Ru
     let mut ruleset = Ruleset::default();
     for (key, addresses) in pods {
         let rules = &compiled[key].rules;
-        ruleset.insert(
-            key.clone(),
-            EndpointChains::new(addresses.clone(), rules, store),
-        );
+        ruleset.add(key.clone(), addresses.clone(), rules, store);
     }
     ruleset
 }
@@ -126,7 +123,7 @@ fn kernel_mismatch(kernel: &FakeNft, ruleset: &Ruleset) -> Option<String> {
                     }
                 })
                 .collect();
-            (n.clone(), elements)
+            (n.to_string(), elements)
         })
         .collect();
     (sets != held.sets).then(|| format!("sets {:?}, want {sets:?}", held.sets))

@@ -14,7 +14,7 @@ use netpol_engine::*;
 use netpol_nft::eval::{evaluate, Packet};
 use netpol_nft::programmer::{program, Known, NftBackend};
 use netpol_nft::ruleset::SetCache;
-use netpol_nft::{script, EndpointChains, Ruleset};
+use netpol_nft::{script, Ruleset};
 use netpol_testbed::netns;
 use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
 use netpol_testbed::topology::{Host, Topology};
@@ -65,13 +65,11 @@ fn ruleset_with_ports(ports: &[u16]) -> Ruleset {
     let compiled = compile_entries(b.build().iter(), &store, &CompileOptions::default())
         .expect("the MapState compiles");
     let mut ruleset = Ruleset::default();
-    ruleset.insert(
+    ruleset.add(
         "x/a",
-        EndpointChains::new(
-            vec![ip("10.1.0.1"), ip("fd00:1::1")],
-            &compiled.rules,
-            &store,
-        ),
+        vec![ip("10.1.0.1"), ip("fd00:1::1")],
+        &compiled.rules,
+        &store,
     );
     ruleset
 }
@@ -198,10 +196,7 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let router = topology.router();
     let mut first = ruleset();
     // Pod b is an endpoint too, with chains that allow everything.
-    first.insert(
-        "x/b",
-        EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
-    );
+    first.add("x/b", vec![ip("10.1.0.2")], &[], &IdentityStore::new());
 
     let created = program(router, &mut None, &first).unwrap();
     assert_eq!(
@@ -244,10 +239,7 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     // One pod's change replaces its chain, the dispatch chain and the base chains, nothing else.
     let before: Vec<String> = router.chains().unwrap().unwrap();
     let mut second = ruleset_with_ports(&[80, 81]);
-    second.insert(
-        "x/b",
-        EndpointChains::new(vec![ip("10.1.0.2")], &[], &IdentityStore::new()),
-    );
+    second.add("x/b", vec![ip("10.1.0.2")], &[], &IdentityStore::new());
     let changed = program(router, &mut None, &second).unwrap();
     assert_eq!(changed.added.len(), 5, "{changed:?}");
     assert_eq!(changed.deleted.len(), 5, "{changed:?}");
@@ -313,10 +305,7 @@ fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
     let mut known: Option<Known> = None;
     let build = |store: &IdentityStore, cache: &mut SetCache| {
         let mut ruleset = Ruleset::default();
-        ruleset.insert(
-            "x/a",
-            EndpointChains::cached(vec![ip("10.1.0.1")], &compiled.rules, store, cache),
-        );
+        ruleset.add_cached("x/a", vec![ip("10.1.0.1")], &compiled.rules, store, cache);
         ruleset
     };
     program(router, &mut known, &build(&store, &mut cache)).unwrap();

@@ -17,7 +17,7 @@ use netpol_engine::reference::Reason;
 use netpol_engine::*;
 use netpol_nft::isolate::program_isolating;
 use netpol_nft::programmer::program;
-use netpol_nft::{ChainRule, ChainVerdict, EndpointChains, Ruleset};
+use netpol_nft::{ChainRule, ChainVerdict, Ruleset};
 use netpol_testbed::netns;
 use netpol_testbed::probe::{self, ProbeResult};
 use netpol_testbed::topology::{Host, Topology};
@@ -39,8 +39,8 @@ fn isolated_for_ingress() -> MapBuilder {
 }
 
 /// The rules of a pod that admits TCP from `peer` on `ports` and nothing else.
-/// The chains of an endpoint at `address` admitting TCP from `peer` on `ports`.
-fn admitting(address: &str, peer: &str, ports: &[u16]) -> EndpointChains {
+/// Adds `endpoint` at `address`, admitting TCP from `peer` on `ports`.
+fn admit(ruleset: &mut Ruleset, endpoint: &str, address: &str, peer: &str, ports: &[u16]) {
     let (store, ids) = store_with(&[], &[peer]);
     let mut map = isolated_for_ingress();
     for &port in ports {
@@ -54,7 +54,7 @@ fn admitting(address: &str, peer: &str, ports: &[u16]) -> EndpointChains {
     let rules = compile_entries(map.build().iter(), &store, &CompileOptions::default())
         .expect("the MapState compiles")
         .rules;
-    EndpointChains::new(vec![ip(address)], &rules, &store)
+    ruleset.add(endpoint, vec![ip(address)], &rules, &store);
 }
 
 fn hosts(addresses: &[&str]) -> Vec<Host> {
@@ -96,7 +96,7 @@ fn the_longest_keys_and_hostile_keys_are_carried_safely() {
         Topology::build(hosts(&[&addresses[..], &[peer]].concat())).expect("the network builds");
     let mut ruleset = Ruleset::default();
     for (key, address) in keys.iter().zip(addresses) {
-        ruleset.insert(*key, admitting(address, peer, &[80]));
+        admit(&mut ruleset, key, address, peer, &[80]);
     }
     let done = program(topology.router(), &mut None, &ruleset).expect("nft takes every key");
     assert_eq!(done.added.len(), 2 * keys.len() + 4);
@@ -165,10 +165,7 @@ fn thousands_of_ports_and_peers_load_and_filter() {
     let compiled = compile_entries(map.build().iter(), &store, &CompileOptions::default())
         .expect("the MapState compiles");
     let mut ruleset = Ruleset::default();
-    ruleset.insert(
-        "x/a",
-        EndpointChains::new(vec![ip("10.1.0.1")], &compiled.rules, &store),
-    );
+    ruleset.add("x/a", vec![ip("10.1.0.1")], &compiled.rules, &store);
     let topology = Topology::build(hosts(&[
         "10.1.0.1",
         "10.1.0.2",
@@ -219,11 +216,12 @@ fn an_endpoint_the_kernel_refuses_is_isolated_alone_and_named() {
         } else {
             format!("x/p{i}")
         };
-        ruleset.insert(key, admitting(address, peer, &[80]));
+        admit(&mut ruleset, &key, address, peer, &[80]);
     }
     // A port range nft refuses ("Range has zero or negative size"), in one endpoint's chain.
     let refused = ruleset.endpoints.get_mut("x/refused").unwrap();
-    refused.ingress.insert(
+    let mut ingress = refused.ingress.to_vec();
+    ingress.insert(
         0,
         ChainRule {
             remote: None,
@@ -233,6 +231,7 @@ fn an_endpoint_the_kernel_refuses_is_isolated_alone_and_named() {
             reason: Arc::new(Reason::Default),
         },
     );
+    refused.ingress = ingress.into();
     assert!(
         program(topology.router(), &mut None, &ruleset).is_err(),
         "the whole transaction is refused"

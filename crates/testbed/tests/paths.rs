@@ -22,7 +22,7 @@ use netpol_datapath::{compile_entries, CompileOptions};
 use netpol_engine::*;
 use netpol_nft::eval::{evaluate, Packet};
 use netpol_nft::programmer::program;
-use netpol_nft::{EndpointChains, Ruleset};
+use netpol_nft::Ruleset;
 use netpol_testbed::netns;
 use netpol_testbed::probe::{self, ProbeResult, Transport};
 use netpol_testbed::services::{Service, ServiceProxy};
@@ -60,11 +60,8 @@ fn ruleset() -> Ruleset {
     let compiled = compile_entries(map.build().iter(), &store, &CompileOptions::default())
         .expect("the MapState compiles");
     let mut ruleset = Ruleset::default();
-    ruleset.insert(
-        "x/a",
-        EndpointChains::new(vec![ip(A), ip(A6)], &compiled.rules, &store),
-    );
-    ruleset.insert("x/b", EndpointChains::new(vec![ip(B), ip(B6)], &[], &store));
+    ruleset.add("x/a", vec![ip(A), ip(A6)], &compiled.rules, &store);
+    ruleset.add("x/b", vec![ip(B), ip(B6)], &[], &store);
     ruleset
 }
 

@@ -20,7 +20,7 @@ use netpol_engine::reference::{Decision, Reason};
 use netpol_engine::{Direction, IdentityId, Protocol, Verdict};
 #[cfg(target_os = "linux")]
 use netpol_nft::eval::{evaluate, Evaluation, Packet};
-use netpol_nft::{EndpointChains, Ruleset};
+use netpol_nft::Ruleset;
 
 use super::load_engine;
 use crate::checked::Fate;
@@ -60,12 +60,12 @@ pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
         .map_err(|(endpoint, error)| NftCheckError::Compile { endpoint, error })?;
     let mut ruleset = Ruleset::default();
     for endpoint in compiled {
-        let chains = EndpointChains::new(
+        ruleset.add(
+            endpoint.key,
             endpoint.addresses,
             &endpoint.rules.rules,
             engine.identities(),
         );
-        ruleset.insert(endpoint.key, chains);
     }
     Ok(ruleset)
 }

@@ -3,6 +3,7 @@
 //! one programming nftables in a private network namespace through a backend that refuses
 //! transactions when told to. And what a fresh agent computes from the same objects.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -170,6 +171,12 @@ pub fn small_sim() -> Arc<HcnDatapath<HcnSim>> {
 
 /// What the HCN simulator holds: each endpoint's policies, by the pod it was made for.
 pub fn hcn_state(sim: &HcnDatapath<HcnSim>) -> Vec<(String, Vec<String>)> {
+    let sets: BTreeMap<String, String> = sim
+        .list_sets()
+        .unwrap()
+        .into_iter()
+        .map(|set| (set.id, set.values))
+        .collect();
     let mut state: Vec<(String, Vec<String>)> = sim
         .list_endpoints()
         .unwrap()
@@ -180,7 +187,7 @@ pub fn hcn_state(sim: &HcnDatapath<HcnSim>) -> Vec<(String, Vec<String>)> {
                 .read_policies(&endpoint.id)
                 .unwrap()
                 .iter()
-                .map(policy_text)
+                .map(|policy| policy_text(policy, &sets))
                 .collect();
             policies.sort();
             (endpoint.name, policies)
@@ -190,15 +197,112 @@ pub fn hcn_state(sim: &HcnDatapath<HcnSim>) -> Vec<(String, Vec<String>)> {
     state
 }
 
-fn policy_text(policy: &EndpointPolicy) -> String {
-    serde_json::to_string(policy).unwrap()
+/// A policy as what it does: rule ids (hashes of the content, set ids included) left out, and
+/// a set id replaced by the set's values. Two agents may name one set differently (a set that
+/// took another's name over keeps it after a change; a fresh agent names it by content), so
+/// names are not what they must agree on.
+fn policy_text(policy: &EndpointPolicy, sets: &BTreeMap<String, String>) -> String {
+    fn canonical(value: &mut serde_json::Value, sets: &BTreeMap<String, String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                map.retain(|key, v| {
+                    !(key == "Id" && v.as_str().is_some_and(|s| s.starts_with("netpol-")))
+                });
+                map.values_mut().for_each(|v| canonical(v, sets));
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|v| canonical(v, sets)),
+            serde_json::Value::String(text) => {
+                if let Some(values) = sets.get(text.as_str()) {
+                    *text = format!("set of {values}");
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(policy).unwrap();
+    canonical(&mut value, sets);
+    value.to_string()
 }
 
-/// The chain names of netpol's table in `netns`.
+/// netpol's table in `netns`, as what it does: each set's name replaced by its elements, each
+/// chain's name by what the chain is (an endpoint chain by its comment, the dispatch and base
+/// chains by their kind), so that two tables compare equal when they treat every packet alike
+/// whatever they named their sets (see [`policy_text`]).
 pub fn nft_state(netns: &Netns) -> Vec<String> {
-    let mut chains = netns.chains().unwrap().unwrap_or_default();
-    chains.sort();
-    chains
+    let listing = netns
+        .run("nft", &["list", "table", "inet", "netpol"], "")
+        .unwrap_or_default();
+    canonical_table(&listing)
+}
+
+/// The blocks (`set NAME { ... }`, `chain NAME { ... }`) of an `nft list table` listing: kind,
+/// name and body, whitespace collapsed.
+fn blocks(listing: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let mut current: Option<(String, String, Vec<String>)> = None;
+    for line in listing.lines().map(str::trim) {
+        let head = line
+            .strip_suffix(" {")
+            .and_then(|head| head.split_once(' '))
+            .filter(|(kind, _)| matches!(*kind, "set" | "chain"));
+        if let Some((kind, name)) = head {
+            current = Some((kind.to_string(), name.to_string(), Vec::new()));
+        } else if line == "}" {
+            if let Some((kind, name, body)) = current.take() {
+                out.push((kind, name, body.join(" ")));
+            }
+        } else if let Some((_, _, body)) = &mut current {
+            if !line.is_empty() {
+                body.push(line.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The table of a listing with names replaced by what they stand for, one line per chain.
+fn canonical_table(listing: &str) -> Vec<String> {
+    let blocks = blocks(listing);
+    let mut sets: BTreeMap<&str, String> = BTreeMap::new();
+    let mut chains: BTreeMap<&str, String> = BTreeMap::new();
+    for (kind, name, body) in &blocks {
+        if kind == "set" {
+            let mut elements: Vec<&str> = body
+                .split_once("elements = {")
+                .and_then(|(_, rest)| rest.split_once('}'))
+                .map(|(inside, _)| inside.split(',').map(str::trim).collect())
+                .unwrap_or_default();
+            elements.sort_unstable();
+            sets.insert(name, format!("{{{}}}", elements.join(",")));
+        } else {
+            let id = match body.strip_prefix("comment \"") {
+                Some(rest) => rest.split('"').next().unwrap_or_default().to_string(),
+                None => name.split('_').next().unwrap_or_default().to_string(),
+            };
+            chains.insert(name, id);
+        }
+    }
+    let canonical_word = |word: &str| -> String {
+        let core = word.trim_end_matches([',', '}']);
+        let tail = &word[core.len()..];
+        if let Some(set) = core.strip_prefix('@').and_then(|n| sets.get(n)) {
+            return format!("{set}{tail}");
+        }
+        match chains.get(core) {
+            Some(id) => format!("<{id}>{tail}"),
+            None => word.to_string(),
+        }
+    };
+    let mut state: Vec<String> = blocks
+        .iter()
+        .filter(|(kind, _, _)| kind == "chain")
+        .map(|(_, name, body)| {
+            let words: Vec<String> = body.split_whitespace().map(canonical_word).collect();
+            format!("{}: {}", chains[name.as_str()], words.join(" "))
+        })
+        .collect();
+    state.sort();
+    state
 }
 
 /// A fresh agent's one reconcile over the objects in `dir`, through `enforcer`.

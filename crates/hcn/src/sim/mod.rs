@@ -41,7 +41,13 @@ use crate::version::{Capabilities, HnsVersion};
 use ipnet::IpNet;
 
 mod log;
+mod session;
+
 use log::CallLog;
+pub use session::SimSession;
+
+/// A network IP set as the simulator holds it: the setting and its parsed values.
+type SimSet = (SetPolicySetting, Vec<IpNet>);
 pub use log::{Call, CallCounts, CallKind, DEFAULT_LOG_BYTES, DEFAULT_LOG_CALLS};
 
 /// A fault to inject. Each fires once, on the first call it applies to.
@@ -120,7 +126,7 @@ fn check_network(network: Option<&str>) -> Result<(), RawError> {
 struct State {
     endpoints: BTreeMap<String, SimEndpoint>,
     /// The network's IP sets by id, with their parsed values.
-    sets: BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
+    sets: BTreeMap<String, SimSet>,
     /// Parsed and sorted ACLs per endpoint, filled on first evaluation and dropped whenever the
     /// endpoint's policies change.
     parsed: HashMap<String, Arc<Vec<AclMatcher>>>,
@@ -182,8 +188,15 @@ impl State {
                 }
             }
         }
-        let mut next = self.sets.clone();
+        // The request applies whole or not at all, as HNS's does: its changes are gathered
+        // over the sets as they are (a copy of every set per request would make the simulator,
+        // not the agent, the cost of a set update), then applied.
+        let mut changes: BTreeMap<String, Option<SimSet>> = BTreeMap::new();
         for set in given {
+            let exists = match changes.get(&set.id) {
+                Some(change) => change.is_some(),
+                None => self.sets.contains_key(&set.id),
+            };
             match request.request_type {
                 RequestType::Add | RequestType::Update => {
                     if set.policy_type != IPSET {
@@ -192,7 +205,6 @@ impl State {
                             set.id, set.policy_type
                         )));
                     }
-                    let exists = next.contains_key(&set.id);
                     if request.request_type == RequestType::Add && exists {
                         return Err(failed(format!("set {:?} already exists", set.id)));
                     }
@@ -201,10 +213,10 @@ impl State {
                     }
                     let values = parse_set_values(&set.values)
                         .map_err(|e| failed(format!("set {:?}: {e}", set.id)))?;
-                    next.insert(set.id.clone(), (set, values));
+                    changes.insert(set.id.clone(), Some((set, values)));
                 }
                 RequestType::Remove => {
-                    if next.remove(&set.id).is_none() {
+                    if !exists {
                         return Err(failed(format!("set {:?} does not exist", set.id)));
                     }
                     if let Some(user) = self.user_of(&set.id) {
@@ -213,11 +225,21 @@ impl State {
                             set.id
                         )));
                     }
+                    changes.insert(set.id.clone(), None);
                 }
                 RequestType::Refresh => {}
             }
         }
-        self.sets = next;
+        for (id, change) in changes {
+            match change {
+                Some(set) => {
+                    self.sets.insert(id, set);
+                }
+                None => {
+                    self.sets.remove(&id);
+                }
+            }
+        }
         // Every endpoint's evaluation resolves sets afresh.
         self.parsed.clear();
         Ok(())
@@ -576,91 +598,6 @@ fn apply_request(
         RequestType::Refresh => current.to_vec(),
     };
     Ok(next)
-}
-
-/// A client's connection to the simulated HNS. [`SimSession::connect`] holds handles of the
-/// service instance that was running when it connected and a service callback registered then:
-/// after a restart every call fails with [`RawError::Disconnected`] and the callback never fires
-/// again, so the client must connect anew. [`SimSession::per_call`] is the Windows client as it
-/// is: a handle opened per call (so no call fails after a restart) and no callback, so that only
-/// a [`crate::restart::RestartWatch`] notices the restart.
-#[derive(Debug)]
-pub struct SimSession {
-    sim: Arc<crate::HcnDatapath<HcnSim>>,
-    /// The service instance its handles belong to; None when it opens one per call.
-    service: Option<u64>,
-    disconnect: Arc<ResyncSignal>,
-}
-
-impl SimSession {
-    /// Connects to the running service instance and registers for its disconnect callback.
-    pub fn connect(sim: &Arc<crate::HcnDatapath<HcnSim>>) -> SimSession {
-        let disconnect = Arc::new(ResyncSignal::default());
-        let service = {
-            let mut state = sim.calls().lock();
-            if !state.refuse_registrations {
-                state.registrations.push(Arc::downgrade(&disconnect));
-            }
-            state.service
-        };
-        SimSession {
-            sim: sim.clone(),
-            service: Some(service),
-            disconnect,
-        }
-    }
-
-    /// A session that opens a handle per call and registers no callback.
-    pub fn per_call(sim: &Arc<crate::HcnDatapath<HcnSim>>) -> SimSession {
-        SimSession {
-            sim: sim.clone(),
-            service: None,
-            disconnect: Arc::new(ResyncSignal::default()),
-        }
-    }
-
-    /// The signal the session raises on a restart it hears of, shared for a restart watch.
-    pub fn signal(&self) -> &Arc<ResyncSignal> {
-        &self.disconnect
-    }
-
-    fn live(&self) -> Result<&HcnSim, RawError> {
-        let sim = self.sim.calls();
-        match self.service {
-            Some(service) if service != sim.service_instance() => Err(RawError::Disconnected),
-            _ => Ok(sim),
-        }
-    }
-}
-
-impl HcnCalls for SimSession {
-    fn enumerate_endpoints(&self, query: &str) -> Result<String, RawError> {
-        self.live()?.enumerate_endpoints(query)
-    }
-
-    fn query_endpoint(&self, endpoint: &str, query: &str) -> Result<String, RawError> {
-        self.live()?.query_endpoint(endpoint, query)
-    }
-
-    fn modify_endpoint(&self, endpoint: &str, request: &str) -> Result<(), RawError> {
-        self.live()?.modify_endpoint(endpoint, request)
-    }
-
-    fn query_network(&self, network: Option<&str>, query: &str) -> Result<String, RawError> {
-        self.live()?.query_network(network, query)
-    }
-
-    fn modify_network(&self, network: Option<&str>, request: &str) -> Result<(), RawError> {
-        self.live()?.modify_network(network, request)
-    }
-
-    fn capabilities(&self) -> Capabilities {
-        self.sim.calls().capabilities
-    }
-
-    fn resync_signal(&self) -> &ResyncSignal {
-        &self.disconnect
-    }
 }
 
 impl HcnCalls for HcnSim {
