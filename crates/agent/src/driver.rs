@@ -124,6 +124,8 @@ fn log(report: &ReconcileReport, took: Duration) {
     if updated > 0 || failed > 0 || !report.changed_pods.is_empty() {
         tracing::info!(
             changed_pods = report.changed_pods.len(),
+            patched = report.patched,
+            compiled = report.compiled,
             updated_endpoints = updated,
             failed_endpoints = failed,
             took_ms = took.as_millis(),

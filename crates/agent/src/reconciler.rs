@@ -27,10 +27,11 @@ use super::refusals::Refusal;
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_datapath::{
-    compile_endpoint_with, ApplyReport, Backoff, CompileOptions, CompiledPods, CompiledRules,
-    DatapathError, Desired, EndpointInfo, Enforcer, LocalPods, Outcome,
+    compile_endpoint_indexed, ApplyReport, Backoff, CompileIndex, CompileOptions, CompiledPods,
+    CompiledRules, DatapathError, Desired, EndpointInfo, Enforcer, LocalPods, Outcome, PatchMemo,
 };
-use netpol_engine::{Engine, EngineConfig, IdentityId};
+use netpol_engine::mapstate::{ClassChange, MapState};
+use netpol_engine::{EndpointChanges, Engine, EngineConfig, IdentityId};
 use netpol_hcn::discovery::EndpointDiscovery;
 use netpol_hcn::{HcnApi, HcnEnforcer};
 
@@ -39,6 +40,10 @@ use netpol_hcn::{HcnApi, HcnEnforcer};
 pub struct ReconcileReport {
     /// Local endpoints (pod keys) whose MapState changed in this reconcile.
     pub changed_pods: Vec<String>,
+    /// How many distinct compiled lists this reconcile patched by the change, and how many it
+    /// compiled in full (twins share one; see [`netpol_datapath::compile::patch`]).
+    pub patched: usize,
+    pub compiled: usize,
     /// The enforcer's per-endpoint outcomes (by HCN endpoint id, or pod key on nftables).
     pub apply: ApplyReport,
     /// Set when the endpoints could not be listed; nothing was programmed.
@@ -57,6 +62,8 @@ pub struct Pipeline {
     engine: Engine,
     /// Compiled rules of each local pod.
     compiled: CompiledPods,
+    /// How each local pod's rules were compiled, so that a change can patch them.
+    compile_indexes: HashMap<String, Arc<CompileIndex>>,
     enforcer: Box<dyn Enforcer>,
     metrics: Metrics,
     options: CompileOptions,
@@ -98,6 +105,7 @@ impl Pipeline {
                 ..EngineConfig::default()
             }),
             compiled: BTreeMap::new(),
+            compile_indexes: HashMap::new(),
             changed_identities: BTreeSet::new(),
             unacknowledged_since: None,
             enforcer,
@@ -210,7 +218,7 @@ impl Pipeline {
         let mut report = ReconcileReport::default();
         let refresh = std::mem::take(&mut self.resync_due);
         if std::mem::take(&mut self.staged) || !self.synced {
-            report.changed_pods = self.commit();
+            self.commit(&mut report);
         }
         if refresh {
             report.changed_pods.extend(self.check_engine_drift());
@@ -224,13 +232,17 @@ impl Pipeline {
             changed: &self.changed_identities,
         };
         match self.enforcer.enforce(&desired, refresh, now) {
-            Ok(apply) => report.apply = apply,
+            Ok(apply) => {
+                report.apply = apply;
+                self.changed_identities.clear();
+            }
+            // The identities whose addresses changed are given again next time: the datapath
+            // may not have taken them in (bringing a set up to date again is harmless).
             Err(error) => {
                 self.resync_due = refresh;
                 report.discovery_error = Some(error);
             }
         }
-        self.changed_identities.clear();
         self.record(&report, started);
         if report.complete() {
             self.synced = true;
@@ -246,16 +258,17 @@ impl Pipeline {
         Some(report)
     }
 
-    /// Commits the engine and recompiles what changed; returns the changed pods. Addresses that
+    /// Commits the engine and brings the compiled rules of the endpoints that changed up to date;
+    /// records the changed pods in `report`. An endpoint the engine updated class by class (a pod
+    /// came or went elsewhere) has its rules patched by those classes where that is exact, else
+    /// compiled anew; each distinct MapState (twins share one) is compiled once. Addresses that
     /// joined or left identities change no compiled rule: the enforcer hears of the identities
     /// and updates the address sets that name them.
-    fn commit(&mut self) -> Vec<String> {
-        // Endpoints are compiled whole: which changed matters, not what changed in them.
-        let changes = self.engine.commit_endpoints();
+    fn commit(&mut self, report: &mut ReconcileReport) {
+        let changes = self.engine.commit_classes();
         self.changed_identities
             .extend(self.engine.changed_identities().iter().copied());
         let mut memo = CompileMemo::default();
-        let mut changed = Vec::new();
         for change in changes {
             if let Some((_, over)) = self
                 .engine
@@ -266,10 +279,11 @@ impl Pipeline {
             }
             if change.removed {
                 self.compiled.remove(&change.endpoint);
+                self.compile_indexes.remove(&change.endpoint);
             } else {
-                self.compile(&change.endpoint, &mut memo);
+                self.compile(&change.endpoint, Some(&change), &mut memo);
             }
-            changed.push(change.endpoint);
+            report.changed_pods.push(change.endpoint);
         }
         // Endpoints whose MapState happens to be unchanged by their arrival still need rules.
         let missing: Vec<String> = self
@@ -280,13 +294,15 @@ impl Pipeline {
             .map(str::to_owned)
             .collect();
         for key in missing {
-            self.compile(&key, &mut memo);
+            self.compile(&key, None, &mut memo);
         }
-        changed
+        report.patched += memo.patched;
+        report.compiled += memo.compiled;
     }
 
-    /// The full recomputation must agree with the incremental one; any difference is a bug
-    /// worth a warning, and the recomputed state wins.
+    /// The full recomputation must agree with the incremental one, and rules compiled in full
+    /// with the rules patched by the changes; any difference is a bug worth a warning, and what
+    /// was computed in full wins.
     fn check_engine_drift(&mut self) -> Vec<String> {
         let drifted = self.engine.recompute_all();
         let mut keys = Vec::new();
@@ -296,45 +312,75 @@ impl Pipeline {
                 classes = change.changes.len(),
                 "full recomputation differs from the incremental MapState; using it"
             );
-            self.compile(&change.endpoint, &mut CompileMemo::default());
+            self.compile(&change.endpoint, None, &mut CompileMemo::default());
             keys.push(change.endpoint);
+        }
+        let mut memo = CompileMemo::default();
+        let held: Vec<(String, Arc<CompiledRules>)> = self
+            .compiled
+            .iter()
+            .map(|(key, rules)| (key.clone(), rules.clone()))
+            .collect();
+        for (key, rules) in held {
+            self.compile(&key, None, &mut memo);
+            if self.compiled.get(&key) != Some(&rules) {
+                tracing::warn!(
+                    endpoint = %key,
+                    "rules patched by the change differ from the rules compiled anew; using those"
+                );
+                keys.push(key);
+            }
         }
         keys
     }
 
-    fn compile(&mut self, key: &str, memo: &mut CompileMemo) {
-        let Some(map) = self.engine.endpoint(key) else {
+    /// Brings endpoint `key`'s compiled rules up to its MapState: patched by `change` where it
+    /// lists the classes that changed, else compiled anew.
+    fn compile(&mut self, key: &str, change: Option<&EndpointChanges>, memo: &mut CompileMemo) {
+        let Some(map) = self.engine.endpoint_shared(key).cloned() else {
             self.compiled.remove(key);
+            self.compile_indexes.remove(key);
             return;
         };
-        let identities = self.endpoint_identities(key);
-        if let Some(twin) = memo.compiled_for(&identities) {
-            let same_map = self.engine.endpoint(twin).is_some_and(|m| m == map);
-            if let Some(rules) = self.compiled.get(twin).filter(|_| same_map).cloned() {
-                self.compiled.insert(key.to_owned(), rules);
-                return;
-            }
+        if let Some((rules, index)) = memo.done.get(&map_address(&map)) {
+            self.compiled.insert(key.to_owned(), rules.clone());
+            self.compile_indexes.insert(key.to_owned(), index.clone());
+            return;
         }
-        match compile_endpoint_with(map, self.engine.identities(), &self.options) {
-            Ok(rules) => {
+        let patched = match (
+            change,
+            self.compiled.get(key),
+            self.compile_indexes.get(key),
+        ) {
+            (Some(change), Some(rules), Some(index)) if !change.readdressed && !change.unlisted => {
+                patch_rules(rules, index, &change.changes, &self.engine, &mut memo.sets)
+            }
+            _ => None,
+        };
+        let result = match patched {
+            Some(done) => {
+                memo.patched += 1;
+                Ok(done)
+            }
+            None => {
+                memo.compiled += 1;
+                compile_endpoint_indexed(&map, self.engine.identities(), &self.options)
+            }
+        };
+        match result {
+            Ok((rules, index)) => {
                 for warning in &rules.warnings {
                     tracing::warn!(endpoint = %key, "{warning}");
                 }
-                self.compiled.insert(key.to_owned(), Arc::new(rules));
-                memo.remember(identities, key);
+                let done = (Arc::new(rules), Arc::new(index));
+                self.compiled.insert(key.to_owned(), done.0.clone());
+                self.compile_indexes.insert(key.to_owned(), done.1.clone());
+                memo.done.insert(map_address(&map), done);
+                memo.maps.push(map);
             }
             // The previous rules, if any, stay in force: better than none at all.
             Err(error) => tracing::error!(endpoint = %key, %error, "compiling rules failed"),
         }
-    }
-
-    /// The security identities of the endpoint's pod addresses.
-    fn endpoint_identities(&self, key: &str) -> Vec<Option<IdentityId>> {
-        let store = self.engine.identities();
-        self.engine
-            .endpoint_pod(key)
-            .map(|(_, addresses)| addresses.iter().map(|a| store.resolve(*a)).collect())
-            .unwrap_or_default()
     }
 
     fn local_pods(&self) -> LocalPods {
@@ -402,6 +448,11 @@ impl Pipeline {
         &self.indexes
     }
 
+    /// What the compiler may use on this pipeline's datapath.
+    pub fn compile_options(&self) -> &CompileOptions {
+        &self.options
+    }
+
     /// Compiled rules by local pod key.
     pub fn compiled(&self) -> &BTreeMap<String, Arc<CompiledRules>> {
         &self.compiled
@@ -413,25 +464,41 @@ impl Pipeline {
     }
 }
 
-/// Replicas on one node share a security identity and so a MapState: within one commit each
-/// distinct MapState is compiled once and its rules shared, as Cilium shares one selector policy
-/// per identity. A twin is reused only when the MapStates are equal, so sharing can never change
-/// what is programmed.
-#[derive(Debug, Default)]
-struct CompileMemo {
-    by_identities: HashMap<Vec<Option<IdentityId>>, String>,
+/// `rules` patched by a commit's class `changes` of their endpoint, with the identities the
+/// commit changed; None where a patch does not apply.
+fn patch_rules(
+    rules: &CompiledRules,
+    index: &CompileIndex,
+    changes: &[ClassChange],
+    engine: &Engine,
+    sets: &mut PatchMemo,
+) -> Option<(CompiledRules, CompileIndex)> {
+    netpol_datapath::compile::patch(
+        rules,
+        index,
+        changes,
+        engine.changed_identities(),
+        engine.identities(),
+        sets,
+    )
 }
 
-impl CompileMemo {
-    fn compiled_for(&self, identities: &[Option<IdentityId>]) -> Option<&str> {
-        self.by_identities.get(identities).map(String::as_str)
-    }
+fn map_address(map: &Arc<MapState>) -> usize {
+    Arc::as_ptr(map) as usize
+}
 
-    fn remember(&mut self, identities: Vec<Option<IdentityId>>, key: &str) {
-        if !identities.is_empty() {
-            self.by_identities
-                .entry(identities)
-                .or_insert_with(|| key.to_owned());
-        }
-    }
+/// What one commit compiled. Replicas on one node share a security identity and so a MapState
+/// (one allocation, which the engine shares between twins): within one commit each distinct
+/// MapState is compiled (or patched) once and its rules shared, as Cilium shares one selector
+/// policy per identity. Keyed by the map's address, so sharing can never change what is
+/// programmed: the same allocation is the same map.
+#[derive(Debug, Default)]
+struct CompileMemo {
+    done: HashMap<usize, (Arc<CompiledRules>, Arc<CompileIndex>)>,
+    /// Keeps the maps compiled alive for the commit, so that their addresses are not reused.
+    maps: Vec<Arc<MapState>>,
+    /// Remote sets patched in this commit, shared between the endpoints naming them.
+    sets: PatchMemo,
+    patched: usize,
+    compiled: usize,
 }

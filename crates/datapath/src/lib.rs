@@ -21,13 +21,14 @@ pub mod error;
 pub mod ordered;
 pub mod report;
 pub mod sets;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use backoff::Backoff;
 pub use compile::{
-    compile_endpoint, compile_endpoint_with, compile_engine, compile_entries, CompileError,
-    CompileOptions, CompileWarning, CompiledEndpoint, CompiledRules, RuleCount,
+    compile_endpoint, compile_endpoint_indexed, compile_endpoint_with, compile_engine,
+    compile_entries, CompileError, CompileIndex, CompileOptions, CompileWarning, CompiledEndpoint,
+    CompiledRules, PatchMemo, RuleCount,
 };
 pub use enforcer::{CompiledPods, Desired, EndpointInfo, Enforcer, LocalPods};
 pub use error::DatapathError;

@@ -6,7 +6,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use netpol_engine::mapstate::{MapKey, MapValue, PortKey};
+use netpol_engine::mapstate::{ClassEntries, MapKey, MapValue, PortKey};
 use netpol_engine::portprefix::mask;
 use netpol_engine::reference::Reason;
 use netpol_engine::MapState;
@@ -75,6 +75,8 @@ pub(crate) struct ClassGroup {
     pub entries: Vec<Entry>,
     /// Sorted.
     pub identities: Vec<IdentityId>,
+    /// The MapState class the entries come from (none for entries given one by one).
+    pub class: Option<ClassEntries>,
 }
 
 /// The entries of one direction: the wildcard class and the identity classes, grouped.
@@ -95,7 +97,12 @@ impl DirectionEntries {
             .map_or(&[], |c| self.classes[*c].entries.as_slice())
     }
 
-    fn push_class(&mut self, entries: Vec<Entry>, identities: Vec<IdentityId>) {
+    fn push_class(
+        &mut self,
+        entries: Vec<Entry>,
+        identities: Vec<IdentityId>,
+        class: Option<ClassEntries>,
+    ) {
         let index = self.classes.len();
         for id in &identities {
             self.class_of.insert(*id, index);
@@ -103,6 +110,7 @@ impl DirectionEntries {
         self.classes.push(ClassGroup {
             entries,
             identities,
+            class,
         });
     }
 
@@ -151,7 +159,7 @@ pub(crate) fn gather(
                 .iter()
                 .map(|(pk, value)| entry(&key_of(pk), value))
                 .collect::<Result<Vec<_>, _>>()?;
-            classes.push_class(entries, identities);
+            classes.push_class(entries, identities, Some(shared.clone()));
         }
         classes.finish();
         out.insert(direction, classes);
@@ -183,7 +191,7 @@ pub(crate) fn gather_entries<'a>(
             .map(|((_, id), entries)| (*id, entries.clone()))
             .collect();
         for (id, entries) in own {
-            classes.push_class(entries, vec![id]);
+            classes.push_class(entries, vec![id], None);
         }
         classes.finish();
         out.insert(direction, classes);

@@ -29,6 +29,10 @@ pub(crate) struct Group {
     pub family: Family,
     /// Sorted.
     pub identities: Vec<IdentityId>,
+    pub section: Section,
+    /// The class group (in [`super::entries::DirectionEntries::classes`]) whose entries the
+    /// identities have; None for identities with no entries of their own.
+    pub class: Option<usize>,
 }
 
 /// An entry at its place in one endpoint's list, with the identities it applies to (an index
@@ -72,6 +76,8 @@ struct RuleShape {
 #[derive(Debug, Default)]
 pub(crate) struct Levels {
     pub rules: Vec<OrderedRule>,
+    /// For each rule, the groups (indexes) its remote set holds.
+    pub groups: Vec<Vec<usize>>,
     pub dropped_ipv6: usize,
     pub levels: usize,
 }
@@ -125,6 +131,7 @@ pub(crate) fn order(
                 reason: explained_by.reason.clone(),
             };
             out.rules.push(rule);
+            out.groups.push(shape.groups);
         }
         if catch_all.is_some() {
             // Everything after a catch-all is unreachable.

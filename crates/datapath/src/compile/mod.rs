@@ -32,11 +32,13 @@
 mod entries;
 mod levels;
 mod nesting;
+mod patch;
 
 use netpol_engine::mapstate::{MapKey, MapValue};
 use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 
 pub use levels::merge_ranges;
+pub use patch::{patch, CompileIndex, PatchMemo};
 
 use std::collections::BTreeMap;
 
@@ -172,6 +174,16 @@ pub fn compile_endpoint_with(
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<CompiledRules, CompileError> {
+    compile_endpoint_indexed(map, store, options).map(|(rules, _)| rules)
+}
+
+/// [`compile_endpoint_with`], with the index that lets [`patch`] bring the rules up to date
+/// with later class changes instead of compiling them again.
+pub fn compile_endpoint_indexed(
+    map: &MapState,
+    store: &IdentityStore,
+    options: &CompileOptions,
+) -> Result<(CompiledRules, CompileIndex), CompileError> {
     compile_classes(&entries::gather(map)?, store, options)
 }
 
@@ -213,15 +225,16 @@ pub fn compile_entries<'a>(
     store: &IdentityStore,
     options: &CompileOptions,
 ) -> Result<CompiledRules, CompileError> {
-    compile_classes(&entries::gather_entries(entries)?, store, options)
+    compile_classes(&entries::gather_entries(entries)?, store, options).map(|(rules, _)| rules)
 }
 
 fn compile_classes(
     classes: &BTreeMap<Direction, DirectionEntries>,
     store: &IdentityStore,
     options: &CompileOptions,
-) -> Result<CompiledRules, CompileError> {
+) -> Result<(CompiledRules, CompileIndex), CompileError> {
     let mut out = CompiledRules::default();
+    let mut index = CompileIndex::default();
     for (direction, class) in classes {
         let placement = nesting::place(class, store)?;
         let (placed, groups) = place_entries(class, &placement);
@@ -251,9 +264,18 @@ fn compile_classes(
                 rules: ordered.dropped_ipv6,
             });
         }
+        index.record(
+            *direction,
+            class,
+            &placement,
+            &groups,
+            auth_entries > 0,
+            out.rules.len(),
+            &ordered.groups,
+        );
         out.rules.extend(ordered.rules);
     }
-    Ok(out)
+    Ok((out, index))
 }
 
 /// Puts every entry that reaches the datapath at its place: exception lists (the identity's own
@@ -286,7 +308,12 @@ fn place_entries<'a>(
         identities.sort_unstable();
         identities.dedup();
         let index = groups.len();
-        groups.push(Group { family, identities });
+        groups.push(Group {
+            family,
+            identities,
+            section,
+            class: own,
+        });
         let own: &[Entry] = own.map_or(&[], |c| class.classes[c].entries.as_slice());
         let wildcard: &[Entry] = match section {
             Section::Exception(_) => &class.wildcard,

@@ -35,6 +35,10 @@ pub(crate) struct Placement {
     pub exceptions: Vec<Node>,
     /// Identities (in one family) whose own entries go into the main list.
     pub main: Vec<Node>,
+    /// Identities (in one family) inside an exception list, which decides for them.
+    pub shadowed: BTreeSet<(IdentityId, Family)>,
+    /// The world prefixes with entries: their rules also catch the addresses inside them.
+    pub leaking: Vec<IpNet>,
 }
 
 /// One identity's addresses of one family, at their place in the address hierarchy.
@@ -262,8 +266,8 @@ pub(crate) fn place(
     let leaking: Vec<Node> = with_entries.iter().filter(|n| !n.host).copied().collect();
     if leaking.is_empty() {
         return Ok(Placement {
-            exceptions: Vec::new(),
             main: with_entries,
+            ..Placement::default()
         });
     }
 
@@ -324,13 +328,18 @@ pub(crate) fn place(
             }
         }
     }
-    let placed_apart: BTreeSet<(IdentityId, Family)> =
-        exceptions.iter().map(Node::key).chain(shadowed).collect();
+    let placed_apart: BTreeSet<(IdentityId, Family)> = exceptions
+        .iter()
+        .map(Node::key)
+        .chain(shadowed.iter().copied())
+        .collect();
     Ok(Placement {
         main: with_entries
             .into_iter()
             .filter(|n| !placed_apart.contains(&n.key()))
             .collect(),
         exceptions,
+        shadowed,
+        leaking: leaking.iter().map(|n| n.prefix).collect(),
     })
 }

@@ -26,6 +26,9 @@ enum Report {
     Changes,
     /// Each endpoint, its changes unlisted.
     Endpoints,
+    /// Each endpoint, with its changes where it was updated class by class, unlisted where it
+    /// was recomputed in full.
+    Classes,
     Nothing,
 }
 
@@ -41,6 +44,15 @@ impl Engine {
     /// agent's peak.
     pub fn commit_endpoints(&mut self) -> Vec<EndpointChanges> {
         self.commit_reporting(Report::Endpoints)
+    }
+
+    /// Applies everything staged and returns the endpoints whose datapath rules may differ: an
+    /// endpoint updated class by class (a pod came or went elsewhere) with its class changes,
+    /// which a datapath can patch its compiled rules by (`netpol_datapath::compile::patch`); one
+    /// recomputed in full (a policy changed, its own pod changed, it is new) `unlisted`, since
+    /// its changes are as large as its MapState and it is compiled anew anyway.
+    pub fn commit_classes(&mut self) -> Vec<EndpointChanges> {
+        self.commit_reporting(Report::Classes)
     }
 
     /// Applies everything staged without keeping the changes: a tool that loads a whole cluster
@@ -282,6 +294,13 @@ impl Engine {
                 Report::Endpoints => {
                     change.unlisted = !change.changes.is_empty();
                     change.changes = Vec::new();
+                    out.push(change);
+                }
+                Report::Classes => {
+                    if full {
+                        change.unlisted = !change.changes.is_empty();
+                        change.changes = Vec::new();
+                    }
                     out.push(change);
                 }
                 Report::Nothing => {}

@@ -234,6 +234,12 @@ impl Engine {
         self.endpoints.iter().map(|(k, e)| (k.as_str(), &*e.map))
     }
 
+    /// The endpoint's MapState as shared: twins (replicas on this node with one identity) hold
+    /// the same allocation, so equal pointers mean equal maps without comparing them.
+    pub fn endpoint_shared(&self, key: &str) -> Option<&Arc<MapState>> {
+        self.endpoints.get(key).map(|e| &e.map)
+    }
+
     pub fn endpoint(&self, key: &str) -> Option<&MapState> {
         self.endpoints.get(key).map(|e| &*e.map)
     }
