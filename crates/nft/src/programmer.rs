@@ -269,11 +269,9 @@ fn apply_changes(
                 _ => sets.refill.push(set),
             },
             Some(KnownSet::Contents(known))
-                if Arc::ptr_eq(known, set)
-                    || Arc::ptr_eq(&known.nets, &set.nets)
-                    || known.nets == set.nets => {}
+                if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
             Some(KnownSet::Contents(known)) => {
-                let (gone, new) = difference(&known.nets, &set.nets);
+                let (gone, new) = difference(&known.nets.to_vec(), &set.nets.to_vec());
                 sets.patch.push((name, Cow::Owned(gone), Cow::Owned(new)));
             }
         }

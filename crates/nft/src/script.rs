@@ -296,9 +296,9 @@ impl SetChanges<'_> {
 }
 
 /// `{ a, b, c }`.
-fn elements(nets: &[IpNet]) -> String {
+fn elements<'a>(nets: impl IntoIterator<Item = &'a IpNet>) -> String {
     let mut out = String::from("{ ");
-    for (i, net) in nets.iter().enumerate() {
+    for (i, net) in nets.into_iter().enumerate() {
         if i > 0 {
             out.push_str(", ");
         }
@@ -315,7 +315,7 @@ fn set_block(set: &AddressSet) -> String {
     let contents = if set.nets.is_empty() {
         String::new()
     } else {
-        format!(" elements = {}", elements(&set.nets))
+        format!(" elements = {}", elements(set.nets.iter()))
     };
     format!("\tset {} {{ type {kind};{flags}{contents} }}\n", set.name)
 }
@@ -342,12 +342,16 @@ pub fn render_changes(
     }
     for (name, deleted, _) in &sets.patch {
         if !deleted.is_empty() {
-            let _ = writeln!(out, "delete element {TABLE} {name} {}", elements(deleted));
+            let _ = writeln!(
+                out,
+                "delete element {TABLE} {name} {}",
+                elements(deleted.iter())
+            );
         }
     }
     for (name, _, added) in &sets.patch {
         if !added.is_empty() {
-            let _ = writeln!(out, "add element {TABLE} {name} {}", elements(added));
+            let _ = writeln!(out, "add element {TABLE} {name} {}", elements(added.iter()));
         }
     }
     for set in &sets.refill {
@@ -356,7 +360,7 @@ pub fn render_changes(
                 out,
                 "add element {TABLE} {} {}",
                 set.name,
-                elements(&set.nets)
+                elements(set.nets.iter())
             );
         }
     }
@@ -539,7 +543,7 @@ mod tests {
             name: name.into(),
             v6,
             interval: true,
-            nets: Arc::new(nets.iter().map(|n| n.parse().unwrap()).collect()),
+            nets: nets.iter().map(|n| n.parse().unwrap()).collect(),
             revision: 0,
             patch: None,
         })

@@ -13,8 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ipnet::IpNet;
-use netpol_datapath::sets::{BookedSet, SetBook, SetDelta, SetStep, SlotId};
+use netpol_datapath::sets::{BookedSet, SetBook, SetDelta, SetStep, SlotId, SortedNets};
 use netpol_datapath::{Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 
@@ -31,8 +30,9 @@ pub struct AddressSet {
     pub v6: bool,
     /// Whether the set holds prefixes (`flags interval`): a world identity names it.
     pub interval: bool,
-    /// Disjoint prefixes, sorted (host prefixes for single addresses); may be empty.
-    pub nets: Arc<Vec<IpNet>>,
+    /// Disjoint prefixes, sorted (host prefixes for single addresses); may be empty. Shared
+    /// with the set book, chunk by chunk.
+    pub nets: SortedNets,
     /// The revision of these contents in the set book that keeps them; 0 for a set built
     /// alone, whose contents are then compared instead.
     pub revision: u64,
@@ -47,9 +47,7 @@ impl PartialEq for AddressSet {
         self.name == other.name
             && self.v6 == other.v6
             && self.interval == other.interval
-            && (Arc::ptr_eq(&self.nets, &other.nets)
-                || (self.revision != 0 && self.revision == other.revision)
-                || self.nets == other.nets)
+            && ((self.revision != 0 && self.revision == other.revision) || self.nets == other.nets)
     }
 }
 

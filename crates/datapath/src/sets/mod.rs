@@ -17,16 +17,16 @@
 //! on it: the HCN `SetTable` renders a changed set's `Values`, nftables sends the delta as
 //! elements.
 
-use std::sync::Arc;
-
 use ipnet::IpNet;
 use netpol_engine::{IdentityStore, PrefixSet};
 
 use crate::ordered::{Family, RemoteSet};
 
 pub mod book;
+mod chunked;
 
 pub use book::{BookedSet, SetBook, SetStep, SlotId};
+pub use chunked::SortedNets;
 
 fn family_matches(family: Family, net: &IpNet) -> bool {
     family == Family::Any || Family::of(net) == family
@@ -42,9 +42,9 @@ pub struct SetAddresses {
     worlds: PrefixSet,
     /// Whether a world identity of any family is in the set (its addresses may be prefixes).
     names_world: bool,
-    /// Sorted. Shared, so that a datapath's model of the set holds it without a copy; a patch
-    /// copies it only while an older model still holds it.
-    nets: Arc<Vec<IpNet>>,
+    /// Sorted, in shared chunks: a datapath's model of the set holds it without a copy, and a
+    /// patch copies only the chunk it changes.
+    nets: SortedNets,
 }
 
 impl SetAddresses {
@@ -64,7 +64,7 @@ impl SetAddresses {
             family: set.family,
             worlds,
             names_world,
-            nets: Arc::default(),
+            nets: SortedNets::default(),
         };
         let mut nets = Vec::new();
         for id in &set.identities {
@@ -78,7 +78,7 @@ impl SetAddresses {
         }
         nets.sort_unstable();
         nets.dedup();
-        resolved.nets = Arc::new(nets);
+        resolved.nets = SortedNets::from_sorted(nets);
         resolved
     }
 
@@ -105,12 +105,12 @@ impl SetAddresses {
     }
 
     /// The addresses, sorted and disjoint.
-    pub fn nets(&self) -> std::slice::Iter<'_, IpNet> {
+    pub fn nets(&self) -> impl Iterator<Item = &IpNet> + Clone + '_ {
         self.nets.iter()
     }
 
     /// The addresses, sorted and disjoint, shared rather than copied.
-    pub fn shared(&self) -> Arc<Vec<IpNet>> {
+    pub fn shared(&self) -> SortedNets {
         self.nets.clone()
     }
 
@@ -138,16 +138,13 @@ impl SetAddresses {
         if removed.is_empty() && added.is_empty() {
             return delta;
         }
-        let nets = Arc::make_mut(&mut self.nets);
         for net in removed {
-            if let Ok(at) = nets.binary_search(&net) {
-                nets.remove(at);
+            if self.nets.remove(&net) {
                 delta.removed.push(net);
             }
         }
         for net in added {
-            if let Err(at) = nets.binary_search(&net) {
-                nets.insert(at, net);
+            if self.nets.insert(net) {
                 delta.added.push(net);
             }
         }

@@ -100,7 +100,9 @@ impl Engine {
         state.budget_checked = self.max_entries;
         // Counting shared classes once by allocation over-counts equal classes computed apart,
         // so it is an upper bound: within it, the exact (content) count need not be taken.
-        let entries = if state.map.stored_len() + state.map.class_count() <= self.max_entries {
+        let bound = state.map.stored_len() + state.map.class_count();
+        state.budget_used = bound;
+        let entries = if bound <= self.max_entries {
             0
         } else {
             state.map.footprint()
@@ -123,7 +125,7 @@ impl Engine {
         }
         *changes = before.changes_to(&isolated);
         state.map = Arc::new(isolated);
-        state.wildcard.clear();
+        state.wildcard = Arc::default();
         state.over_budget = Some(Arc::new(over));
     }
 

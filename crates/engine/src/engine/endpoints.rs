@@ -81,6 +81,7 @@ impl Engine {
             map: source.map.clone(),
             over_budget: source.over_budget.clone(),
             budget_checked: source.budget_checked,
+            budget_used: source.budget_used,
         };
         let old = self.endpoints.remove(key);
         self.readdress_endpoint(
@@ -109,12 +110,13 @@ impl Engine {
         let Some(source) = self.endpoints.get(twin) else {
             return;
         };
-        let (policy, wildcard, map, over_budget, budget_checked) = (
+        let (policy, wildcard, map, over_budget, budget_checked, budget_used) = (
             source.policy.clone(),
             source.wildcard.clone(),
             source.map.clone(),
             source.over_budget.clone(),
             source.budget_checked,
+            source.budget_used,
         );
         if let Some(state) = self.endpoints.get_mut(key) {
             state.policy = policy;
@@ -122,6 +124,7 @@ impl Engine {
             state.map = map;
             state.over_budget = over_budget;
             state.budget_checked = budget_checked;
+            state.budget_used = budget_used;
         }
     }
 
@@ -146,20 +149,21 @@ impl Engine {
         let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
             pod: pod.clone(),
             addresses: Vec::new(),
-            policy: EndpointPolicy::default(),
-            wildcard: HashMap::new(),
+            policy: Arc::default(),
+            wildcard: Arc::default(),
             map: Arc::default(),
             over_budget: None,
             budget_checked: 0,
+            budget_used: 0,
         });
         self.readdress_endpoint(key, Some(&state.addresses), &addresses);
         state.pod = pod;
         state.addresses = addresses;
-        state.policy = policy;
+        state.policy = Arc::new(policy);
         // An isolated endpoint's map is the isolation map: compute from nothing, then report
         // the difference from the isolation map.
         let isolated = state.over_budget.is_some().then(|| {
-            state.wildcard.clear();
+            state.wildcard = Arc::default();
             std::mem::take(&mut state.map)
         });
         let classes = self.every_class(&state);
@@ -225,9 +229,16 @@ impl Engine {
         }
         let mut changes = self.recompute_state_classes(&mut state, classes);
         // An unchanged map within the budget it was last held to is still within it: counting
-        // its classes (thousands at 150,000 pods) cost a fifth of every replica's CPU.
+        // its classes (thousands at 150,000 pods) cost a fifth of every replica's CPU. A changed
+        // one is within it while the upper bound of what the changes added is.
         if !changes.is_empty() || state.budget_checked != self.max_entries {
-            self.enforce_budget(&mut state, &mut changes);
+            let added: usize = changes.iter().map(|c| c.new.len() + 1).sum();
+            let bound = state.budget_used.saturating_add(added);
+            if state.budget_checked == self.max_entries && bound <= self.max_entries {
+                state.budget_used = bound;
+            } else {
+                self.enforce_budget(&mut state, &mut changes);
+            }
         }
         self.endpoints.insert(key.to_owned(), state);
         changes
@@ -244,7 +255,7 @@ impl Engine {
         // Wildcard classes first: identity classes are computed against them.
         for class in classes.iter().filter(|c| c.1.is_none()) {
             let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
-            state.wildcard.insert(class.0, wildcard);
+            Arc::make_mut(&mut state.wildcard).insert(class.0, wildcard);
             Arc::make_mut(&mut state.map).replace_class(*class, entries, &mut changes);
         }
         // Remote identities selected by rules of the same content (with the same named ports,

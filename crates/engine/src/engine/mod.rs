@@ -86,8 +86,10 @@ impl EndpointChanges {
 struct EndpointState {
     pod: PodInfo,
     addresses: Vec<IpAddr>,
-    policy: EndpointPolicy,
-    wildcard: HashMap<Direction, WildcardClass>,
+    /// Shared between twins, as `wildcard` and `map` are: a twin following another after each
+    /// change copied every rule and wildcard entry of the endpoint.
+    policy: Arc<EndpointPolicy>,
+    wildcard: Arc<HashMap<Direction, WildcardClass>>,
     /// Shared between twins (replicas on this node with one identity), copied on the first
     /// change of one of them: at 150,000 pods each replica's copy of its twin's map was a tenth
     /// of the agent's peak memory.
@@ -96,6 +98,10 @@ struct EndpointState {
     over_budget: Option<std::sync::Arc<OverBudget>>,
     /// The budget `map` was last held to (0: never): an unchanged map needs no new count.
     budget_checked: usize,
+    /// An upper bound of the map's footprint as the budget counts it: counted when the map was
+    /// last held to the budget, plus what every class change since added. Within the budget,
+    /// a class change needs no count of every class (thousands at 150,000 pods).
+    budget_used: usize,
 }
 
 #[derive(Debug, Default)]

@@ -8,7 +8,7 @@
 //! 150,000 pods neither fits. Here the levels stay those of the whole policy set (what lint's
 //! question keeps fixed anyway), and the caller names the remotes that tell its classes apart.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::ops::Range;
 
 use super::{EndpointState, Engine};
@@ -63,11 +63,12 @@ impl Engine {
         let mut state = EndpointState {
             pod: pod.clone(),
             addresses: Vec::new(),
-            policy: self.resolve_entries(entries, pod),
-            wildcard: HashMap::new(),
+            policy: std::sync::Arc::new(self.resolve_entries(entries, pod)),
+            wildcard: Default::default(),
             map: Default::default(),
             over_budget: None,
             budget_checked: 0,
+            budget_used: 0,
         };
         let mut classes: BTreeSet<ClassKey> = Direction::BOTH.iter().map(|d| (*d, None)).collect();
         for remote in remotes {
