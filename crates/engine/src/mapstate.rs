@@ -150,6 +150,9 @@ pub type ClassKey = (Direction, Option<IdentityId>);
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MapState {
     classes: HashMap<ClassKey, ClassEntries>,
+    /// The entries of every class, counted as classes are replaced (a function of `classes`):
+    /// the agent's gauge sums it over endpoints after every change.
+    len: usize,
 }
 
 /// The entries of one class, sorted by port key. Most classes hold one to three entries: a
@@ -244,7 +247,7 @@ impl MapState {
     }
 
     pub fn len(&self) -> usize {
-        self.classes.values().map(ClassEntries::len).sum()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -335,6 +338,7 @@ impl MapState {
         };
         let old = old.unwrap_or_default();
         let new = self.classes.get(&class).cloned().unwrap_or_default();
+        self.len = self.len + new.len() - old.len();
         if !old.shares_with(&new) && old != new {
             changes.push(ClassChange { class, old, new });
         }

@@ -249,34 +249,41 @@ impl Engine {
         // Replicas on this node share a security identity and so a MapState: each distinct one
         // is computed once per commit and copied to its twins.
         let mut computed: HashMap<PodInfo, String> = HashMap::new();
-        // Twins sharing one map before this commit, by the map's address: the first is brought
-        // up to date, the others follow it. The old map stays alive (held by the followers) until
-        // they follow, so its address cannot be reused meanwhile.
-        let mut followed: HashMap<usize, (String, Vec<ClassChange>)> = HashMap::new();
+        let local = self.local.clone();
+        let full = |engine: &Engine, key: &String| {
+            policies_changed || changed_pods.contains(key) || !engine.endpoints.contains_key(key)
+        };
+        // Twins updated class by class share one map before this commit: the first is brought
+        // up to date and the others follow it (`leaders`: follower → first). The followers let
+        // go of the map first, so that the first changes it in place instead of copying it
+        // (a copy of thousands of classes per change, and then freeing the old one).
+        let mut twins: HashMap<usize, Vec<&String>> = HashMap::new();
+        for key in local.iter().filter(|key| !full(self, key)) {
+            if let Some(address) = self.map_address(key) {
+                twins.entry(address).or_default().push(key);
+            }
+        }
+        let mut leaders: HashMap<String, String> = HashMap::new();
+        for group in twins.values().filter(|group| group.len() > 1) {
+            for follower in &group[1..] {
+                leaders.insert((*follower).clone(), group[0].clone());
+                self.let_go_of_map(follower);
+            }
+        }
+        let mut led: HashMap<String, Vec<ClassChange>> = HashMap::new();
         let mut out = Vec::new();
-        for key in self.local.clone() {
-            let full = policies_changed
-                || changed_pods.contains(&key)
-                || !self.endpoints.contains_key(&key);
-            let changes = if full {
+        for key in local.iter().cloned() {
+            let recomputed = full(self, &key);
+            let changes = if recomputed {
                 self.recompute_or_adopt(&key, &mut computed)
+            } else if let Some(leader) = leaders.get(&key) {
+                self.follow_twin(&key, leader);
+                led.get(leader).cloned().unwrap_or_default()
             } else {
-                let shared = self.map_address(&key);
-                match shared.and_then(|address| followed.get(&address)) {
-                    Some((twin, changes)) => {
-                        let changes = changes.clone();
-                        self.follow_twin(&key, &twin.clone());
-                        changes
-                    }
-                    None => {
-                        let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
-                        let changes = self.recompute_classes(&key, classes);
-                        if let Some(address) = shared {
-                            followed.insert(address, (key.clone(), changes.clone()));
-                        }
-                        changes
-                    }
-                }
+                let classes = self.affected_classes(&key, deltas, &added_pods, &removed);
+                let changes = self.recompute_classes(&key, classes);
+                led.insert(key.clone(), changes.clone());
+                changes
             };
             let readdressed = self.names_any_world(&key, &nested);
             let mut change = EndpointChanges {
@@ -297,7 +304,7 @@ impl Engine {
                     out.push(change);
                 }
                 Report::Classes => {
-                    if full {
+                    if recomputed {
                         change.unlisted = !change.changes.is_empty();
                         change.changes = Vec::new();
                     }

@@ -102,6 +102,14 @@ impl Engine {
             .map(|state| Arc::as_ptr(&state.map) as usize)
     }
 
+    /// Drops endpoint `key`'s hold on its map, which a twin is about to change in place and
+    /// give it back ([`Engine::follow_twin`]).
+    pub(super) fn let_go_of_map(&mut self, key: &str) {
+        if let Some(state) = self.endpoints.get_mut(key) {
+            state.map = Arc::default();
+        }
+    }
+
     /// Gives endpoint `key`, whose map it shared with `twin` before `twin` was brought up to
     /// date in this commit, what `twin` now has: the same classes recomputed from the same
     /// inputs give the same result, and sharing it keeps one copy for the replicas of a
