@@ -9,17 +9,16 @@ use std::net::IpAddr;
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{is_supported_kind, translate, Diagnostic, Object, ObjectRef, Pod};
+use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod};
 use netpol_engine::{PolicyEntry, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
 use super::error::{LoadError, LoadErrors};
 use super::expect::PodRef;
 use super::inventory::Inventory;
-use super::objects::{overlay, SourcedObject};
-use super::workloads::{
-    is_workload_kind, owner_of, runs, template_pod, TemplatePod, ASSIGNED_POD_CIDR,
-};
+use super::objects::overlay;
+use super::prepared::{Content, Origin, ReadOne};
+use super::workloads::{runs, Owner, TemplatePod, ASSIGNED_POD_CIDR};
 
 /// How the objects of an input are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,28 +69,30 @@ pub struct Built {
     pub inventory: Inventory,
 }
 
-/// A validated object and where it was written.
-struct Placed<'a> {
-    source: &'a SourcedObject,
+/// A validated object, where it was written, and (a pod) the workload it belongs to.
+struct Placed {
+    origin: Origin,
     object: Object,
+    owner: Option<Owner>,
 }
 
 /// What reading turned up, before the cluster is built from it.
 #[derive(Default)]
-struct Reading<'a> {
+struct Reading {
     errors: Vec<LoadError>,
     warnings: Vec<String>,
     inventory: Inventory,
-    templates: Vec<TemplatePod<'a>>,
+    templates: Vec<(Origin, TemplatePod)>,
 }
 
 /// Reads the objects of a topology and of a scenario (or of manifests), lets the latter replace
 /// the former with the same kind, namespace and name, and builds their cluster. Every object
 /// that fails validation or translation is reported; one bad object fails the input, which
-/// would otherwise decide flows on a cluster missing it.
+/// would otherwise decide flows on a cluster missing it. Objects are consumed as the cluster is
+/// built, so that each is held once at most.
 pub fn build_cluster(
-    topology: &[SourcedObject],
-    own: &[SourcedObject],
+    topology: Vec<ReadOne>,
+    own: Vec<ReadOne>,
     rules: ReadRules,
 ) -> Result<Built, LoadErrors> {
     let mut reading = Reading::default();
@@ -117,16 +118,16 @@ pub fn build_cluster(
 
     let mut cluster = Cluster::new();
     cluster.set_input_name(rules.input_name);
-    let mut policies: Vec<(&SourcedObject, ObjectRef, Vec<PolicyEntry>)> = Vec::new();
+    let mut policies: Vec<(Origin, ObjectRef, Vec<PolicyEntry>)> = Vec::new();
     let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    for placed in &objects {
+    for placed in objects {
         let object_ref = placed.object.object_ref();
         match &placed.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
                 let identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
                 let facts = PodFacts {
-                    owner: owner_of(&placed.source.value),
+                    owner: placed.owner,
                     derived: false,
                     unaddressed: identities.is_empty().then(|| unaddressed(pod)),
                 };
@@ -142,7 +143,7 @@ pub fn build_cluster(
             policy => {
                 reading.inventory.policies += 1;
                 let translation = translate(policy);
-                let source = placed.source;
+                let source = &placed.origin;
                 let unsupported_only = !translation.errors.is_empty()
                     && translation.errors.iter().all(Diagnostic::is_unsupported);
                 if rules.skip_unsupported && unsupported_only {
@@ -171,7 +172,7 @@ pub fn build_cluster(
                         .map(|w| object_error(source, w).to_string()),
                 );
                 if !failed {
-                    policies.push((source, object_ref, translation.entries.clone()));
+                    policies.push((placed.origin, object_ref, translation.entries.clone()));
                 }
                 cluster.add_entries(translation.entries);
             }
@@ -197,42 +198,44 @@ pub fn build_cluster(
 
 /// Reads each object, reporting those that fail validation, and sets aside workloads and the
 /// kinds netpol does not read, as `rules` say.
-fn read<'a>(
-    sources: &'a [SourcedObject],
-    rules: ReadRules,
-    reading: &mut Reading<'a>,
-) -> Vec<Placed<'a>> {
+fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<Placed> {
     let mut placed = Vec::new();
-    for source in sources {
-        let kind = source.value["kind"].as_str().unwrap_or_default();
-        if !kind.is_empty() && !is_supported_kind(kind) {
-            if rules.workload_pods && is_workload_kind(kind) {
-                match template_pod(source) {
-                    Ok(template) => reading.templates.push(template),
+    for ReadOne { origin, content } in sources {
+        let (read, owner) = match content {
+            Content::Workload { template, .. } if rules.workload_pods => {
+                match template {
+                    Ok(template) => reading.templates.push((origin, template)),
                     Err((field, message)) => reading.errors.push(LoadError::Object {
-                        file: source.file.clone(),
-                        object: source.describe(),
+                        file: origin.file(),
+                        object: origin.describe(),
                         field,
                         message,
                     }),
                 }
                 continue;
             }
-            if !rules.strict_kinds {
-                *reading
-                    .inventory
-                    .skipped_kinds
-                    .entry(kind.to_owned())
-                    .or_default() += 1;
+            Content::Workload { refused, .. } | Content::Other { refused, .. }
+                if rules.strict_kinds =>
+            {
+                (Err(refused), None)
+            }
+            Content::Workload { refused, .. } => {
+                let kind = refused.object.kind;
+                *reading.inventory.skipped_kinds.entry(kind).or_default() += 1;
                 continue;
             }
-        }
-        match Object::read(source.value.clone()) {
+            Content::Other { kind, .. } => {
+                *reading.inventory.skipped_kinds.entry(kind).or_default() += 1;
+                continue;
+            }
+            Content::Object { read, owner } => (read, owner),
+        };
+        match read {
             Ok(read) => {
                 let unknown = read
                     .unknown_fields
                     .into_iter()
-                    .map(|d| object_error(source, d));
+                    .map(|d| object_error(&origin, d));
                 if rules.lenient_fields {
                     reading
                         .warnings
@@ -245,11 +248,12 @@ fn read<'a>(
                     }
                 }
                 placed.push(Placed {
-                    source,
+                    origin,
                     object: read.object,
+                    owner,
                 });
             }
-            Err(e) => reading.errors.push(object_error(source, e)),
+            Err(e) => reading.errors.push(object_error(&origin, e)),
         }
     }
     placed
@@ -259,7 +263,7 @@ fn read<'a>(
 /// address assigned from [`ASSIGNED_POD_CIDR`] that no pod or node has.
 fn add_template_pods(
     cluster: &mut Cluster,
-    reading: &mut Reading<'_>,
+    reading: &mut Reading,
     running: &[(String, BTreeMap<String, String>)],
     labels_of: &dyn Fn(&str) -> SharedLabels,
 ) {
@@ -271,7 +275,7 @@ fn add_template_pods(
         .collect();
     let pool: ipnet::IpNet = ASSIGNED_POD_CIDR.parse().expect("a valid prefix literal");
     let mut free = pool.hosts();
-    for template in std::mem::take(&mut reading.templates) {
+    for (origin, template) in std::mem::take(&mut reading.templates) {
         if running
             .iter()
             .any(|(ns, labels)| runs(&template, ns, labels))
@@ -282,8 +286,8 @@ fn add_template_pods(
         let Some(address) = free.find(|a| !taken.contains(a)) else {
             reading.warnings.push(format!(
                 "{}: {}: no address left in {ASSIGNED_POD_CIDR} for its pod",
-                template.source.file.display(),
-                template.source.describe()
+                origin.file.display(),
+                origin.describe()
             ));
             continue;
         };
@@ -297,8 +301,8 @@ fn add_template_pods(
                 // The pod's fields are the template's: name them where the user wrote them.
                 let field = format!("{}.{}", template.template_path, e.field);
                 reading.errors.push(LoadError::Object {
-                    file: template.source.file.clone(),
-                    object: template.source.describe(),
+                    file: origin.file(),
+                    object: origin.describe(),
                     field,
                     message: e.message,
                 });
@@ -359,10 +363,10 @@ fn pod_ref(object: &ObjectRef) -> PodRef {
     }
 }
 
-fn object_error(source: &SourcedObject, diagnostic: Diagnostic) -> LoadError {
+fn object_error(origin: &Origin, diagnostic: Diagnostic) -> LoadError {
     LoadError::Object {
-        file: source.file.clone(),
-        object: source.describe(),
+        file: origin.file(),
+        object: origin.describe(),
         field: diagnostic.field,
         message: diagnostic.message,
     }

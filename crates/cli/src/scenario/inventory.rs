@@ -10,7 +10,7 @@ use netpol_engine::resolve::SubjectIndex;
 use netpol_engine::{PodInfo, PodSelector, PolicyEntry};
 
 use super::cluster::Cluster;
-use super::objects::SourcedObject;
+use super::prepared::Origin;
 
 /// What an input held.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ impl Inventory {
     pub(super) fn warnings(
         &self,
         cluster: &Cluster,
-        policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+        policies: &[(Origin, ObjectRef, Vec<PolicyEntry>)],
         input: &str,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
@@ -117,7 +117,7 @@ fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
 /// 40,000 pods that was a fifth of loading.
 fn selecting_policies(
     cluster: &Cluster,
-    policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+    policies: &[(Origin, ObjectRef, Vec<PolicyEntry>)],
 ) -> Vec<bool> {
     let subjects: Vec<(usize, &PodSelector)> = policies
         .iter()
