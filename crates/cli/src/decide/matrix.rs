@@ -10,6 +10,7 @@ use std::net::IpAddr;
 use std::rc::Rc;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
+use netpol_engine::resolve::SubjectIndex;
 use netpol_engine::{
     CidrSelector, IdentityId, LabelSelector, Peer, PodSelector, Protocol, Requirement,
 };
@@ -173,6 +174,8 @@ fn selectors(cluster: &Cluster) -> (Vec<&PodSelector>, BTreeSet<&str>, BTreeSet<
 /// Each pod's key in `cluster`, for the pods it has.
 fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
     let (selectors, pod_keys, namespace_keys) = selectors(cluster);
+    // Each pod is matched against the selectors that may select it, not all of them.
+    let index = SubjectIndex::of_subjects(selectors.iter().copied());
     let cidrs: Vec<&CidrSelector> = cluster
         .entries()
         .iter()
@@ -208,8 +211,11 @@ fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
                 project(&info.namespace_labels, &namespace_keys),
             );
             let selected = Rc::clone(selected.entry(projection).or_insert_with(|| {
-                (0..selectors.len() as u32)
-                    .filter(|&s| selectors[s as usize].matches(info))
+                index
+                    .candidates(info)
+                    .into_iter()
+                    .filter(|&s| selectors[s].matches(info))
+                    .map(|s| s as u32)
                     .collect()
             }));
             let addresses = identities
@@ -642,13 +648,20 @@ pub fn compute_some(
         ),
     };
     let others = &parties[pods..];
+    // Each node party by name, the first of a name as `position` would find it.
+    let mut node_at: HashMap<&str, u32> = HashMap::new();
+    for (o, other) in others.iter().enumerate().rev() {
+        if let Party::Node { name, .. } = other {
+            node_at.insert(name, o as u32);
+        }
+    }
     let own_node: Vec<Option<u32>> = parties[..pods]
         .iter()
-        .map(|pod| {
-            others
-                .iter()
-                .position(|other| own_node(cluster, pod, other))
-                .map(|o| o as u32)
+        .map(|pod| match pod {
+            Party::Pod(pod) => cluster
+                .pod_node(pod)
+                .and_then(|node| node_at.get(node).copied()),
+            _ => None,
         })
         .collect();
     let other_ids: Vec<Option<IdentityId>> = others

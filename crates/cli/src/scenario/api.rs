@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::ops::Range;
 
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod};
-use netpol_engine::{PolicyEntry, SharedLabels};
+use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
+use netpol_engine::SharedLabels;
 
 use super::cluster::{Cluster, PodFacts};
 use super::error::{LoadError, LoadErrors};
@@ -72,7 +73,7 @@ pub struct Built {
 /// A validated object, where it was written, and (a pod) the workload it belongs to.
 struct Placed {
     origin: Origin,
-    object: Object,
+    object: Box<ReadObject>,
     owner: Option<Owner>,
 }
 
@@ -98,14 +99,15 @@ pub fn build_cluster(
     let mut reading = Reading::default();
     let topology = read(topology, rules, &mut reading);
     let own = read(own, rules, &mut reading);
-    let objects = overlay(topology, own, |p| p.object.object_ref());
+    let objects = overlay(topology, own, |p| p.object.object.object_ref());
 
     let namespaces: BTreeMap<String, SharedLabels> = objects
         .iter()
-        .filter_map(|p| match &p.object {
-            Object::Namespace(ns) => {
-                Some((p.object.object_ref().name, namespace_labels(ns).into()))
-            }
+        .filter_map(|p| match &p.object.object {
+            Object::Namespace(ns) => Some((
+                p.object.object.object_ref().name,
+                namespace_labels(ns).into(),
+            )),
             _ => None,
         })
         .collect();
@@ -118,11 +120,14 @@ pub fn build_cluster(
 
     let mut cluster = Cluster::new();
     cluster.set_input_name(rules.input_name);
-    let mut policies: Vec<(Origin, ObjectRef, Vec<PolicyEntry>)> = Vec::new();
+    let mut policies: Vec<(Origin, ObjectRef, Range<usize>)> = Vec::new();
+    // The labels of running pods, to tell which workloads already run: kept only where there
+    // are workloads (at 150,000 pods a copy of every pod's labels is 80 MB).
     let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
+    let workloads = !reading.templates.is_empty();
     for placed in objects {
-        let object_ref = placed.object.object_ref();
-        match &placed.object {
+        let object_ref = placed.object.object.object_ref();
+        match &placed.object.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
                 let identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
@@ -131,10 +136,12 @@ pub fn build_cluster(
                     derived: false,
                     unaddressed: identities.is_empty().then(|| unaddressed(pod)),
                 };
-                running.push((
-                    pod_ref.namespace.clone(),
-                    pod.metadata.labels.clone().unwrap_or_default(),
-                ));
+                if workloads {
+                    running.push((
+                        pod_ref.namespace.clone(),
+                        pod.metadata.labels.clone().unwrap_or_default(),
+                    ));
+                }
                 cluster.set_facts(pod_ref.clone(), facts);
                 cluster.add_pod(pod_ref, identities);
             }
@@ -171,10 +178,12 @@ pub fn build_cluster(
                         .into_iter()
                         .map(|w| object_error(source, w).to_string()),
                 );
-                if !failed {
-                    policies.push((placed.origin, object_ref, translation.entries.clone()));
-                }
+                let start = cluster.entries().len();
                 cluster.add_entries(translation.entries);
+                if !failed {
+                    let entries = start..cluster.entries().len();
+                    policies.push((placed.origin, object_ref, entries));
+                }
             }
         }
     }
@@ -217,7 +226,7 @@ fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<P
             Content::Workload { refused, .. } | Content::Other { refused, .. }
                 if rules.strict_kinds =>
             {
-                (Err(refused), None)
+                (Err(Box::new(refused)), None)
             }
             Content::Workload { refused, .. } => {
                 let kind = refused.object.kind;
@@ -231,9 +240,8 @@ fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<P
             Content::Object { read, owner } => (read, owner),
         };
         match read {
-            Ok(read) => {
-                let unknown = read
-                    .unknown_fields
+            Ok(mut read) => {
+                let unknown = std::mem::take(&mut read.unknown_fields)
                     .into_iter()
                     .map(|d| object_error(&origin, d));
                 if rules.lenient_fields {
@@ -249,11 +257,11 @@ fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<P
                 }
                 placed.push(Placed {
                     origin,
-                    object: read.object,
+                    object: read,
                     owner,
                 });
             }
-            Err(e) => reading.errors.push(object_error(&origin, e)),
+            Err(e) => reading.errors.push(object_error(&origin, *e)),
         }
     }
     placed

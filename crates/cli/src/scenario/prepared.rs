@@ -47,8 +47,10 @@ pub struct ReadOne {
 pub enum Content {
     /// A kind netpol reads, or something that is no object of any kind: as [`Object::read`]
     /// read it, with the workload a pod belongs to (from its owner reference).
+    /// Boxed: an object is as large as the largest kind (about 640 bytes), and 150,000 pods
+    /// are held until the cluster is built.
     Object {
-        read: Result<ReadObject, ValidationError>,
+        read: Result<Box<ReadObject>, Box<ValidationError>>,
         owner: Option<Owner>,
     },
     /// A workload: the pod its template describes (or why there is none), and why it is
@@ -97,7 +99,7 @@ pub fn content_of(value: Value) -> (String, Content) {
     } else {
         let owner = (kind == "Pod").then(|| owner_of(&value)).flatten();
         Content::Object {
-            read: Object::read(value),
+            read: Object::read(value).map(Box::new).map_err(Box::new),
             owner,
         }
     };

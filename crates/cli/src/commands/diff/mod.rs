@@ -262,9 +262,13 @@ pub fn compare(
     // may differ between the sides), then the regions outside.
     let pods: Vec<Party> = common.iter().map(|p| Party::Pod((*p).clone())).collect();
     let mut parties = [pods.clone(), pods];
-    let after_nodes = node_parties(after.cluster());
+    let after_nodes: HashMap<String, Party> = node_parties(after.cluster())
+        .into_iter()
+        .rev()
+        .map(|a| (a.to_string(), a))
+        .collect();
     for b in node_parties(before.cluster()) {
-        if let Some(a) = after_nodes.iter().find(|a| a.to_string() == b.to_string()) {
+        if let Some(a) = after_nodes.get(&b.to_string()) {
             parties[0].push(b);
             parties[1].push(a.clone());
         }
