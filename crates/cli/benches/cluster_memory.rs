@@ -174,8 +174,16 @@ struct Measured {
 // wait4 reaps the child, which clippy cannot see.
 #[allow(clippy::zombie_processes)]
 fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
+    // The peak RSS is taken by /usr/bin/time, whose own small process is what netpol's is
+    // started from: a process started from this one (which holds the served cluster, hundreds
+    // of megabytes) inherits this one's peak as its own `ru_maxrss`, since Linux carries the
+    // high-water mark across exec.
+    let peak_file = std::env::temp_dir().join(format!("netpol-peak-{}", std::process::id()));
     let started = Instant::now();
-    let mut child = Command::new(netpol)
+    let mut child = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&peak_file)
+        .arg(netpol)
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .stdout(Stdio::piped())
@@ -201,7 +209,10 @@ fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
         output_bytes,
         wall,
         cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        peak_rss: usage.ru_maxrss as u64 * 1024,
+        peak_rss: std::fs::read_to_string(&peak_file)
+            .ok()
+            .and_then(|t| t.lines().last()?.trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024),
     }
 }
 
