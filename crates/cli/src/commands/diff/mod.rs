@@ -318,8 +318,7 @@ pub fn compare(
     let mut changes = Vec::new();
     // Per probe and side, the decisions changes name, each converted once.
     let mut decisions: Vec<[Vec<DecisionJson>; 2]> = Vec::new();
-    for p in 0..probes.len() {
-        let (was, now) = (&matrices[0][p], &matrices[1][p]);
+    for (p, (was, now)) in matrices[0].iter().zip(&matrices[1]).enumerate() {
         let mut converted: [(HashMap<u32, u32>, Vec<DecisionJson>); 2] = Default::default();
         let mut position = |side: usize, code: u32, matrix: &Matrix| {
             let (index, list) = &mut converted[side];
