@@ -39,7 +39,16 @@ fn main() {
     assert!(synth.status.success());
     let started = Instant::now();
     let matrix = Command::new(netpol)
-        .args(["matrix", "--protocol", "TCP", "--port", "80", "-o", "html", "-f"])
+        .args([
+            "matrix",
+            "--protocol",
+            "TCP",
+            "--port",
+            "80",
+            "-o",
+            "html",
+            "-f",
+        ])
         .arg(&cluster)
         .output()
         .expect("netpol matrix runs");
@@ -96,7 +105,11 @@ fn load(page: &Path, profile: &Path) -> (Duration, String) {
         .output()
         .unwrap_or_else(|e| panic!("{BROWSER} does not run ({e}): apt-get install chromium"));
     let elapsed = started.elapsed();
-    assert!(run.status.success(), "{BROWSER} failed on {}", page.display());
+    assert!(
+        run.status.success(),
+        "{BROWSER} failed on {}",
+        page.display()
+    );
     (elapsed, String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
@@ -109,9 +122,7 @@ fn check_drawn(dom: &str) -> (usize, usize) {
         + "<pre id=\"netpol-errors\">".len();
     let errors = &dom[errors_at..errors_at + dom[errors_at..].find("</pre>").unwrap()];
     assert_eq!(errors, "", "the page's script raised errors");
-    let status_at = dom
-        .find("id=\"netpol-status\"")
-        .expect("the status marker");
+    let status_at = dom.find("id=\"netpol-status\"").expect("the status marker");
     let status = &dom[dom[..status_at].rfind('<').unwrap()..];
     let status = &status[..status.find('>').unwrap()];
     let attribute = |name: &str| -> usize {

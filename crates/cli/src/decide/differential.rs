@@ -10,8 +10,8 @@ use super::matrix::{compute_between, decide_between, node_parties, outside_parti
 use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
 use super::what_if::WhatIf;
 use super::{is_mapstate, oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
-use netpol_engine::flow::DirectionOracle;
 use crate::probes::ProbeArgs;
+use netpol_engine::flow::DirectionOracle;
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
     PodInfo, PodSelector, PolicyEntry, PortRule, Priority, Protocol, Provenance, Tier, Verdict,

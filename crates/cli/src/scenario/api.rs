@@ -11,7 +11,7 @@ use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
 use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
-use netpol_engine::SharedLabels;
+use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
 use super::error::{LoadError, LoadErrors};
@@ -125,12 +125,15 @@ pub fn build_cluster(
     // are workloads (at 150,000 pods a copy of every pod's labels is 80 MB).
     let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
     let workloads = !reading.templates.is_empty();
+    // One copy of each distinct pod label set (the replicas of a workload share theirs).
+    let mut labels = LabelInterner::default();
     for placed in objects {
         let object_ref = placed.object.object.object_ref();
         match &placed.object.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
-                let identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                let mut identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                share_labels(&mut identities, &mut labels);
                 let facts = PodFacts {
                     owner: placed.owner,
                     derived: false,
@@ -335,6 +338,15 @@ fn add_template_pods(
         );
         cluster.add_pod(pod_ref, identities);
         reading.inventory.derived_pods += 1;
+    }
+}
+
+/// Makes the pod identities' label sets the interner's shared copies.
+fn share_labels(identities: &mut [Identity], interner: &mut LabelInterner) {
+    for identity in identities {
+        if let IdentityKind::Pod(info) = &mut identity.kind {
+            info.labels = interner.intern(info.labels.clone());
+        }
     }
 }
 
