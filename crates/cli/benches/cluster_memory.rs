@@ -200,6 +200,8 @@ fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
     let wall = started.elapsed();
     let output_bytes = counter.join().unwrap().unwrap_or(0);
     let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    let peak = std::fs::read_to_string(&peak_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&peak_file);
     Measured {
         exit: if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
@@ -209,9 +211,10 @@ fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
         output_bytes,
         wall,
         cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        peak_rss: std::fs::read_to_string(&peak_file)
-            .ok()
-            .and_then(|t| t.lines().last()?.trim().parse::<u64>().ok())
+        peak_rss: peak
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse::<u64>().ok())
             .map_or(0, |kb| kb * 1024),
     }
 }
