@@ -7,13 +7,14 @@
 # (admin.yaml) are removed so that both tools read NetworkPolicy only, and each tool computes
 # the cluster's connectivity once, timed with /usr/bin/time (wall seconds, peak RSS):
 #   netpol matrix -f DIR -o json   (every port the policies mention, as NCA covers every port)
-#   nca --connectivity -r DIR
+#   nca --connectivity -r DIR --output_format txt_no_fw_rules --output_endpoints pods
+# Then their verdicts are compared flow by flow (tools/nca-compare.py): between every two pods
+# NCA names, on every port netpol probes plus TCP/80, a port no policy names (an untimed second
+# netpol run). The last column counts the flows compared and those that disagree; the
+# disagreements are in $WORK/compare-PODS.txt.
 # NCA is installed from PyPI into a virtual environment under $WORK (default
 # /tmp/netpol-bench-nca); where it cannot be installed, its column says so and netpol still runs.
 # The release binary is taken from $NETPOL (default: target/release/netpol, built if missing).
-#
-# Not yet done: comparing the two tools' verdicts flow by flow (this script compares time and
-# memory only).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -50,8 +51,8 @@ measure() {
     fi
 }
 
-echo "| pods | netpol matrix -o json (every port) | NCA --connectivity | time ratio (NCA/netpol) |"
-echo "|---|---|---|---|"
+echo "| pods | netpol matrix -o json (every port) | NCA --connectivity | time ratio (NCA/netpol) | memory ratio | verdicts |"
+echo "|---|---|---|---|---|---|"
 for pods in "${sizes[@]}"; do
     dir="$work/np-$pods"
     rm -rf "$dir"
@@ -60,12 +61,23 @@ for pods in "${sizes[@]}"; do
     ours=$(measure "$work/netpol-$pods" "$netpol" matrix -f "$dir" -o json)
     theirs="not installed"
     ratio="-"
+    memory="-"
+    verdicts="-"
     if [ -n "$nca" ]; then
-        theirs=$(measure "$work/nca-$pods" "$nca" --connectivity -r "$dir")
+        theirs=$(measure "$work/nca-$pods" "$nca" --connectivity -r "$dir" \
+            --output_format txt_no_fw_rules --output_endpoints pods -f "$work/nca-$pods.txt")
         if [[ $ours != failed* && $theirs != failed* ]]; then
             ratio=$(awk '{print $1}' "$work/nca-$pods.time" "$work/netpol-$pods.time" |
                 paste -sd' ' | awk '{ if ($2 > 0) printf "%.1fx", $1 / $2; else print "-" }')
+            memory=$(awk '{print $2}' "$work/nca-$pods.time" "$work/netpol-$pods.time" |
+                paste -sd' ' | awk '{ if ($2 > 0) printf "%.1fx", $1 / $2; else print "-" }')
+            "$netpol" matrix -f "$dir" --protocol TCP --port 80 -o json \
+                >"$work/netpol80-$pods.out" 2>/dev/null
+            python3 "$root/tools/nca-compare.py" "$work/nca-$pods.txt" \
+                "$work/netpol-$pods.out" "$work/netpol80-$pods.out" >"$work/compare-$pods.txt" || true
+            verdicts=$(head -1 "$work/compare-$pods.txt" |
+                sed -E 's/^([0-9]+) flows compared between ([0-9]+) pods.*, ([0-9]+) disagree$/\1 flows (\2 pods), \3 disagree/')
         fi
     fi
-    echo "| $pods | $ours | $theirs | $ratio |"
+    echo "| $pods | $ours | $theirs | $ratio | $memory | $verdicts |"
 done

@@ -174,8 +174,16 @@ struct Measured {
 // wait4 reaps the child, which clippy cannot see.
 #[allow(clippy::zombie_processes)]
 fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
+    // The peak RSS is taken by /usr/bin/time, whose own small process is what netpol's is
+    // started from: a process started from this one (which holds the served cluster, hundreds
+    // of megabytes) inherits this one's peak as its own `ru_maxrss`, since Linux carries the
+    // high-water mark across exec.
+    let peak_file = std::env::temp_dir().join(format!("netpol-peak-{}", std::process::id()));
     let started = Instant::now();
-    let mut child = Command::new(netpol)
+    let mut child = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "-o"])
+        .arg(&peak_file)
+        .arg(netpol)
         .args(args)
         .env("KUBECONFIG", kubeconfig)
         .stdout(Stdio::piped())
@@ -192,6 +200,8 @@ fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
     let wall = started.elapsed();
     let output_bytes = counter.join().unwrap().unwrap_or(0);
     let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    let peak = std::fs::read_to_string(&peak_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&peak_file);
     Measured {
         exit: if libc::WIFEXITED(status) {
             libc::WEXITSTATUS(status)
@@ -201,7 +211,11 @@ fn run_measured(netpol: &str, args: &[&str], kubeconfig: &str) -> Measured {
         output_bytes,
         wall,
         cpu_seconds: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-        peak_rss: usage.ru_maxrss as u64 * 1024,
+        peak_rss: peak
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024),
     }
 }
 

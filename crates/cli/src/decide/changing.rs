@@ -15,7 +15,7 @@
 use netpol_engine::{Identity, PodInfo, PolicyEntry};
 
 use super::directions::Signatures;
-use super::matrix::{Classes, Party, Wanted};
+use super::matrix::{Classes, Lines, Party, Wanted};
 use crate::scenario::{Cluster, Endpoint, PodRef};
 
 /// Per class: whether its row (as the source) or its column (as the destination) may change;
@@ -90,6 +90,21 @@ impl Changing {
         changing
     }
 
+    /// Whether flows from a pod of class `class` to any other pod may change.
+    pub fn row(&self, class: usize) -> bool {
+        self.rows[class]
+    }
+
+    /// Whether flows from any pod to a pod of class `class` may change.
+    pub fn column(&self, class: usize) -> bool {
+        self.columns[class]
+    }
+
+    /// Whether flows between the other party `other` and any pod may change.
+    pub fn other(&self, other: usize) -> bool {
+        self.others[other]
+    }
+
     /// Whether a flow from a pod of class `from` to a pod of class `to` may change.
     pub fn may_change(&self, from: usize, to: usize) -> bool {
         self.rows[from] || self.columns[to]
@@ -111,6 +126,14 @@ impl Wanted for Changing {
 
     fn with_other(&self, class: usize, other: usize) -> bool {
         self.rows[class] || self.columns[class] || self.others[other]
+    }
+
+    fn lines(&self) -> Option<Lines<'_>> {
+        Some(Lines {
+            rows: &self.rows,
+            columns: &self.columns,
+            others: &self.others,
+        })
     }
 }
 

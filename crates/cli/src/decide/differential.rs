@@ -8,8 +8,10 @@ use std::rc::Rc;
 use super::changing::Changing;
 use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
 use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
-use super::{oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
+use super::what_if::WhatIf;
+use super::{is_mapstate, oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
+use netpol_engine::flow::DirectionOracle;
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
     PodInfo, PodSelector, PolicyEntry, PortRule, Priority, Protocol, Provenance, Tier, Verdict,
@@ -65,28 +67,37 @@ fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
         // alone by one that resolves every pod.
         let deciding = deciding_pods(cluster, &parties, &classes);
         let by_class = oracle_at(args, cluster, Some(&deciding)).expect("built once already");
+        // The MapState engine also through what-if maps, resolving no endpoint (as `diff`
+        // decides).
+        let mut deciders: Vec<(&str, Box<dyn DirectionOracle>)> = vec![("endpoints", by_class)];
+        if is_mapstate(args) {
+            deciders.push(("what-if maps", Box::new(WhatIf::new(cluster))));
+        }
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
         let probes = ProbeArgs::default().ports(&[cluster]);
         for (protocol, port) in probes {
-            let matrix = compute_between(
-                cluster,
-                by_class.as_ref(),
-                &parties,
-                &classes,
-                protocol,
-                port,
-            );
-            for (i, from) in parties.iter().enumerate() {
-                for (j, to) in parties.iter().enumerate() {
-                    let alone = decide_between(cluster, oracle.as_ref(), from, to, protocol, port);
-                    assert_eq!(
-                        matrix.cell(i, j),
-                        alone.as_ref(),
-                        "{name}: {from} -> {to} {protocol}/{port} with {args:?}: the class \
-                         matrix and the pair decided alone differ"
-                    );
-                    cells += 1;
+            for (how, decider) in &deciders {
+                let matrix = compute_between(
+                    cluster,
+                    decider.as_ref(),
+                    &parties,
+                    &classes,
+                    protocol,
+                    port,
+                );
+                for (i, from) in parties.iter().enumerate() {
+                    for (j, to) in parties.iter().enumerate() {
+                        let alone =
+                            decide_between(cluster, oracle.as_ref(), from, to, protocol, port);
+                        assert_eq!(
+                            matrix.cell(i, j),
+                            alone.as_ref(),
+                            "{name}: {from} -> {to} {protocol}/{port} with {args:?} ({how}): \
+                             the class matrix and the pair decided alone differ"
+                        );
+                        cells += 1;
+                    }
                 }
             }
         }

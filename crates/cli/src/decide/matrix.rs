@@ -10,11 +10,13 @@ use std::net::IpAddr;
 use std::rc::Rc;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
+use netpol_engine::resolve::SubjectIndex;
 use netpol_engine::{
     CidrSelector, IdentityId, LabelSelector, Peer, PodSelector, Protocol, Requirement,
 };
 
 use super::directions::{pod_pair, with_address, Interner, Signatures, Views};
+use super::grid::Grid;
 use super::outside::{regions, Region};
 use crate::scenario::{Cluster, Endpoint, PodRef};
 
@@ -172,6 +174,8 @@ fn selectors(cluster: &Cluster) -> (Vec<&PodSelector>, BTreeSet<&str>, BTreeSet<
 /// Each pod's key in `cluster`, for the pods it has.
 fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
     let (selectors, pod_keys, namespace_keys) = selectors(cluster);
+    // Each pod is matched against the selectors that may select it, not all of them.
+    let index = SubjectIndex::of_subjects(selectors.iter().copied());
     let cidrs: Vec<&CidrSelector> = cluster
         .entries()
         .iter()
@@ -207,8 +211,11 @@ fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
                 project(&info.namespace_labels, &namespace_keys),
             );
             let selected = Rc::clone(selected.entry(projection).or_insert_with(|| {
-                (0..selectors.len() as u32)
-                    .filter(|&s| selectors[s as usize].matches(info))
+                index
+                    .candidates(info)
+                    .into_iter()
+                    .filter(|&s| selectors[s].matches(info))
+                    .map(|s| s as u32)
                     .collect()
             }));
             let addresses = identities
@@ -299,11 +306,11 @@ pub struct Matrix {
     /// Each distinct decision once; cells name them by position.
     pub decisions: Vec<FlowDecision>,
     /// `[from class][to class]`: between two distinct pods of the classes.
-    between_classes: Vec<u32>,
+    between_classes: Grid,
     /// `[from class][other]` and `[other][to class]`: between a pod of the class that is not on
     /// the other party (a node) and that party.
-    to_others: Vec<u32>,
-    from_others: Vec<u32>,
+    to_others: Grid,
+    from_others: Grid,
     /// Each pod's own node, by position among the other parties.
     own_node: Vec<Option<u32>>,
 }
@@ -335,14 +342,16 @@ impl Matrix {
             (true, true) => {
                 let k = self.classes.len();
                 let (a, b) = (self.classes.of[from] as usize, self.classes.of[to] as usize);
-                self.between_classes[a * k + b]
+                debug_assert!(a < k && b < k);
+                self.between_classes.get(a, b)
             }
             (true, false) if self.own_node[from] == Some((to - n) as u32) => UNDEFINED,
             (false, true) if self.own_node[to] == Some((from - n) as u32) => UNDEFINED,
-            (true, false) => self.to_others[self.classes.of[from] as usize * others + (to - n)],
-            (false, true) => {
-                self.from_others[(from - n) * self.classes.len() + self.classes.of[to] as usize]
+            (true, false) => {
+                debug_assert!(to - n < others);
+                self.to_others.get(self.classes.of[from] as usize, to - n)
             }
+            (false, true) => self.from_others.get(from - n, self.classes.of[to] as usize),
             (false, false) => UNDEFINED,
         }
     }
@@ -354,7 +363,7 @@ impl Matrix {
 
     /// The decision code of the flow from a pod of class `from` to another pod of class `to`.
     pub fn class_code(&self, from: usize, to: usize) -> u32 {
-        self.between_classes[from * self.classes.len() + to]
+        self.between_classes.get(from, to)
     }
 
     /// How many flows the matrix defines between pods, and how many of them are allowed.
@@ -517,6 +526,20 @@ pub trait Wanted {
     /// Between a pod of class `class` and the other party `other` (by position among the
     /// parties after the pods), either way.
     fn with_other(&self, class: usize, other: usize) -> bool;
+    /// Where the wanted flows are whole lines: per class whether its row (as the source) is
+    /// wanted, and whether its column; per other party whether its flows with every class are.
+    /// [`Wanted::classes`] is then `rows[from] || columns[to]` and [`Wanted::with_other`]
+    /// `rows[class] || columns[class] || others[other]`, and the matrix holds only those lines.
+    fn lines(&self) -> Option<Lines<'_>> {
+        None
+    }
+}
+
+/// Wanted flows as whole rows and columns (see [`Wanted::lines`]).
+pub struct Lines<'a> {
+    pub rows: &'a [bool],
+    pub columns: &'a [bool],
+    pub others: &'a [bool],
 }
 
 /// Every flow.
@@ -570,53 +593,75 @@ pub fn compute_some(
         .collect();
     let signatures = Signatures::new(cluster, &infos);
     let mut views = Views::new(cluster, &signatures);
-    let mut between_classes = Vec::with_capacity(k * k);
-    for from in 0..k {
-        for to in 0..k {
-            // Two distinct pods: the representatives, or within a class its first two.
-            let target = if from == to {
-                seconds[from].as_deref()
-            } else {
-                Some(&firsts[to][..])
-            };
-            let code = match target.and_then(|t| pod_pair(&firsts[from], t)) {
-                _ if !wanted.classes(from, to) => UNDEFINED,
-                None => UNDEFINED,
-                Some((src, dst)) => {
-                    let egress = interner.half(
-                        oracle,
-                        &mut views,
-                        true,
-                        signatures.egress[from],
-                        src,
-                        dst,
-                        protocol,
-                        port,
-                    );
-                    let ingress = interner.half(
-                        oracle,
-                        &mut views,
-                        false,
-                        signatures.ingress[to],
-                        dst,
-                        src,
-                        protocol,
-                        port,
-                    );
-                    interner.pair(egress, ingress)
+    let class_cell = |interner: &mut Interner, views: &mut Views, from: usize, to: usize| {
+        // Two distinct pods: the representatives, or within a class its first two.
+        let target = if from == to {
+            seconds[from].as_deref()
+        } else {
+            Some(&firsts[to][..])
+        };
+        match target.and_then(|t| pod_pair(&firsts[from], t)) {
+            _ if !wanted.classes(from, to) => UNDEFINED,
+            None => UNDEFINED,
+            Some((src, dst)) => {
+                let egress = interner.half(
+                    oracle,
+                    views,
+                    true,
+                    signatures.egress[from],
+                    src,
+                    dst,
+                    protocol,
+                    port,
+                );
+                let ingress = interner.half(
+                    oracle,
+                    views,
+                    false,
+                    signatures.ingress[to],
+                    dst,
+                    src,
+                    protocol,
+                    port,
+                );
+                interner.pair(egress, ingress)
+            }
+        }
+    };
+    let lines = wanted.lines();
+    let between_classes = match &lines {
+        None => {
+            let mut cells = Vec::with_capacity(k * k);
+            for from in 0..k {
+                for to in 0..k {
+                    cells.push(class_cell(&mut interner, &mut views, from, to));
                 }
-            };
-            between_classes.push(code);
+            }
+            Grid::dense(k, cells)
+        }
+        Some(lines) => Grid::lines(
+            k,
+            k,
+            &|from| lines.rows[from],
+            &|to| lines.columns[to],
+            &mut |from, to| class_cell(&mut interner, &mut views, from, to),
+        ),
+    };
+    let others = &parties[pods..];
+    // Each node party by name, the first of a name as `position` would find it.
+    let mut node_at: HashMap<&str, u32> = HashMap::new();
+    for (o, other) in others.iter().enumerate().rev() {
+        if let Party::Node { name, .. } = other {
+            node_at.insert(name, o as u32);
         }
     }
-    let others = &parties[pods..];
     let own_node: Vec<Option<u32>> = parties[..pods]
         .iter()
-        .map(|pod| {
-            others
-                .iter()
-                .position(|other| own_node(cluster, pod, other))
-                .map(|o| o as u32)
+        .map(|pod| match pod {
+            Party::Pod(pod) => cluster
+                .pod_node(pod)
+                .and_then(|node| node_at.get(node).copied()),
+            _ => None,
         })
         .collect();
     let other_ids: Vec<Option<IdentityId>> = others
@@ -627,64 +672,82 @@ pub fn compute_some(
         })
         .collect();
     // A class and another party: decided by a member that is not on that party (a node), as
-    // its pods decide alike towards everything but their own node.
-    let mut to_others = Vec::with_capacity(k * others.len());
-    let mut from_others = vec![UNDEFINED; k * others.len()];
-    for (c, members) in classes.members.iter().enumerate() {
-        for (o, other) in others.iter().enumerate() {
-            if !wanted.with_other(c, o) {
-                to_others.push(UNDEFINED);
-                continue;
-            }
-            let Some(&pod) = members.iter().find(|&&m| own_node[m] != Some(o as u32)) else {
-                to_others.push(UNDEFINED);
-                continue;
-            };
-            let family = other_ids[o].map(|_| other.endpoint());
-            let pod_id = match family {
-                Some(Endpoint::Address(address)) => {
-                    let own = if pod == members[0] {
-                        firsts[c].clone()
-                    } else {
-                        identities(pod)
-                    };
-                    own.iter()
-                        .find(|(v4, _)| *v4 == address.is_ipv4())
-                        .map(|&(_, id)| id)
-                }
-                _ => None,
-            };
-            let (Some(pod_id), Some(other_id)) = (pod_id, other_ids[o]) else {
-                to_others.push(UNDEFINED);
-                continue;
-            };
-            let sigs = (signatures.egress[c], signatures.ingress[c]);
-            to_others.push(with_address(
-                &mut interner,
-                &mut views,
-                cluster,
-                oracle,
-                sigs,
-                pod_id,
-                other_id,
-                true,
-                protocol,
-                port,
-            ));
-            from_others[o * k + c] = with_address(
-                &mut interner,
-                &mut views,
-                cluster,
-                oracle,
-                sigs,
-                pod_id,
-                other_id,
-                false,
-                protocol,
-                port,
-            );
+    // its pods decide alike towards everything but their own node. Both ways at once.
+    let other_cells = |interner: &mut Interner, views: &mut Views, c: usize, o: usize| {
+        let members = &classes.members[c];
+        if !wanted.with_other(c, o) {
+            return (UNDEFINED, UNDEFINED);
         }
-    }
+        let Some(&pod) = members.iter().find(|&&m| own_node[m] != Some(o as u32)) else {
+            return (UNDEFINED, UNDEFINED);
+        };
+        let other = &others[o];
+        let family = other_ids[o].map(|_| other.endpoint());
+        let pod_id = match family {
+            Some(Endpoint::Address(address)) => {
+                let own = if pod == members[0] {
+                    firsts[c].clone()
+                } else {
+                    identities(pod)
+                };
+                own.iter()
+                    .find(|(v4, _)| *v4 == address.is_ipv4())
+                    .map(|&(_, id)| id)
+            }
+            _ => None,
+        };
+        let (Some(pod_id), Some(other_id)) = (pod_id, other_ids[o]) else {
+            return (UNDEFINED, UNDEFINED);
+        };
+        let sigs = (signatures.egress[c], signatures.ingress[c]);
+        let mut way = |outwards: bool| {
+            with_address(
+                interner, views, cluster, oracle, sigs, pod_id, other_id, outwards, protocol, port,
+            )
+        };
+        let to = way(true);
+        (to, way(false))
+    };
+    let (to_others, from_others) = match &lines {
+        None => {
+            let mut to_others = Vec::with_capacity(k * others.len());
+            let mut from_others = vec![UNDEFINED; k * others.len()];
+            for c in 0..k {
+                for o in 0..others.len() {
+                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    to_others.push(to);
+                    from_others[o * k + c] = from;
+                }
+            }
+            (
+                Grid::dense(others.len(), to_others),
+                Grid::dense(k, from_others),
+            )
+        }
+        Some(lines) => {
+            let class_lines = |c: usize| lines.rows[c] || lines.columns[c];
+            let mut from_codes: HashMap<(usize, usize), u32> = HashMap::new();
+            let to_others = Grid::lines(
+                k,
+                others.len(),
+                &class_lines,
+                &|o| lines.others[o],
+                &mut |c, o| {
+                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    from_codes.insert((o, c), from);
+                    to
+                },
+            );
+            let from_others = Grid::lines(
+                others.len(),
+                k,
+                &|o| lines.others[o],
+                &class_lines,
+                &mut |o, c| from_codes.remove(&(o, c)).unwrap_or(UNDEFINED),
+            );
+            (to_others, from_others)
+        }
+    };
     Matrix {
         protocol,
         port,

@@ -8,10 +8,12 @@ pub mod changing;
 #[cfg(test)]
 mod differential;
 pub mod directions;
+mod grid;
 pub mod groups;
 pub mod matrix;
 pub mod outside;
 pub mod packets;
+pub mod what_if;
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -151,6 +153,11 @@ pub fn decider<'a>(
             Ok(None)
         }
     }
+}
+
+/// Whether `args` name the MapState engine itself, which [`what_if::WhatIf`] decides as well.
+pub fn is_mapstate(args: EngineArgs) -> bool {
+    args.engine == EngineKind::Mapstate && args.datapath.is_none()
 }
 
 /// The MapState engine loaded with a whole scenario, every pod a local endpoint.

@@ -15,7 +15,7 @@ use netpol_agent::sources::kube_api::{CallError, KindApi};
 use serde_json::{json, Value};
 
 pub use crate::cluster_args::{ClusterArgs, Live};
-use crate::scenario::{LoadError, LoadErrors, ReadFlags, Scenario, SourcedObject};
+use crate::scenario::{LoadError, LoadErrors, ReadFlags, ReadOne, Scenario, SourcedObject};
 
 /// Every object the live cluster holds, as read once.
 #[derive(Debug)]
@@ -110,14 +110,19 @@ pub fn build(
     flags: ReadFlags,
 ) -> Result<Scenario, LoadErrors> {
     let label = Path::new(&snapshot.label);
-    let mut base: Vec<SourcedObject> = snapshot.objects.clone();
+    let mut deleted = vec![false; snapshot.objects.len()];
     let mut errors = Vec::new();
     for delete in deletes {
         match parse_delete(delete) {
             Ok(target) => {
-                let before = base.len();
-                base.retain(|o| !target.matches(&o.value));
-                if base.len() == before {
+                let mut found = false;
+                for (object, deleted) in snapshot.objects.iter().zip(&mut deleted) {
+                    if !*deleted && target.matches(&object.value) {
+                        *deleted = true;
+                        found = true;
+                    }
+                }
+                if !found {
                     errors.push(LoadError::syntax(
                         label,
                         format!("--delete {delete}: no such object in the cluster"),
@@ -144,7 +149,15 @@ pub fn build(
     for delete in deletes {
         name.push_str(&format!(" - {delete}"));
     }
-    Scenario::from_objects(&name, &base, &applied, flags)
+    // Each live object is copied and read on its own, its copy dropped at once.
+    let base = snapshot
+        .objects
+        .iter()
+        .zip(deleted)
+        .filter(|(_, deleted)| !deleted)
+        .map(|(object, _)| ReadOne::of(object.clone()))
+        .collect();
+    Scenario::from_objects(&name, base, applied, flags)
 }
 
 /// An object named by `--delete`.

@@ -169,8 +169,13 @@ impl FlowJson {
 
 /// Writes `value` as pretty JSON and a newline.
 pub fn write_json(out: &mut dyn std::io::Write, value: &impl Serialize) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value)?;
-    writeln!(out)
+    use std::io::Write;
+    // Buffered here: stdout is line-buffered, and pretty JSON is a line per field (a diff's
+    // hundreds of megabytes were millions of write calls).
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    writeln!(out)?;
+    out.flush()
 }
 
 #[cfg(test)]

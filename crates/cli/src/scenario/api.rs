@@ -5,21 +5,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::ops::Range;
 
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{is_supported_kind, translate, Diagnostic, Object, ObjectRef, Pod};
-use netpol_engine::{PolicyEntry, SharedLabels};
+use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
+use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
 use super::error::{LoadError, LoadErrors};
 use super::expect::PodRef;
 use super::inventory::Inventory;
-use super::objects::{overlay, SourcedObject};
-use super::workloads::{
-    is_workload_kind, owner_of, runs, template_pod, TemplatePod, ASSIGNED_POD_CIDR,
-};
+use super::objects::overlay;
+use super::prepared::{Content, Origin, ReadOne};
+use super::workloads::{runs, Owner, TemplatePod, ASSIGNED_POD_CIDR};
 
 /// How the objects of an input are read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,41 +70,44 @@ pub struct Built {
     pub inventory: Inventory,
 }
 
-/// A validated object and where it was written.
-struct Placed<'a> {
-    source: &'a SourcedObject,
-    object: Object,
+/// A validated object, where it was written, and (a pod) the workload it belongs to.
+struct Placed {
+    origin: Origin,
+    object: Box<ReadObject>,
+    owner: Option<Owner>,
 }
 
 /// What reading turned up, before the cluster is built from it.
 #[derive(Default)]
-struct Reading<'a> {
+struct Reading {
     errors: Vec<LoadError>,
     warnings: Vec<String>,
     inventory: Inventory,
-    templates: Vec<TemplatePod<'a>>,
+    templates: Vec<(Origin, TemplatePod)>,
 }
 
 /// Reads the objects of a topology and of a scenario (or of manifests), lets the latter replace
 /// the former with the same kind, namespace and name, and builds their cluster. Every object
 /// that fails validation or translation is reported; one bad object fails the input, which
-/// would otherwise decide flows on a cluster missing it.
+/// would otherwise decide flows on a cluster missing it. Objects are consumed as the cluster is
+/// built, so that each is held once at most.
 pub fn build_cluster(
-    topology: &[SourcedObject],
-    own: &[SourcedObject],
+    topology: Vec<ReadOne>,
+    own: Vec<ReadOne>,
     rules: ReadRules,
 ) -> Result<Built, LoadErrors> {
     let mut reading = Reading::default();
     let topology = read(topology, rules, &mut reading);
     let own = read(own, rules, &mut reading);
-    let objects = overlay(topology, own, |p| p.object.object_ref());
+    let objects = overlay(topology, own, |p| p.object.object.object_ref());
 
     let namespaces: BTreeMap<String, SharedLabels> = objects
         .iter()
-        .filter_map(|p| match &p.object {
-            Object::Namespace(ns) => {
-                Some((p.object.object_ref().name, namespace_labels(ns).into()))
-            }
+        .filter_map(|p| match &p.object.object {
+            Object::Namespace(ns) => Some((
+                p.object.object.object_ref().name,
+                namespace_labels(ns).into(),
+            )),
             _ => None,
         })
         .collect();
@@ -117,23 +120,31 @@ pub fn build_cluster(
 
     let mut cluster = Cluster::new();
     cluster.set_input_name(rules.input_name);
-    let mut policies: Vec<(&SourcedObject, ObjectRef, Vec<PolicyEntry>)> = Vec::new();
+    let mut policies: Vec<(Origin, ObjectRef, Range<usize>)> = Vec::new();
+    // The labels of running pods, to tell which workloads already run: kept only where there
+    // are workloads (at 150,000 pods a copy of every pod's labels is 80 MB).
     let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
-    for placed in &objects {
-        let object_ref = placed.object.object_ref();
-        match &placed.object {
+    let workloads = !reading.templates.is_empty();
+    // One copy of each distinct pod label set (the replicas of a workload share theirs).
+    let mut labels = LabelInterner::default();
+    for placed in objects {
+        let object_ref = placed.object.object.object_ref();
+        match &placed.object.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
-                let identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                let mut identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                share_labels(&mut identities, &mut labels);
                 let facts = PodFacts {
-                    owner: owner_of(&placed.source.value),
+                    owner: placed.owner,
                     derived: false,
                     unaddressed: identities.is_empty().then(|| unaddressed(pod)),
                 };
-                running.push((
-                    pod_ref.namespace.clone(),
-                    pod.metadata.labels.clone().unwrap_or_default(),
-                ));
+                if workloads {
+                    running.push((
+                        pod_ref.namespace.clone(),
+                        pod.metadata.labels.clone().unwrap_or_default(),
+                    ));
+                }
                 cluster.set_facts(pod_ref.clone(), facts);
                 cluster.add_pod(pod_ref, identities);
             }
@@ -142,7 +153,7 @@ pub fn build_cluster(
             policy => {
                 reading.inventory.policies += 1;
                 let translation = translate(policy);
-                let source = placed.source;
+                let source = &placed.origin;
                 let unsupported_only = !translation.errors.is_empty()
                     && translation.errors.iter().all(Diagnostic::is_unsupported);
                 if rules.skip_unsupported && unsupported_only {
@@ -170,10 +181,12 @@ pub fn build_cluster(
                         .into_iter()
                         .map(|w| object_error(source, w).to_string()),
                 );
-                if !failed {
-                    policies.push((source, object_ref, translation.entries.clone()));
-                }
+                let start = cluster.entries().len();
                 cluster.add_entries(translation.entries);
+                if !failed {
+                    let entries = start..cluster.entries().len();
+                    policies.push((placed.origin, object_ref, entries));
+                }
             }
         }
     }
@@ -197,42 +210,43 @@ pub fn build_cluster(
 
 /// Reads each object, reporting those that fail validation, and sets aside workloads and the
 /// kinds netpol does not read, as `rules` say.
-fn read<'a>(
-    sources: &'a [SourcedObject],
-    rules: ReadRules,
-    reading: &mut Reading<'a>,
-) -> Vec<Placed<'a>> {
+fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<Placed> {
     let mut placed = Vec::new();
-    for source in sources {
-        let kind = source.value["kind"].as_str().unwrap_or_default();
-        if !kind.is_empty() && !is_supported_kind(kind) {
-            if rules.workload_pods && is_workload_kind(kind) {
-                match template_pod(source) {
-                    Ok(template) => reading.templates.push(template),
+    for ReadOne { origin, content } in sources {
+        let (read, owner) = match content {
+            Content::Workload { template, .. } if rules.workload_pods => {
+                match template {
+                    Ok(template) => reading.templates.push((origin, template)),
                     Err((field, message)) => reading.errors.push(LoadError::Object {
-                        file: source.file.clone(),
-                        object: source.describe(),
+                        file: origin.file(),
+                        object: origin.describe(),
                         field,
                         message,
                     }),
                 }
                 continue;
             }
-            if !rules.strict_kinds {
-                *reading
-                    .inventory
-                    .skipped_kinds
-                    .entry(kind.to_owned())
-                    .or_default() += 1;
+            Content::Workload { refused, .. } | Content::Other { refused, .. }
+                if rules.strict_kinds =>
+            {
+                (Err(Box::new(refused)), None)
+            }
+            Content::Workload { refused, .. } => {
+                let kind = refused.object.kind;
+                *reading.inventory.skipped_kinds.entry(kind).or_default() += 1;
                 continue;
             }
-        }
-        match Object::read(source.value.clone()) {
-            Ok(read) => {
-                let unknown = read
-                    .unknown_fields
+            Content::Other { kind, .. } => {
+                *reading.inventory.skipped_kinds.entry(kind).or_default() += 1;
+                continue;
+            }
+            Content::Object { read, owner } => (read, owner),
+        };
+        match read {
+            Ok(mut read) => {
+                let unknown = std::mem::take(&mut read.unknown_fields)
                     .into_iter()
-                    .map(|d| object_error(source, d));
+                    .map(|d| object_error(&origin, d));
                 if rules.lenient_fields {
                     reading
                         .warnings
@@ -245,11 +259,12 @@ fn read<'a>(
                     }
                 }
                 placed.push(Placed {
-                    source,
-                    object: read.object,
+                    origin,
+                    object: read,
+                    owner,
                 });
             }
-            Err(e) => reading.errors.push(object_error(source, e)),
+            Err(e) => reading.errors.push(object_error(&origin, *e)),
         }
     }
     placed
@@ -259,7 +274,7 @@ fn read<'a>(
 /// address assigned from [`ASSIGNED_POD_CIDR`] that no pod or node has.
 fn add_template_pods(
     cluster: &mut Cluster,
-    reading: &mut Reading<'_>,
+    reading: &mut Reading,
     running: &[(String, BTreeMap<String, String>)],
     labels_of: &dyn Fn(&str) -> SharedLabels,
 ) {
@@ -271,7 +286,7 @@ fn add_template_pods(
         .collect();
     let pool: ipnet::IpNet = ASSIGNED_POD_CIDR.parse().expect("a valid prefix literal");
     let mut free = pool.hosts();
-    for template in std::mem::take(&mut reading.templates) {
+    for (origin, template) in std::mem::take(&mut reading.templates) {
         if running
             .iter()
             .any(|(ns, labels)| runs(&template, ns, labels))
@@ -282,8 +297,8 @@ fn add_template_pods(
         let Some(address) = free.find(|a| !taken.contains(a)) else {
             reading.warnings.push(format!(
                 "{}: {}: no address left in {ASSIGNED_POD_CIDR} for its pod",
-                template.source.file.display(),
-                template.source.describe()
+                origin.file.display(),
+                origin.describe()
             ));
             continue;
         };
@@ -297,8 +312,8 @@ fn add_template_pods(
                 // The pod's fields are the template's: name them where the user wrote them.
                 let field = format!("{}.{}", template.template_path, e.field);
                 reading.errors.push(LoadError::Object {
-                    file: template.source.file.clone(),
-                    object: template.source.describe(),
+                    file: origin.file(),
+                    object: origin.describe(),
                     field,
                     message: e.message,
                 });
@@ -323,6 +338,15 @@ fn add_template_pods(
         );
         cluster.add_pod(pod_ref, identities);
         reading.inventory.derived_pods += 1;
+    }
+}
+
+/// Makes the pod identities' label sets the interner's shared copies.
+fn share_labels(identities: &mut [Identity], interner: &mut LabelInterner) {
+    for identity in identities {
+        if let IdentityKind::Pod(info) = &mut identity.kind {
+            info.labels = interner.intern(info.labels.clone());
+        }
     }
 }
 
@@ -359,10 +383,10 @@ fn pod_ref(object: &ObjectRef) -> PodRef {
     }
 }
 
-fn object_error(source: &SourcedObject, diagnostic: Diagnostic) -> LoadError {
+fn object_error(origin: &Origin, diagnostic: Diagnostic) -> LoadError {
     LoadError::Object {
-        file: source.file.clone(),
-        object: source.describe(),
+        file: origin.file(),
+        object: origin.describe(),
         field: diagnostic.field,
         message: diagnostic.message,
     }

@@ -4,13 +4,14 @@
 //! with nothing to decide.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ops::Range;
 
 use netpol_api::ObjectRef;
 use netpol_engine::resolve::SubjectIndex;
-use netpol_engine::{PodInfo, PodSelector, PolicyEntry};
+use netpol_engine::{PodInfo, PodSelector};
 
 use super::cluster::Cluster;
-use super::objects::SourcedObject;
+use super::prepared::Origin;
 
 /// What an input held.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +41,7 @@ impl Inventory {
     pub(super) fn warnings(
         &self,
         cluster: &Cluster,
-        policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+        policies: &[(Origin, ObjectRef, Range<usize>)],
         input: &str,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
@@ -117,12 +118,16 @@ fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
 /// 40,000 pods that was a fifth of loading.
 fn selecting_policies(
     cluster: &Cluster,
-    policies: &[(&SourcedObject, ObjectRef, Vec<PolicyEntry>)],
+    policies: &[(Origin, ObjectRef, Range<usize>)],
 ) -> Vec<bool> {
     let subjects: Vec<(usize, &PodSelector)> = policies
         .iter()
         .enumerate()
-        .flat_map(|(p, (_, _, entries))| entries.iter().map(move |e| (p, &e.subject)))
+        .flat_map(|(p, (_, _, entries))| {
+            cluster.entries()[entries.clone()]
+                .iter()
+                .map(move |e| (p, &e.subject))
+        })
         .collect();
     let index = SubjectIndex::of_subjects(subjects.iter().map(|(_, s)| *s));
     let mut selects = vec![false; policies.len()];

@@ -6,11 +6,12 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use super::discover::manifest_files;
 use super::error::{LoadError, LoadErrors};
-use super::objects::{sourced_at, SourcedObject};
+use super::prepared::ReadOne;
+use super::stream::read_objects;
 
 /// The path that names stdin.
 pub const STDIN: &str = "-";
@@ -21,10 +22,9 @@ const STDIN_NAME: &str = "<stdin>";
 /// Every object of the manifests at `paths`: files, folders (recursively) and `-` for `stdin`.
 /// All files are read even when one fails, so that one run reports every file to fix; any
 /// failure fails the whole load (a cluster missing a file's objects would decide flows wrongly).
-pub fn load_objects(
-    paths: &[PathBuf],
-    stdin: &mut dyn Read,
-) -> Result<Vec<SourcedObject>, LoadErrors> {
+/// Each object is read as the parser produces it (see `stream.rs`): no file's objects exist as
+/// value trees all at once.
+pub fn load_objects(paths: &[PathBuf], stdin: &mut dyn Read) -> Result<Vec<ReadOne>, LoadErrors> {
     let mut objects = Vec::new();
     let mut errors = Vec::new();
     let mut stdin_read = false;
@@ -70,12 +70,10 @@ pub fn load_objects(
 
 /// Adds the objects of one file's text, each named by its document and list position
 /// (`documents[1].items[3]`).
-fn collect(file: &Path, text: &str, objects: &mut Vec<SourcedObject>, errors: &mut Vec<LoadError>) {
-    let documents: Result<Vec<Value>, _> =
-        serde_saphyr::from_multiple_with_options(text, netpol_api::yaml_options_for(text.len()));
-    match documents {
-        Ok(documents) => objects.extend(sourced_at(file, Value::Array(documents), "documents")),
-        Err(e) => errors.push(LoadError::syntax(file, format!("invalid YAML: {e}"))),
+fn collect(file: &Path, text: &str, objects: &mut Vec<ReadOne>, errors: &mut Vec<LoadError>) {
+    match read_objects(file, text) {
+        Ok(read) => objects.extend(read),
+        Err(e) => errors.push(LoadError::syntax(file, e)),
     }
 }
 
@@ -89,14 +87,72 @@ pub fn is_scenario_file(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return true;
     };
-    let documents: Result<Vec<Value>, _> =
+    let documents: Result<Vec<Kinded>, _> =
         serde_saphyr::from_multiple_with_options(&text, netpol_api::yaml_options_for(text.len()));
     match documents {
-        Ok(documents) => match documents.first() {
-            Some(Value::Object(map)) => !map.contains_key("kind"),
-            _ => false,
-        },
+        Ok(documents) => documents.first() == Some(&Kinded::MappingWithoutKind),
         Err(_) => true,
+    }
+}
+
+/// Whether a document is a mapping with a `kind`, read without keeping anything of it (a
+/// manifest file of 150,000 pods is parsed, not held).
+#[derive(Debug, PartialEq, Eq)]
+enum Kinded {
+    MappingWithoutKind,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Kinded {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KindedVisitor;
+        impl<'de> Visitor<'de> for KindedVisitor {
+            type Value = Kinded;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any document")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kinded, A::Error> {
+                let mut kind = false;
+                while let Some(key) = map.next_key::<String>()? {
+                    kind |= key == "kind";
+                    map.next_value::<IgnoredAny>()?;
+                }
+                Ok(if kind {
+                    Kinded::Other
+                } else {
+                    Kinded::MappingWithoutKind
+                })
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Kinded, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Kinded::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+            fn visit_none<E>(self) -> Result<Kinded, E> {
+                Ok(Kinded::Other)
+            }
+        }
+        deserializer.deserialize_any(KindedVisitor)
     }
 }
 
@@ -133,8 +189,8 @@ mod tests {
             .map(|o| {
                 format!(
                     "{}: {}",
-                    o.file.file_name().unwrap().to_string_lossy(),
-                    o.describe()
+                    o.origin.file.file_name().unwrap().to_string_lossy(),
+                    o.origin.describe()
                 )
             })
             .collect();

@@ -14,6 +14,8 @@ mod inventory;
 mod lookup;
 mod manifests;
 mod objects;
+mod prepared;
+mod stream;
 mod workloads;
 
 use std::io::Read;
@@ -29,6 +31,7 @@ pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation
 pub use inventory::Inventory;
 pub use manifests::{is_scenario_file, load_objects, STDIN};
 pub use objects::SourcedObject;
+pub use prepared::ReadOne;
 pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 
 use document::{read_yaml, ScenarioDocument};
@@ -75,8 +78,12 @@ impl Scenario {
             None => Vec::new(),
         };
         let own = objects::sourced(file, document.objects);
-
-        let built = api::build_cluster(&topology, &own, ReadRules::scenario(flags.lenient));
+        let read = |objects: Vec<SourcedObject>| objects.into_iter().map(ReadOne::of).collect();
+        let built = api::build_cluster(
+            read(topology),
+            read(own),
+            ReadRules::scenario(flags.lenient),
+        );
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
             (Ok(built), Ok(expectations)) => (built, expectations),
@@ -137,7 +144,7 @@ impl Scenario {
     ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
         let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
-        let built = api::build_cluster(&[], &objects, rules)?;
+        let built = api::build_cluster(Vec::new(), objects, rules)?;
         let label = paths
             .iter()
             .map(|p| p.display().to_string())
@@ -160,8 +167,8 @@ impl Scenario {
     /// namespace and name replaces), read as manifests are, named `name` in messages.
     pub fn from_objects(
         name: &str,
-        base: &[SourcedObject],
-        own: &[SourcedObject],
+        base: Vec<ReadOne>,
+        own: Vec<ReadOne>,
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
         let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);

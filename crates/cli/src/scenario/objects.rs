@@ -21,16 +21,22 @@ impl SourcedObject {
     /// Names the object for a message: `objects[3] (NetworkPolicy x/deny-all)`, with as much of
     /// the kind and name as the object has.
     pub fn describe(&self) -> String {
-        let text = |v: &Value| v.as_str().map(str::to_owned);
-        let metadata = &self.value["metadata"];
-        let kind = text(&self.value["kind"]).unwrap_or_else(|| "object without kind".into());
-        let name = match (text(&metadata["namespace"]), text(&metadata["name"])) {
-            (Some(ns), Some(name)) => format!(" {ns}/{name}"),
-            (None, Some(name)) => format!(" {name}"),
-            _ => String::new(),
-        };
-        format!("{} ({kind}{name})", self.at)
+        format!("{} {}", self.at, what(&self.value))
     }
+}
+
+/// How an object is named after its position: `(Kind namespace/name)`, with as much of the kind
+/// and name as `value` has.
+pub fn what(value: &Value) -> String {
+    let text = |v: &Value| v.as_str().map(str::to_owned);
+    let metadata = &value["metadata"];
+    let kind = text(&value["kind"]).unwrap_or_else(|| "object without kind".into());
+    let name = match (text(&metadata["namespace"]), text(&metadata["name"])) {
+        (Some(ns), Some(name)) => format!(" {ns}/{name}"),
+        (None, Some(name)) => format!(" {name}"),
+        _ => String::new(),
+    };
+    format!("({kind}{name})")
 }
 
 /// The objects of a file's `objects` list, with the items of `kind: List` objects unpacked as

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::objects::SourcedObject;
-
 /// The kinds whose pod template gives a pod, and where the template is.
 const WORKLOAD_KINDS: [(&str, &[&str]); 6] = [
     ("Deployment", &["spec", "template"]),
@@ -38,8 +36,8 @@ pub struct Owner {
 }
 
 /// The pod a workload's template describes, not yet addressed.
-pub struct TemplatePod<'a> {
-    pub source: &'a SourcedObject,
+#[derive(Debug)]
+pub struct TemplatePod {
     pub owner: Owner,
     pub namespace: String,
     /// The labels the workload's pods carry; a running pod with all of them is one of its pods.
@@ -51,8 +49,7 @@ pub struct TemplatePod<'a> {
 }
 
 /// The pod of a workload object, or why there is none (a message naming the field).
-pub fn template_pod(source: &SourcedObject) -> Result<TemplatePod<'_>, (String, String)> {
-    let value = &source.value;
+pub fn template_pod(value: &Value) -> Result<TemplatePod, (String, String)> {
     let kind = value["kind"].as_str().unwrap_or_default();
     let (_, path) = WORKLOAD_KINDS
         .iter()
@@ -106,7 +103,6 @@ pub fn template_pod(source: &SourcedObject) -> Result<TemplatePod<'_>, (String, 
         "spec": {"containers": containers, "hostNetwork": spec["hostNetwork"]},
     }));
     Ok(TemplatePod {
-        source,
         owner: Owner {
             kind: kind.to_owned(),
             name: name.to_owned(),
@@ -155,11 +151,7 @@ pub fn owner_of(value: &Value) -> Option<Owner> {
 }
 
 /// Whether a running pod with `labels` is one of the template's pods.
-pub fn runs(
-    template: &TemplatePod<'_>,
-    namespace: &str,
-    labels: &BTreeMap<String, String>,
-) -> bool {
+pub fn runs(template: &TemplatePod, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
     namespace == template.namespace
         && template
             .labels
@@ -170,14 +162,9 @@ pub fn runs(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
 
-    fn sourced(value: Value) -> SourcedObject {
-        SourcedObject {
-            file: PathBuf::from("app.yaml"),
-            at: "documents[0]".into(),
-            value,
-        }
+    fn sourced(value: Value) -> Value {
+        value
     }
 
     #[test]

@@ -13,21 +13,25 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
-use serde::Serialize;
+mod report;
+
+use report::{write_text, Change, Report};
 
 use crate::decide::changing::Changing;
 use crate::decide::matrix::{
     compute_some, deciding_pods_where, node_parties, outside_parties, Classes, Matrix, Party,
 };
-use crate::decide::{decider, EngineArgs};
+use crate::decide::what_if::WhatIf;
+use crate::decide::{decider, is_mapstate, EngineArgs};
 use crate::input::{load_with_stdin, ManifestArgs};
 use crate::outcome::Outcome;
-use crate::output::describe;
 use crate::output::report::{write_json, DecisionJson, TextOrJson};
 use crate::probes::{probe_label, ProbeArgs};
 use crate::scenario::{Cluster, Input, LoadErrors, PodRef, Scenario, STDIN};
+use netpol_engine::flow::DirectionOracle;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -235,49 +239,6 @@ impl Side<'_> {
     }
 }
 
-/// `diff --output json`.
-#[derive(Debug, Serialize)]
-pub struct DiffJson {
-    /// The protocol/port pairs probed, e.g. `TCP/80`.
-    pub probes: Vec<String>,
-    /// The same with the names pods give them, e.g. `TCP/8080 (http)`, for the text output.
-    #[serde(skip)]
-    pub probe_labels: Vec<String>,
-    /// How many pods both sides have (flows between them are compared).
-    pub pods_compared: usize,
-    /// Pods only BEFORE has, and only AFTER has (`namespace/pod`): their flows are not compared.
-    pub pods_only_before: Vec<String>,
-    pub pods_only_after: Vec<String>,
-    /// Nodes both sides have (`node NAME`): flows between them and the pods are compared.
-    pub nodes_compared: usize,
-    /// The regions outside the cluster that either side's policies tell apart, each compared
-    /// by one address (`0.0.0.0/0 except 10.0.0.0/8`).
-    pub outside_regions: Vec<String>,
-    /// Every flow whose verdict changes, by protocol, port, source and destination.
-    pub changes: Vec<ChangeJson>,
-}
-
-/// One flow whose verdict changes.
-#[derive(Debug, Serialize)]
-pub struct ChangeJson {
-    /// `namespace/pod`, `node NAME` or an outside region.
-    pub from: String,
-    pub to: String,
-    /// `pod`, `node` or `outside`.
-    pub from_kind: &'static str,
-    pub to_kind: &'static str,
-    /// The workload (`namespace/name`) of a pod, or the pod itself; absent for others. Text
-    /// output prints one line per pair of these.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub from_workload: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to_workload: Option<String>,
-    pub protocol: String,
-    pub port: u16,
-    pub before: DecisionJson,
-    pub after: DecisionJson,
-}
-
 /// Decides every flow between pods both sides have, and between those pods and the nodes both
 /// sides have and the regions outside the cluster either side's policies tell apart, on every
 /// probe port, and keeps those whose verdict differs. Pods are decided per class of pods alike
@@ -288,7 +249,7 @@ pub fn compare(
     engine: EngineArgs,
     probes: ProbeArgs,
     err: &mut dyn Write,
-) -> io::Result<Option<DiffJson>> {
+) -> io::Result<Option<Report>> {
     let [before, after] = scenarios.map(|scenario| Side { scenario });
     let clusters = [before.cluster(), after.cluster()];
     let probes = probes.ports(&clusters);
@@ -301,9 +262,13 @@ pub fn compare(
     // may differ between the sides), then the regions outside.
     let pods: Vec<Party> = common.iter().map(|p| Party::Pod((*p).clone())).collect();
     let mut parties = [pods.clone(), pods];
-    let after_nodes = node_parties(after.cluster());
+    let after_nodes: HashMap<String, Party> = node_parties(after.cluster())
+        .into_iter()
+        .rev()
+        .map(|a| (a.to_string(), a))
+        .collect();
     for b in node_parties(before.cluster()) {
-        if let Some(a) = after_nodes.iter().find(|a| a.to_string() == b.to_string()) {
+        if let Some(a) = after_nodes.get(&b.to_string()) {
             parties[0].push(b);
             parties[1].push(a.clone());
         }
@@ -322,11 +287,18 @@ pub fn compare(
     for (i, side) in scenarios.iter().enumerate() {
         // A class none of whose flows within itself or with other parties can change is asked
         // about only through its first pod.
-        let deciding = deciding_pods_where(&side.cluster, &parties[i], &classes, &|class| {
-            changing.every_member(class)
-        });
-        let Some(oracle) = decider(engine, side, Some(&deciding), err)? else {
-            return Ok(None);
+        // The MapState engine decides with what-if maps, resolving no endpoint; the other
+        // deciders resolve the pods the matrix asks about.
+        let oracle: Box<dyn DirectionOracle> = if is_mapstate(engine) {
+            Box::new(WhatIf::new(&side.cluster))
+        } else {
+            let deciding = deciding_pods_where(&side.cluster, &parties[i], &classes, &|class| {
+                changing.every_member(class)
+            });
+            match decider(engine, side, Some(&deciding), err)? {
+                Some(oracle) => oracle,
+                None => return Ok(None),
+            }
         };
         matrices[i] = probes
             .iter()
@@ -344,37 +316,44 @@ pub fn compare(
             .collect();
     }
     let mut changes = Vec::new();
-    for (p, &(protocol, port)) in probes.iter().enumerate() {
-        let (was, now) = (&matrices[0][p], &matrices[1][p]);
+    // Per probe and side, the decisions changes name, each converted once.
+    let mut decisions: Vec<[Vec<DecisionJson>; 2]> = Vec::new();
+    for (p, (was, now)) in matrices[0].iter().zip(&matrices[1]).enumerate() {
+        let mut converted: [(HashMap<u32, u32>, Vec<DecisionJson>); 2] = Default::default();
+        let mut position = |side: usize, code: u32, matrix: &Matrix| {
+            let (index, list) = &mut converted[side];
+            *index.entry(code).or_insert_with(|| {
+                list.push((&matrix.decisions[code as usize]).into());
+                list.len() as u32 - 1
+            })
+        };
         let mut change = |from: usize, to: usize| {
-            let (Some(was), Some(now)) = (was.cell(from, to), now.cell(from, to)) else {
+            let (x, y) = (was.code(from, to), now.code(from, to));
+            let (Some(before), Some(after)) = (was.cell(from, to), now.cell(from, to)) else {
                 return;
             };
-            if was.allowed() == now.allowed() {
+            if before.allowed() == after.allowed() {
                 return;
             }
-            let (from, to) = (&parties[0][from], &parties[0][to]);
-            let workload = |party: &Party| match party {
-                Party::Pod(pod) => Some(after.workload(pod)),
-                _ => None,
-            };
-            changes.push(ChangeJson {
-                from: from.to_string(),
-                to: to.to_string(),
-                from_kind: from.kind(),
-                to_kind: to.kind(),
-                from_workload: workload(from),
-                to_workload: workload(to),
-                protocol: protocol.to_string(),
-                port,
-                before: was.into(),
-                after: now.into(),
+            changes.push(Change {
+                probe: p as u32,
+                from: from as u32,
+                to: to as u32,
+                before: position(0, x, was),
+                after: position(1, y, now),
             });
         };
-        // Per class of sources, the pods of the classes towards which some verdict changes.
-        let changed_towards: Vec<Vec<usize>> = (0..classes.len())
+        // Per class of sources, the pods of the classes towards which some verdict changes:
+        // among every class for a row that may change, else among the columns that may.
+        let k = classes.len();
+        let columns: Vec<usize> = (0..k).filter(|&b| changing.column(b)).collect();
+        let every: Vec<usize> = (0..k).collect();
+        let changed_towards: Vec<Vec<usize>> = (0..k)
             .map(|a| {
-                let mut pods: Vec<usize> = (0..classes.len())
+                let candidates = if changing.row(a) { &every } else { &columns };
+                let mut pods: Vec<usize> = candidates
+                    .iter()
+                    .copied()
                     .filter(|&b| {
                         let (x, y) = (was.class_code(a, b), now.class_code(a, b));
                         let verdict = |m: &Matrix, code: u32| {
@@ -391,134 +370,64 @@ pub fn compare(
                 pods
             })
             .collect();
+        // Flows between a pod and another party are asked for only where the pod's class or
+        // the party may change; the others are undefined on both sides.
         let (n, all) = (common.len(), parties[0].len());
+        let class_line = |pod: usize| {
+            let class = classes.of[pod] as usize;
+            changing.row(class) || changing.column(class)
+        };
+        let changing_others: Vec<usize> = (n..all).filter(|&o| changing.other(o - n)).collect();
+        let pods_with_lines: Vec<usize> = (0..n).filter(|&p| class_line(p)).collect();
         for from in 0..all {
             if from < n {
                 for &to in &changed_towards[classes.of[from] as usize] {
                     change(from, to);
                 }
-            } else {
+                if class_line(from) {
+                    for to in n..all {
+                        change(from, to);
+                    }
+                } else {
+                    for &to in &changing_others {
+                        change(from, to);
+                    }
+                }
+            } else if changing.other(from - n) {
                 for to in 0..n {
                     change(from, to);
                 }
-            }
-            if from < n {
-                for to in n..all {
+            } else {
+                for &to in &pods_with_lines {
                     change(from, to);
                 }
             }
         }
+        let [(_, before), (_, after)] = converted;
+        decisions.push([before, after]);
     }
-    Ok(Some(DiffJson {
+    let workload = |party: &Party| match party {
+        Party::Pod(pod) => Some(after.workload(pod)),
+        _ => None,
+    };
+    Ok(Some(Report {
         probes: probes.iter().map(|(p, n)| format!("{p}/{n}")).collect(),
         probe_labels: probes
             .iter()
             .map(|&(p, n)| probe_label(&clusters, p, n))
             .collect(),
+        probe_ports: probes.iter().map(|&(p, n)| (p.to_string(), n)).collect(),
         pods_compared: common.len(),
         pods_only_before: names(before_pods.difference(&after_pods)),
         pods_only_after: names(after_pods.difference(&before_pods)),
         nodes_compared,
         outside_regions,
+        workloads: parties[0].iter().map(workload).collect(),
+        parties: parties[0]
+            .iter()
+            .map(|party| (party.to_string(), party.kind()))
+            .collect(),
+        decisions,
         changes,
     }))
-}
-
-/// Changes that read as one line: the same workloads, port, verdicts and deciding rules.
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct LineKey<'a> {
-    protocol: &'a str,
-    port: u16,
-    from: String,
-    to: String,
-    before: &'a str,
-    after: &'a str,
-}
-
-fn write_text(out: &mut dyn Write, report: &DiffJson) -> io::Result<()> {
-    // One line per pair of workloads (or other parties): replicas decide alike.
-    let mut lines: Vec<(LineKey, BTreeSet<&str>, BTreeSet<&str>, &ChangeJson)> = Vec::new();
-    let mut line_of: std::collections::BTreeMap<LineKey, usize> = Default::default();
-    for change in &report.changes {
-        let key = LineKey {
-            protocol: &change.protocol,
-            port: change.port,
-            from: change
-                .from_workload
-                .clone()
-                .unwrap_or_else(|| change.from.clone()),
-            to: change
-                .to_workload
-                .clone()
-                .unwrap_or_else(|| change.to.clone()),
-            before: &change.before.deciding_rule,
-            after: &change.after.deciding_rule,
-        };
-        match line_of.get(&key) {
-            Some(&line) => {
-                let (_, froms, tos, _) = &mut lines[line];
-                froms.insert(&change.from);
-                tos.insert(&change.to);
-            }
-            None => {
-                line_of.insert(key.clone(), lines.len());
-                lines.push((
-                    key,
-                    BTreeSet::from([change.from.as_str()]),
-                    BTreeSet::from([change.to.as_str()]),
-                    change,
-                ));
-            }
-        }
-    }
-    let counted = |name: &str, members: &BTreeSet<&str>| {
-        if members.len() > 1 {
-            format!("{name} ({} pods)", members.len())
-        } else {
-            members.iter().next().map_or(name, |m| *m).to_owned()
-        }
-    };
-    let probe = |c: &ChangeJson| {
-        let plain = format!("{}/{}", c.protocol, c.port);
-        report
-            .probes
-            .iter()
-            .position(|p| *p == plain)
-            .map_or(plain, |i| report.probe_labels[i].clone())
-    };
-    for (key, froms, tos, change) in &lines {
-        let (from, to) = (counted(&key.from, froms), counted(&key.to, tos));
-        let verdicts = format!("{} -> {}", change.before.verdict, change.after.verdict);
-        match (change.from_kind, change.to_kind) {
-            ("pod", "pod") => writeln!(out, "{from} -> {to} {}: {verdicts}", probe(change))?,
-            (_, "pod") => writeln!(out, "{} from {from} into {to}: {verdicts}", probe(change))?,
-            _ => writeln!(out, "{} from {from} to {to}: {verdicts}", probe(change))?,
-        }
-        writeln!(out, "  before: {}", change.before.deciding_rule)?;
-        writeln!(out, "  after:  {}", change.after.deciding_rule)?;
-    }
-    for (pods, side) in [
-        (&report.pods_only_before, "BEFORE"),
-        (&report.pods_only_after, "AFTER"),
-    ] {
-        if !pods.is_empty() {
-            writeln!(out, "only in {side} (not compared): {}", pods.join(", "))?;
-        }
-    }
-    let newly_denied = report
-        .changes
-        .iter()
-        .filter(|c| c.after.verdict == describe::verdict_word(false))
-        .count();
-    writeln!(
-        out,
-        "{} flows change ({newly_denied} newly denied, {} newly allowed) between {} pods, {} \
-         nodes and {} regions outside the cluster on {}",
-        report.changes.len(),
-        report.changes.len() - newly_denied,
-        report.pods_compared,
-        report.nodes_compared,
-        report.outside_regions.len(),
-        report.probe_labels.join(", ")
-    )
 }
