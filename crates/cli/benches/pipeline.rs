@@ -22,6 +22,8 @@
 //! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
 //! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `rolling`;
 //! default all), so that a profile (`perf record`) can hold one kind alone.
+//! `NETPOL_PIPELINE_WORKLOADS` picks the cluster's shape as `netpol synth --workloads` does
+//! (`deployments`, the default, `statefulsets`, `daemonsets`, `jobs`, `mixed`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -162,9 +164,13 @@ fn settle(path: &Path) {
 }
 
 fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
+    let workloads = std::env::var("NETPOL_PIPELINE_WORKLOADS").map_or_else(
+        |_| Default::default(),
+        |w| clap::ValueEnum::from_str(&w, true).expect("a workload shape netpol synth knows"),
+    );
     let cluster = Cluster {
         sizes: Sizes::for_pods(pods),
-        workloads: Default::default(),
+        workloads,
         format: Default::default(),
     };
     write_cluster(&cluster, dir).unwrap();
