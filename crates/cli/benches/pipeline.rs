@@ -102,6 +102,9 @@ struct Bench {
     pipeline: Pipeline,
     /// Endpoints the last reconcile updated.
     updated: usize,
+    /// Compiled lists patched by the change and compiled in full, since the last look.
+    patched: usize,
+    compiled: usize,
     /// The simulator, when the datapath is the simulated HCN.
     sim: Option<Arc<HcnDatapath<HcnSim>>>,
 }
@@ -143,6 +146,15 @@ impl Bench {
         (cost, self.updated, (after.0 - before.0, after.1 - before.1))
     }
 
+    /// Says how many compiled lists the changes since the last call patched and compiled in full.
+    fn compilations(&mut self, what: &str) {
+        eprintln!(
+            "{what}: {} compiled lists patched, {} compiled in full",
+            self.patched, self.compiled
+        );
+        (self.patched, self.compiled) = (0, 0);
+    }
+
     /// One poll of the files and one reconcile, as the daemon's loop does after a debounce.
     fn take_in(&mut self) {
         let scan = self.source.scan().unwrap();
@@ -152,6 +164,8 @@ impl Bench {
         let report = self.pipeline.reconcile(Instant::now()).unwrap();
         assert!(report.complete(), "every endpoint programmed");
         self.updated = report.apply.updated();
+        self.patched += report.patched;
+        self.compiled += report.compiled;
     }
 }
 
@@ -207,6 +221,8 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         source: FileSource::new(dir),
         pipeline: Pipeline::with_enforcer(NODE, enforcer, metrics),
         updated: 0,
+        patched: 0,
+        compiled: 0,
         sim,
     };
     let sync = measure(|| bench.take_in());
@@ -216,6 +232,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         sync.cpu,
         bench.pipeline.compiled().len()
     );
+    (bench.patched, bench.compiled) = (0, 0);
     let report = |what: &str, mut costs: Vec<(Cost, usize, (u64, u64))>| {
         let updated = costs.iter().map(|(_, u, _)| *u).max().unwrap_or(0);
         let endpoint_calls = costs.iter().map(|(_, _, c)| c.0).max().unwrap_or(0);
@@ -250,6 +267,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     if timed("replica") {
         report("replica added", added);
         report("replica deleted", deleted);
+        bench.compilations("replicas");
     }
 
     let (mut added, mut deleted) = (Vec::new(), Vec::new());
@@ -268,6 +286,7 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     if timed("new") {
         report("new label set added", added);
         report("new label set deleted", deleted);
+        bench.compilations("new label sets");
     }
     if !timed("rolling") {
         return;

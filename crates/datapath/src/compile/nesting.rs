@@ -37,8 +37,15 @@ pub(crate) struct Placement {
     pub main: Vec<Node>,
     /// Identities (in one family) inside an exception list, which decides for them.
     pub shadowed: BTreeSet<(IdentityId, Family)>,
-    /// The world prefixes with entries: their rules also catch the addresses inside them.
-    pub leaking: Vec<IpNet>,
+    /// The world identities with entries, by prefix: their rules also catch the addresses
+    /// inside them.
+    pub leaking: Vec<(IpNet, IdentityId)>,
+    /// The world prefixes with exception lists: inside one, its list decides.
+    pub exception_worlds: Vec<IpNet>,
+    /// For each pod or node identity (in one family) inside a leaking prefix and placed in the
+    /// main list, the leaking identities enclosing it, sorted: with its own entries, what
+    /// decided its place.
+    pub enclosure: HashMap<(IdentityId, Family), Vec<IdentityId>>,
 }
 
 /// One identity's addresses of one family, at their place in the address hierarchy.
@@ -303,6 +310,7 @@ pub(crate) fn place(
     // Only world identities can enclose others, so only their lists can catch other addresses.
     let mut enclosing_exceptions = Enclosers::default();
     let mut shadowed: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
+    let mut enclosure = HashMap::new();
     for node in &nested {
         let provider = enclosing_exceptions.of(node).next().map(|(_, k)| *k);
         let own = analysis.own_vector(node.id);
@@ -326,6 +334,10 @@ pub(crate) fn place(
             if !node.host {
                 enclosing_exceptions.insert(*node);
             }
+        } else if provider.is_none() && node.host {
+            let mut ids: Vec<IdentityId> = leaking_index.of(node).map(|(_, a)| a.id).collect();
+            ids.sort_unstable();
+            enclosure.insert(node.key(), ids);
         }
     }
     let placed_apart: BTreeSet<(IdentityId, Family)> = exceptions
@@ -338,8 +350,14 @@ pub(crate) fn place(
             .into_iter()
             .filter(|n| !placed_apart.contains(&n.key()))
             .collect(),
+        exception_worlds: exceptions
+            .iter()
+            .filter(|n| !n.host)
+            .map(|n| n.prefix)
+            .collect(),
         exceptions,
         shadowed,
-        leaking: leaking.iter().map(|n| n.prefix).collect(),
+        leaking: leaking.iter().map(|n| (n.prefix, n.id)).collect(),
+        enclosure,
     })
 }

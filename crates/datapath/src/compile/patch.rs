@@ -11,10 +11,18 @@
 //! is the reverse, as long as identities of its class remain (else rules or whole levels may go,
 //! and a rule's reason may come from another class).
 //!
+//! An identity inside a world prefix whose rules could catch it (an `ipBlock` of `0.0.0.0/0`
+//! selecting every pod, say) is placed by comparing its own decision with what the enclosing
+//! prefixes' rules decide: the same for every identity with the same class content and the same
+//! enclosing prefixes. So it joins the main list like the identities of its class that lie in
+//! exactly the prefixes it lies in, and where there is none, or an exception list encloses it,
+//! the endpoint is compiled in full.
+//!
 //! [`CompileIndex`] records, per direction, which rules each main-list class (by content and
-//! family) is in, how many identities it has, which identities were placed apart (exception
-//! lists) and which world prefixes could catch an address. [`patch`] applies class changes where
-//! the rules above hold and answers None where they do not; the caller then compiles in full.
+//! family) is in, how many identities it has and which enclosing prefixes they lie in, which
+//! identities were placed apart (exception lists) and which world prefixes could catch an
+//! address. [`patch`] applies class changes where the rules above hold and answers None where
+//! they do not; the caller then compiles in full.
 //! The result equals a full compile of the new MapState (property-tested in
 //! `tests/patch_equivalence.rs`).
 
@@ -22,7 +30,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
+use ipnet::IpNet;
 use netpol_engine::mapstate::{ClassChange, ClassEntries};
+use netpol_engine::prefixes::truncations;
 use netpol_engine::{Direction, IdentityId, IdentityStore, PrefixSet};
 
 use super::entries::DirectionEntries;
@@ -44,9 +54,13 @@ struct DirectionIndex {
     classes: HashMap<u64, Vec<IndexedClass>>,
     /// Identities with an exception list of their own or inside another's.
     placed_apart: HashSet<IdentityId>,
-    /// The world prefixes with entries in this direction: rules for them would also catch an
-    /// address inside them, which may then need an exception list.
-    leaking: PrefixSet,
+    /// The world identities with entries in this direction, by prefix: rules for them would
+    /// also catch an address inside them, which may then need an exception list.
+    leaking: HashMap<IpNet, Vec<IdentityId>>,
+    /// The distinct lengths of those prefixes.
+    leaking_lengths: Vec<u8>,
+    /// The world prefixes with exception lists: an identity inside one is decided by it.
+    exception_worlds: PrefixSet,
     /// Some entry placed in this direction requires authentication: the compile's warning
     /// counts such entries per group placed, which a patch would not keep exact (and such
     /// policies are rare), so the direction is compiled in full.
@@ -59,6 +73,10 @@ struct IndexedClass {
     content: ClassEntries,
     family: Family,
     identities: usize,
+    /// The enclosing leaking identities (sorted) its identities lie in, each with how many lie
+    /// there (an upper bound: leaves are not told where they lay): the places an identity of
+    /// this content is known to go to the main list from.
+    enclosures: HashMap<Vec<IdentityId>, usize>,
     /// Indexes into the compiled rules, ascending.
     rules: Vec<u32>,
 }
@@ -92,7 +110,15 @@ impl CompileIndex {
             .map(|n| n.id)
             .chain(placement.shadowed.iter().map(|(id, _)| *id))
             .collect();
-        index.leaking = PrefixSet::new(placement.leaking.iter().copied());
+        index.leaking = HashMap::new();
+        for (prefix, id) in &placement.leaking {
+            index.leaking.entry(*prefix).or_default().push(*id);
+        }
+        let mut lengths: Vec<u8> = index.leaking.keys().map(IpNet::prefix_len).collect();
+        lengths.sort_unstable();
+        lengths.dedup();
+        index.leaking_lengths = lengths;
+        index.exception_worlds = PrefixSet::new(placement.exception_worlds.iter().copied());
         let mut rules_of: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
         for (offset, held) in rule_groups.iter().enumerate() {
             for group in held {
@@ -108,24 +134,57 @@ impl CompileIndex {
                 continue;
             };
             let bucket = index.classes.entry(content_hash(content)).or_default();
-            match bucket
-                .iter_mut()
-                .find(|c| c.family == group.family && c.content == *content)
+            let at = match bucket
+                .iter()
+                .position(|c| c.family == group.family && c.content == *content)
             {
                 // Classes of equal content (computed apart) are in the same rules.
-                Some(known) => known.identities += group.identities.len(),
-                None => bucket.push(IndexedClass {
-                    content: content.clone(),
-                    family: group.family,
-                    identities: group.identities.len(),
-                    rules,
-                }),
+                Some(at) => at,
+                None => {
+                    bucket.push(IndexedClass {
+                        content: content.clone(),
+                        family: group.family,
+                        identities: 0,
+                        enclosures: HashMap::new(),
+                        rules,
+                    });
+                    bucket.len() - 1
+                }
+            };
+            let class = &mut bucket[at];
+            class.identities += group.identities.len();
+            for id in &group.identities {
+                let enclosure = placement
+                    .enclosure
+                    .get(&(*id, group.family))
+                    .cloned()
+                    .unwrap_or_default();
+                *class.enclosures.entry(enclosure).or_default() += 1;
             }
         }
     }
 }
 
 impl DirectionIndex {
+    /// Whether a world prefix with entries here holds one of `members`.
+    fn catches(&self, members: &[IpNet]) -> bool {
+        !self.leaking.is_empty()
+            && members
+                .iter()
+                .any(|member| !self.enclosing(member).is_empty())
+    }
+
+    /// The leaking identities whose prefix holds `net`, sorted.
+    fn enclosing(&self, net: &IpNet) -> Vec<IdentityId> {
+        let mut ids: Vec<IdentityId> = truncations(net, &self.leaking_lengths)
+            .filter_map(|outer| self.leaking.get(&outer))
+            .flatten()
+            .copied()
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     fn class_mut(&mut self, content: &ClassEntries, family: Family) -> Option<&mut IndexedClass> {
         self.classes
             .get_mut(&content_hash(content))?
@@ -191,17 +250,24 @@ pub fn patch(
     store: &IdentityStore,
     memo: &mut PatchMemo,
 ) -> Option<(CompiledRules, CompileIndex)> {
-    for side in [&index.ingress, &index.egress] {
-        for id in changed {
+    // Identities that came or went without a class change here: one placed apart may take its
+    // exception list with it, one inside a leaking prefix may need one.
+    let classed: HashSet<(Direction, IdentityId)> = changes
+        .iter()
+        .filter_map(|c| Some((c.class.0, c.class.1?)))
+        .collect();
+    for (direction, side) in [
+        (Direction::Ingress, &index.ingress),
+        (Direction::Egress, &index.egress),
+    ] {
+        for id in changed
+            .iter()
+            .filter(|id| !classed.contains(&(direction, **id)))
+        {
             if side.placed_apart.contains(id) {
                 return None;
             }
-            if !side.leaking.is_empty()
-                && store
-                    .members(*id)
-                    .iter()
-                    .any(|member| side.leaking.contains(member))
-            {
+            if side.catches(store.members(*id)) {
                 return None;
             }
         }
@@ -218,6 +284,11 @@ pub fn patch(
             return None;
         }
         if !change.old.is_empty() {
+            // An identity that stays without a class here, inside a prefix whose rules catch
+            // it, may now need an exception list.
+            if change.new.is_empty() && side.catches(store.members(id)) {
+                return None;
+            }
             leave(&mut rules, side, &change.old, id, memo)?;
         }
         if !change.new.is_empty() {
@@ -280,10 +351,14 @@ fn join(
         return None;
     }
     for node in Node::all_of(store, id).ok()? {
-        if side.leaking.contains(&node.prefix) {
+        // Inside an exception list, that list decides: placed apart.
+        if side.exception_worlds.contains(&node.prefix) {
             return None;
         }
+        let enclosure = side.enclosing(&node.prefix);
         let class = side.class_mut(new, node.family)?;
+        // Placed as the identities of its class in the same prefixes are, or unknown.
+        *class.enclosures.get_mut(&enclosure)? += 1;
         class.identities += 1;
         for at in &class.rules {
             let rule = &mut rules[*at as usize];

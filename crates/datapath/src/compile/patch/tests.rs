@@ -171,6 +171,46 @@ fn a_pod_inside_a_prefix_with_entries_is_compiled_in_full() {
     .is_none());
 }
 
+#[test]
+fn a_pod_inside_a_prefix_joins_like_the_pods_of_its_class_in_that_prefix() {
+    let (mut store, ids) = store_with(&WORLDS, &HOSTS);
+    // 10.2.0.5 lies in 10.0.0.0/8 only; the prefix's rule and the pod's both allow UDP/53, so
+    // the pod needs no exception list: it is in the main list, enclosed by 10.0.0.0/8.
+    let peer = ids["10.2.0.5"];
+    let wide = ids["10.0.0.0/8"];
+    let mut b = MapBuilder::new(Verdict::Deny);
+    for id in [peer, wide] {
+        b.set(
+            Direction::Egress,
+            Some(id),
+            key(Some(Protocol::Udp), 53, 16),
+            value(2, Verdict::Allow, None),
+        );
+    }
+    let before = b.build();
+    let compiled = compile_endpoint_indexed(&before, &store, &CompileOptions::default()).unwrap();
+    let new = new_pod(&mut store, "new", "10.9.0.1");
+    let after = with_class_of(&before, Direction::Egress, new, Some(peer), false);
+    let changes = before.changes_to(&after);
+    let (rules, _) = patch(
+        &compiled.0,
+        &compiled.1,
+        &changes,
+        &BTreeSet::from([new]),
+        &store,
+        &mut PatchMemo::default(),
+    )
+    .expect("placed as the pods of its class in the same prefix are");
+    assert_eq!(
+        rules,
+        compile_endpoint_with(&after, &store, &CompileOptions::default()).unwrap()
+    );
+    assert!(rules
+        .rules
+        .iter()
+        .any(|r| r.remotes.as_ref().is_some_and(|s| s.contains(new))));
+}
+
 /// Where a new identity goes, in a random history step.
 #[derive(Clone, Debug)]
 enum Step {
