@@ -111,14 +111,14 @@ fn nftables(
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
-    use netpol_nft::host::HostNft;
+    use netpol_nft::host::node_backend;
     use netpol_nft::NftEnforcer;
     if options.ignore_netfilter_bypass {
         tracing::warn!("not checking whether this node's dataplane bypasses netfilter (--ignore-netfilter-bypass)");
     } else {
         refuse_netfilter_bypass()?;
     }
-    let backend = crate::instrumented::InstrumentedNft::new(Box::new(HostNft), metrics.clone())
+    let backend = crate::instrumented::InstrumentedNft::new(node_backend(), metrics.clone())
         .with_health(health.clone());
     Ok(Datapaths {
         enforcer: Box::new(NftEnforcer::new(Box::new(backend), Backoff::default())),

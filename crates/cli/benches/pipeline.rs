@@ -364,11 +364,12 @@ fn pod_yaml(name: &str, ns: usize, app: &str, tier: &str, node: &str, k: usize) 
     )
 }
 
-/// nftables as the agent runs it (`HostNft`: `nft` spawned from the agent's own namespace),
-/// with this thread moved into a new private namespace first. Not the testbed's `Netns`
-/// backend: it enters the namespace in the child before `exec`, which makes the standard
-/// library fork (copying this process's page tables, hundreds of MB at 150,000 pods) where the
-/// agent's `nft` is spawned without copying them.
+/// nftables as the agent runs it (`node_backend`: libnftables in process where installed, else
+/// `nft` spawned from the agent's own namespace), with this thread moved into a new private
+/// namespace first. Not the testbed's `Netns` backend: it enters the namespace in the child
+/// before `exec`, which makes the standard library fork (copying this process's page tables,
+/// hundreds of MB at 150,000 pods) where the agent's `nft` is spawned without copying them.
+/// `NETPOL_PIPELINE_NFT=command` times the `nft` command even where the library is installed.
 #[cfg(target_os = "linux")]
 fn nft_enforcer() -> (
     Box<dyn netpol_datapath::Enforcer>,
@@ -376,10 +377,18 @@ fn nft_enforcer() -> (
 ) {
     let netns = netpol_testbed::netns::Netns::new().expect("a private network namespace (root)");
     netns.enter().expect("entering the private namespace");
-    let enforcer = netpol_nft::NftEnforcer::new(
-        Box::new(netpol_nft::host::HostNft),
-        netpol_datapath::Backoff::default(),
-    );
+    let backend: Box<dyn netpol_nft::NftBackend + Send> =
+        match std::env::var("NETPOL_PIPELINE_NFT").as_deref() {
+            Ok("command") => Box::new(netpol_nft::host::HostNft),
+            _ => match netpol_nft::libnft::LibNft::load() {
+                Ok(library) => Box::new(library),
+                Err(reason) => {
+                    eprintln!("nftables through the nft command: {reason}");
+                    Box::new(netpol_nft::host::HostNft)
+                }
+            },
+        };
+    let enforcer = netpol_nft::NftEnforcer::new(backend, netpol_datapath::Backoff::default());
     (Box::new(enforcer), Some(netns))
 }
 

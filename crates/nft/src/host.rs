@@ -9,7 +9,23 @@ use std::process::{Command, Output, Stdio};
 use crate::bypass::{HostFacts, Link};
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
 
-/// The kernel of the network namespace the agent runs in (the node's).
+/// The kernel of the network namespace the agent runs in (the node's), through libnftables in
+/// this process where it is installed ([`crate::libnft::LibNft`], a transaction is one call),
+/// else through the `nft` command ([`HostNft`]). Made in the calling thread's namespace.
+pub fn node_backend() -> Box<dyn NftBackend + Send> {
+    match crate::libnft::LibNft::load() {
+        Ok(library) => {
+            tracing::info!("programming nftables through libnftables in this process");
+            Box::new(library)
+        }
+        Err(reason) => {
+            tracing::info!(%reason, "programming nftables through the nft command");
+            Box::new(HostNft)
+        }
+    }
+}
+
+/// The kernel of the network namespace the agent runs in, through the `nft` command.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HostNft;
 

@@ -47,6 +47,8 @@ pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod host;
 pub mod isolate;
+#[cfg(target_os = "linux")]
+pub mod libnft;
 pub mod naming;
 pub mod programmer;
 pub mod ruleset;

@@ -351,3 +351,75 @@ fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
         ProbeResult::Passed
     );
 }
+
+/// libnftables in the agent's process programs the same table as the `nft` command: the
+/// transaction lands in the namespace the library was loaded in, packets meet the rules, a
+/// refused script is refused, and a restart through the library reads the table back and
+/// changes no chain.
+#[test]
+fn libnftables_in_process_programs_the_table_the_command_would() {
+    if netns::skip_kernel_test("libnftables_in_process_programs_the_table_the_command_would") {
+        return;
+    }
+    let topology = Topology::build(hosts()).expect("the network builds");
+    let router = topology.router();
+    // Loaded on a thread inside the router's namespace: the context's socket is bound there.
+    let library = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                router.enter().expect("entering the router's namespace");
+                netpol_nft::libnft::LibNft::load().expect("libnftables is installed with nft")
+            })
+            .join()
+            .unwrap()
+    });
+    let first = ruleset();
+    let created = program(&library, &mut None, &first).unwrap();
+    assert_eq!(created.added.len(), 6, "{created:?}");
+    let mut through_command = router.chains().unwrap().unwrap();
+    let mut through_library = library.chains().unwrap().unwrap();
+    through_command.sort();
+    through_library.sort();
+    assert_eq!(through_library, through_command);
+    assert_eq!(
+        library.sets().unwrap().unwrap().len(),
+        router.sets().unwrap().unwrap().len()
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 80),
+        ProbeResult::Passed
+    );
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
+        ProbeResult::Dropped
+    );
+
+    // Checked only: nothing changes, and a bad script is refused with the kernel's reason.
+    let table = script::Table::new(&ruleset_with_ports(&[80, 81])).unwrap();
+    let names: Vec<&str> = table.names().collect();
+    library
+        .check(&script::render_check(&table, &names))
+        .unwrap();
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
+        ProbeResult::Dropped
+    );
+    let refused = library.apply("add rule inet netpol no_such_chain drop\n");
+    assert!(
+        matches!(refused, Err(netpol_nft::NftError::Refused(ref m)) if m.contains("No such file")),
+        "{refused:?}"
+    );
+
+    // A restart through the library reads the names back and changes no chain.
+    let restart = program(&library, &mut None, &first).unwrap();
+    assert!(
+        restart.added.is_empty() && restart.deleted.is_empty(),
+        "{restart:?}"
+    );
+    // A change through the library is seen by the kernel at once.
+    program(&library, &mut None, &ruleset_with_ports(&[80, 81])).unwrap();
+    assert_eq!(
+        tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
+        ProbeResult::Passed
+    );
+}
