@@ -23,6 +23,10 @@ pub const LIBRARY: &str = "libnftables.so.1";
 /// `NFT_CTX_OUTPUT_TERSE`: listings without set elements (`nft -t`).
 const OUTPUT_TERSE: c_uint = 1 << 11;
 
+/// A script at least this long (a start or a resync, sets with all their elements) leaves the
+/// library's C heap holding what it parsed: given back to the system after it runs.
+const LARGE_SCRIPT: usize = 1 << 20;
+
 type CtxNew = unsafe extern "C" fn(c_uint) -> *mut c_void;
 type CtxFree = unsafe extern "C" fn(*mut c_void);
 type CtxInt = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -157,6 +161,11 @@ impl LibNft {
             };
             let output = text((api.get_output)(context.ctx));
             let error = text((api.get_error)(context.ctx));
+            if commands.as_bytes().len() >= LARGE_SCRIPT {
+                // The library allocates with the C allocator, which keeps freed memory for
+                // reuse: without this a start at 150,000 pods left 75 MB more resident.
+                libc::malloc_trim(0);
+            }
             if status != 0 {
                 return Err(NftError::refused(&error));
             }
