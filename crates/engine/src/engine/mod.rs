@@ -134,6 +134,9 @@ pub struct Engine {
     changed_identities: BTreeSet<IdentityId>,
     /// The label keys peer selectors read: identities keep only these.
     keys_in_use: KeysInUse,
+    /// The label keys subject selectors read: local pods that differ only in other keys are
+    /// twins (one MapState between them).
+    subject_keys: KeysInUse,
     /// Trimmed label sets, one copy of each.
     trimmed_labels: LabelInterner,
     /// The local endpoint holding each address.
@@ -164,6 +167,7 @@ impl Engine {
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             keys_in_use: KeysInUse::default(),
+            subject_keys: KeysInUse::default(),
             trimmed_labels: LabelInterner::default(),
             endpoint_addresses: HashMap::new(),
             cache: SelectorCache::new(),
@@ -325,6 +329,7 @@ impl Engine {
             .collect();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
+        self.subject_keys = KeysInUse::of_subjects(&entries);
         self.entries = entries;
     }
 }
