@@ -69,7 +69,7 @@ impl Engine {
 
     /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
     fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<ClassChange> {
-        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let identities = self.pods.get(key).map_or(&[][..], |i| &i[..]);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
@@ -141,7 +141,7 @@ impl Engine {
 
     /// Resolves the endpoint's rules afresh and recomputes every class they can produce.
     pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<ClassChange> {
-        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let identities = self.pods.get(key).map_or(&[][..], |i| &i[..]);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
