@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime};
 use kube::runtime::watcher::Event;
 use netpol_api::{Object, ObjectRef, ValidationError};
 
-use objects::{parse_file, text_digest, Digests, Parsed};
+use objects::{file_digest, parse_file, Digests, FileError, Parsed};
 
 use crate::health::Health;
 use crate::indexes::SourceEvent;
@@ -298,19 +298,24 @@ impl FileSource {
         let mut listed: BTreeMap<PathBuf, FileState> = BTreeMap::new();
         let mut sent = 0;
         for (path, signature) in ready {
-            let Some(text) = self.read_text(path, &mut scan.problems) else {
-                if self.unreadable.contains_key(path) && (self.listed || !self.partial_ok) {
-                    // Unreadable now: the list waits (or, as a relist, would drop its objects).
-                    scan.objects_mapped += sent;
-                    return Listed::Abandoned;
+            // A file known broken is parsed again only if its text changed.
+            if self.unreadable.contains_key(path) {
+                match file_digest(path) {
+                    Ok(digest) if self.is_known_broken(path, digest) => {
+                        scan.files_read += 1;
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        if self.not_read(path, error, &mut scan.problems) {
+                            scan.objects_mapped += sent;
+                            return Listed::Abandoned;
+                        }
+                        continue;
+                    }
                 }
-                continue;
-            };
-            scan.files_read += 1;
-            let digest = text_digest(&text);
-            if self.is_known_broken(path, digest) {
-                continue;
             }
+            let sent_before = sent;
             let mut each = |parsed: Parsed| {
                 if !listed.values().any(|s| s.objects.contains_key(&parsed.key)) {
                     let kind = SourceKind::of(&parsed.object);
@@ -318,8 +323,9 @@ impl FileSource {
                     sent += 1;
                 }
             };
-            match parse_file(path, &text, &mut scan.problems, &mut each) {
-                Ok(objects) => {
+            match parse_file(path, &mut scan.problems, &mut each) {
+                Ok((objects, digest)) => {
+                    scan.files_read += 1;
                     self.unreadable.remove(path);
                     let state = FileState {
                         signature: *signature,
@@ -329,10 +335,20 @@ impl FileSource {
                     };
                     listed.insert(path.clone(), state);
                 }
-                Err(message) => {
+                Err(FileError::Broken { message, digest }) => {
+                    scan.files_read += 1;
                     self.note_broken(path, *signature, started, digest, message);
                     scan.objects_mapped += sent;
                     return Listed::Abandoned;
+                }
+                Err(error) => {
+                    // Objects of a text that changed while it was read (or whose reading
+                    // failed part-way) were sent: the list cannot complete with them.
+                    let sent_some = sent > sent_before;
+                    if self.not_read(path, error, &mut scan.problems) || sent_some {
+                        scan.objects_mapped += sent;
+                        return Listed::Abandoned;
+                    }
                 }
             }
         }
@@ -367,11 +383,14 @@ impl FileSource {
             }
         }
         for (path, signature) in ready {
-            let Some(text) = self.read_text(&path, &mut scan.problems) else {
-                continue;
+            let digest = match file_digest(&path) {
+                Ok(digest) => digest,
+                Err(error) => {
+                    self.not_read(&path, error, &mut scan.problems);
+                    continue;
+                }
             };
             scan.files_read += 1;
-            let digest = text_digest(&text);
             if let Some(state) = self.files.get_mut(&path) {
                 if state.digest == digest {
                     state.signature = signature;
@@ -379,29 +398,36 @@ impl FileSource {
                     continue;
                 }
             }
-            let previous = self.files.remove(&path).map(|s| s.objects);
-            let before = previous.as_ref();
+            let before = self.files.get(&path).map(|s| &s.objects);
             let mut in_file = Vec::new();
             let mut each = |parsed: Parsed| {
                 if before.and_then(|b| b.get(&parsed.key)) != Some(&parsed.digest) {
                     in_file.push(parsed.object);
                 }
             };
-            let objects = match parse_file(&path, &text, &mut scan.problems, &mut each) {
-                Ok(objects) => {
+            let (objects, digest) = match parse_file(&path, &mut scan.problems, &mut each) {
+                Ok((objects, digest)) => {
                     self.unreadable.remove(&path);
                     parsed.push(path.clone());
+                    let previous = self.files.remove(&path).map(|s| s.objects);
                     let lost = previous.into_iter().flatten().map(|(key, _)| key);
                     gone.extend(
                         lost.filter(|key| !objects.contains_key(key))
                             .map(|key| (path.clone(), key)),
                     );
                     changed.extend(in_file.into_iter().map(|o| (path.clone(), o)));
-                    objects
+                    (objects, digest)
                 }
-                Err(message) => {
+                Err(FileError::Broken { message, digest }) => {
                     self.unreadable.insert(path.clone(), message);
-                    previous.unwrap_or_default()
+                    let previous = self.files.remove(&path).map(|s| s.objects);
+                    (previous.unwrap_or_default(), digest)
+                }
+                Err(error) => {
+                    // Unreadable now, or changed while read: its objects stay as they were,
+                    // and it is read again once its signature moves.
+                    self.not_read(&path, error, &mut scan.problems);
+                    continue;
                 }
             };
             let state = FileState {
@@ -462,9 +488,6 @@ impl FileSource {
             }
         }
         for (path, keys) in wanted {
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
             let mut each = |parsed: Parsed| {
                 if keys.contains(&parsed.key) {
                     let kind = SourceKind::of(&parsed.object);
@@ -475,7 +498,7 @@ impl FileSource {
                 }
             };
             // Problems of that file were reported when it was read.
-            let _ = parse_file(&path, &text, &mut Vec::new(), &mut each);
+            let _ = parse_file(&path, &mut Vec::new(), &mut each);
         }
         events.into_values().collect()
     }
@@ -516,7 +539,7 @@ impl FileSource {
                 // Deleted between the listing and now: the next scan sees it gone.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    self.note_unreadable(path, &e, &mut scan.problems);
+                    self.note_unreadable(path, e.to_string(), &mut scan.problems);
                     continue;
                 }
             };
@@ -536,16 +559,17 @@ impl FileSource {
         Ok(ready)
     }
 
-    /// The text of a file, or `None` if it is gone or cannot be read (noted as unreadable).
-    fn read_text(&mut self, path: &Path, problems: &mut Vec<FileProblem>) -> Option<String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => {
-                self.note_unreadable(path, &e, problems);
-                None
+    /// Notes why `path` gave nothing (gone files are not noted); returns whether it now counts as
+    /// unreadable and the first list must wait for it.
+    fn not_read(&mut self, path: &Path, error: FileError, problems: &mut Vec<FileProblem>) -> bool {
+        match error {
+            FileError::Gone => {}
+            FileError::Unreadable(message) => self.note_unreadable(path, message, problems),
+            FileError::Broken { message, .. } => {
+                self.note_unreadable(path, message, problems);
             }
         }
+        self.unreadable.contains_key(path) && (self.listed || !self.partial_ok)
     }
 
     /// Whether `path` is unreadable and its text is still the one that did not parse.
@@ -600,8 +624,7 @@ impl FileSource {
     }
 
     /// Records a read failure, reporting it only when it is new or different.
-    fn note_unreadable(&mut self, path: &Path, error: &io::Error, problems: &mut Vec<FileProblem>) {
-        let message = error.to_string();
+    fn note_unreadable(&mut self, path: &Path, message: String, problems: &mut Vec<FileProblem>) {
         if self.unreadable.get(path) != Some(&message) {
             problems.push(unreadable(path, &message));
             self.unreadable.insert(path.to_owned(), message);

@@ -11,7 +11,9 @@ use std::hash::Hasher;
 use std::io;
 use std::path::Path;
 
-use netpol_api::{parse_yaml_each, FieldValidation, Object, ObjectRef, ValidationError};
+use netpol_api::{
+    parse_reader_each, FieldValidation, Object, ObjectRef, ReadError, ValidationError,
+};
 
 use super::FileProblem;
 
@@ -34,11 +36,31 @@ pub(super) fn object_digest(object: &Object) -> u64 {
     writer.0.finish()
 }
 
-/// The digest of a file's text.
-pub(super) fn text_digest(text: &str) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    hasher.write(text.as_bytes());
-    hasher.finish()
+/// Why a file gave no objects.
+#[derive(Debug)]
+pub(super) enum FileError {
+    /// It is gone (deleted since it was listed).
+    Gone,
+    /// It could not be read, or changed while it was read.
+    Unreadable(String),
+    /// Its text, with this digest, is not YAML or JSON that can be read.
+    Broken { message: String, digest: u64 },
+}
+
+impl FileError {
+    fn of_io(error: &io::Error) -> FileError {
+        if error.kind() == io::ErrorKind::NotFound {
+            FileError::Gone
+        } else {
+            FileError::Unreadable(error.to_string())
+        }
+    }
+}
+
+/// The digest of a file's text (`netpol_api::text_digest`), read in pieces.
+pub(super) fn file_digest(path: &Path) -> Result<u64, FileError> {
+    let mut file = std::fs::File::open(path).map_err(|e| FileError::of_io(&e))?;
+    netpol_api::digest_of(&mut file).map_err(|e| FileError::of_io(&e))
 }
 
 struct HashWriter(std::hash::DefaultHasher);
@@ -54,16 +76,16 @@ impl io::Write for HashWriter {
     }
 }
 
-/// Parses one file, handing each valid object (the first of a key, if the file repeats one) to
-/// `each` with its key and digest, and returns every key's digest. Invalid objects and repeated
-/// keys are reported; a YAML error (reported) leaves the file unreadable, and `each` may have
-/// been given objects of it, which the caller must then discard.
+/// Parses one file, read in pieces (`netpol_api::parse_reader_each`), handing each valid object
+/// (the first of a key, if the file repeats one) to `each` with its key and digest, and returns
+/// every key's digest and the text's. Invalid objects and repeated keys are reported; on an
+/// error (a broken text is reported), `each` may have been given objects of the file, which the
+/// caller must then discard.
 pub(super) fn parse_file(
     path: &Path,
-    text: &str,
     problems: &mut Vec<FileProblem>,
     each: &mut dyn FnMut(Parsed),
-) -> Result<Digests, String> {
+) -> Result<(Digests, u64), FileError> {
     let mut digests = Digests::new();
     let mut file_problems = Vec::new();
     let prepare = |read: Result<Object, ValidationError>| {
@@ -73,43 +95,50 @@ pub(super) fn parse_file(
             object,
         })
     };
+    let mut file = std::fs::File::open(path).map_err(|e| FileError::of_io(&e))?;
     // No API server validated these files: an object with a field its kind does not have (a
     // misspelt or misplaced field, which would silently widen a policy) is refused alone, as
     // `kubectl apply` refuses it.
-    let parsed = parse_yaml_each(
-        text,
-        FieldValidation::Strict,
-        prepare,
-        &mut |read| match read {
-            Ok(parsed) => {
-                if digests.contains_key(&parsed.key) {
-                    file_problems.push(FileProblem::Duplicate {
-                        object: parsed.key,
-                        used: path.to_owned(),
-                        ignored: path.to_owned(),
-                    });
-                } else {
-                    digests.insert(parsed.key.clone(), parsed.digest);
-                    each(parsed);
+    let parsed =
+        parse_reader_each(
+            &mut file,
+            FieldValidation::Strict,
+            prepare,
+            &mut |read| match read {
+                Ok(parsed) => {
+                    if digests.contains_key(&parsed.key) {
+                        file_problems.push(FileProblem::Duplicate {
+                            object: parsed.key,
+                            used: path.to_owned(),
+                            ignored: path.to_owned(),
+                        });
+                    } else {
+                        digests.insert(parsed.key.clone(), parsed.digest);
+                        each(parsed);
+                    }
                 }
-            }
-            Err(error) => file_problems.push(FileProblem::InvalidObject {
-                path: path.to_owned(),
-                error,
-            }),
-        },
-    );
+                Err(error) => file_problems.push(FileProblem::InvalidObject {
+                    path: path.to_owned(),
+                    error,
+                }),
+            },
+        );
     match parsed {
-        Ok(()) => {
+        Ok(digest) => {
             problems.extend(file_problems);
-            Ok(digests)
+            Ok((digests, digest))
         }
-        Err(error) => {
+        Err(ReadError::Io(error)) => Err(FileError::of_io(&error)),
+        Err(ReadError::Changed) => Err(FileError::Unreadable(ReadError::Changed.to_string())),
+        Err(ReadError::Yaml { error, digest }) => {
             problems.push(FileProblem::Unreadable {
                 path: path.to_owned(),
                 message: error.to_string(),
             });
-            Err(error.to_string())
+            Err(FileError::Broken {
+                message: error.to_string(),
+                digest,
+            })
         }
     }
 }
