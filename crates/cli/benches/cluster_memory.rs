@@ -68,14 +68,15 @@ fn main() {
 
     let cluster_mode = measure(netpol, &["--kubeconfig".as_ref(), kubeconfig.as_os_str()]);
     let embedded = measure(netpol, &["--from-dir".as_ref(), cluster.as_os_str()]);
-    println!("| mode | pods | workloads | files | objects | ready after s | CPU s | peak RSS MB |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| mode | pods | workloads | files | objects | identities | ready after s | CPU s | peak RSS MB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (mode, files, run) in [
         ("cluster", "-", cluster_mode),
         ("embedded", format.as_str(), embedded),
     ] {
         println!(
-            "| {mode} | {pods} | {workloads} | {files} | {objects} | {:.1} | {:.2} | {:.0} |",
+            "| {mode} | {pods} | {workloads} | {files} | {objects} | {} | {:.1} | {:.2} | {:.0} |",
+            run.identities,
             run.ready.as_secs_f64(),
             run.cpu_seconds,
             run.peak_rss as f64 / 1e6
@@ -242,6 +243,8 @@ struct Ready {
     /// User and system CPU time until then.
     cpu_seconds: f64,
     peak_rss: u64,
+    /// Security identities the agent holds (`netpol_identities`).
+    identities: u64,
 }
 
 /// Starts the agent with `source`, waits until `/readyz` says ready, and returns how long that
@@ -278,6 +281,7 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
         std::thread::sleep(Duration::from_millis(100));
     }
     let ready_after = started.elapsed();
+    let identities = gauge(listen, "netpol_identities").unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
     let _ = child.kill();
@@ -299,6 +303,7 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
         ready: ready_after,
         cpu_seconds: ticks / per_second,
         peak_rss: rss_kb * 1024,
+        identities,
     }
 }
 
@@ -310,17 +315,27 @@ fn free_port() -> SocketAddr {
 }
 
 fn ready(address: SocketAddr) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
-        return false;
-    };
+    get(address, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+}
+
+/// The response to `GET path`, if the agent answered.
+fn get(address: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(200)).ok()?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
-    response.starts_with("HTTP/1.1 200")
+    Some(response)
+}
+
+/// A gauge's value in the agent's `/metrics`.
+fn gauge(address: SocketAddr, name: &str) -> Option<u64> {
+    let metrics = get(address, "/metrics")?;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))?
+        .trim()
+        .parse()
+        .ok()
 }
