@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime};
 use kube::runtime::watcher::Event;
 use netpol_api::{Object, ObjectRef, ValidationError};
 
-use objects::{file_digest, parse_file, Digests, FileError, Parsed};
+use objects::{file_digest, parse_file, Digests, FileError, Key, Parsed};
 
 use crate::health::Health;
 use crate::indexes::SourceEvent;
@@ -373,7 +373,7 @@ impl FileSource {
         let ready = self.look(all, started, &mut scan)?;
         // Objects changed in a file, and keys gone from one, in the files' order.
         let mut changed: Vec<(PathBuf, Object)> = Vec::new();
-        let mut gone: Vec<(PathBuf, ObjectRef)> = Vec::new();
+        let mut gone: Vec<(PathBuf, Key)> = Vec::new();
         // Files whose objects were parsed again: only their keys can be newly duplicated.
         let mut parsed: Vec<PathBuf> = Vec::new();
         for path in self.removed_files() {
@@ -458,24 +458,24 @@ impl FileSource {
     fn effective_changes(
         &self,
         changed: Vec<(PathBuf, Object)>,
-        gone: Vec<(PathBuf, ObjectRef)>,
+        gone: Vec<(PathBuf, Key)>,
     ) -> Vec<SourceEvent> {
-        let mut events: BTreeMap<ObjectRef, SourceEvent> = BTreeMap::new();
+        let mut events: BTreeMap<Key, SourceEvent> = BTreeMap::new();
         for (path, object) in changed {
-            let key = object.object_ref();
+            let key = Key::of(&object);
             if self.first_holder(&key) == Some(&path) {
                 let kind = SourceKind::of(&object);
                 events.insert(key, SourceEvent::new(kind, Event::Apply(object)));
             }
         }
-        let mut wanted: BTreeMap<PathBuf, BTreeSet<ObjectRef>> = BTreeMap::new();
+        let mut wanted: BTreeMap<PathBuf, BTreeSet<Key>> = BTreeMap::new();
         for (path, key) in gone {
             if events.contains_key(&key) {
                 continue;
             }
             match self.first_holder(&key) {
                 None => {
-                    if let Some(skeleton) = Object::skeleton(&key) {
+                    if let Some(skeleton) = Object::skeleton(&key.object_ref()) {
                         let kind = SourceKind::of(&skeleton);
                         events.insert(key, SourceEvent::new(kind, Event::Delete(skeleton)));
                     }
@@ -504,7 +504,7 @@ impl FileSource {
     }
 
     /// The first file (in path order) that holds `key`.
-    fn first_holder(&self, key: &ObjectRef) -> Option<&PathBuf> {
+    fn first_holder(&self, key: &Key) -> Option<&PathBuf> {
         self.files
             .iter()
             .find(|(_, state)| state.objects.contains_key(key))
@@ -636,7 +636,7 @@ impl FileSource {
     /// used, every other ignored). Costs the keys of these files times the number of files, not
     /// every object of every file: one pod changed in a file of its own checks one key.
     fn duplicates_in(&self, paths: &[PathBuf]) -> Vec<FileProblem> {
-        let mut seen: BTreeSet<&ObjectRef> = BTreeSet::new();
+        let mut seen: BTreeSet<&Key> = BTreeSet::new();
         let mut problems = Vec::new();
         for path in paths {
             let Some(state) = self.files.get(path) else {
@@ -655,7 +655,7 @@ impl FileSource {
                     continue;
                 };
                 problems.extend(holders.map(|ignored| FileProblem::Duplicate {
-                    object: key.clone(),
+                    object: key.object_ref(),
                     used: used.clone(),
                     ignored: ignored.clone(),
                 }));
@@ -666,13 +666,13 @@ impl FileSource {
 
     /// Every object defined in more than one file.
     fn duplicates(&self) -> Vec<FileProblem> {
-        let mut first: BTreeMap<&ObjectRef, &PathBuf> = BTreeMap::new();
+        let mut first: BTreeMap<&Key, &PathBuf> = BTreeMap::new();
         let mut problems = Vec::new();
         for (path, state) in &self.files {
             for key in state.objects.keys() {
                 match first.get(key) {
                     Some(used) => problems.push(FileProblem::Duplicate {
-                        object: key.clone(),
+                        object: key.object_ref(),
                         used: (*used).clone(),
                         ignored: path.clone(),
                     }),
