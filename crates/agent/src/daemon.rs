@@ -29,6 +29,11 @@ use crate::sources::files::FileSource;
 /// The exit code of an agent that panicked (`EX_SOFTWARE`).
 pub const PANIC_EXIT_CODE: i32 = 70;
 
+/// Inputs that may wait for the reconcile loop. A source that reads faster than the loop takes
+/// its objects waits rather than queueing them: at an initial sync of 150,000 pods an unbounded
+/// queue could hold every pod at once.
+pub const INPUT_CAPACITY: usize = 1024;
+
 /// What a running agent reports into, made before it starts so that its datapath can report too.
 pub struct Observability {
     pub registry: Arc<Registry>,
@@ -102,15 +107,18 @@ pub fn run_with(
     } = observability;
     let Datapaths { enforcer, hcn, .. } = datapaths;
 
-    let (inputs, receiver) = mpsc::channel();
+    let (inputs, receiver) = mpsc::sync_channel(INPUT_CAPACITY);
+    let resync = Arc::new(AtomicBool::new(false));
     if let Some(datapath) = hcn {
-        // An HNS restart loses every policy: read everything back at once.
-        let inputs = std::sync::Mutex::new(inputs.clone());
+        // An HNS restart loses every policy: read everything back at once. The signal may be
+        // raised on the reconcile loop's own thread (a call that finds HNS gone), which must not
+        // wait for room in its own channel: the flag carries the request, the input only wakes
+        // the loop (a full channel wakes it anyway).
+        let inputs = inputs.clone();
+        let requested = resync.clone();
         datapath.resync_signal().subscribe(move || {
-            let _ = inputs
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .send(Input::Resync);
+            requested.store(true, Ordering::SeqCst);
+            let _ = inputs.try_send(Input::Resync);
         });
     }
     let mut pipeline = Pipeline::with_enforcer(&config.node, enforcer, metrics.clone());
@@ -130,7 +138,9 @@ pub fn run_with(
     let loop_health = health.clone();
     let reconciler = std::thread::Builder::new()
         .name("reconcile".into())
-        .spawn(move || driver::run(pipeline, receiver, loop_health, loop_config))?;
+        .spawn(move || {
+            driver::run_with_resync(pipeline, receiver, resync, loop_health, loop_config)
+        })?;
 
     let stop = Arc::new(AtomicBool::new(false));
     let runtime = tokio::runtime::Builder::new_multi_thread()

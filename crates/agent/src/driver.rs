@@ -2,6 +2,7 @@
 //! reconciles. Datapath calls block (HCN calls can take seconds), so the loop runs on a thread of
 //! its own rather than on the async runtime that serves HTTP and runs the watches.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,9 +40,22 @@ pub struct LoopConfig {
 }
 
 /// Runs until told to shut down or until every sender is gone.
-pub fn run(
+pub fn run(pipeline: Pipeline, inputs: Receiver<Input>, health: Arc<Health>, config: LoopConfig) {
+    run_with_resync(
+        pipeline,
+        inputs,
+        Arc::new(AtomicBool::new(false)),
+        health,
+        config,
+    );
+}
+
+/// [`run`], also resyncing whenever `resync` is set (by a thread that cannot wait for room in
+/// a bounded input channel; an [`Input::Resync`] then serves only to wake the loop).
+pub fn run_with_resync(
     mut pipeline: Pipeline,
     inputs: Receiver<Input>,
+    resync: Arc<AtomicBool>,
     health: Arc<Health>,
     config: LoopConfig,
 ) {
@@ -85,6 +99,9 @@ pub fn run(
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if resync.swap(false, Ordering::SeqCst) {
+            pipeline.request_resync();
         }
         let now = Instant::now();
         if now >= next_resync {

@@ -2,7 +2,7 @@
 //! and keeps readiness and metrics on what could not be read.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,7 +13,8 @@ use crate::sources::files::{publish_state, report_file_problems, FileSource};
 
 /// The polling loop and what it reports to.
 pub struct FollowFiles {
-    pub inputs: Sender<Input>,
+    /// Bounded: the poller waits while the reconcile loop has not taken what it sent.
+    pub inputs: SyncSender<Input>,
     pub metrics: Metrics,
     pub health: Arc<Health>,
     pub poll: Duration,

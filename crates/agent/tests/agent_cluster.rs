@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use agent_support::cluster::*;
 use agent_support::*;
+use kube::runtime::watcher::Event;
+use netpol_agent::driver::Input;
 use netpol_agent::sources::cluster::WatchConfig;
 use netpol_agent::SourceKind;
 use serde_json::json;
@@ -38,6 +40,44 @@ fn lists_page_by_page_then_watches_from_the_lists_version() {
     assert!(watch.contains("allowWatchBookmarks=true"), "{watch}");
     assert!(watch.contains("resourceVersion="), "{watch}");
     agent.assert_metric("netpol_kind_synced{kind=\"Pod\"} 1");
+}
+
+/// Each list page is decoded and handed to the reconcile loop before the next is asked for, and
+/// the loop's input channel is bounded (8 inputs here): a list is never far ahead of the loop.
+#[test]
+fn a_list_is_read_a_page_at_a_time_as_the_loop_takes_it() {
+    let server = example_server();
+    for i in 0..60 {
+        server.apply(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("batch-{i}"), "namespace": "shop", "labels": {"app": "batch"}},
+            "spec": {"nodeName": "node-2", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running", "podIP": format!("10.244.9.{}", i + 1)},
+        }));
+    }
+    let mut agent = ClusterAgent::start(&server, config());
+    let mut pods_taken = 0;
+    while !agent.pipeline.sources_synced() {
+        let input = agent.inputs.recv_timeout(PATIENCE).expect("an input");
+        if let Input::Event(event) = &input {
+            if event.kind == SourceKind::Pod && matches!(event.event, Event::InitApply(_)) {
+                pods_taken += 1;
+            }
+        }
+        agent.take(input);
+        // Pages of two: what was fetched is at most a full channel and the page being sent
+        // ahead of what the loop took.
+        let fetched = 2 * server.lists_of("Pod").len();
+        assert!(
+            fetched <= pods_taken + 8 + 2 + 2,
+            "{fetched} pods fetched, {pods_taken} taken"
+        );
+    }
+    assert!(pods_taken > 60, "{pods_taken}");
+    agent.pipeline.reconcile(std::time::Instant::now());
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    assert_eq!(agent.pipeline.indexes().pods().len(), pods_taken);
+    agent.assert_programs(&server, "page-at-a-time");
 }
 
 #[test]

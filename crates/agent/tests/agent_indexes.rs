@@ -190,6 +190,43 @@ fn namespace_relabel_updates_only_its_pods() {
     assert_eq!(applied.updates.len(), 1);
 }
 
+/// An initial sync lists every kind before any completes (a file source sends every `Init`
+/// first and every `InitDone` last): pods listed while the namespaces' first list is still open
+/// get the labels it lists, so their namespace's completion changes none of them.
+#[test]
+fn pods_of_a_first_list_take_the_labels_of_the_namespaces_being_listed() {
+    let mut indexes = Indexes::new();
+    for kind in SourceKind::ALL {
+        indexes.apply(event(kind, Event::Init));
+    }
+    indexes.apply(event(
+        SourceKind::Namespace,
+        Event::InitApply(namespace("x", json!({"team": "a"}))),
+    ));
+    indexes.apply(event(
+        SourceKind::Pod,
+        Event::InitApply(pod("x", "a", json!({"app": "web"}), "10.1.0.1")),
+    ));
+    let mut pods = Vec::new();
+    for kind in SourceKind::ALL {
+        for update in indexes.apply(event(kind, Event::InitDone)).updates {
+            if let EngineUpdate::Pod { key, identities } = update {
+                pods.push((kind, key, identities));
+            }
+        }
+    }
+    assert!(indexes.is_synced());
+    // One update, from the pods' own list, with the namespace's labels.
+    let [(SourceKind::Pod, key, identities)] = &pods[..] else {
+        panic!("expected the pod once, from the pods' list: {pods:?}");
+    };
+    assert_eq!(key, "x/a");
+    assert_eq!(pod_labels(&identities[0]).1["team"], "a");
+    // The update carries the index's own copy: one allocation between the index and the engine.
+    let kept = indexes.pods().get("x/a").unwrap();
+    assert!(std::ptr::eq(kept, &identities[..]));
+}
+
 #[test]
 fn policy_create_update_and_delete() {
     let mut indexes = synced_empty();

@@ -24,7 +24,7 @@ const TERMINAL_PHASES: [&str; 2] = ["Succeeded", "Failed"];
 /// server sets on every namespace.
 pub fn namespace_labels(namespace: &Namespace) -> Labels {
     let name = namespace.metadata.name.as_deref().unwrap_or_default();
-    let mut labels = namespace.metadata.labels.clone().unwrap_or_default();
+    let mut labels = Labels::from(namespace.metadata.labels.clone().unwrap_or_default());
     labels.insert(NAMESPACE_NAME_LABEL.to_owned(), name.to_owned());
     labels
 }
@@ -54,7 +54,7 @@ pub fn pod_info(pod: &Pod, namespace_labels: &SharedLabels) -> PodInfo {
     PodInfo {
         namespace,
         name: pod.metadata.name.clone().unwrap_or_default(),
-        labels: pod.metadata.labels.clone().unwrap_or_default().into(),
+        labels: Labels::from(pod.metadata.labels.clone().unwrap_or_default()).into(),
         namespace_labels,
         node: spec.and_then(|s| s.node_name.clone()),
         ports: named_ports(pod),
@@ -84,7 +84,7 @@ pub fn pod_identities(pod: &Pod, namespace_labels: &SharedLabels) -> Vec<Identit
 pub fn node_identities(node: &Node) -> Vec<Identity> {
     let info = NodeInfo {
         name: node.metadata.name.clone().unwrap_or_default(),
-        labels: node.metadata.labels.clone().unwrap_or_default().into(),
+        labels: Labels::from(node.metadata.labels.clone().unwrap_or_default()).into(),
     };
     let mut addresses: Vec<IpAddr> = Vec::new();
     let node_addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());

@@ -30,7 +30,11 @@ pub(crate) fn parse_json(text: &str) -> Option<Vec<Read>> {
 /// and characters outside YAML's printable set (DEL, C1 controls, a byte order mark inside the
 /// text, U+FFFE and U+FFFF), which JSON strings may hold raw.
 fn may_read_differently_as_yaml(text: &str) -> bool {
-    let bytes = text.as_bytes();
+    may_read_differently_as_yaml_bytes(text.as_bytes())
+}
+
+/// [`may_read_differently_as_yaml`] on bytes (patterns that run past their end do not count).
+pub(crate) fn may_read_differently_as_yaml_bytes(bytes: &[u8]) -> bool {
     let surrogate_escape = memchr::memchr_iter(b'\\', bytes).any(|i| {
         matches!(
             bytes.get(i + 1..i + 4),

@@ -89,11 +89,13 @@ pub mod crd;
 pub mod error;
 pub mod fields;
 mod json;
+mod json_scan;
 pub mod node;
 pub mod object;
 pub mod parse;
 pub mod pod;
 mod prune;
+pub mod reader;
 pub mod selector;
 mod split;
 mod stream;
@@ -109,4 +111,5 @@ pub use parse::{
     YamlError,
 };
 pub use pod::Pod;
+pub use reader::{digest_of, parse_reader_each, text_digest, ReadError};
 pub use translate::{translate, Translation};

@@ -58,17 +58,17 @@ pub fn parse_yaml_each<T: Send>(
 
 /// When and how finely a stream is cut into pieces parsed in parallel.
 #[derive(Clone, Copy, Debug)]
-struct Cutting {
+pub(crate) struct Cutting {
     /// Texts below this size are parsed whole: splitting would not pay for the threads.
-    min_bytes: usize,
+    pub(crate) min_bytes: usize,
     /// The most text one piece holds, so that what a piece's objects hold while they wait to be
     /// handed on stays small whatever the size of the stream.
-    max_piece_bytes: usize,
-    workers: usize,
+    pub(crate) max_piece_bytes: usize,
+    pub(crate) workers: usize,
 }
 
 impl Cutting {
-    fn for_this_machine() -> Cutting {
+    pub(crate) fn for_this_machine() -> Cutting {
         Cutting {
             min_bytes: MIN_SPLIT_BYTES,
             max_piece_bytes: 1 << 20,
@@ -77,7 +77,7 @@ impl Cutting {
     }
 }
 
-fn parse_each_with<T: Send>(
+pub(crate) fn parse_each_with<T: Send>(
     text: &str,
     cutting: Cutting,
     prepare: impl Fn(Read) -> T + Sync,
@@ -113,7 +113,7 @@ fn parse_each_with<T: Send>(
 }
 
 /// The sequential parse: what every other way of reading must equal.
-fn read_whole(text: &str) -> Result<Vec<Read>, YamlError> {
+pub(crate) fn read_whole(text: &str) -> Result<Vec<Read>, YamlError> {
     let documents: Vec<Document> =
         serde_saphyr::from_multiple_with_options(text, yaml_options_for(text.len()))
             .map_err(|e| YamlError(e.to_string()))?;
@@ -129,7 +129,7 @@ fn parse_whole(text: &str) -> Result<Vec<Result<Object, ValidationError>>, YamlE
 
 /// Pieces per core: more pieces than cores keep every core busy when pieces parse at different
 /// speeds.
-const PIECES_PER_CORE: usize = 4;
+pub(crate) const PIECES_PER_CORE: usize = 4;
 
 /// A stream cut into pieces that parse on their own, and how each piece is parsed.
 struct Pieces<'a> {
@@ -180,7 +180,7 @@ fn parse_block(text: &str) -> Option<Vec<Read>> {
 }
 
 /// The objects of one piece, or `None` if it does not parse alone.
-fn parse_piece(run: &str, documents: bool) -> Option<Vec<Read>> {
+pub(crate) fn parse_piece(run: &str, documents: bool) -> Option<Vec<Read>> {
     if let Some(objects) = parse_block(run) {
         return Some(objects);
     }
@@ -204,29 +204,38 @@ fn parse_pieces<T: Send>(
     prepare: &(impl Fn(Read) -> T + Sync),
     sink: &mut dyn FnMut(T),
 ) -> bool {
-    let parse = |run: &str| -> Option<Vec<T>> {
-        Some(
-            parse_piece(run, pieces.documents)?
-                .into_iter()
-                .map(prepare)
-                .collect(),
-        )
+    let parse = |run: &str| parse_piece(run, pieces.documents);
+    pieces
+        .runs
+        .chunks(pieces.workers)
+        .all(|wave| parse_wave(wave, &parse, prepare, sink))
+}
+
+/// Parses the runs of one wave with `parse`, one thread each, and hands their objects (after
+/// `prepare`, on the parsing threads) to `sink` in order. Returns false, having handed on
+/// nothing, if a run does not parse.
+pub(crate) fn parse_wave<T: Send, S: AsRef<str> + Sync>(
+    wave: &[S],
+    parse: &(impl Fn(&str) -> Option<Vec<Read>> + Sync),
+    prepare: &(impl Fn(Read) -> T + Sync),
+    sink: &mut dyn FnMut(T),
+) -> bool {
+    let Some((first, rest)) = wave.split_first() else {
+        return true;
     };
-    for wave in pieces.runs.chunks(pieces.workers) {
-        let parsed: Vec<Option<Vec<T>>> = std::thread::scope(|scope| {
-            let others: Vec<_> = wave[1..]
-                .iter()
-                .map(|run| scope.spawn(|| parse(run)))
-                .collect();
-            let mut parsed = vec![parse(wave[0])];
-            parsed.extend(others.into_iter().map(|h| h.join().ok().flatten()));
-            parsed
-        });
-        if parsed.iter().any(Option::is_none) {
-            return false;
-        }
-        parsed.into_iter().flatten().flatten().for_each(&mut *sink);
+    let run = |run: &S| -> Option<Vec<T>> {
+        Some(parse(run.as_ref())?.into_iter().map(prepare).collect())
+    };
+    let parsed: Vec<Option<Vec<T>>> = std::thread::scope(|scope| {
+        let others: Vec<_> = rest.iter().map(|r| scope.spawn(|| run(r))).collect();
+        let mut parsed = vec![run(first)];
+        parsed.extend(others.into_iter().map(|h| h.join().ok().flatten()));
+        parsed
+    });
+    if parsed.iter().any(Option::is_none) {
+        return false;
     }
+    parsed.into_iter().flatten().flatten().for_each(sink);
     true
 }
 

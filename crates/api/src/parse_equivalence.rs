@@ -23,10 +23,38 @@ fn fast(text: &str) -> Parsed {
     Ok(objects)
 }
 
+/// The stream read from a reader in pieces (`reader.rs`), `buffer` bytes at a time; checks the
+/// digest it returns.
+fn streamed(text: &str, buffer: usize) -> Parsed {
+    let mut objects = Vec::new();
+    let ignore = |read| FieldValidation::Ignore.apply(read);
+    let mut reader = std::io::Cursor::new(text.as_bytes());
+    match crate::reader::read_each_with(&mut reader, FINE, buffer, &ignore, &mut |o| {
+        objects.push(o)
+    }) {
+        Ok(digest) => {
+            assert_eq!(digest, crate::reader::text_digest(text));
+            Ok(objects)
+        }
+        Err(crate::reader::ReadError::Yaml { error, digest }) => {
+            assert_eq!(digest, crate::reader::text_digest(text));
+            Err(error)
+        }
+        Err(other) => panic!("{other}"),
+    }
+}
+
 fn assert_same(text: &str) {
     let sequential = parse_whole(text);
     assert_eq!(fast(text), sequential, "cut finely: {text:?}");
     assert_eq!(parse_yaml(text), sequential, "as shipped: {text:?}");
+    for buffer in [5, 64] {
+        assert_eq!(
+            streamed(text, buffer),
+            sequential,
+            "read in pieces of {buffer} bytes: {text:?}"
+        );
+    }
 }
 
 /// Label values and keys whose YAML reading is easy to get wrong.
@@ -170,25 +198,57 @@ proptest! {
 
     #[test]
     fn json_read_by_the_json_parser_equals_the_yaml_parse(
-        names in prop::collection::vec(0..100u32, 0..4),
+        names in prop::collection::vec(0..100u32, 0..6),
         value in prop::sample::select(&[
             "\"a\"", "1", "-0", "1.5", "1e3", "18446744073709551616", "true", "null", "\"\\ud83d\\ude00\"",
             "\"\\u00e9\\/\\n\"", "\"\u{7f}\"", "{}", "[]", "\"x\", \"k\": \"dup\"", "[1,2]",
         ][..]),
         compact in any::<bool>(),
+        kind in prop::sample::select(&["List", "NamespaceList", "Namespace"][..]),
+        kind_first in any::<bool>(),
+        bom in any::<bool>(),
+        damage in prop::sample::select(&["", ",", "[", "]", "}", "x", "\"", "\\"][..]),
+        at in any::<prop::sample::Index>(),
     ) {
         let items: Vec<String> = names
             .iter()
-            .map(|n| format!(
-                "{{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {{\"name\": \"j-{n}\", \"labels\": {{\"k\": {value}}}}}}}"
-            ))
+            .map(|n| {
+                let item = format!(
+                    "{{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {{\"name\": \"j-{n}\", \"labels\": {{\"k\": {value}}}}}}}"
+                );
+                // Some items are lists themselves, or strings holding the JSON punctuation cuts
+                // are made at.
+                match n % 5 {
+                    0 => format!("{{\"kind\": \"List\", \"items\": [{item}, {item}]}}"),
+                    1 => format!("{{\"kind\": \"Namespace\", \"metadata\": {{\"name\": \"s-{n}\", \"labels\": {{\"k\": \"],[}}{{,\\\"\"}}}}}}"),
+                    _ => item,
+                }
+            })
             .collect();
+        let kind_field = format!("    \"kind\": \"{kind}\"");
+        let items_field = format!("    \"items\": [\n{}\n    ]", items.join(",\n"));
+        let fields = if kind_first {
+            [kind_field, items_field]
+        } else {
+            [items_field, kind_field]
+        };
         let mut text = format!(
-            "{{\n    \"apiVersion\": \"v1\",\n    \"items\": [\n{}\n    ],\n    \"kind\": \"List\"\n}}\n",
-            items.join(",\n")
+            "{{\n    \"apiVersion\": \"v1\",\n{},\n{}\n}}\n",
+            fields[0], fields[1]
         );
         if compact {
             text = text.replace(['\n', ' '], "");
+        }
+        if bom {
+            text.insert(0, '\u{feff}');
+        }
+        if !damage.is_empty() {
+            // One character of broken JSON somewhere (at a char boundary).
+            let mut i = at.index(text.len());
+            while !text.is_char_boundary(i) {
+                i -= 1;
+            }
+            text.insert_str(i, damage);
         }
         assert_same(&text);
     }

@@ -38,76 +38,105 @@ pub(crate) fn split_list(text: &str, pieces: usize) -> Option<SplitList<'_>> {
     if may_depend_on_other_pieces(text) {
         return None;
     }
-    let mut head = String::new();
+    let mut shape = ListShape::default();
     let mut item_starts: Vec<usize> = Vec::new();
-    let mut items: Option<Range<usize>> = None;
-    let mut in_items = false;
-    let mut seen_content = false;
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
         let start = offset;
         offset += line.len();
+        if shape.line(line, start, offset)? {
+            item_starts.push(start);
+        }
+    }
+    let (head, items) = shape.finish(text.len())?;
+    Some(SplitList {
+        head,
+        items: runs(text, &item_starts, items.end, pieces.max(1)),
+    })
+}
+
+/// The plain `kind: List` shape, judged one line at a time (see the module's documentation):
+/// what [`split_list`] checks, for a text read in pieces as well as a whole one.
+#[derive(Debug, Default)]
+pub(crate) struct ListShape {
+    /// The document without its items, `items: []` in their place.
+    head: String,
+    in_items: bool,
+    seen_content: bool,
+    /// Where the items block starts and (once it ended) ends.
+    items: Option<Range<usize>>,
+    /// Where the first item starts.
+    first_item: Option<usize>,
+}
+
+impl ListShape {
+    /// Takes the line that spans `start..end` of the text: `Some(true)` if it starts an item,
+    /// `None` if the text is not of the plain shape.
+    pub(crate) fn line(&mut self, line: &str, start: usize, end: usize) -> Option<bool> {
         let trimmed = line.trim_end();
-        if trimmed.contains(['&', '*', '!']) && !in_items {
+        if trimmed.contains(['&', '*', '!']) && !self.in_items {
             // Anchors, aliases or tags in the head: not the plain shape.
             return None;
         }
         let top_level = !line.starts_with([' ', '\t', '\n', '\r', '#']) && !trimmed.is_empty();
         if !top_level {
-            if !in_items {
-                head.push_str(line);
+            if !self.in_items {
+                self.head.push_str(line);
             }
-            continue;
+            return Some(false);
         }
-        if trimmed == "---" && !seen_content {
-            continue;
+        if trimmed == "---" && !self.seen_content {
+            return Some(false);
         }
-        seen_content = true;
+        self.seen_content = true;
         if trimmed.starts_with("---") || trimmed.starts_with("...") {
             // A second document: parse the stream whole.
             return None;
         }
         if let Some(rest) = trimmed.strip_prefix("- ") {
-            if !in_items || rest.starts_with(['&', '*', '!', '[', '{']) {
+            if !self.in_items || rest.starts_with(['&', '*', '!', '[', '{']) {
                 return None;
             }
-            item_starts.push(start);
-            continue;
+            self.first_item.get_or_insert(start);
+            return Some(true);
         }
         if trimmed == "-" {
             return None;
         }
-        if in_items {
+        if self.in_items {
             // The first top-level key after the items ends them.
-            in_items = false;
-            items = Some(items.take()?.start..start);
+            self.in_items = false;
+            self.items = Some(self.items.take()?.start..start);
         }
         if is_items_key(trimmed) {
-            if items.is_some() {
+            if self.items.is_some() {
                 return None;
             }
-            in_items = true;
-            items = Some(offset..offset);
-            head.push_str("items: []\n");
-            continue;
+            self.in_items = true;
+            self.items = Some(end..end);
+            self.head.push_str("items: []\n");
+            return Some(false);
         }
         if !is_plain_key_line(trimmed) {
             return None;
         }
-        head.push_str(line);
+        self.head.push_str(line);
+        Some(false)
     }
-    if in_items {
-        items = Some(items?.start..text.len());
+
+    /// The head and the span of the items block, once the text (`len` bytes) has been seen
+    /// whole; `None` if it is not of the plain shape.
+    pub(crate) fn finish(mut self, len: usize) -> Option<(String, Range<usize>)> {
+        if self.in_items {
+            self.items = Some(self.items?.start..len);
+        }
+        let items = self.items?;
+        // Items must start right where the items block does, and nothing but items may be in it.
+        if self.first_item != Some(items.start) {
+            return None;
+        }
+        Some((self.head, items))
     }
-    let items = items?;
-    // Items must start right where the items block does, and nothing but items may be in it.
-    if item_starts.first() != Some(&items.start) {
-        return None;
-    }
-    Some(SplitList {
-        head,
-        items: runs(text, &item_starts, items.end, pieces.max(1)),
-    })
 }
 
 /// Splits a stream of several documents before document-start lines into at most `pieces` runs
@@ -120,7 +149,7 @@ pub(crate) fn split_documents(text: &str, pieces: usize) -> Option<Vec<&str>> {
     let mut starts = Vec::new();
     let mut offset = 0;
     for line in text.split_inclusive('\n') {
-        if line.starts_with('%') {
+        if refuses_document_split(line) {
             return None;
         }
         if is_document_start(line) {
@@ -139,8 +168,13 @@ pub(crate) fn split_documents(text: &str, pieces: usize) -> Option<Vec<&str>> {
     Some(runs(text, &starts, text.len(), pieces.max(1)))
 }
 
+/// A directive line (`%YAML`, `%TAG`): a stream with one is never cut into documents.
+pub(crate) fn refuses_document_split(line: &str) -> bool {
+    line.starts_with('%')
+}
+
 /// `---` at column 0 followed by a space, a tab or the end of the line.
-fn is_document_start(line: &str) -> bool {
+pub(crate) fn is_document_start(line: &str) -> bool {
     line.strip_prefix("---")
         .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r', '\n']))
 }
@@ -150,22 +184,45 @@ fn is_document_start(line: &str) -> bool {
 /// whose limits the parser counts over the whole stream. Looks may deceive (`"a &b"` is text):
 /// such texts are only parsed whole, never misread.
 fn may_depend_on_other_pieces(text: &str) -> bool {
-    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if body.contains('\u{feff}') || body.contains("<<") {
-        return true;
+    let mut hazards = PieceHazards::default();
+    text.split_inclusive('\n').any(|line| hazards.line(line))
+}
+
+/// [`may_depend_on_other_pieces`] one line at a time, each line with its line end: a line's
+/// first byte follows a line end (or starts the text), both of which the check accepts before
+/// an anchor, and no pattern it looks for holds a line end, so the lines' verdicts give the
+/// whole text's.
+#[derive(Debug, Default)]
+pub(crate) struct PieceHazards {
+    /// Lines seen: only the first may start with a byte order mark.
+    lines: usize,
+}
+
+impl PieceHazards {
+    /// Whether `line`, the next line of the text, might make a piece read differently.
+    pub(crate) fn line(&mut self, line: &str) -> bool {
+        let body = if self.lines == 0 {
+            line.strip_prefix('\u{feff}').unwrap_or(line)
+        } else {
+            line
+        };
+        self.lines += 1;
+        if body.contains('\u{feff}') || body.contains("<<") {
+            return true;
+        }
+        let bytes = body.as_bytes();
+        bytes.iter().enumerate().any(|(i, &b)| {
+            (b == b'&' || b == b'*')
+                && bytes
+                    .get(i + 1)
+                    .is_some_and(|next| !next.is_ascii_whitespace())
+                && (i == 0
+                    || matches!(
+                        bytes[i - 1],
+                        b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b'-' | b':' | b'?'
+                    ))
+        })
     }
-    let bytes = body.as_bytes();
-    bytes.iter().enumerate().any(|(i, &b)| {
-        (b == b'&' || b == b'*')
-            && bytes
-                .get(i + 1)
-                .is_some_and(|next| !next.is_ascii_whitespace())
-            && (i == 0
-                || matches!(
-                    bytes[i - 1],
-                    b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b'-' | b':' | b'?'
-                ))
-    })
 }
 
 /// `items:` with nothing after it but spaces or a comment.

@@ -38,6 +38,20 @@ impl<'de> Deserialize<'de> for JsonDocument {
     }
 }
 
+/// The objects of a run of a JSON list's items, given as one JSON array: read as the items of
+/// the list they were cut from are read (at the depth they have there, refusing what
+/// [`JsonDocument`] refuses); `None` if refused or not JSON.
+pub(crate) fn json_items(text: &str) -> Option<Vec<Read>> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let visitor = DocumentVisitor {
+        json: true,
+        depth: 1,
+    };
+    let document = visitor.deserialize(&mut deserializer).ok()?;
+    deserializer.end().ok()?;
+    Some(document.0)
+}
+
 /// The objects of a document already read into a value, as [`Document`] reads them from the
 /// parser: nulls hold nothing, sequences and list kinds' `items` are unpacked, anything else is
 /// one object (or an error naming what was found).

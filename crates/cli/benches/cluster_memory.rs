@@ -1,11 +1,13 @@
-//! Cluster mode against embedded mode at the same size: peak RSS of the long-running agent once
-//! it is ready.
+//! Cluster mode against embedded mode at the same size: peak RSS and CPU of the long-running
+//! agent once it is ready.
 //!
 //! `cargo bench -p netpol-cli --bench cluster_memory` writes a synthetic cluster with
-//! `netpol synth` (`NETPOL_MEMORY_PODS`, default 10,000 pods), serves it from the list/watch
+//! `netpol synth` (`NETPOL_MEMORY_PODS`, default 10,000 pods; `NETPOL_MEMORY_WORKLOADS`, default
+//! `deployments`; `NETPOL_MEMORY_NODES`, default one per 100 pods), serves it from the list/watch
 //! stand-in for kube-apiserver the protocol tests use, and starts the release binary twice: once
-//! watching the stand-in through a kubeconfig, once following the YAML files. Each run is polled
-//! on `/readyz` until ready, then its `VmHWM` is read and it is stopped.
+//! watching the stand-in through a kubeconfig, once following the cluster's files (written in
+//! `NETPOL_MEMORY_FORMAT`: `list`, the default, `multidoc` or `json`). Each run is polled on
+//! `/readyz` until ready, then its `VmHWM` and CPU time are read and it is stopped.
 //!
 //! Then the authoring tools read the same live cluster (`--cluster`, the stand-in over HTTP,
 //! paged lists) and answer: `explain` of one flow, `lint`, a what-if `diff --cluster --delete`
@@ -23,39 +25,66 @@ use serde_json::Value;
 
 fn main() {
     let netpol = env!("CARGO_BIN_EXE_netpol");
-    let pods: u64 = std::env::var("NETPOL_MEMORY_PODS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let var = |name: &str, default: &str| std::env::var(name).unwrap_or_else(|_| default.into());
+    let pods: u64 = var("NETPOL_MEMORY_PODS", "10000")
+        .parse()
+        .expect("NETPOL_MEMORY_PODS is a number");
+    let workloads = var("NETPOL_MEMORY_WORKLOADS", "deployments");
+    let format = var("NETPOL_MEMORY_FORMAT", "list");
+    let nodes = std::env::var("NETPOL_MEMORY_NODES").ok();
     let work = std::env::temp_dir().join(format!("netpol-memory-{}", std::process::id()));
+    // The stand-in is loaded from JSON (fast to read here); the embedded agent reads `format`.
+    let synth = |format: &str, out: &Path| {
+        let mut synth = Command::new(netpol);
+        synth.args([
+            "synth",
+            "--pods",
+            &pods.to_string(),
+            "--workloads",
+            &workloads,
+        ]);
+        synth.args(["--format", format]);
+        if let Some(nodes) = &nodes {
+            synth.args(["--nodes", nodes]);
+        }
+        let status = synth
+            .arg("--out")
+            .arg(out)
+            .status()
+            .expect("netpol synth runs");
+        assert!(status.success());
+    };
+    let served_files = work.join("served");
+    synth("json", &served_files);
     let cluster = work.join("cluster");
-    let synth = Command::new(netpol)
-        .args(["synth", "--pods", &pods.to_string(), "--out"])
-        .arg(&cluster)
-        .status()
-        .expect("netpol synth runs");
-    assert!(synth.success());
+    synth(&format, &cluster);
 
     let server = apiserver::ApiServer::start();
-    let served = load_objects(&cluster, &server);
+    let served = load_objects(&served_files, &server);
+    let _ = std::fs::remove_dir_all(&served_files);
     let objects = served.len();
     let kubeconfig = work.join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text(server.address)).unwrap();
 
     let cluster_mode = measure(netpol, &["--kubeconfig".as_ref(), kubeconfig.as_os_str()]);
     let embedded = measure(netpol, &["--from-dir".as_ref(), cluster.as_os_str()]);
-    println!("| mode | pods | objects | ready after s | peak RSS MB |");
-    println!("|---|---|---|---|---|");
-    for (mode, (ready, rss)) in [("cluster", cluster_mode), ("embedded", embedded)] {
+    println!("| mode | pods | workloads | files | objects | identities | ready after s | CPU s | peak RSS MB |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (mode, files, run) in [
+        ("cluster", "-", cluster_mode),
+        ("embedded", format.as_str(), embedded),
+    ] {
         println!(
-            "| {mode} | {pods} | {objects} | {:.1} | {:.0} |",
-            ready.as_secs_f64(),
-            rss as f64 / 1e6
+            "| {mode} | {pods} | {workloads} | {files} | {objects} | {} | {:.1} | {:.2} | {:.0} |",
+            run.identities,
+            run.ready.as_secs_f64(),
+            run.cpu_seconds,
+            run.peak_rss as f64 / 1e6
         );
     }
     println!(
         "cluster mode uses {:.0}% of embedded mode's peak RSS",
-        100.0 * cluster_mode.1 as f64 / embedded.1 as f64
+        100.0 * cluster_mode.peak_rss as f64 / embedded.peak_rss as f64
     );
     if std::env::var("NETPOL_MEMORY_TOOLS").as_deref() != Ok("0") {
         tools_against_the_live_cluster(netpol, &served, &kubeconfig, pods);
@@ -64,28 +93,22 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// Serves every object of the synthetic cluster, `kind: List` files unpacked; returns each
-/// object's kind and `namespace/name`.
+/// Serves every object of the synthetic cluster (its JSON files, `kind: List`s unpacked);
+/// returns each object's kind and `namespace/name`.
 fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> Vec<(String, String)> {
     let mut served = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        let documents: Vec<Value> = serde_saphyr::from_multiple_with_options(
-            &text,
-            netpol_api::yaml_options_for(text.len()),
-        )
-        .unwrap();
-        for document in documents.into_iter().filter(|d| !d.is_null()) {
-            let items = match document.get("items") {
-                Some(Value::Array(items)) => items.clone(),
-                _ => vec![document],
-            };
-            for item in items {
-                let text = |field: &str| item["metadata"][field].as_str().unwrap_or("").to_string();
-                let kind = item["kind"].as_str().unwrap_or("").to_string();
-                served.push((kind, format!("{}/{}", text("namespace"), text("name"))));
-                server.apply(item);
-            }
+        let mut document: Value = serde_json::from_str(&text).unwrap();
+        let items = match document.get_mut("items").map(Value::take) {
+            Some(Value::Array(items)) => items,
+            _ => vec![document],
+        };
+        for item in items {
+            let text = |field: &str| item["metadata"][field].as_str().unwrap_or("").to_string();
+            let kind = item["kind"].as_str().unwrap_or("").to_string();
+            served.push((kind, format!("{}/{}", text("namespace"), text("name"))));
+            server.apply(item);
         }
     }
     served
@@ -227,9 +250,20 @@ fn kubeconfig_text(address: SocketAddr) -> String {
     )
 }
 
+/// What one long-running agent took until it was ready.
+#[derive(Clone, Copy)]
+struct Ready {
+    ready: Duration,
+    /// User and system CPU time until then.
+    cpu_seconds: f64,
+    peak_rss: u64,
+    /// Security identities the agent holds (`netpol_identities`).
+    identities: u64,
+}
+
 /// Starts the agent with `source`, waits until `/readyz` says ready, and returns how long that
-/// took and the process's peak RSS in bytes.
-fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> (Duration, u64) {
+/// took, the CPU it used and the process's peak RSS in bytes.
+fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
     let listen = free_port();
     let started = Instant::now();
     let mut child: Child = Command::new(netpol)
@@ -249,14 +283,21 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> (Duration, u64) {
         .expect("netpol agent starts");
     let deadline = started + Duration::from_secs(600);
     while !ready(listen) {
-        assert!(Instant::now() < deadline, "the agent never became ready");
+        if Instant::now() >= deadline {
+            // Not left running after the bench.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the agent never became ready");
+        }
         if let Ok(Some(status)) = child.try_wait() {
             panic!("the agent exited with {status}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let ready_after = started.elapsed();
+    let identities = gauge(listen, "netpol_identities").unwrap_or(0);
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
     let _ = child.kill();
     let _ = child.wait();
     let rss_kb: u64 = status
@@ -265,7 +306,19 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> (Duration, u64) {
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
         .expect("VmHWM in /proc/PID/status");
-    (ready_after, rss_kb * 1024)
+    // utime and stime, the 14th and 15th fields, counted after the command name's parenthesis.
+    let fields: Vec<&str> = stat[stat.rfind(')').expect("(comm)") + 2..]
+        .split_whitespace()
+        .collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ready {
+        ready: ready_after,
+        cpu_seconds: ticks / per_second,
+        peak_rss: rss_kb * 1024,
+        identities,
+    }
 }
 
 fn free_port() -> SocketAddr {
@@ -276,17 +329,27 @@ fn free_port() -> SocketAddr {
 }
 
 fn ready(address: SocketAddr) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&address, Duration::from_millis(200)) else {
-        return false;
-    };
+    get(address, "/readyz").is_some_and(|r| r.starts_with("HTTP/1.1 200"))
+}
+
+/// The response to `GET path`, if the agent answered.
+fn get(address: SocketAddr, path: &str) -> Option<String> {
+    let mut stream = TcpStream::connect_timeout(&address, Duration::from_millis(200)).ok()?;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-    if stream
-        .write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
-    response.starts_with("HTTP/1.1 200")
+    Some(response)
+}
+
+/// A gauge's value in the agent's `/metrics`.
+fn gauge(address: SocketAddr, name: &str) -> Option<u64> {
+    let metrics = get(address, "/metrics")?;
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))?
+        .trim()
+        .parse()
+        .ok()
 }

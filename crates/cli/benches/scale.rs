@@ -3,15 +3,18 @@
 //!
 //! `cargo bench -p netpol-cli --bench scale` writes each cluster with `netpol synth` and runs
 //! the release binary on it in a process of its own, so that peak RSS is the run's own, and
-//! prints one table row per run (the tables in docs/performance.md). What runs:
+//! prints one table row per run (the tables in docs/performance.md): the sync's own figures as
+//! `--once` prints them, and the whole process's peak RSS and CPU (which add the summary's
+//! evaluation of every pair of local pods in the simulated HCN). What runs:
 //! - `NETPOL_SCALE_PODS`: comma-separated pod counts (default `10000,40000`; 150,000 pods takes
 //!   minutes per run and up to 200 MB of disk in the temporary directory);
 //! - `NETPOL_SCALE_WORKLOADS`: `deployments,statefulsets,daemonsets,jobs,mixed` (the default);
 //! - `NETPOL_SCALE_FORMATS`: `list,multidoc,json` (the default);
 //! - `NETPOL_SCALE_NODES`: nodes (default: one per 100 pods).
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const DEFAULT_SIZES: &str = "10000,40000";
@@ -29,6 +32,9 @@ struct Run {
     endpoints: u64,
     rules: u64,
     policies: u64,
+    /// The whole process's peak RSS and CPU.
+    process_rss_mb: f64,
+    process_cpu: f64,
 }
 
 fn list(variable: &str, default: &str) -> Vec<String> {
@@ -46,9 +52,9 @@ fn main() {
     let nodes = std::env::var("NETPOL_SCALE_NODES").ok();
     let work = std::env::temp_dir().join(format!("netpol-scale-{}", std::process::id()));
     println!(
-        "| workloads | format | pods | policies | wall s | CPU s | peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
+        "| workloads | format | pods | policies | wall s | CPU s | peak RSS MB | process CPU s | process peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for workloads in list("NETPOL_SCALE_WORKLOADS", DEFAULT_WORKLOADS) {
         for format in list("NETPOL_SCALE_FORMATS", DEFAULT_FORMATS) {
             for pods in list("NETPOL_SCALE_PODS", DEFAULT_SIZES)
@@ -71,11 +77,13 @@ fn main() {
                 let run = run_size(netpol, &synth, &dir);
                 let _ = std::fs::remove_dir_all(&dir);
                 println!(
-                    "| {workloads} | {format} | {pods} | {} | {:.2} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
+                    "| {workloads} | {format} | {pods} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
                     run.policies,
                     run.wall,
                     run.cpu,
                     run.rss_mb,
+                    run.process_cpu,
+                    run.process_rss_mb,
                     run.identities,
                     run.entries,
                     run.endpoints,
@@ -101,7 +109,7 @@ fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
     // writer may still be at work): let them age, so that the curve measures the sync alone.
     std::thread::sleep(netpol_agent::sources::files::SETTLE_AGE + Duration::from_millis(100));
     let started = Instant::now();
-    let agent = Command::new(netpol)
+    let mut agent = Command::new(netpol)
         .args([
             "agent",
             "--datapath",
@@ -112,19 +120,48 @@ fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
         ])
         .arg("--from-dir")
         .arg(dir)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .expect("netpol agent runs");
+    let mut out = agent.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = out.read_to_string(&mut text);
+        text
+    });
+    let (status, usage) = wait_with_usage(&mut agent);
     let elapsed = started.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&agent.stdout).into_owned();
+    let stdout = reader.join().expect("stdout read");
     assert!(
-        agent.status.success(),
-        "netpol agent --once failed on {synth_args:?}: {}",
-        String::from_utf8_lossy(&agent.stderr)
+        status == 0,
+        "netpol agent --once failed (exit {status}) on {synth_args:?}:\n{stdout}"
     );
     let mut run = parse_summary(&stdout).unwrap_or_else(|| panic!("no summary in:\n{stdout}"));
     run.policies = number_before(&wrote, " policies").unwrap_or(0);
+    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    run.process_cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    run.process_rss_mb = usage.ru_maxrss as f64 * 1024.0 / 1e6;
     eprintln!("{synth_args:?}: process ran {elapsed:.2} s");
     run
+}
+
+/// Waits for `child` and returns its exit code (-1 if it did not exit) and its own resource use
+/// (`wait4`, not the sum over every child that `RUSAGE_CHILDREN` gives).
+// wait4 reaps the child, which clippy cannot see.
+#[allow(clippy::zombie_processes)]
+fn wait_with_usage(child: &mut std::process::Child) -> (i32, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: wait4 writes the child's status and usage into the values it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage)
 }
 
 /// Reads `synced in W s, C s CPU, peak RSS R MB: I identities for A pod and node addresses, E
@@ -152,7 +189,7 @@ fn parse_summary(stdout: &str) -> Option<Run> {
         entries: number_before(synced, " MapState entries")?,
         endpoints: number_before(stdout, " local endpoints").unwrap_or(0),
         rules: number_before(stdout, " ACL rules").unwrap_or(0),
-        policies: 0,
+        ..Run::default()
     })
 }
 

@@ -1,12 +1,10 @@
 //! Label sets and Kubernetes label selectors (matchLabels plus matchExpressions).
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 /// A set of `key=value` labels. Ordered so that identities and selectors hash and print
-/// deterministically.
-pub type Labels = BTreeMap<String, String>;
+/// deterministically; a sorted vector, not a map (see `labelset.rs`).
+pub use crate::labelset::Labels;
 
 /// A label set held by reference count: cheap to clone, compared by content.
 pub type SharedLabels = std::sync::Arc<Labels>;

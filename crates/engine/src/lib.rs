@@ -13,6 +13,7 @@ pub mod explain;
 pub mod flow;
 pub mod identity;
 pub mod labels;
+mod labelset;
 pub mod mapstate;
 pub mod portprefix;
 pub mod ports;

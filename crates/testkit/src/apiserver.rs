@@ -645,18 +645,20 @@ fn serve_list(
         }
         None => (store.version, 0),
     };
-    let objects: Vec<Value> = store
-        .objects
-        .get(resource.2)
-        .map(|o| o.values().cloned().collect())
-        .unwrap_or_default();
-    let end = limit.map_or(objects.len(), |l| (offset + l).min(objects.len()));
-    let items: Vec<Value> = objects[offset.min(end)..end]
-        .iter()
+    // Only the page's objects are copied: a list of 150,000 pods in pages of 500 would
+    // otherwise copy every pod for every page.
+    let kind = store.objects.get(resource.2);
+    let total = kind.map_or(0, |o| o.len());
+    let end = limit.map_or(total, |l| (offset + l).min(total));
+    let items: Vec<Value> = kind
+        .into_iter()
+        .flat_map(|o| o.values())
+        .skip(offset)
+        .take(end.saturating_sub(offset))
         .map(|o| as_served(o, true))
         .collect();
     let mut metadata = json!({"resourceVersion": version.to_string()});
-    if end < objects.len() {
+    if end < total {
         metadata["continue"] = json!(format!("{version}-{end}"));
     }
     store.version = store.version.max(version);

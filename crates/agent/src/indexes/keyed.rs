@@ -51,6 +51,11 @@ impl<V: PartialEq + Clone> Keyed<V> {
         self.current.get(key)
     }
 
+    /// The value the relist in progress holds for `key`, if a relist is in progress and lists it.
+    pub fn listing(&self, key: &str) -> Option<&V> {
+        self.relist.as_ref()?.get(key)
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.current.iter().map(|(k, v)| (k.as_str(), v))
     }

@@ -11,6 +11,7 @@ mod nodes;
 mod pods;
 mod policies;
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -49,10 +50,10 @@ impl SourceEvent {
 /// One change to stage in the engine.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EngineUpdate {
-    /// A pod's identities; empty removes the pod.
+    /// A pod's identities; empty removes the pod. The index and the engine share them.
     Pod {
         key: String,
-        identities: Vec<Identity>,
+        identities: Arc<[Identity]>,
     },
     /// A node's identities; empty removes the node.
     Node {
@@ -71,7 +72,7 @@ pub enum EngineUpdate {
 impl EngineUpdate {
     pub fn stage(self, engine: &mut Engine) {
         match self {
-            EngineUpdate::Pod { key, identities } => engine.set_pod(key, identities),
+            EngineUpdate::Pod { key, identities } => engine.set_pod_shared(key, identities),
             EngineUpdate::Node { name, identities } => engine.set_node(name, identities),
             EngineUpdate::Policy { key, entries } => engine.set_policy(key, entries),
             EngineUpdate::RemovePolicy { key } => engine.remove_policy(&key),

@@ -1,6 +1,8 @@
 //! Pods: each pod's identities (one per address), keyed `namespace/name` as the engine keys its
 //! endpoints.
 
+use std::sync::Arc;
+
 use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_name_labels, pod_identities};
 use netpol_api::{Pod, DEFAULT_NAMESPACE};
@@ -11,7 +13,8 @@ use super::EngineUpdate;
 
 #[derive(Debug, Default)]
 pub struct Pods {
-    identities: Keyed<Vec<Identity>>,
+    /// Shared with the engine (one copy of each pod's identities between them).
+    identities: Keyed<Arc<[Identity]>>,
     /// Replicas carry equal label sets: each distinct set is kept once, here and in the engine.
     labels: LabelInterner,
 }
@@ -44,8 +47,11 @@ impl Pods {
                 .namespace
                 .as_deref()
                 .unwrap_or(DEFAULT_NAMESPACE);
+            // Before the namespaces' first list completes, the labels it lists: the pods of an
+            // initial sync are then derived once, not once more when the namespaces complete.
             let labels = namespaces
                 .get(namespace)
+                .or_else(|| (!namespaces.is_synced()).then(|| namespaces.listing(namespace))?)
                 .cloned()
                 .unwrap_or_else(|| namespace_name_labels(namespace).into());
             intern(interner, pod_identities(pod, &labels))
@@ -76,7 +82,13 @@ impl Pods {
         namespace: &str,
         labels: &SharedLabels,
     ) -> Vec<EngineUpdate> {
-        let relabel = |identities: &Vec<Identity>| {
+        let relabel = |identities: &Arc<[Identity]>| {
+            if identities.iter().all(|i| {
+                i.as_pod()
+                    .is_none_or(|info| info.namespace_labels == *labels)
+            }) {
+                return identities.clone();
+            }
             identities
                 .iter()
                 .cloned()
@@ -101,11 +113,11 @@ impl Pods {
 
     /// The pods known, with their identities (empty for pods without an address yet).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[Identity])> {
-        self.identities.iter().map(|(k, v)| (k, v.as_slice()))
+        self.identities.iter().map(|(k, v)| (k, &v[..]))
     }
 
     pub fn get(&self, key: &str) -> Option<&[Identity]> {
-        self.identities.get(key).map(Vec::as_slice)
+        self.identities.get(key).map(|v| &v[..])
     }
 
     pub fn len(&self) -> usize {
@@ -118,17 +130,17 @@ impl Pods {
 }
 
 /// The identities with their label sets shared through `interner`.
-fn intern(interner: &mut LabelInterner, mut identities: Vec<Identity>) -> Vec<Identity> {
+fn intern(interner: &mut LabelInterner, mut identities: Vec<Identity>) -> Arc<[Identity]> {
     for identity in &mut identities {
         if let IdentityKind::Pod(info) = &mut identity.kind {
             info.labels = interner.intern(info.labels.clone());
             info.namespace_labels = interner.intern(info.namespace_labels.clone());
         }
     }
-    identities
+    identities.into()
 }
 
-fn to_update(change: Change<Vec<Identity>>) -> EngineUpdate {
+fn to_update(change: Change<Arc<[Identity]>>) -> EngineUpdate {
     match change {
         Change::Set { key, new, .. } => EngineUpdate::Pod {
             key,
@@ -136,7 +148,7 @@ fn to_update(change: Change<Vec<Identity>>) -> EngineUpdate {
         },
         Change::Removed { key, .. } => EngineUpdate::Pod {
             key,
-            identities: Vec::new(),
+            identities: Arc::from([]),
         },
     }
 }

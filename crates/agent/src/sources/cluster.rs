@@ -28,7 +28,7 @@
 
 use std::collections::BTreeSet;
 use std::pin::pin;
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::decode::{decode, skeleton, Decoded};
-use super::kube_api::{resource_version, CallError, KindApi, WatchItem};
+use super::kube_api::{resource_version, CallError, KindApi, Page, WatchItem};
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
 use crate::indexes::SourceEvent;
@@ -86,10 +86,11 @@ impl Default for WatchConfig {
     }
 }
 
-/// Where a follower reports.
+/// Where a follower reports. `inputs` is bounded: a follower whose objects the reconcile loop has
+/// not taken yet waits (without holding a runtime thread) before it decodes more.
 #[derive(Clone)]
 pub struct Sinks {
-    pub inputs: Sender<Input>,
+    pub inputs: SyncSender<Input>,
     pub metrics: Metrics,
     pub health: Arc<Health>,
 }
@@ -153,6 +154,21 @@ pub fn spawn_watches(
 /// The receiver went away: the agent is stopping.
 struct Stopped;
 
+/// Why a list did not complete.
+enum ListFailed {
+    Call(CallError),
+    Stopped,
+}
+
+impl From<Stopped> for ListFailed {
+    fn from(_: Stopped) -> Self {
+        ListFailed::Stopped
+    }
+}
+
+/// How long a follower waits before offering an input again to a full channel.
+const FULL_CHANNEL_RETRY: Duration = Duration::from_millis(2);
+
 /// Why a watch loop ended: a list is needed again (410 Gone, or the CRD went away).
 struct Relist {
     /// Whether any watch since the list delivered something.
@@ -209,18 +225,13 @@ impl Follower {
 
     async fn follow(&mut self) -> Result<(), Stopped> {
         loop {
-            match self
-                .api
-                .list(self.config.page_size, self.config.page_timeout)
-                .await
-            {
-                Ok(listing) => {
+            match self.list().await {
+                Ok(resource_version) => {
                     if self.absent {
                         tracing::info!(kind = %self.kind, "the kind's CRD is installed now; following it");
                         self.absent = false;
                     }
-                    self.send_list(listing.items)?;
-                    let relist = self.watch(listing.resource_version).await?;
+                    let relist = self.watch(resource_version).await?;
                     self.sinks.metrics.count_relist(self.kind);
                     if relist.delivered {
                         self.fruitless_lists = 0;
@@ -231,19 +242,25 @@ impl Follower {
                         tokio::time::sleep(self.config.backoff.delay(self.fruitless_lists)).await;
                     }
                 }
-                Err(CallError::NotInstalled) => {
+                Err(ListFailed::Stopped) => return Err(Stopped),
+                Err(ListFailed::Call(CallError::NotInstalled)) => {
                     if !self.absent {
                         tracing::warn!(kind = %self.kind, "CRD not installed: skipping this kind until it appears");
                         self.absent = true;
                         // No objects of a kind that does not exist: an empty, complete list.
-                        self.send_list(Vec::new())?;
+                        self.send(Input::Event(Box::new(SourceEvent::new(
+                            self.kind,
+                            Event::Init,
+                        ))))
+                        .await?;
+                        self.end_list(0).await?;
                     }
                     self.failures = self.failures.saturating_add(1);
                     tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
                 }
-                Err(error) => {
+                Err(ListFailed::Call(error)) => {
                     self.failed("list", &error);
-                    self.stand_in_if_due()?;
+                    self.stand_in_if_due().await?;
                     let mut delay = self.config.backoff.delay(self.failures);
                     let now = Instant::now();
                     if !self.listed && now < self.deadline {
@@ -255,6 +272,44 @@ impl Follower {
                 }
             }
         }
+    }
+
+    /// Lists the kind a page at a time, each page's objects decoded and sent before the next
+    /// page is asked for, so that a list of 150,000 pods never exists whole; returns the
+    /// resourceVersion to watch from. `Init` goes out with the first page: a list that fails
+    /// later is left without its `InitDone` (it changes nothing) and the next list's `Init`
+    /// abandons it.
+    async fn list(&mut self) -> Result<String, ListFailed> {
+        let mut pages = self
+            .api
+            .pages(self.config.page_size, self.config.page_timeout);
+        let mut objects = 0;
+        let mut resource_version = String::new();
+        loop {
+            let page = pages.next().await.map_err(ListFailed::Call)?;
+            let Some(Page {
+                items,
+                resource_version: version,
+            }) = page
+            else {
+                break;
+            };
+            if pages.pages == 1 {
+                self.send(Input::Event(Box::new(SourceEvent::new(
+                    self.kind,
+                    Event::Init,
+                ))))
+                .await?;
+            }
+            objects += items.len();
+            for item in items {
+                self.send_object(item, Event::InitApply, Event::InitApply)
+                    .await?;
+            }
+            resource_version = version;
+        }
+        self.end_list(objects).await?;
+        Ok(resource_version)
     }
 
     /// Watches from `resource_version` until a list is needed again.
@@ -290,11 +345,12 @@ impl Follower {
                     Ok(WatchItem::Bookmark(version)) => resource_version = version,
                     Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
                         resource_version = version_of(&object, resource_version);
-                        self.send_object(object, Event::Apply, Event::Apply)?;
+                        self.send_object(object, Event::Apply, Event::Apply).await?;
                     }
                     Ok(WatchItem::Deleted(object)) => {
                         resource_version = version_of(&object, resource_version);
-                        self.send_object(object, Event::Delete, Event::Delete)?;
+                        self.send_object(object, Event::Delete, Event::Delete)
+                            .await?;
                     }
                     Err(CallError::Expired) => {
                         return Ok(Relist {
@@ -326,22 +382,16 @@ impl Follower {
         }
     }
 
-    /// Sends a complete list of the kind.
-    fn send_list(&mut self, items: Vec<Value>) -> Result<(), Stopped> {
+    /// Ends a list of `objects` objects, every one sent: the kind is listed.
+    async fn end_list(&mut self, objects: usize) -> Result<(), Stopped> {
         if self.lists > 0 || self.listed {
-            tracing::info!(kind = %self.kind, objects = items.len(), "listed again");
-        }
-        self.send(Input::Event(Box::new(SourceEvent::new(
-            self.kind,
-            Event::Init,
-        ))))?;
-        for item in items {
-            self.send_object(item, Event::InitApply, Event::InitApply)?;
+            tracing::info!(kind = %self.kind, objects, "listed again");
         }
         self.send(Input::Event(Box::new(SourceEvent::new(
             self.kind,
             Event::InitDone,
-        ))))?;
+        ))))
+        .await?;
         self.listed = true;
         self.lists += 1;
         // A complete list shows the server healthy: the failures before it say nothing about
@@ -353,7 +403,7 @@ impl Follower {
 
     /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
     /// or as absent (other kinds).
-    fn send_object(
+    async fn send_object(
         &mut self,
         value: Value,
         valid: fn(Object) -> Event<Object>,
@@ -366,10 +416,12 @@ impl Follower {
                     self.kind,
                     valid(*object),
                 ))))
+                .await
             }
             // The reconcile loop logs and counts it once per change, as it does any invalid policy.
             Decoded::Invalid(error) if self.kind.is_policy() => {
                 self.send(Input::Rejected(self.kind, Box::new(invalid(error))))
+                    .await
             }
             Decoded::Invalid(error) => {
                 if self.logged_invalid.insert(error.object.clone()) {
@@ -385,18 +437,32 @@ impl Follower {
                     return Ok(()); // not in a list: absent
                 };
                 match skeleton(&self.api.resource, &error) {
-                    Some(object) => self.send(Input::Event(Box::new(SourceEvent::new(
-                        self.kind,
-                        Event::Delete(object),
-                    )))),
+                    Some(object) => {
+                        self.send(Input::Event(Box::new(SourceEvent::new(
+                            self.kind,
+                            Event::Delete(object),
+                        ))))
+                        .await
+                    }
                     None => Ok(()),
                 }
             }
         }
     }
 
-    fn send(&self, input: Input) -> Result<(), Stopped> {
-        self.sinks.inputs.send(input).map_err(|_| Stopped)
+    /// Hands `input` to the reconcile loop, waiting while its channel is full: the runtime
+    /// thread stays free for the other kinds and for HTTP meanwhile.
+    async fn send(&self, mut input: Input) -> Result<(), Stopped> {
+        loop {
+            match self.sinks.inputs.try_send(input) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => return Err(Stopped),
+                Err(TrySendError::Full(back)) => {
+                    input = back;
+                    tokio::time::sleep(FULL_CHANNEL_RETRY).await;
+                }
+            }
+        }
     }
 
     /// A call failed: count it, back off, and say the kind is not in sync.
@@ -438,7 +504,7 @@ impl Follower {
     /// other kinds get enforced; its failure stays visible in readiness and metrics. Pods,
     /// namespaces and nodes are never assumed empty: the datapath keeps what it has until they
     /// list.
-    fn stand_in_if_due(&mut self) -> Result<(), Stopped> {
+    async fn stand_in_if_due(&mut self) -> Result<(), Stopped> {
         if self.listed || Instant::now() < self.deadline {
             return Ok(());
         }
@@ -461,11 +527,13 @@ impl Follower {
         self.send(Input::Event(Box::new(SourceEvent::new(
             self.kind,
             Event::Init,
-        ))))?;
+        ))))
+        .await?;
         self.send(Input::Event(Box::new(SourceEvent::new(
             self.kind,
             Event::InitDone,
-        ))))?;
+        ))))
+        .await?;
         self.listed = true;
         Ok(())
     }

@@ -52,6 +52,64 @@ pub struct Listing {
     pub pages: usize,
 }
 
+/// One page of a list.
+#[derive(Debug)]
+pub struct Page {
+    pub items: Vec<Value>,
+    /// The list's resourceVersion as of this page; the last page's is the one to watch from.
+    pub resource_version: String,
+}
+
+/// A list read a page at a time ([`KindApi::pages`]).
+pub struct Pages {
+    api: KindApi,
+    page_size: u32,
+    page_timeout: Duration,
+    continue_token: Option<String>,
+    done: bool,
+    /// Pages read so far.
+    pub pages: usize,
+}
+
+impl Pages {
+    /// The next page, or `None` after the last one.
+    pub async fn next(&mut self) -> Result<Option<Page>, CallError> {
+        if self.done {
+            return Ok(None);
+        }
+        let params = ListParams {
+            limit: Some(self.page_size),
+            continue_token: self.continue_token.take(),
+            ..ListParams::default()
+        };
+        let request = self
+            .api
+            .request
+            .list(&params)
+            .map_err(|e| CallError::Failed(e.to_string()))?;
+        let text = tokio::time::timeout(self.page_timeout, self.api.client.request_text(request))
+            .await
+            .map_err(|_| CallError::TimedOut)?
+            .map_err(|e| CallError::of(&e))?;
+        let page: RawList = serde_json::from_str(&text).map_err(|e| {
+            CallError::Failed(format!(
+                "the list is not a JSON list ({} bytes): {e}",
+                text.len()
+            ))
+        })?;
+        drop(text);
+        self.pages += 1;
+        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
+            Some(token) => self.continue_token = Some(token),
+            None => self.done = true,
+        }
+        Ok(Some(Page {
+            items: page.items,
+            resource_version: page.metadata.resource_version.unwrap_or_default(),
+        }))
+    }
+}
+
 /// Why a call failed, as the follower needs to tell it apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallError {
@@ -126,41 +184,33 @@ impl KindApi {
     /// Lists every object, `page_size` at a time, each page within `page_timeout`: a list of
     /// 150,000 pods takes as many pages as it needs, but one page that hangs fails the list. A
     /// continue token that expires mid-way (410) fails the list with [`CallError::Expired`]; the
-    /// caller lists again from the start.
+    /// caller lists again from the start. Holds every page; [`KindApi::pages`] reads one at a
+    /// time.
     pub async fn list(&self, page_size: u32, page_timeout: Duration) -> Result<Listing, CallError> {
         let mut listing = Listing {
             items: Vec::new(),
             resource_version: String::new(),
             pages: 0,
         };
-        let mut continue_token = None;
-        loop {
-            let params = ListParams {
-                limit: Some(page_size),
-                continue_token: continue_token.take(),
-                ..ListParams::default()
-            };
-            let request = self
-                .request
-                .list(&params)
-                .map_err(|e| CallError::Failed(e.to_string()))?;
-            let text = tokio::time::timeout(page_timeout, self.client.request_text(request))
-                .await
-                .map_err(|_| CallError::TimedOut)?
-                .map_err(|e| CallError::of(&e))?;
-            let page: RawList = serde_json::from_str(&text).map_err(|e| {
-                CallError::Failed(format!(
-                    "the list is not a JSON list ({} bytes): {e}",
-                    text.len()
-                ))
-            })?;
-            listing.pages += 1;
+        let mut pages = self.pages(page_size, page_timeout);
+        while let Some(page) = pages.next().await? {
             listing.items.extend(page.items);
-            listing.resource_version = page.metadata.resource_version.unwrap_or_default();
-            match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-                Some(token) => continue_token = Some(token),
-                None => return Ok(listing),
-            }
+            listing.resource_version = page.resource_version;
+        }
+        listing.pages = pages.pages;
+        Ok(listing)
+    }
+
+    /// The list of every object, read a page at a time (see [`KindApi::list`]), so that a
+    /// caller can hand each page on before the next arrives.
+    pub fn pages(&self, page_size: u32, page_timeout: Duration) -> Pages {
+        Pages {
+            api: self.clone(),
+            page_size,
+            page_timeout,
+            continue_token: None,
+            done: false,
+            pages: 0,
         }
     }
 

@@ -83,7 +83,8 @@ impl ClusterAgent {
             .enable_all()
             .build()
             .unwrap();
-        let (inputs, receiver) = mpsc::channel();
+        // Far below the agent's capacity: every list here fills it and waits for the loop.
+        let (inputs, receiver) = mpsc::sync_channel(8);
         {
             let _entered = runtime.enter();
             let sinks = Sinks {

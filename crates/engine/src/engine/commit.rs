@@ -3,6 +3,7 @@
 //! then every selector, and only then any MapState.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::identities::IdentityChanges;
 use super::{EndpointChanges, Engine};
@@ -121,8 +122,8 @@ impl Engine {
     /// new cluster CIDRs when they arrive. Also returns the pods whose identities changed.
     fn apply_identities(
         &mut self,
-        pods: BTreeMap<String, Vec<Identity>>,
-        nodes: BTreeMap<String, Vec<Identity>>,
+        pods: BTreeMap<String, Arc<[Identity]>>,
+        nodes: BTreeMap<String, Arc<[Identity]>>,
         policies_changed: bool,
     ) -> (IdentityChanges, HashSet<String>) {
         let mut changes = IdentityChanges::default();

@@ -56,16 +56,20 @@ impl Engine {
     }
 
     /// What an endpoint's MapState is a function of, besides the policies and the identities: its
-    /// pod without its name. Endpoints with equal twin keys have equal MapStates.
+    /// pod without its name, and with only the label keys subject selectors read (which entries
+    /// select it; a StatefulSet pod's own `pod-name` label decides nothing). Endpoints with equal
+    /// twin keys have equal MapStates.
     fn twin_key(&self, key: &str) -> Option<PodInfo> {
-        let mut pod = self.pods.get(key)?.first()?.as_pod()?.clone();
+        let mut pod = self
+            .subject_keys
+            .trim_pod(self.pods.get(key)?.first()?.as_pod()?);
         pod.name.clear();
         Some(pod)
     }
 
     /// Gives endpoint `key` the state just computed for its twin, with its own pod and addresses.
     fn adopt_twin(&mut self, key: &str, twin: &str) -> Vec<ClassChange> {
-        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let identities = self.pods.get(key).map_or(&[][..], |i| &i[..]);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
@@ -148,7 +152,7 @@ impl Engine {
 
     /// Resolves the endpoint's rules afresh and recomputes every class they can produce.
     pub(super) fn recompute_endpoint(&mut self, key: &str) -> Vec<ClassChange> {
-        let identities = self.pods.get(key).map_or(&[][..], Vec::as_slice);
+        let identities = self.pods.get(key).map_or(&[][..], |i| &i[..]);
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 
@@ -35,7 +36,7 @@ impl Engine {
     /// recompute, since their own labels, node or ports may be what changed.
     pub(super) fn replace_pods(
         &mut self,
-        staged: BTreeMap<String, Vec<Identity>>,
+        staged: BTreeMap<String, Arc<[Identity]>>,
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
     ) -> HashSet<String> {
@@ -58,7 +59,7 @@ impl Engine {
     /// endpoints, so no node needs a full recompute.
     pub(super) fn replace_nodes(
         &mut self,
-        staged: BTreeMap<String, Vec<Identity>>,
+        staged: BTreeMap<String, Arc<[Identity]>>,
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
     ) {
@@ -174,7 +175,7 @@ impl Engine {
             .pods
             .values()
             .chain(self.nodes.values())
-            .flatten()
+            .flat_map(|i| i.iter())
             .filter_map(|i| Some((self.store.host(i.prefix.addr())?, i.clone())))
             .collect();
         for (id, identity) in staying {

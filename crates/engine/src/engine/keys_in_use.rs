@@ -56,6 +56,40 @@ impl KeysInUse {
         keys
     }
 
+    /// The label keys the subject selectors of a policy set read: what decides which entries
+    /// select a local endpoint. Two pods that differ only in other keys are selected by the same
+    /// entries.
+    pub(crate) fn of_subjects(entries: &[PolicyEntry]) -> Self {
+        let mut keys = KeysInUse::default();
+        for entry in entries {
+            keys_of(&entry.subject.pods, &mut keys.pods);
+            keys_of(&entry.subject.namespaces, &mut keys.namespaces);
+        }
+        keys
+    }
+
+    /// `pod` with only the pod and namespace label keys in use (not interned: a key to compare,
+    /// not to keep).
+    pub(crate) fn trim_pod(&self, pod: &PodInfo) -> PodInfo {
+        let keep = |labels: &SharedLabels, keys: &BTreeSet<String>| -> SharedLabels {
+            if labels.keys().all(|k| keys.contains(k)) {
+                return labels.clone();
+            }
+            Arc::new(
+                labels
+                    .iter()
+                    .filter(|(k, _)| keys.contains(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        };
+        PodInfo {
+            labels: keep(&pod.labels, &self.pods),
+            namespace_labels: keep(&pod.namespace_labels, &self.namespaces),
+            ..pod.clone()
+        }
+    }
+
     /// The identity with only the label keys in use, each distinct trimmed set held once.
     pub(crate) fn trim(&self, identity: Identity, interner: &mut LabelInterner) -> Identity {
         let kind = match identity.kind {

@@ -107,8 +107,8 @@ struct EndpointState {
 #[derive(Debug, Default)]
 struct Staged {
     policies: BTreeMap<String, Option<Vec<PolicyEntry>>>,
-    pods: BTreeMap<String, Vec<Identity>>,
-    nodes: BTreeMap<String, Vec<Identity>>,
+    pods: BTreeMap<String, Arc<[Identity]>>,
+    nodes: BTreeMap<String, Arc<[Identity]>>,
 }
 
 impl Staged {
@@ -128,9 +128,10 @@ pub struct Engine {
     entries: Vec<PolicyEntry>,
     subjects: SubjectIndex,
     levels: Levels,
-    /// Each pod's identities as staged (one per address), by pod key.
-    pods: BTreeMap<String, Vec<Identity>>,
-    nodes: BTreeMap<String, Vec<Identity>>,
+    /// Each pod's identities as staged (one per address), by pod key. Shared with the caller
+    /// that staged them ([`Engine::set_pod_shared`]): the agent's pod index holds the same copy.
+    pods: BTreeMap<String, Arc<[Identity]>>,
+    nodes: BTreeMap<String, Arc<[Identity]>>,
     world: BTreeMap<IpNet, IdentityId>,
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
@@ -140,6 +141,9 @@ pub struct Engine {
     changed_identities: BTreeSet<IdentityId>,
     /// The label keys peer selectors read: identities keep only these.
     keys_in_use: KeysInUse,
+    /// The label keys subject selectors read: local pods that differ only in other keys are
+    /// twins (one MapState between them).
+    subject_keys: KeysInUse,
     /// Trimmed label sets, one copy of each.
     trimmed_labels: LabelInterner,
     /// The local endpoint holding each address.
@@ -170,6 +174,7 @@ impl Engine {
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             keys_in_use: KeysInUse::default(),
+            subject_keys: KeysInUse::default(),
             trimmed_labels: LabelInterner::default(),
             endpoint_addresses: HashMap::new(),
             cache: SelectorCache::new(),
@@ -209,12 +214,18 @@ impl Engine {
     /// Stages a pod's identities (one per address, all with the same pod); an empty list removes
     /// the pod. Addresses join the shared identity of their label set (see [`IdentityStore`]).
     pub fn set_pod(&mut self, key: impl Into<String>, identities: Vec<Identity>) {
+        self.set_pod_shared(key, identities.into());
+    }
+
+    /// [`Engine::set_pod`] with identities the caller keeps too: the engine holds the same
+    /// allocation rather than a copy of its own.
+    pub fn set_pod_shared(&mut self, key: impl Into<String>, identities: Arc<[Identity]>) {
         self.staged.pods.insert(key.into(), identities);
     }
 
     /// Stages a node's identities; an empty list removes the node.
     pub fn set_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
-        self.staged.nodes.insert(name.into(), identities);
+        self.staged.nodes.insert(name.into(), identities.into());
     }
 
     /// The identities whose member addresses the last [`Engine::commit`] changed: new and
@@ -269,7 +280,12 @@ impl Engine {
         for prefix in self.world.keys() {
             store.insert(Identity::world(*prefix));
         }
-        for identity in self.pods.values().chain(self.nodes.values()).flatten() {
+        for identity in self
+            .pods
+            .values()
+            .chain(self.nodes.values())
+            .flat_map(|i| i.iter())
+        {
             store.insert(identity.clone());
         }
         store
@@ -277,12 +293,12 @@ impl Engine {
 
     /// Every pod as staged: its key and one identity per address.
     pub fn pods(&self) -> impl Iterator<Item = (&str, &[Identity])> {
-        self.pods.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+        self.pods.iter().map(|(k, v)| (k.as_str(), &v[..]))
     }
 
     /// Every node as staged: its name and one identity per address.
     pub fn nodes(&self) -> impl Iterator<Item = (&str, &[Identity])> {
-        self.nodes.iter().map(|(k, v)| (k.as_str(), v.as_slice()))
+        self.nodes.iter().map(|(k, v)| (k.as_str(), &v[..]))
     }
 
     pub fn has_staged_changes(&self) -> bool {
@@ -337,6 +353,7 @@ impl Engine {
             .collect();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
+        self.subject_keys = KeysInUse::of_subjects(&entries);
         self.entries = entries;
     }
 }

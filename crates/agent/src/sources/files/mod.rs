@@ -42,7 +42,7 @@ use std::time::{Duration, SystemTime};
 use kube::runtime::watcher::Event;
 use netpol_api::{Object, ObjectRef, ValidationError};
 
-use objects::{parse_file, text_digest, Digests, Parsed};
+use objects::{file_digest, parse_file, Digests, FileError, Key, Parsed};
 
 use crate::health::Health;
 use crate::indexes::SourceEvent;
@@ -298,19 +298,24 @@ impl FileSource {
         let mut listed: BTreeMap<PathBuf, FileState> = BTreeMap::new();
         let mut sent = 0;
         for (path, signature) in ready {
-            let Some(text) = self.read_text(path, &mut scan.problems) else {
-                if self.unreadable.contains_key(path) && (self.listed || !self.partial_ok) {
-                    // Unreadable now: the list waits (or, as a relist, would drop its objects).
-                    scan.objects_mapped += sent;
-                    return Listed::Abandoned;
+            // A file known broken is parsed again only if its text changed.
+            if self.unreadable.contains_key(path) {
+                match file_digest(path) {
+                    Ok(digest) if self.is_known_broken(path, digest) => {
+                        scan.files_read += 1;
+                        continue;
+                    }
+                    Ok(_) => {}
+                    Err(error) => {
+                        if self.not_read(path, error, &mut scan.problems) {
+                            scan.objects_mapped += sent;
+                            return Listed::Abandoned;
+                        }
+                        continue;
+                    }
                 }
-                continue;
-            };
-            scan.files_read += 1;
-            let digest = text_digest(&text);
-            if self.is_known_broken(path, digest) {
-                continue;
             }
+            let sent_before = sent;
             let mut each = |parsed: Parsed| {
                 if !listed.values().any(|s| s.objects.contains_key(&parsed.key)) {
                     let kind = SourceKind::of(&parsed.object);
@@ -318,8 +323,9 @@ impl FileSource {
                     sent += 1;
                 }
             };
-            match parse_file(path, &text, &mut scan.problems, &mut each) {
-                Ok(objects) => {
+            match parse_file(path, &mut scan.problems, &mut each) {
+                Ok((objects, digest)) => {
+                    scan.files_read += 1;
                     self.unreadable.remove(path);
                     let state = FileState {
                         signature: *signature,
@@ -329,10 +335,20 @@ impl FileSource {
                     };
                     listed.insert(path.clone(), state);
                 }
-                Err(message) => {
+                Err(FileError::Broken { message, digest }) => {
+                    scan.files_read += 1;
                     self.note_broken(path, *signature, started, digest, message);
                     scan.objects_mapped += sent;
                     return Listed::Abandoned;
+                }
+                Err(error) => {
+                    // Objects of a text that changed while it was read (or whose reading
+                    // failed part-way) were sent: the list cannot complete with them.
+                    let sent_some = sent > sent_before;
+                    if self.not_read(path, error, &mut scan.problems) || sent_some {
+                        scan.objects_mapped += sent;
+                        return Listed::Abandoned;
+                    }
                 }
             }
         }
@@ -357,7 +373,7 @@ impl FileSource {
         let ready = self.look(all, started, &mut scan)?;
         // Objects changed in a file, and keys gone from one, in the files' order.
         let mut changed: Vec<(PathBuf, Object)> = Vec::new();
-        let mut gone: Vec<(PathBuf, ObjectRef)> = Vec::new();
+        let mut gone: Vec<(PathBuf, Key)> = Vec::new();
         // Files whose objects were parsed again: only their keys can be newly duplicated.
         let mut parsed: Vec<PathBuf> = Vec::new();
         for path in self.removed_files() {
@@ -367,11 +383,14 @@ impl FileSource {
             }
         }
         for (path, signature) in ready {
-            let Some(text) = self.read_text(&path, &mut scan.problems) else {
-                continue;
+            let digest = match file_digest(&path) {
+                Ok(digest) => digest,
+                Err(error) => {
+                    self.not_read(&path, error, &mut scan.problems);
+                    continue;
+                }
             };
             scan.files_read += 1;
-            let digest = text_digest(&text);
             if let Some(state) = self.files.get_mut(&path) {
                 if state.digest == digest {
                     state.signature = signature;
@@ -379,29 +398,36 @@ impl FileSource {
                     continue;
                 }
             }
-            let previous = self.files.remove(&path).map(|s| s.objects);
-            let before = previous.as_ref();
+            let before = self.files.get(&path).map(|s| &s.objects);
             let mut in_file = Vec::new();
             let mut each = |parsed: Parsed| {
                 if before.and_then(|b| b.get(&parsed.key)) != Some(&parsed.digest) {
                     in_file.push(parsed.object);
                 }
             };
-            let objects = match parse_file(&path, &text, &mut scan.problems, &mut each) {
-                Ok(objects) => {
+            let (objects, digest) = match parse_file(&path, &mut scan.problems, &mut each) {
+                Ok((objects, digest)) => {
                     self.unreadable.remove(&path);
                     parsed.push(path.clone());
+                    let previous = self.files.remove(&path).map(|s| s.objects);
                     let lost = previous.into_iter().flatten().map(|(key, _)| key);
                     gone.extend(
                         lost.filter(|key| !objects.contains_key(key))
                             .map(|key| (path.clone(), key)),
                     );
                     changed.extend(in_file.into_iter().map(|o| (path.clone(), o)));
-                    objects
+                    (objects, digest)
                 }
-                Err(message) => {
+                Err(FileError::Broken { message, digest }) => {
                     self.unreadable.insert(path.clone(), message);
-                    previous.unwrap_or_default()
+                    let previous = self.files.remove(&path).map(|s| s.objects);
+                    (previous.unwrap_or_default(), digest)
+                }
+                Err(error) => {
+                    // Unreadable now, or changed while read: its objects stay as they were,
+                    // and it is read again once its signature moves.
+                    self.not_read(&path, error, &mut scan.problems);
+                    continue;
                 }
             };
             let state = FileState {
@@ -432,24 +458,24 @@ impl FileSource {
     fn effective_changes(
         &self,
         changed: Vec<(PathBuf, Object)>,
-        gone: Vec<(PathBuf, ObjectRef)>,
+        gone: Vec<(PathBuf, Key)>,
     ) -> Vec<SourceEvent> {
-        let mut events: BTreeMap<ObjectRef, SourceEvent> = BTreeMap::new();
+        let mut events: BTreeMap<Key, SourceEvent> = BTreeMap::new();
         for (path, object) in changed {
-            let key = object.object_ref();
+            let key = Key::of(&object);
             if self.first_holder(&key) == Some(&path) {
                 let kind = SourceKind::of(&object);
                 events.insert(key, SourceEvent::new(kind, Event::Apply(object)));
             }
         }
-        let mut wanted: BTreeMap<PathBuf, BTreeSet<ObjectRef>> = BTreeMap::new();
+        let mut wanted: BTreeMap<PathBuf, BTreeSet<Key>> = BTreeMap::new();
         for (path, key) in gone {
             if events.contains_key(&key) {
                 continue;
             }
             match self.first_holder(&key) {
                 None => {
-                    if let Some(skeleton) = Object::skeleton(&key) {
+                    if let Some(skeleton) = Object::skeleton(&key.object_ref()) {
                         let kind = SourceKind::of(&skeleton);
                         events.insert(key, SourceEvent::new(kind, Event::Delete(skeleton)));
                     }
@@ -462,9 +488,6 @@ impl FileSource {
             }
         }
         for (path, keys) in wanted {
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
-            };
             let mut each = |parsed: Parsed| {
                 if keys.contains(&parsed.key) {
                     let kind = SourceKind::of(&parsed.object);
@@ -475,13 +498,13 @@ impl FileSource {
                 }
             };
             // Problems of that file were reported when it was read.
-            let _ = parse_file(&path, &text, &mut Vec::new(), &mut each);
+            let _ = parse_file(&path, &mut Vec::new(), &mut each);
         }
         events.into_values().collect()
     }
 
     /// The first file (in path order) that holds `key`.
-    fn first_holder(&self, key: &ObjectRef) -> Option<&PathBuf> {
+    fn first_holder(&self, key: &Key) -> Option<&PathBuf> {
         self.files
             .iter()
             .find(|(_, state)| state.objects.contains_key(key))
@@ -516,7 +539,7 @@ impl FileSource {
                 // Deleted between the listing and now: the next scan sees it gone.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => {
-                    self.note_unreadable(path, &e, &mut scan.problems);
+                    self.note_unreadable(path, e.to_string(), &mut scan.problems);
                     continue;
                 }
             };
@@ -536,16 +559,17 @@ impl FileSource {
         Ok(ready)
     }
 
-    /// The text of a file, or `None` if it is gone or cannot be read (noted as unreadable).
-    fn read_text(&mut self, path: &Path, problems: &mut Vec<FileProblem>) -> Option<String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Some(text),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => {
-                self.note_unreadable(path, &e, problems);
-                None
+    /// Notes why `path` gave nothing (gone files are not noted); returns whether it now counts as
+    /// unreadable and the first list must wait for it.
+    fn not_read(&mut self, path: &Path, error: FileError, problems: &mut Vec<FileProblem>) -> bool {
+        match error {
+            FileError::Gone => {}
+            FileError::Unreadable(message) => self.note_unreadable(path, message, problems),
+            FileError::Broken { message, .. } => {
+                self.note_unreadable(path, message, problems);
             }
         }
+        self.unreadable.contains_key(path) && (self.listed || !self.partial_ok)
     }
 
     /// Whether `path` is unreadable and its text is still the one that did not parse.
@@ -600,8 +624,7 @@ impl FileSource {
     }
 
     /// Records a read failure, reporting it only when it is new or different.
-    fn note_unreadable(&mut self, path: &Path, error: &io::Error, problems: &mut Vec<FileProblem>) {
-        let message = error.to_string();
+    fn note_unreadable(&mut self, path: &Path, message: String, problems: &mut Vec<FileProblem>) {
         if self.unreadable.get(path) != Some(&message) {
             problems.push(unreadable(path, &message));
             self.unreadable.insert(path.to_owned(), message);
@@ -613,7 +636,7 @@ impl FileSource {
     /// used, every other ignored). Costs the keys of these files times the number of files, not
     /// every object of every file: one pod changed in a file of its own checks one key.
     fn duplicates_in(&self, paths: &[PathBuf]) -> Vec<FileProblem> {
-        let mut seen: BTreeSet<&ObjectRef> = BTreeSet::new();
+        let mut seen: BTreeSet<&Key> = BTreeSet::new();
         let mut problems = Vec::new();
         for path in paths {
             let Some(state) = self.files.get(path) else {
@@ -632,7 +655,7 @@ impl FileSource {
                     continue;
                 };
                 problems.extend(holders.map(|ignored| FileProblem::Duplicate {
-                    object: key.clone(),
+                    object: key.object_ref(),
                     used: used.clone(),
                     ignored: ignored.clone(),
                 }));
@@ -643,13 +666,13 @@ impl FileSource {
 
     /// Every object defined in more than one file.
     fn duplicates(&self) -> Vec<FileProblem> {
-        let mut first: BTreeMap<&ObjectRef, &PathBuf> = BTreeMap::new();
+        let mut first: BTreeMap<&Key, &PathBuf> = BTreeMap::new();
         let mut problems = Vec::new();
         for (path, state) in &self.files {
             for key in state.objects.keys() {
                 match first.get(key) {
                     Some(used) => problems.push(FileProblem::Duplicate {
-                        object: key.clone(),
+                        object: key.object_ref(),
                         used: (*used).clone(),
                         ignored: path.clone(),
                     }),

@@ -11,16 +11,77 @@ use std::hash::Hasher;
 use std::io;
 use std::path::Path;
 
-use netpol_api::{parse_yaml_each, FieldValidation, Object, ObjectRef, ValidationError};
+use netpol_api::{
+    parse_reader_each, FieldValidation, Object, ObjectRef, ReadError, ValidationError,
+};
 
 use super::FileProblem;
+use crate::kind::SourceKind;
 
 /// The objects of one file as last parsed: each key's digest.
-pub(super) type Digests = BTreeMap<ObjectRef, u64>;
+pub(super) type Digests = BTreeMap<Key, u64>;
+
+/// An object's key as the source remembers it: its kind (one of the kinds the agent reads) and
+/// its namespace and name in one allocation. As `ObjectRef`s (three strings each), the keys of
+/// 150,000 pods were tens of megabytes of the long-running agent's memory. Ordered as
+/// `ObjectRef`s are (kind, namespace, name).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) struct Key {
+    kind: SourceKind,
+    /// The namespace's length in `text`; [`Key::CLUSTER`] for a cluster-scoped object.
+    namespace_len: u32,
+    /// The namespace followed by the name.
+    text: Box<str>,
+}
+
+impl Key {
+    const CLUSTER: u32 = u32::MAX;
+
+    pub fn of(object: &Object) -> Key {
+        let ObjectRef {
+            namespace, name, ..
+        } = object.object_ref();
+        let (namespace_len, text) = match namespace {
+            Some(namespace) => (namespace.len() as u32, namespace + &name),
+            None => (Key::CLUSTER, name),
+        };
+        Key {
+            kind: SourceKind::of(object),
+            namespace_len,
+            text: text.into_boxed_str(),
+        }
+    }
+
+    fn parts(&self) -> (&'static str, Option<&str>, &str) {
+        let kind = self.kind.as_str();
+        if self.namespace_len == Key::CLUSTER {
+            return (kind, None, &self.text);
+        }
+        let (namespace, name) = self.text.split_at(self.namespace_len as usize);
+        (kind, Some(namespace), name)
+    }
+
+    pub fn object_ref(&self) -> ObjectRef {
+        let (kind, namespace, name) = self.parts();
+        ObjectRef::new(kind, namespace, name)
+    }
+}
+
+impl Ord for Key {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
+impl PartialOrd for Key {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 /// One object as parsed, with its key and digest (computed where it was parsed).
 pub(super) struct Parsed {
-    pub key: ObjectRef,
+    pub key: Key,
     pub digest: u64,
     pub object: Object,
 }
@@ -34,11 +95,31 @@ pub(super) fn object_digest(object: &Object) -> u64 {
     writer.0.finish()
 }
 
-/// The digest of a file's text.
-pub(super) fn text_digest(text: &str) -> u64 {
-    let mut hasher = std::hash::DefaultHasher::new();
-    hasher.write(text.as_bytes());
-    hasher.finish()
+/// Why a file gave no objects.
+#[derive(Debug)]
+pub(super) enum FileError {
+    /// It is gone (deleted since it was listed).
+    Gone,
+    /// It could not be read, or changed while it was read.
+    Unreadable(String),
+    /// Its text, with this digest, is not YAML or JSON that can be read.
+    Broken { message: String, digest: u64 },
+}
+
+impl FileError {
+    fn of_io(error: &io::Error) -> FileError {
+        if error.kind() == io::ErrorKind::NotFound {
+            FileError::Gone
+        } else {
+            FileError::Unreadable(error.to_string())
+        }
+    }
+}
+
+/// The digest of a file's text (`netpol_api::text_digest`), read in pieces.
+pub(super) fn file_digest(path: &Path) -> Result<u64, FileError> {
+    let mut file = std::fs::File::open(path).map_err(|e| FileError::of_io(&e))?;
+    netpol_api::digest_of(&mut file).map_err(|e| FileError::of_io(&e))
 }
 
 struct HashWriter(std::hash::DefaultHasher);
@@ -54,62 +135,116 @@ impl io::Write for HashWriter {
     }
 }
 
-/// Parses one file, handing each valid object (the first of a key, if the file repeats one) to
-/// `each` with its key and digest, and returns every key's digest. Invalid objects and repeated
-/// keys are reported; a YAML error (reported) leaves the file unreadable, and `each` may have
-/// been given objects of it, which the caller must then discard.
+/// Parses one file, read in pieces (`netpol_api::parse_reader_each`), handing each valid object
+/// (the first of a key, if the file repeats one) to `each` with its key and digest, and returns
+/// every key's digest and the text's. Invalid objects and repeated keys are reported; on an
+/// error (a broken text is reported), `each` may have been given objects of the file, which the
+/// caller must then discard.
 pub(super) fn parse_file(
     path: &Path,
-    text: &str,
     problems: &mut Vec<FileProblem>,
     each: &mut dyn FnMut(Parsed),
-) -> Result<Digests, String> {
+) -> Result<(Digests, u64), FileError> {
     let mut digests = Digests::new();
     let mut file_problems = Vec::new();
     let prepare = |read: Result<Object, ValidationError>| {
         read.map(|object| Parsed {
-            key: object.object_ref(),
+            key: Key::of(&object),
             digest: object_digest(&object),
             object,
         })
     };
+    let mut file = std::fs::File::open(path).map_err(|e| FileError::of_io(&e))?;
     // No API server validated these files: an object with a field its kind does not have (a
     // misspelt or misplaced field, which would silently widen a policy) is refused alone, as
     // `kubectl apply` refuses it.
-    let parsed = parse_yaml_each(
-        text,
-        FieldValidation::Strict,
-        prepare,
-        &mut |read| match read {
-            Ok(parsed) => {
-                if digests.contains_key(&parsed.key) {
-                    file_problems.push(FileProblem::Duplicate {
-                        object: parsed.key,
-                        used: path.to_owned(),
-                        ignored: path.to_owned(),
-                    });
-                } else {
-                    digests.insert(parsed.key.clone(), parsed.digest);
-                    each(parsed);
+    let parsed =
+        parse_reader_each(
+            &mut file,
+            FieldValidation::Strict,
+            prepare,
+            &mut |read| match read {
+                Ok(parsed) => {
+                    if digests.contains_key(&parsed.key) {
+                        file_problems.push(FileProblem::Duplicate {
+                            object: parsed.key.object_ref(),
+                            used: path.to_owned(),
+                            ignored: path.to_owned(),
+                        });
+                    } else {
+                        digests.insert(parsed.key.clone(), parsed.digest);
+                        each(parsed);
+                    }
                 }
-            }
-            Err(error) => file_problems.push(FileProblem::InvalidObject {
-                path: path.to_owned(),
-                error,
-            }),
-        },
-    );
+                Err(error) => file_problems.push(FileProblem::InvalidObject {
+                    path: path.to_owned(),
+                    error,
+                }),
+            },
+        );
     match parsed {
-        Ok(()) => {
+        Ok(digest) => {
             problems.extend(file_problems);
-            Ok(digests)
+            Ok((digests, digest))
         }
-        Err(error) => {
+        Err(ReadError::Io(error)) => Err(FileError::of_io(&error)),
+        Err(ReadError::Changed) => Err(FileError::Unreadable(ReadError::Changed.to_string())),
+        Err(ReadError::Yaml { error, digest }) => {
             problems.push(FileProblem::Unreadable {
                 path: path.to_owned(),
                 message: error.to_string(),
             });
-            Err(error.to_string())
+            Err(FileError::Broken {
+                message: error.to_string(),
+                digest,
+            })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(kind: &str, namespace: Option<&str>, name: &str) -> Object {
+        let mut metadata = serde_json::json!({"name": name});
+        if let Some(namespace) = namespace {
+            metadata["namespace"] = namespace.into();
+        }
+        let api_version = match kind {
+            "NetworkPolicy" => "networking.k8s.io/v1",
+            _ => "v1",
+        };
+        Object::from_value(
+            serde_json::json!({"apiVersion": api_version, "kind": kind, "metadata": metadata}),
+        )
+        .unwrap()
+    }
+
+    /// Keys name what `ObjectRef`s name, and sort as they do, even where namespace and name
+    /// packed together read alike (`a` + `bc`, `ab` + `c`).
+    #[test]
+    fn keys_stand_for_object_refs_in_their_order() {
+        let objects = [
+            object("Pod", Some("ab"), "c"),
+            object("Pod", Some("a"), "bc"),
+            object("Namespace", None, "abc"),
+            object("NetworkPolicy", Some("a"), "bc"),
+            object("Pod", None, "x"),
+            object("Node", None, "n1"),
+        ];
+        let mut keys: Vec<(Key, ObjectRef)> = objects
+            .iter()
+            .map(|o| (Key::of(o), o.object_ref()))
+            .collect();
+        for (key, object_ref) in &keys {
+            assert_eq!(key.object_ref(), *object_ref);
+        }
+        assert_ne!(keys[0].0, keys[1].0);
+        keys.sort_by(|a, b| a.0.cmp(&b.0));
+        let by_key: Vec<&ObjectRef> = keys.iter().map(|(_, r)| r).collect();
+        let mut by_ref = by_key.clone();
+        by_ref.sort();
+        assert_eq!(by_key, by_ref);
     }
 }
