@@ -448,9 +448,9 @@ pub fn pods_among(parties: &[Party]) -> Vec<&PodRef> {
 }
 
 /// The pods (`namespace/name`) whose flows [`compute_between`] asks the decider about, for the
-/// pods among `parties` in `classes`: per class its first two members (flows within the class)
-/// and its first member on another node than the first (flows with the first's own node). An
-/// oracle that answers at these pods only ([`super::oracle_at`]) decides the whole matrix.
+/// pods among `parties` in `classes`: per class its first member and its [`partner`] (flows
+/// within the class, and with the first's own node). An oracle that answers at these pods only
+/// ([`super::oracle_at`]) decides the whole matrix.
 pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) -> BTreeSet<String> {
     deciding_pods_where(cluster, parties, classes, &|_| true)
 }
@@ -464,25 +464,39 @@ pub fn deciding_pods_where(
     classes: &Classes,
     every: &dyn Fn(usize) -> bool,
 ) -> BTreeSet<String> {
-    let pod = |position: usize| match &parties[position] {
-        Party::Pod(pod) => pod,
-        _ => unreachable!("classes hold pods"),
-    };
     let mut out = BTreeSet::new();
     for (class, members) in classes.members.iter().enumerate() {
-        if !every(class) {
-            out.insert(pod(members[0]).to_string());
-            continue;
-        }
-        let first_node = cluster.pod_node(pod(members[0]));
-        let elsewhere = members
-            .iter()
-            .find(|&&m| cluster.pod_node(pod(m)) != first_node);
-        for &m in members.iter().take(2).chain(elsewhere) {
-            out.insert(pod(m).to_string());
+        out.insert(pod_at(parties, members[0]).to_string());
+        if every(class) {
+            if let Some(m) = partner(cluster, parties, members) {
+                out.insert(pod_at(parties, m).to_string());
+            }
         }
     }
     out
+}
+
+/// The pod at `position` among `parties`, which must be a pod.
+fn pod_at(parties: &[Party], position: usize) -> &PodRef {
+    match &parties[position] {
+        Party::Pod(pod) => pod,
+        _ => unreachable!("classes hold pods"),
+    }
+}
+
+/// The member of a class (`members`, by position among `parties`) that decides with its first
+/// member the flows within the class, and the class's flows with the first's own node: the
+/// first member on another node, else the second member. Pods of a class decide alike towards
+/// every pod (no peer selects a pod by its node), so any second member decides flows within the
+/// class; one on another node decides the flows with the first's node too, so that a class is
+/// asked about at two pods, not three.
+pub fn partner(cluster: &Cluster, parties: &[Party], members: &[usize]) -> Option<usize> {
+    let first_node = cluster.pod_node(pod_at(parties, members[0]));
+    members[1..]
+        .iter()
+        .find(|&&m| cluster.pod_node(pod_at(parties, m)) != first_node)
+        .or(members.get(1))
+        .copied()
 }
 
 /// One pod (`namespace/name`) per class and node among the pods of `parties`: an endpoint's
@@ -571,7 +585,7 @@ pub fn compute_some(
     assert!(parties[pods..].iter().all(|p| !p.is_pod()));
     let mut interner = Interner::default();
     let k = classes.len();
-    // Per class: its first pod's identities by family, its second's (for flows within the
+    // Per class: its first pod's identities by family, its partner's (for flows within the
     // class), and its signatures.
     let identities = |position: usize| match &parties[position] {
         Party::Pod(pod) => cluster.pod_identity_families(pod),
@@ -581,7 +595,7 @@ pub fn compute_some(
     let seconds: Vec<_> = classes
         .members
         .iter()
-        .map(|m| m.get(1).map(|&p| identities(p)))
+        .map(|m| partner(cluster, parties, m).map(identities))
         .collect();
     let infos: Vec<&netpol_engine::PodInfo> = classes
         .members
@@ -594,7 +608,7 @@ pub fn compute_some(
     let signatures = Signatures::new(cluster, &infos);
     let mut views = Views::new(cluster, &signatures);
     let class_cell = |interner: &mut Interner, views: &mut Views, from: usize, to: usize| {
-        // Two distinct pods: the representatives, or within a class its first two.
+        // Two distinct pods: the representatives, or within a class its first and its partner.
         let target = if from == to {
             seconds[from].as_deref()
         } else {
