@@ -119,13 +119,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     match args.output {
         Format::Text => write_text(&mut out, cluster, &groups, &matrices)?,
         Format::Scenario => {
+            let names: Vec<String> = parties.iter().map(ToString::to_string).collect();
             for matrix in &matrices {
                 writeln!(out, "- protocol: {}", matrix.protocol)?;
                 writeln!(out, "  port: {}", matrix.port)?;
                 writeln!(out, "  matrix: |")?;
-                render_rows(&mut out, &matrix.parties, "    ", |row| {
-                    matrix.symbol_row(row)
-                })?;
+                render_rows(&mut out, &names, "    ", |row| matrix.symbol_row(row))?;
             }
         }
         Format::Json => {

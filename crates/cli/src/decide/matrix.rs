@@ -298,8 +298,9 @@ pub use super::directions::UNDEFINED;
 pub struct Matrix {
     pub protocol: Protocol,
     pub port: u16,
-    /// Every party's name, pods first.
-    pub parties: Vec<String>,
+    /// How many parties there are, pods first (their names are the caller's: at 150,000 pods a
+    /// copy per matrix was 8 MB a probe).
+    pub party_count: usize,
     /// How many of the parties are pods.
     pub pods: usize,
     classes: Rc<Classes>,
@@ -330,7 +331,7 @@ impl Matrix {
     }
 
     fn others(&self) -> usize {
-        self.parties.len() - self.pods
+        self.party_count - self.pods
     }
 
     /// The decision code of the flow from party `from` to party `to`: a position in
@@ -392,7 +393,7 @@ impl Matrix {
     pub fn other_counts(&self) -> (u64, u64) {
         let (mut defined, mut allowed) = (0, 0);
         for pod in 0..self.pods {
-            for other in self.pods..self.parties.len() {
+            for other in self.pods..self.party_count {
                 for code in [self.code(pod, other), self.code(other, pod)] {
                     if let Some(d) = self.decisions.get(code as usize) {
                         defined += 1;
@@ -406,14 +407,14 @@ impl Matrix {
 
     /// One row's symbols.
     pub fn symbol_row(&self, from: usize) -> Vec<char> {
-        (0..self.parties.len())
+        (0..self.party_count)
             .map(|to| Matrix::symbol(self.cell(from, to)))
             .collect()
     }
 
     /// Every cell's symbol, row by row (parties squared: for small matrices).
     pub fn symbols(&self) -> Vec<Vec<char>> {
-        (0..self.parties.len())
+        (0..self.party_count)
             .map(|from| self.symbol_row(from))
             .collect()
     }
@@ -765,7 +766,7 @@ pub fn compute_some(
     Matrix {
         protocol,
         port,
-        parties: parties.iter().map(ToString::to_string).collect(),
+        party_count: parties.len(),
         pods,
         classes: Rc::clone(classes),
         decisions: interner.decisions,
