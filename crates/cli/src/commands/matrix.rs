@@ -15,8 +15,8 @@ use std::rc::Rc;
 
 use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
-    compute_between, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties,
-    Matrix, Party,
+    compute_every, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties, Matrix,
+    Party, Prepared,
 };
 use crate::decide::what_if::WhatIf;
 use crate::decide::{decider, is_mapstate, EngineArgs};
@@ -102,14 +102,14 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
     }
+    let mut prepared = Prepared::new(cluster, &parties, &classes);
     let matrices: Vec<Matrix> = args
         .probes
         .ports(&[cluster])
         .into_iter()
-        .map(|(protocol, port)| {
-            compute_between(cluster, oracle.as_ref(), &parties, &classes, protocol, port)
-        })
+        .map(|(protocol, port)| compute_every(&mut prepared, oracle.as_ref(), protocol, port))
         .collect();
+    drop(prepared);
     let groups = if args.per_pod {
         per_pod(cluster, &parties)
     } else {

@@ -5,7 +5,6 @@
 //! classes squared plus pods times other parties, not with pods squared.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
 use std::net::IpAddr;
 use std::rc::Rc;
 
@@ -17,98 +16,8 @@ use netpol_engine::{
 
 use super::directions::{pod_pair, with_address, Interner, Signatures, Views};
 use super::grid::Grid;
-use super::outside::{regions, Region};
+pub use super::parties::{node_parties, outside_parties, pod_parties, Party};
 use crate::scenario::{Cluster, Endpoint, PodRef};
-
-/// One row and column of a matrix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Party {
-    Pod(PodRef),
-    /// A node, by one of its addresses.
-    Node {
-        name: String,
-        address: IpAddr,
-    },
-    /// A region of addresses outside the cluster, by its representative.
-    Outside(Region),
-}
-
-impl Party {
-    /// The endpoint a flow to or from this party names.
-    pub fn endpoint(&self) -> Endpoint {
-        match self {
-            Party::Pod(pod) => Endpoint::Pod(pod.clone()),
-            Party::Node { address, .. } => Endpoint::Address(*address),
-            Party::Outside(region) => Endpoint::Address(region.representative),
-        }
-    }
-
-    /// `pod`, `node` or `outside`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Party::Pod(_) => "pod",
-            Party::Node { .. } => "node",
-            Party::Outside(_) => "outside",
-        }
-    }
-
-    pub fn is_pod(&self) -> bool {
-        matches!(self, Party::Pod(_))
-    }
-}
-
-impl fmt::Display for Party {
-    /// `ns/pod`, `node node-1`, `0.0.0.0/0 except 10.0.0.0/8`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Party::Pod(pod) => write!(f, "{pod}"),
-            Party::Node { name, .. } => write!(f, "node {name}"),
-            Party::Outside(region) => write!(f, "{region}"),
-        }
-    }
-}
-
-/// The pods of `cluster` that have an address, by namespace then name.
-pub fn pod_parties(cluster: &Cluster) -> Vec<Party> {
-    cluster
-        .addressed_pods()
-        .map(|(pod, _)| Party::Pod(pod.clone()))
-        .collect()
-}
-
-/// The nodes of `cluster`, each by its first address.
-pub fn node_parties(cluster: &Cluster) -> Vec<Party> {
-    cluster
-        .nodes()
-        .filter_map(|(name, identities)| {
-            let address = identities.first()?.prefix.addr();
-            Some(Party::Node {
-                name: name.to_owned(),
-                address,
-            })
-        })
-        .collect()
-}
-
-/// The regions outside the cluster that the policies of `clusters` tell apart, of the address
-/// families some pod of theirs has.
-pub fn outside_parties(clusters: &[&Cluster]) -> Vec<Party> {
-    let prefixes = clusters.iter().flat_map(|c| c.outside_prefixes());
-    let taken = clusters
-        .iter()
-        .flat_map(|c| c.cluster_addresses())
-        .collect();
-    let families: Vec<bool> = clusters
-        .iter()
-        .flat_map(|c| c.pods().flat_map(|(_, ids)| ids))
-        .map(|identity| identity.prefix.addr().is_ipv4())
-        .collect();
-    regions(prefixes, &taken)
-        .into_iter()
-        .filter(|r| families.contains(&r.representative.is_ipv4()))
-        .map(Party::Outside)
-        .collect()
-}
 
 /// Pods that every decider decides alike, towards every party: pods of one namespace whose
 /// labels and namespace labels agree on every key some selector of the policies reads, with
@@ -367,6 +276,23 @@ impl Matrix {
         self.between_classes.get(from, to)
     }
 
+    /// The decision code of the flow from the pods of class `class` to the other party `other`
+    /// (by position after the pods), or from that party to them (`outwards` false): the flow of
+    /// every pod of the class that is not on that party (a node).
+    pub fn class_other_code(&self, class: usize, other: usize, outwards: bool) -> u32 {
+        if outwards {
+            self.to_others.get(class, other)
+        } else {
+            self.from_others.get(other, class)
+        }
+    }
+
+    /// The other party (by position after the pods) that is pod `pod`'s own node, if any: their
+    /// flows are undefined.
+    pub fn own_node(&self, pod: usize) -> Option<u32> {
+        self.own_node[pod]
+    }
+
     /// How many flows the matrix defines between pods, and how many of them are allowed.
     pub fn pod_counts(&self) -> (u64, u64) {
         let (mut defined, mut allowed) = (0, 0);
@@ -531,7 +457,22 @@ pub fn compute_between(
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
-    compute_some(cluster, oracle, parties, classes, protocol, port, &Every)
+    compute_every(
+        &mut Prepared::new(cluster, parties, classes),
+        oracle,
+        protocol,
+        port,
+    )
+}
+
+/// [`compute_between`] with what every probe shares prepared once.
+pub fn compute_every(
+    prepared: &mut Prepared,
+    oracle: &dyn DirectionOracle,
+    protocol: Protocol,
+    port: u16,
+) -> Matrix {
+    compute_some(prepared, oracle, protocol, port, &Every)
 }
 
 /// Which flows [`compute_some`] decides; the others are left undefined.
@@ -570,44 +511,119 @@ impl Wanted for Every {
     }
 }
 
+/// What a matrix's cells are decided from that is the same on every probe: each class's
+/// representatives and signatures, the remotes' views, each pod's own node, the other
+/// parties' identities. Prepared once per cluster and reused for every probe (the views of
+/// 40,000 pods' remotes were a third of a diff when made again per probe).
+pub struct Prepared<'a> {
+    cluster: &'a Cluster,
+    parties: &'a [Party],
+    classes: Rc<Classes>,
+    pods: usize,
+    /// Per class: its first pod's identities by family, and its partner's (for flows within
+    /// the class).
+    firsts: Vec<Vec<(bool, IdentityId)>>,
+    seconds: Vec<Option<Vec<(bool, IdentityId)>>>,
+    signatures: Signatures,
+    views: Views<'a>,
+    /// Each pod's own node, by position among the other parties.
+    own_node: Vec<Option<u32>>,
+    /// Each other party's identity.
+    other_ids: Vec<Option<IdentityId>>,
+}
+
+impl<'a> Prepared<'a> {
+    /// For `parties` (pods first, in the order of `classes`, then other parties) of `cluster`.
+    pub fn new(cluster: &'a Cluster, parties: &'a [Party], classes: &Rc<Classes>) -> Self {
+        let pods = parties.iter().take_while(|p| p.is_pod()).count();
+        assert_eq!(pods, classes.of.len(), "pods come first, one class each");
+        assert!(parties[pods..].iter().all(|p| !p.is_pod()));
+        let identities = |position: usize| match &parties[position] {
+            Party::Pod(pod) => cluster.pod_identity_families(pod),
+            _ => Vec::new(),
+        };
+        let firsts: Vec<_> = classes.members.iter().map(|m| identities(m[0])).collect();
+        let seconds: Vec<_> = classes
+            .members
+            .iter()
+            .map(|m| partner(cluster, parties, m).map(identities))
+            .collect();
+        let infos: Vec<&netpol_engine::PodInfo> = classes
+            .members
+            .iter()
+            .map(|m| match &parties[m[0]] {
+                Party::Pod(pod) => cluster.pod_info(pod).expect("a pod of the cluster"),
+                _ => unreachable!("classes hold pods"),
+            })
+            .collect();
+        let signatures = Signatures::new(cluster, &infos);
+        let views = Views::new(cluster, &signatures);
+        let others = &parties[pods..];
+        // Each node party by name, the first of a name as `position` would find it.
+        let mut node_at: HashMap<&str, u32> = HashMap::new();
+        for (o, other) in others.iter().enumerate().rev() {
+            if let Party::Node { name, .. } = other {
+                node_at.insert(name, o as u32);
+            }
+        }
+        let own_node = parties[..pods]
+            .iter()
+            .map(|pod| match pod {
+                Party::Pod(pod) => cluster
+                    .pod_node(pod)
+                    .and_then(|node| node_at.get(node).copied()),
+                _ => None,
+            })
+            .collect();
+        let other_ids = others
+            .iter()
+            .map(|other| match other.endpoint() {
+                Endpoint::Address(address) => cluster.store().resolve(address),
+                Endpoint::Pod(_) => None,
+            })
+            .collect();
+        Prepared {
+            cluster,
+            parties,
+            classes: Rc::clone(classes),
+            pods,
+            firsts,
+            seconds,
+            signatures,
+            views,
+            own_node,
+            other_ids,
+        }
+    }
+}
+
 /// [`compute_between`], deciding only the flows `wanted` names: the others are left undefined
 /// (`diff` needs only the flows that may change, see [`super::changing`]).
 pub fn compute_some(
-    cluster: &Cluster,
+    prepared: &mut Prepared,
     oracle: &dyn DirectionOracle,
-    parties: &[Party],
-    classes: &Rc<Classes>,
     protocol: Protocol,
     port: u16,
     wanted: &dyn Wanted,
 ) -> Matrix {
-    let pods = parties.iter().take_while(|p| p.is_pod()).count();
-    assert_eq!(pods, classes.of.len(), "pods come first, one class each");
-    assert!(parties[pods..].iter().all(|p| !p.is_pod()));
+    let Prepared {
+        cluster,
+        parties,
+        ref classes,
+        pods,
+        ref firsts,
+        ref seconds,
+        ref signatures,
+        ref mut views,
+        ref own_node,
+        ref other_ids,
+    } = *prepared;
     let mut interner = Interner::default();
     let k = classes.len();
-    // Per class: its first pod's identities by family, its partner's (for flows within the
-    // class), and its signatures.
     let identities = |position: usize| match &parties[position] {
         Party::Pod(pod) => cluster.pod_identity_families(pod),
         _ => Vec::new(),
     };
-    let firsts: Vec<_> = classes.members.iter().map(|m| identities(m[0])).collect();
-    let seconds: Vec<_> = classes
-        .members
-        .iter()
-        .map(|m| partner(cluster, parties, m).map(identities))
-        .collect();
-    let infos: Vec<&netpol_engine::PodInfo> = classes
-        .members
-        .iter()
-        .map(|m| match &parties[m[0]] {
-            Party::Pod(pod) => cluster.pod_info(pod).expect("a pod of the cluster"),
-            _ => unreachable!("classes hold pods"),
-        })
-        .collect();
-    let signatures = Signatures::new(cluster, &infos);
-    let mut views = Views::new(cluster, &signatures);
     let class_cell = |interner: &mut Interner, views: &mut Views, from: usize, to: usize| {
         // Two distinct pods: the representatives, or within a class its first and its partner.
         let target = if from == to {
@@ -649,7 +665,7 @@ pub fn compute_some(
             let mut cells = Vec::with_capacity(k * k);
             for from in 0..k {
                 for to in 0..k {
-                    cells.push(class_cell(&mut interner, &mut views, from, to));
+                    cells.push(class_cell(&mut interner, views, from, to));
                 }
             }
             Grid::dense(k, cells)
@@ -659,33 +675,10 @@ pub fn compute_some(
             k,
             &|from| lines.rows[from],
             &|to| lines.columns[to],
-            &mut |from, to| class_cell(&mut interner, &mut views, from, to),
+            &mut |from, to| class_cell(&mut interner, views, from, to),
         ),
     };
     let others = &parties[pods..];
-    // Each node party by name, the first of a name as `position` would find it.
-    let mut node_at: HashMap<&str, u32> = HashMap::new();
-    for (o, other) in others.iter().enumerate().rev() {
-        if let Party::Node { name, .. } = other {
-            node_at.insert(name, o as u32);
-        }
-    }
-    let own_node: Vec<Option<u32>> = parties[..pods]
-        .iter()
-        .map(|pod| match pod {
-            Party::Pod(pod) => cluster
-                .pod_node(pod)
-                .and_then(|node| node_at.get(node).copied()),
-            _ => None,
-        })
-        .collect();
-    let other_ids: Vec<Option<IdentityId>> = others
-        .iter()
-        .map(|other| match other.endpoint() {
-            Endpoint::Address(address) => cluster.store().resolve(address),
-            Endpoint::Pod(_) => None,
-        })
-        .collect();
     // A class and another party: decided by a member that is not on that party (a node), as
     // its pods decide alike towards everything but their own node. Both ways at once.
     let other_cells = |interner: &mut Interner, views: &mut Views, c: usize, o: usize| {
@@ -729,7 +722,7 @@ pub fn compute_some(
             let mut from_others = vec![UNDEFINED; k * others.len()];
             for c in 0..k {
                 for o in 0..others.len() {
-                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    let (to, from) = other_cells(&mut interner, views, c, o);
                     to_others.push(to);
                     from_others[o * k + c] = from;
                 }
@@ -748,7 +741,7 @@ pub fn compute_some(
                 &class_lines,
                 &|o| lines.others[o],
                 &mut |c, o| {
-                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    let (to, from) = other_cells(&mut interner, views, c, o);
                     from_codes.insert((o, c), from);
                     to
                 },
@@ -773,7 +766,7 @@ pub fn compute_some(
         between_classes,
         to_others,
         from_others,
-        own_node,
+        own_node: own_node.clone(),
     }
 }
 

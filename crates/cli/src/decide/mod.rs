@@ -13,6 +13,7 @@ pub mod groups;
 pub mod matrix;
 pub mod outside;
 pub mod packets;
+mod parties;
 pub mod what_if;
 
 use std::collections::BTreeSet;

@@ -12,11 +12,11 @@ use std::rc::Rc;
 
 use netpol_engine::flow::DirectionOracle;
 
-use super::report::{Change, Report};
+use super::report::{ClassChange, End, Report};
 use crate::decide::changing::Changing;
 use crate::decide::matrix::{
     compute_some, deciding_pods_where, node_parties, outside_parties, pods_among, Classes, Matrix,
-    Party,
+    Party, Prepared,
 };
 use crate::decide::what_if::WhatIf;
 use crate::decide::{decider, is_mapstate, EngineArgs};
@@ -136,6 +136,10 @@ pub fn compare(
     let Some(now) = decide(&setup, 1, &after, engine, err)? else {
         return Ok(None);
     };
+    // Every matrix of a side knows each pod's own node alike.
+    let own_nodes = (0..setup.pods_compared)
+        .map(|pod| [&was, &now].map(|side| side.first().and_then(|m| m.own_node(pod))))
+        .collect();
     let (changes, decisions) = changes(&setup, &[was, now]);
     let workload = |party: &Party| match party {
         Party::Pod(pod) => Some(workload(&after.cluster, pod)),
@@ -145,6 +149,7 @@ pub fn compare(
         probes,
         probe_labels,
         parties,
+        classes,
         pods_compared,
         pods_only_before,
         pods_only_after,
@@ -167,6 +172,8 @@ pub fn compare(
             .map(|party| (party.to_string(), party.kind()))
             .collect(),
         decisions,
+        classes,
+        own_nodes,
         changes,
     }))
 }
@@ -197,20 +204,13 @@ fn decide(
             None => return Ok(None),
         }
     };
+    let mut prepared = Prepared::new(cluster, parties, classes);
     Ok(Some(
         setup
             .probes
             .iter()
             .map(|&(protocol, port)| {
-                compute_some(
-                    cluster,
-                    oracle.as_ref(),
-                    parties,
-                    classes,
-                    protocol,
-                    port,
-                    changing,
-                )
+                compute_some(&mut prepared, oracle.as_ref(), protocol, port, changing)
             })
             .collect(),
     ))
@@ -227,12 +227,19 @@ fn workload(cluster: &Cluster, pod: &PodRef) -> String {
 /// Per probe and side, the decisions changes name (each converted once).
 type Decisions = Vec<[Vec<DecisionJson>; 2]>;
 
-/// Every flow whose verdict differs between the sides' matrices, pod by pod, in the order of
-/// the parties (source, then destination) per probe.
-fn changes(setup: &Setup, matrices: &[Vec<Matrix>; 2]) -> (Vec<Change>, Decisions) {
+/// Every class-level change between the sides' matrices: between two classes whose cells'
+/// verdicts differ (and that have two distinct pods), and between a class and another party
+/// (where some pod of the class is not on it), by probe.
+fn changes(setup: &Setup, matrices: &[Vec<Matrix>; 2]) -> (Vec<ClassChange>, Decisions) {
     let (classes, changing) = (&setup.classes, &setup.changing);
     let mut changes = Vec::new();
     let mut decisions: Decisions = Vec::new();
+    let k = classes.len();
+    let others = setup.parties.len() - setup.pods_compared;
+    let columns: Vec<usize> = (0..k).filter(|&b| changing.column(b)).collect();
+    let every: Vec<usize> = (0..k).collect();
+    let changing_others: Vec<usize> = (0..others).filter(|&o| changing.other(o)).collect();
+    let every_other: Vec<usize> = (0..others).collect();
     for (p, (was, now)) in matrices[0].iter().zip(&matrices[1]).enumerate() {
         let mut converted: [(HashMap<u32, u32>, Vec<DecisionJson>); 2] = Default::default();
         let mut position = |side: usize, code: u32, matrix: &Matrix| {
@@ -242,79 +249,46 @@ fn changes(setup: &Setup, matrices: &[Vec<Matrix>; 2]) -> (Vec<Change>, Decision
                 list.len() as u32 - 1
             })
         };
-        let mut change = |from: usize, to: usize| {
-            let (x, y) = (was.code(from, to), now.code(from, to));
-            let (Some(before), Some(after)) = (was.cell(from, to), now.cell(from, to)) else {
-                return;
-            };
-            if before.allowed() == after.allowed() {
-                return;
+        let mut change = |from: End, to: End, x: u32, y: u32| {
+            let verdict =
+                |m: &Matrix, code: u32| m.decisions.get(code as usize).map(|d| d.allowed());
+            if matches!((verdict(was, x), verdict(now, y)), (Some(a), Some(b)) if a != b) {
+                changes.push(ClassChange {
+                    probe: p as u32,
+                    from,
+                    to,
+                    before: position(0, x, was),
+                    after: position(1, y, now),
+                });
             }
-            changes.push(Change {
-                probe: p as u32,
-                from: from as u32,
-                to: to as u32,
-                before: position(0, x, was),
-                after: position(1, y, now),
-            });
         };
-        // Per class of sources, the pods of the classes towards which some verdict changes:
-        // among every class for a row that may change, else among the columns that may.
-        let k = classes.len();
-        let columns: Vec<usize> = (0..k).filter(|&b| changing.column(b)).collect();
-        let every: Vec<usize> = (0..k).collect();
-        let changed_towards: Vec<Vec<usize>> = (0..k)
-            .map(|a| {
-                let candidates = if changing.row(a) { &every } else { &columns };
-                let mut pods: Vec<usize> = candidates
-                    .iter()
-                    .copied()
-                    .filter(|&b| {
-                        let (x, y) = (was.class_code(a, b), now.class_code(a, b));
-                        let verdict = |m: &Matrix, code: u32| {
-                            m.decisions.get(code as usize).map(|d| d.allowed())
-                        };
-                        matches!(
-                            (verdict(was, x), verdict(now, y)),
-                            (Some(p), Some(q)) if p != q
-                        )
-                    })
-                    .flat_map(|b| classes.members[b].iter().copied())
-                    .collect();
-                pods.sort_unstable();
-                pods
-            })
-            .collect();
-        // Flows between a pod and another party are asked for only where the pod's class or
-        // the party may change; the others are undefined on both sides.
-        let (n, all) = (setup.pods_compared, setup.parties.len());
-        let class_line = |pod: usize| {
-            let class = classes.of[pod] as usize;
-            changing.row(class) || changing.column(class)
-        };
-        let changing_others: Vec<usize> = (n..all).filter(|&o| changing.other(o - n)).collect();
-        let pods_with_lines: Vec<usize> = (0..n).filter(|&p| class_line(p)).collect();
-        for from in 0..all {
-            if from < n {
-                for &to in &changed_towards[classes.of[from] as usize] {
-                    change(from, to);
+        for a in 0..k {
+            // Between classes: among every class for a row that may change, else among the
+            // columns that may.
+            let candidates = if changing.row(a) { &every } else { &columns };
+            for &b in candidates {
+                if a == b && classes.members[a].len() < 2 {
+                    continue;
                 }
-                if class_line(from) {
-                    for to in n..all {
-                        change(from, to);
-                    }
-                } else {
-                    for &to in &changing_others {
-                        change(from, to);
-                    }
-                }
-            } else if changing.other(from - n) {
-                for to in 0..n {
-                    change(from, to);
-                }
-            } else {
-                for &to in &pods_with_lines {
-                    change(from, to);
+                let (x, y) = (was.class_code(a, b), now.class_code(a, b));
+                change(End::Class(a as u32), End::Class(b as u32), x, y);
+            }
+            // With other parties: only where the class or the party may change; the others
+            // are undefined on both sides.
+            let line = changing.row(a) || changing.column(a);
+            for &o in if line { &every_other } else { &changing_others } {
+                for outwards in [true, false] {
+                    let (x, y) = (
+                        was.class_other_code(a, o, outwards),
+                        now.class_other_code(a, o, outwards),
+                    );
+                    let (class, other) = (End::Class(a as u32), End::Other(o as u32));
+                    let (from, to) = if outwards {
+                        (class, other)
+                    } else {
+                        (other, class)
+                    };
+                    change(from, to, x, y);
                 }
             }
         }

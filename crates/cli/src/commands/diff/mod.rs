@@ -14,10 +14,13 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
 mod compare;
+mod groups;
+mod json;
 mod report;
+mod text;
 
 pub use compare::compare;
-use report::write_text;
+use report::PerPod;
 
 use crate::decide::EngineArgs;
 use crate::input::{load_with_stdin, ManifestArgs};
@@ -45,6 +48,10 @@ pub struct Args {
     /// `text` or `json`.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: TextOrJson,
+    /// One line (text) or one JSON object (`changes`) per pair of pods whose flow changes,
+    /// instead of one per pair of workloads.
+    #[arg(long)]
+    pub per_pod: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -71,11 +78,16 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         )?;
         return Ok(Outcome::Invalid);
     }
-    match args.output {
-        TextOrJson::Text => write_text(out, &report)?,
-        TextOrJson::Json => write_json(out, &report)?,
+    match (args.output, args.per_pod) {
+        (TextOrJson::Text, per_pod) => {
+            let mut out = io::BufWriter::with_capacity(1 << 16, out);
+            text::write_text(&mut out, &report, per_pod)?;
+            out.flush()?;
+        }
+        (TextOrJson::Json, false) => json::write_json(out, &report)?,
+        (TextOrJson::Json, true) => write_json(out, &PerPod(&report))?,
     }
-    Ok(if report.changes.is_empty() {
+    Ok(if report.counts().0 == 0 {
         Outcome::Success
     } else {
         Outcome::Mismatch
