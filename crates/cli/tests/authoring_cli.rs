@@ -273,7 +273,7 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
 }
 
 #[test]
-fn diff_narrows_to_a_port_and_prints_json() {
+fn diff_narrows_to_a_port_and_prints_json_per_pod() {
     let output = netpol(&[
         "diff",
         "-f",
@@ -284,6 +284,7 @@ fn diff_narrows_to_a_port_and_prints_json() {
         "8080",
         "--output",
         "json",
+        "--per-pod",
     ]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let diff = json(&output);

@@ -5,6 +5,7 @@
 //! [`matrix`] decides every pair of pods.
 
 pub mod changing;
+mod classes;
 #[cfg(test)]
 mod differential;
 pub mod directions;
