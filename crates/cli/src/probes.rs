@@ -2,7 +2,7 @@
 //! mention, so that a matrix or a diff shows each port some rule treats differently. A port a
 //! rule does not name is decided like every other unnamed port, so probing one stands for all.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use netpol_engine::{PortMatch, Protocol};
 
@@ -72,6 +72,10 @@ fn collect(cluster: &Cluster, found: &mut BTreeSet<(Protocol, u16)>) {
             None => PORT_PROTOCOLS.to_vec(),
         }
     };
+    // Every named port some pod declares, each once, by name: a rule's named port is looked up
+    // here instead of scanning every pod per rule (rules times pods: 2,400 named-port rules of
+    // 10,000 pods were most of a diff on every probe port).
+    let mut declared: Option<HashMap<&str, BTreeSet<(Protocol, u16)>>> = None;
     for rule in cluster.policy_entries().iter().flat_map(|e| &e.ports) {
         match &rule.port {
             PortMatch::Any => {}
@@ -82,18 +86,32 @@ fn collect(cluster: &Cluster, found: &mut BTreeSet<(Protocol, u16)>) {
                 }
             }
             PortMatch::Named(name) => {
-                let declared = cluster
-                    .pods()
-                    .flat_map(|(_, ids)| ids)
-                    .filter_map(|identity| identity.as_pod())
-                    .flat_map(|pod| &pod.ports)
-                    .filter(|p| &p.name == name)
-                    .filter(|p| rule.protocol.is_none_or(|w| w == p.protocol))
-                    .map(|p| (p.protocol, p.port));
-                found.extend(declared);
+                let declared = declared.get_or_insert_with(|| declared_ports(cluster));
+                let numbers = declared.get(name.as_str()).into_iter().flatten();
+                found.extend(
+                    numbers
+                        .filter(|(p, _)| rule.protocol.is_none_or(|w| w == *p))
+                        .copied(),
+                );
             }
         }
     }
+}
+
+/// The protocol/port pairs pods of `cluster` declare, per port name.
+fn declared_ports(cluster: &Cluster) -> HashMap<&str, BTreeSet<(Protocol, u16)>> {
+    let mut declared: HashMap<&str, BTreeSet<(Protocol, u16)>> = HashMap::new();
+    for (_, identities) in cluster.pods() {
+        for pod in identities.into_iter().filter_map(|i| i.as_pod()) {
+            for port in &pod.ports {
+                declared
+                    .entry(port.name.as_str())
+                    .or_default()
+                    .insert((port.protocol, port.port));
+            }
+        }
+    }
+    declared
 }
 
 /// The names pods of `clusters` give `protocol`/`port` (`http`), sorted, each once: a matrix or

@@ -273,7 +273,7 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
 }
 
 #[test]
-fn diff_narrows_to_a_port_and_prints_json() {
+fn diff_narrows_to_a_port_and_prints_json_per_pod() {
     let output = netpol(&[
         "diff",
         "-f",
@@ -284,6 +284,7 @@ fn diff_narrows_to_a_port_and_prints_json() {
         "8080",
         "--output",
         "json",
+        "--per-pod",
     ]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let diff = json(&output);
@@ -618,4 +619,70 @@ fn check_junit_has_a_testcase_per_expectation_and_failures_carry_the_rule() {
         .text()
         .unwrap()
         .contains("port 70000 is outside 1-65535"));
+}
+
+/// `diff -f SHARED BEFORE AFTER` with policy folders reads the shared pods once and builds
+/// both sides from them; its findings are those of two whole inputs read each on its own.
+#[test]
+fn diff_of_policy_folders_over_shared_manifests_finds_what_whole_inputs_find() {
+    let dir = support::scratch_dir("diff-shared-manifests");
+    let synth = dir.join("synth");
+    let made = netpol(&["synth", "--pods", "300", "--out", synth.to_str().unwrap()]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let folder = |name: &str, files: &[(&str, String)]| {
+        let path = dir.join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        for (file, text) in files {
+            std::fs::write(path.join(file), text).unwrap();
+        }
+        path.to_str().unwrap().to_owned()
+    };
+    let read = |file: &str| std::fs::read_to_string(synth.join(file)).unwrap();
+    let shared: Vec<(&str, String)> = ["namespaces.yaml", "nodes.yaml", "pods.yaml"]
+        .iter()
+        .map(|f| (*f, read(f)))
+        .collect();
+    let policies = read("networkpolicies.yaml");
+    let removed = "name: allow-app-0\n  namespace: ns-0\n";
+    assert!(policies.contains(removed));
+    // AFTER: one policy removed, one added that names outside prefixes BEFORE does not.
+    let after_policies = policies
+        .split("\n---\n")
+        .filter(|doc| !doc.contains(removed))
+        .chain([
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: out, \
+             namespace: ns-1}\nspec:\n  podSelector: {}\n  policyTypes: [Egress]\n  egress: \
+             [{to: [{ipBlock: {cidr: 192.0.2.0/24, except: [192.0.2.128/25]}}]}]\n",
+        ])
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    let before_files = [("admin.yaml", read("admin.yaml")), ("np.yaml", policies)];
+    let after_files = [
+        ("admin.yaml", read("admin.yaml")),
+        ("np.yaml", after_policies),
+    ];
+    let shared_dir = folder("shared", &shared);
+    let before = folder("before", &before_files);
+    let after = folder("after", &after_files);
+    let whole = |name: &str, own: &[(&str, String)]| {
+        let files: Vec<(&str, String)> = shared.iter().chain(own).cloned().collect();
+        folder(name, &files)
+    };
+    let (whole_before, whole_after) = (
+        whole("whole-before", &before_files),
+        whole("whole-after", &after_files),
+    );
+    for output in ["text", "json"] {
+        let shared_run = netpol(&["diff", "-f", &shared_dir, &before, &after, "-o", output]);
+        let whole_run = netpol(&["diff", &whole_before, &whole_after, "-o", output]);
+        assert_eq!(shared_run.status.code(), Some(1), "{}", stderr(&shared_run));
+        assert_eq!(whole_run.status.code(), Some(1), "{}", stderr(&whole_run));
+        assert_eq!(stdout(&shared_run), stdout(&whole_run), "-o {output}");
+        if output == "text" {
+            let out = stdout(&shared_run);
+            assert!(out.contains("by NetworkPolicy ns-0/allow-app-0"), "{out}");
+            assert!(out.contains("to 192.0.2.128/25: allow -> deny"), "{out}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

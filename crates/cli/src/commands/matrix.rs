@@ -15,10 +15,11 @@ use std::rc::Rc;
 
 use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
-    compute_between, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties,
-    Matrix, Party,
+    compute_every, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties, Matrix,
+    Party, Prepared,
 };
-use crate::decide::{decider, EngineArgs};
+use crate::decide::what_if::WhatIf;
+use crate::decide::{decider, is_mapstate, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::cells::Cells;
@@ -27,6 +28,7 @@ use crate::output::html;
 use crate::output::report::FlowJson;
 use crate::probes::{port_names, probe_label, ProbeArgs};
 use crate::scenario::{Cluster, ASSIGNED_POD_CIDR};
+use netpol_engine::flow::DirectionOracle;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -84,22 +86,30 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     }
     let mut parties = pod_parties(cluster);
     let classes = Rc::new(pod_classes(cluster, &parties));
-    let deciding = deciding_pods(cluster, &parties, &classes);
-    let Some(oracle) = decider(args.engine, &scenario, Some(&deciding), err)? else {
-        return Ok(Outcome::Invalid);
+    // The MapState engine decides with what-if maps, resolving no endpoint (as `diff` does:
+    // at 10,000 pods half the time and memory of resolving two pods per class); the other
+    // deciders resolve the pods the matrix asks about.
+    let oracle: Box<dyn DirectionOracle> = if is_mapstate(args.engine) {
+        Box::new(WhatIf::new(cluster))
+    } else {
+        let deciding = deciding_pods(cluster, &parties, &classes);
+        match decider(args.engine, &scenario, Some(&deciding), err)? {
+            Some(oracle) => oracle,
+            None => return Ok(Outcome::Invalid),
+        }
     };
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
     }
+    let mut prepared = Prepared::new(cluster, &parties, &classes);
     let matrices: Vec<Matrix> = args
         .probes
         .ports(&[cluster])
         .into_iter()
-        .map(|(protocol, port)| {
-            compute_between(cluster, oracle.as_ref(), &parties, &classes, protocol, port)
-        })
+        .map(|(protocol, port)| compute_every(&mut prepared, oracle.as_ref(), protocol, port))
         .collect();
+    drop(prepared);
     let groups = if args.per_pod {
         per_pod(cluster, &parties)
     } else {
@@ -109,13 +119,12 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     match args.output {
         Format::Text => write_text(&mut out, cluster, &groups, &matrices)?,
         Format::Scenario => {
+            let names: Vec<String> = parties.iter().map(ToString::to_string).collect();
             for matrix in &matrices {
                 writeln!(out, "- protocol: {}", matrix.protocol)?;
                 writeln!(out, "  port: {}", matrix.port)?;
                 writeln!(out, "  matrix: |")?;
-                render_rows(&mut out, &matrix.parties, "    ", |row| {
-                    matrix.symbol_row(row)
-                })?;
+                render_rows(&mut out, &names, "    ", |row| matrix.symbol_row(row))?;
             }
         }
         Format::Json => {

@@ -144,7 +144,8 @@ fn arb_pod() -> impl Strategy<Value = (u8, u8, u8, u8)> {
 }
 
 /// A random entry: tier, verdict, direction, subject's namespace and app, a peer (pods of a
-/// namespace and app or role, a pod's /32, the host, remote nodes), a port or all traffic.
+/// namespace and app or role, a pod's /32, the host, remote nodes, nodes by label, a node's
+/// /32), a port or all traffic.
 /// Tier, allow, egress, subject namespace, subject app, peer kind, peer value, port 80 only.
 type RandomEntry = (u8, bool, bool, u8, u8, u8, u8, bool);
 
@@ -155,7 +156,7 @@ fn arb_entry() -> impl Strategy<Value = RandomEntry> {
         any::<bool>(),
         0..2u8,
         0..3u8,
-        0..5u8,
+        0..7u8,
         0..8u8,
         any::<bool>(),
     )
@@ -201,11 +202,13 @@ fn random_cluster_keeping(
             vec![Identity::pod(info, address)],
         );
     }
-    for node in 0..2 {
+    // Three nodes, told apart by a label (n0 and n2 alike) and by address; no pod runs on n2.
+    for node in 0..3 {
         let name = format!("n{node}");
+        let zone = if node == 1 { "b" } else { "a" };
         let info = NodeInfo {
             name: name.clone(),
-            labels: Default::default(),
+            labels: Labels::from([("zone".to_string(), zone.to_string())]).into(),
         };
         let address = format!("10.0.0.{}", node + 1).parse().unwrap();
         cluster.add_node(&name, vec![Identity::node(info, address)]);
@@ -229,7 +232,16 @@ fn random_cluster_keeping(
                     scope: AddressScope::Any,
                 })],
                 3 => vec![Peer::Entity(Entity::Host)],
-                _ => vec![Peer::Entity(Entity::RemoteNode)],
+                4 => vec![Peer::Entity(Entity::RemoteNode)],
+                5 => vec![Peer::Nodes(selector(
+                    "zone",
+                    ["a", "b"][value as usize % 2].into(),
+                ))],
+                _ => vec![Peer::Cidr(CidrSelector {
+                    net: format!("10.0.0.{}/32", value % 3 + 1).parse().unwrap(),
+                    except: Default::default(),
+                    scope: AddressScope::Any,
+                })],
             };
             PolicyEntry {
                 tier: [Tier::Admin, Tier::Normal, Tier::Baseline][tier as usize],

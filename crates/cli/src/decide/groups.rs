@@ -58,7 +58,7 @@ pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Vec<G
             let others: Vec<u32> = matrices
                 .iter()
                 .flat_map(|matrix| {
-                    (matrix.pods..matrix.parties.len())
+                    (matrix.pods..matrix.party_count)
                         .flat_map(move |o| [matrix.code(m, o), matrix.code(o, m)])
                 })
                 .collect();
@@ -220,7 +220,7 @@ fn uniform(matrix: &Matrix, members: &[usize]) -> bool {
         agree(&mut own.iter().map(|&c| matrix.class_code(c, other)))
             && agree(&mut own.iter().map(|&c| matrix.class_code(other, c)))
     });
-    let others_agree = (matrix.pods..matrix.parties.len()).all(|o| {
+    let others_agree = (matrix.pods..matrix.party_count).all(|o| {
         agree(&mut members.iter().map(|&m| matrix.code(m, o)))
             && agree(&mut members.iter().map(|&m| matrix.code(o, m)))
     });

@@ -5,288 +5,16 @@
 //! classes squared plus pods times other parties, not with pods squared.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::fmt;
-use std::net::IpAddr;
 use std::rc::Rc;
 
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
-use netpol_engine::resolve::SubjectIndex;
-use netpol_engine::{
-    CidrSelector, IdentityId, LabelSelector, Peer, PodSelector, Protocol, Requirement,
-};
+use netpol_engine::{IdentityId, Protocol};
 
+pub use super::classes::Classes;
 use super::directions::{pod_pair, with_address, Interner, Signatures, Views};
 use super::grid::Grid;
-use super::outside::{regions, Region};
+pub use super::parties::{node_parties, outside_parties, pod_parties, Party};
 use crate::scenario::{Cluster, Endpoint, PodRef};
-
-/// One row and column of a matrix.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Party {
-    Pod(PodRef),
-    /// A node, by one of its addresses.
-    Node {
-        name: String,
-        address: IpAddr,
-    },
-    /// A region of addresses outside the cluster, by its representative.
-    Outside(Region),
-}
-
-impl Party {
-    /// The endpoint a flow to or from this party names.
-    pub fn endpoint(&self) -> Endpoint {
-        match self {
-            Party::Pod(pod) => Endpoint::Pod(pod.clone()),
-            Party::Node { address, .. } => Endpoint::Address(*address),
-            Party::Outside(region) => Endpoint::Address(region.representative),
-        }
-    }
-
-    /// `pod`, `node` or `outside`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Party::Pod(_) => "pod",
-            Party::Node { .. } => "node",
-            Party::Outside(_) => "outside",
-        }
-    }
-
-    pub fn is_pod(&self) -> bool {
-        matches!(self, Party::Pod(_))
-    }
-}
-
-impl fmt::Display for Party {
-    /// `ns/pod`, `node node-1`, `0.0.0.0/0 except 10.0.0.0/8`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Party::Pod(pod) => write!(f, "{pod}"),
-            Party::Node { name, .. } => write!(f, "node {name}"),
-            Party::Outside(region) => write!(f, "{region}"),
-        }
-    }
-}
-
-/// The pods of `cluster` that have an address, by namespace then name.
-pub fn pod_parties(cluster: &Cluster) -> Vec<Party> {
-    cluster
-        .addressed_pods()
-        .map(|(pod, _)| Party::Pod(pod.clone()))
-        .collect()
-}
-
-/// The nodes of `cluster`, each by its first address.
-pub fn node_parties(cluster: &Cluster) -> Vec<Party> {
-    cluster
-        .nodes()
-        .filter_map(|(name, identities)| {
-            let address = identities.first()?.prefix.addr();
-            Some(Party::Node {
-                name: name.to_owned(),
-                address,
-            })
-        })
-        .collect()
-}
-
-/// The regions outside the cluster that the policies of `clusters` tell apart, of the address
-/// families some pod of theirs has.
-pub fn outside_parties(clusters: &[&Cluster]) -> Vec<Party> {
-    let prefixes = clusters.iter().flat_map(|c| c.outside_prefixes());
-    let taken = clusters
-        .iter()
-        .flat_map(|c| c.cluster_addresses())
-        .collect();
-    let families: Vec<bool> = clusters
-        .iter()
-        .flat_map(|c| c.pods().flat_map(|(_, ids)| ids))
-        .map(|identity| identity.prefix.addr().is_ipv4())
-        .collect();
-    regions(prefixes, &taken)
-        .into_iter()
-        .filter(|r| families.contains(&r.representative.is_ipv4()))
-        .map(Party::Outside)
-        .collect()
-}
-
-/// Pods that every decider decides alike, towards every party: pods of one namespace whose
-/// labels and namespace labels agree on every key some selector of the policies reads, with
-/// the same named ports (a named port may map to different numbers on pods of one label set),
-/// the same address families, and addresses inside the same policy prefixes (`ipBlock`). A pod
-/// whose address is also a node's stands alone. This is the agent's security identity, refined
-/// by what the engine reads of a pod beyond its labels; what the class leaves out (the pod's
-/// name, its node) only decides flows between a pod and its own node, which
-/// [`compute_between`] decides per pod.
-#[derive(Debug, Default)]
-pub struct Classes {
-    /// The class of each pod, by its position among the pods.
-    pub of: Vec<u32>,
-    /// Each class's pods by position, the first its representative.
-    pub members: Vec<Vec<usize>>,
-}
-
-/// What a pod's class is made of, in one cluster.
-#[derive(PartialEq, Eq, Hash)]
-struct PodKey<'a> {
-    namespace: &'a str,
-    /// Which of the cluster's pod selectors (subjects and peers) select the pod: the engine
-    /// reads a pod's labels only through these, so pods that differ only in labels no selector
-    /// tells apart (a StatefulSet's `pod-name` where one rule names one replica) share a class.
-    selected: Rc<[u32]>,
-    ports: &'a [netpol_engine::NamedPort],
-    /// Per address (primary first): its family and the policy prefixes that cover it.
-    addresses: Vec<(bool, Vec<u32>)>,
-    /// The pod's own name, where its address is also a node's.
-    alone: Option<String>,
-}
-
-/// The distinct pod selectors of `cluster`'s entries (subjects and pod peers), and the label
-/// keys they read: of pods, and of namespaces.
-fn selectors(cluster: &Cluster) -> (Vec<&PodSelector>, BTreeSet<&str>, BTreeSet<&str>) {
-    fn keys<'a>(selector: &'a LabelSelector, out: &mut BTreeSet<&'a str>) {
-        out.extend(selector.match_labels.keys().map(String::as_str));
-        for requirement in &selector.match_expressions {
-            out.insert(match requirement {
-                Requirement::In(k, _)
-                | Requirement::NotIn(k, _)
-                | Requirement::Exists(k)
-                | Requirement::DoesNotExist(k) => k.as_str(),
-            });
-        }
-    }
-    let mut distinct = BTreeSet::new();
-    for entry in cluster.entries() {
-        distinct.insert(&entry.subject);
-        distinct.extend(entry.peers.iter().filter_map(|peer| match peer {
-            Peer::Pods(selector) => Some(selector),
-            _ => None,
-        }));
-    }
-    let (mut pods, mut namespaces) = (BTreeSet::new(), BTreeSet::new());
-    for selector in &distinct {
-        keys(&selector.pods, &mut pods);
-        keys(&selector.namespaces, &mut namespaces);
-    }
-    (distinct.into_iter().collect(), pods, namespaces)
-}
-
-/// Each pod's key in `cluster`, for the pods it has.
-fn pod_keys<'a>(cluster: &'a Cluster) -> HashMap<&'a PodRef, PodKey<'a>> {
-    let (selectors, pod_keys, namespace_keys) = selectors(cluster);
-    // Each pod is matched against the selectors that may select it, not all of them.
-    let index = SubjectIndex::of_subjects(selectors.iter().copied());
-    let cidrs: Vec<&CidrSelector> = cluster
-        .entries()
-        .iter()
-        .flat_map(|e| &e.peers)
-        .filter_map(|p| match p {
-            Peer::Cidr(c) => Some(c),
-            _ => None,
-        })
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    let node_addresses: HashSet<IpAddr> = cluster
-        .nodes()
-        .flat_map(|(_, ids)| ids.into_iter().map(|i| i.prefix.addr()))
-        .collect();
-    let project = |labels: &'a netpol_engine::Labels, keys: &BTreeSet<&str>| {
-        labels
-            .iter()
-            .filter(|(k, _)| keys.contains(k.as_str()))
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect::<Vec<_>>()
-    };
-    // The selectors that select a pod, once per namespace and label set the selectors read.
-    type Projection<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<(&'a str, &'a str)>);
-    let mut selected: HashMap<Projection<'a>, Rc<[u32]>> = HashMap::new();
-    cluster
-        .pods()
-        .filter_map(|(pod, identities)| {
-            let info = identities.first()?.as_pod()?;
-            let projection = (
-                info.namespace.as_str(),
-                project(&info.labels, &pod_keys),
-                project(&info.namespace_labels, &namespace_keys),
-            );
-            let selected = Rc::clone(selected.entry(projection).or_insert_with(|| {
-                index
-                    .candidates(info)
-                    .into_iter()
-                    .filter(|&s| selectors[s].matches(info))
-                    .map(|s| s as u32)
-                    .collect()
-            }));
-            let addresses = identities
-                .iter()
-                .map(|identity| {
-                    let covering = (0..cidrs.len() as u32)
-                        .filter(|&i| cidrs[i as usize].covers(&identity.prefix))
-                        .collect();
-                    (identity.prefix.addr().is_ipv4(), covering)
-                })
-                .collect();
-            let alone = identities
-                .iter()
-                .any(|i| node_addresses.contains(&i.prefix.addr()))
-                .then(|| pod.to_string());
-            Some((
-                pod,
-                PodKey {
-                    namespace: &info.namespace,
-                    selected,
-                    ports: &info.ports,
-                    addresses,
-                    alone,
-                },
-            ))
-        })
-        .collect()
-}
-
-impl Classes {
-    /// The classes of `pods` in every one of `clusters` (a pod is in one class with another
-    /// only where it is so in each cluster). Every pod must be in every cluster.
-    pub fn new(clusters: &[&Cluster], pods: &[&PodRef]) -> Classes {
-        let keys: Vec<HashMap<&PodRef, PodKey>> = clusters.iter().map(|c| pod_keys(c)).collect();
-        let mut index: HashMap<Vec<&PodKey>, u32> = HashMap::new();
-        let mut classes = Classes::default();
-        for (position, pod) in pods.iter().enumerate() {
-            let key: Vec<&PodKey> = keys
-                .iter()
-                .map(|k| {
-                    k.get(pod)
-                        .expect("every pod has an address in every cluster")
-                })
-                .collect();
-            let next = classes.members.len() as u32;
-            let class = *index.entry(key).or_insert(next);
-            if class == next {
-                classes.members.push(Vec::new());
-            }
-            classes.members[class as usize].push(position);
-            classes.of.push(class);
-        }
-        classes
-    }
-
-    /// Every pod its own class: the per-pod computation the classes stand in for.
-    pub fn singletons(pods: usize) -> Classes {
-        Classes {
-            of: (0..pods as u32).collect(),
-            members: (0..pods).map(|p| vec![p]).collect(),
-        }
-    }
-
-    pub fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-}
 
 pub use super::directions::UNDEFINED;
 
@@ -298,8 +26,9 @@ pub use super::directions::UNDEFINED;
 pub struct Matrix {
     pub protocol: Protocol,
     pub port: u16,
-    /// Every party's name, pods first.
-    pub parties: Vec<String>,
+    /// How many parties there are, pods first (their names are the caller's: at 150,000 pods a
+    /// copy per matrix was 8 MB a probe).
+    pub party_count: usize,
     /// How many of the parties are pods.
     pub pods: usize,
     classes: Rc<Classes>,
@@ -330,7 +59,7 @@ impl Matrix {
     }
 
     fn others(&self) -> usize {
-        self.parties.len() - self.pods
+        self.party_count - self.pods
     }
 
     /// The decision code of the flow from party `from` to party `to`: a position in
@@ -366,6 +95,23 @@ impl Matrix {
         self.between_classes.get(from, to)
     }
 
+    /// The decision code of the flow from the pods of class `class` to the other party `other`
+    /// (by position after the pods), or from that party to them (`outwards` false): the flow of
+    /// every pod of the class that is not on that party (a node).
+    pub fn class_other_code(&self, class: usize, other: usize, outwards: bool) -> u32 {
+        if outwards {
+            self.to_others.get(class, other)
+        } else {
+            self.from_others.get(other, class)
+        }
+    }
+
+    /// The other party (by position after the pods) that is pod `pod`'s own node, if any: their
+    /// flows are undefined.
+    pub fn own_node(&self, pod: usize) -> Option<u32> {
+        self.own_node[pod]
+    }
+
     /// How many flows the matrix defines between pods, and how many of them are allowed.
     pub fn pod_counts(&self) -> (u64, u64) {
         let (mut defined, mut allowed) = (0, 0);
@@ -392,7 +138,7 @@ impl Matrix {
     pub fn other_counts(&self) -> (u64, u64) {
         let (mut defined, mut allowed) = (0, 0);
         for pod in 0..self.pods {
-            for other in self.pods..self.parties.len() {
+            for other in self.pods..self.party_count {
                 for code in [self.code(pod, other), self.code(other, pod)] {
                     if let Some(d) = self.decisions.get(code as usize) {
                         defined += 1;
@@ -406,14 +152,14 @@ impl Matrix {
 
     /// One row's symbols.
     pub fn symbol_row(&self, from: usize) -> Vec<char> {
-        (0..self.parties.len())
+        (0..self.party_count)
             .map(|to| Matrix::symbol(self.cell(from, to)))
             .collect()
     }
 
     /// Every cell's symbol, row by row (parties squared: for small matrices).
     pub fn symbols(&self) -> Vec<Vec<char>> {
-        (0..self.parties.len())
+        (0..self.party_count)
             .map(|from| self.symbol_row(from))
             .collect()
     }
@@ -448,9 +194,9 @@ pub fn pods_among(parties: &[Party]) -> Vec<&PodRef> {
 }
 
 /// The pods (`namespace/name`) whose flows [`compute_between`] asks the decider about, for the
-/// pods among `parties` in `classes`: per class its first two members (flows within the class)
-/// and its first member on another node than the first (flows with the first's own node). An
-/// oracle that answers at these pods only ([`super::oracle_at`]) decides the whole matrix.
+/// pods among `parties` in `classes`: per class its first member and its [`partner`] (flows
+/// within the class, and with the first's own node). An oracle that answers at these pods only
+/// ([`super::oracle_at`]) decides the whole matrix.
 pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) -> BTreeSet<String> {
     deciding_pods_where(cluster, parties, classes, &|_| true)
 }
@@ -464,25 +210,39 @@ pub fn deciding_pods_where(
     classes: &Classes,
     every: &dyn Fn(usize) -> bool,
 ) -> BTreeSet<String> {
-    let pod = |position: usize| match &parties[position] {
-        Party::Pod(pod) => pod,
-        _ => unreachable!("classes hold pods"),
-    };
     let mut out = BTreeSet::new();
     for (class, members) in classes.members.iter().enumerate() {
-        if !every(class) {
-            out.insert(pod(members[0]).to_string());
-            continue;
-        }
-        let first_node = cluster.pod_node(pod(members[0]));
-        let elsewhere = members
-            .iter()
-            .find(|&&m| cluster.pod_node(pod(m)) != first_node);
-        for &m in members.iter().take(2).chain(elsewhere) {
-            out.insert(pod(m).to_string());
+        out.insert(pod_at(parties, members[0]).to_string());
+        if every(class) {
+            if let Some(m) = partner(cluster, parties, members) {
+                out.insert(pod_at(parties, m).to_string());
+            }
         }
     }
     out
+}
+
+/// The pod at `position` among `parties`, which must be a pod.
+fn pod_at(parties: &[Party], position: usize) -> &PodRef {
+    match &parties[position] {
+        Party::Pod(pod) => pod,
+        _ => unreachable!("classes hold pods"),
+    }
+}
+
+/// The member of a class (`members`, by position among `parties`) that decides with its first
+/// member the flows within the class, and the class's flows with the first's own node: the
+/// first member on another node, else the second member. Pods of a class decide alike towards
+/// every pod (no peer selects a pod by its node), so any second member decides flows within the
+/// class; one on another node decides the flows with the first's node too, so that a class is
+/// asked about at two pods, not three.
+pub fn partner(cluster: &Cluster, parties: &[Party], members: &[usize]) -> Option<usize> {
+    let first_node = cluster.pod_node(pod_at(parties, members[0]));
+    members[1..]
+        .iter()
+        .find(|&&m| cluster.pod_node(pod_at(parties, m)) != first_node)
+        .or(members.get(1))
+        .copied()
 }
 
 /// One pod (`namespace/name`) per class and node among the pods of `parties`: an endpoint's
@@ -516,7 +276,22 @@ pub fn compute_between(
     protocol: Protocol,
     port: u16,
 ) -> Matrix {
-    compute_some(cluster, oracle, parties, classes, protocol, port, &Every)
+    compute_every(
+        &mut Prepared::new(cluster, parties, classes),
+        oracle,
+        protocol,
+        port,
+    )
+}
+
+/// [`compute_between`] with what every probe shares prepared once.
+pub fn compute_every(
+    prepared: &mut Prepared,
+    oracle: &dyn DirectionOracle,
+    protocol: Protocol,
+    port: u16,
+) -> Matrix {
+    compute_some(prepared, oracle, protocol, port, &Every)
 }
 
 /// Which flows [`compute_some`] decides; the others are left undefined.
@@ -555,46 +330,121 @@ impl Wanted for Every {
     }
 }
 
+/// What a matrix's cells are decided from that is the same on every probe: each class's
+/// representatives and signatures, the remotes' views, each pod's own node, the other
+/// parties' identities. Prepared once per cluster and reused for every probe (the views of
+/// 40,000 pods' remotes were a third of a diff when made again per probe).
+pub struct Prepared<'a> {
+    cluster: &'a Cluster,
+    parties: &'a [Party],
+    classes: Rc<Classes>,
+    pods: usize,
+    /// Per class: its first pod's identities by family, and its partner's (for flows within
+    /// the class).
+    firsts: Vec<Vec<(bool, IdentityId)>>,
+    seconds: Vec<Option<Vec<(bool, IdentityId)>>>,
+    signatures: Signatures,
+    views: Views<'a>,
+    /// Each pod's own node, by position among the other parties.
+    own_node: Vec<Option<u32>>,
+    /// Each other party's identity.
+    other_ids: Vec<Option<IdentityId>>,
+}
+
+impl<'a> Prepared<'a> {
+    /// For `parties` (pods first, in the order of `classes`, then other parties) of `cluster`.
+    pub fn new(cluster: &'a Cluster, parties: &'a [Party], classes: &Rc<Classes>) -> Self {
+        let pods = parties.iter().take_while(|p| p.is_pod()).count();
+        assert_eq!(pods, classes.of.len(), "pods come first, one class each");
+        assert!(parties[pods..].iter().all(|p| !p.is_pod()));
+        let identities = |position: usize| match &parties[position] {
+            Party::Pod(pod) => cluster.pod_identity_families(pod),
+            _ => Vec::new(),
+        };
+        let firsts: Vec<_> = classes.members.iter().map(|m| identities(m[0])).collect();
+        let seconds: Vec<_> = classes
+            .members
+            .iter()
+            .map(|m| partner(cluster, parties, m).map(identities))
+            .collect();
+        let infos: Vec<&netpol_engine::PodInfo> = classes
+            .members
+            .iter()
+            .map(|m| match &parties[m[0]] {
+                Party::Pod(pod) => cluster.pod_info(pod).expect("a pod of the cluster"),
+                _ => unreachable!("classes hold pods"),
+            })
+            .collect();
+        let signatures = Signatures::new(cluster, &infos);
+        let views = Views::new(cluster, &signatures);
+        let others = &parties[pods..];
+        // Each node party by name, the first of a name as `position` would find it.
+        let mut node_at: HashMap<&str, u32> = HashMap::new();
+        for (o, other) in others.iter().enumerate().rev() {
+            if let Party::Node { name, .. } = other {
+                node_at.insert(name, o as u32);
+            }
+        }
+        let own_node = parties[..pods]
+            .iter()
+            .map(|pod| match pod {
+                Party::Pod(pod) => cluster
+                    .pod_node(pod)
+                    .and_then(|node| node_at.get(node).copied()),
+                _ => None,
+            })
+            .collect();
+        let other_ids = others
+            .iter()
+            .map(|other| match other.endpoint() {
+                Endpoint::Address(address) => cluster.store().resolve(address),
+                Endpoint::Pod(_) => None,
+            })
+            .collect();
+        Prepared {
+            cluster,
+            parties,
+            classes: Rc::clone(classes),
+            pods,
+            firsts,
+            seconds,
+            signatures,
+            views,
+            own_node,
+            other_ids,
+        }
+    }
+}
+
 /// [`compute_between`], deciding only the flows `wanted` names: the others are left undefined
 /// (`diff` needs only the flows that may change, see [`super::changing`]).
 pub fn compute_some(
-    cluster: &Cluster,
+    prepared: &mut Prepared,
     oracle: &dyn DirectionOracle,
-    parties: &[Party],
-    classes: &Rc<Classes>,
     protocol: Protocol,
     port: u16,
     wanted: &dyn Wanted,
 ) -> Matrix {
-    let pods = parties.iter().take_while(|p| p.is_pod()).count();
-    assert_eq!(pods, classes.of.len(), "pods come first, one class each");
-    assert!(parties[pods..].iter().all(|p| !p.is_pod()));
+    let Prepared {
+        cluster,
+        parties,
+        ref classes,
+        pods,
+        ref firsts,
+        ref seconds,
+        ref signatures,
+        ref mut views,
+        ref own_node,
+        ref other_ids,
+    } = *prepared;
     let mut interner = Interner::default();
     let k = classes.len();
-    // Per class: its first pod's identities by family, its second's (for flows within the
-    // class), and its signatures.
     let identities = |position: usize| match &parties[position] {
         Party::Pod(pod) => cluster.pod_identity_families(pod),
         _ => Vec::new(),
     };
-    let firsts: Vec<_> = classes.members.iter().map(|m| identities(m[0])).collect();
-    let seconds: Vec<_> = classes
-        .members
-        .iter()
-        .map(|m| m.get(1).map(|&p| identities(p)))
-        .collect();
-    let infos: Vec<&netpol_engine::PodInfo> = classes
-        .members
-        .iter()
-        .map(|m| match &parties[m[0]] {
-            Party::Pod(pod) => cluster.pod_info(pod).expect("a pod of the cluster"),
-            _ => unreachable!("classes hold pods"),
-        })
-        .collect();
-    let signatures = Signatures::new(cluster, &infos);
-    let mut views = Views::new(cluster, &signatures);
     let class_cell = |interner: &mut Interner, views: &mut Views, from: usize, to: usize| {
-        // Two distinct pods: the representatives, or within a class its first two.
+        // Two distinct pods: the representatives, or within a class its first and its partner.
         let target = if from == to {
             seconds[from].as_deref()
         } else {
@@ -634,7 +484,7 @@ pub fn compute_some(
             let mut cells = Vec::with_capacity(k * k);
             for from in 0..k {
                 for to in 0..k {
-                    cells.push(class_cell(&mut interner, &mut views, from, to));
+                    cells.push(class_cell(&mut interner, views, from, to));
                 }
             }
             Grid::dense(k, cells)
@@ -644,33 +494,10 @@ pub fn compute_some(
             k,
             &|from| lines.rows[from],
             &|to| lines.columns[to],
-            &mut |from, to| class_cell(&mut interner, &mut views, from, to),
+            &mut |from, to| class_cell(&mut interner, views, from, to),
         ),
     };
     let others = &parties[pods..];
-    // Each node party by name, the first of a name as `position` would find it.
-    let mut node_at: HashMap<&str, u32> = HashMap::new();
-    for (o, other) in others.iter().enumerate().rev() {
-        if let Party::Node { name, .. } = other {
-            node_at.insert(name, o as u32);
-        }
-    }
-    let own_node: Vec<Option<u32>> = parties[..pods]
-        .iter()
-        .map(|pod| match pod {
-            Party::Pod(pod) => cluster
-                .pod_node(pod)
-                .and_then(|node| node_at.get(node).copied()),
-            _ => None,
-        })
-        .collect();
-    let other_ids: Vec<Option<IdentityId>> = others
-        .iter()
-        .map(|other| match other.endpoint() {
-            Endpoint::Address(address) => cluster.store().resolve(address),
-            Endpoint::Pod(_) => None,
-        })
-        .collect();
     // A class and another party: decided by a member that is not on that party (a node), as
     // its pods decide alike towards everything but their own node. Both ways at once.
     let other_cells = |interner: &mut Interner, views: &mut Views, c: usize, o: usize| {
@@ -714,7 +541,7 @@ pub fn compute_some(
             let mut from_others = vec![UNDEFINED; k * others.len()];
             for c in 0..k {
                 for o in 0..others.len() {
-                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    let (to, from) = other_cells(&mut interner, views, c, o);
                     to_others.push(to);
                     from_others[o * k + c] = from;
                 }
@@ -733,7 +560,7 @@ pub fn compute_some(
                 &class_lines,
                 &|o| lines.others[o],
                 &mut |c, o| {
-                    let (to, from) = other_cells(&mut interner, &mut views, c, o);
+                    let (to, from) = other_cells(&mut interner, views, c, o);
                     from_codes.insert((o, c), from);
                     to
                 },
@@ -751,14 +578,14 @@ pub fn compute_some(
     Matrix {
         protocol,
         port,
-        parties: parties.iter().map(ToString::to_string).collect(),
+        party_count: parties.len(),
         pods,
         classes: Rc::clone(classes),
         decisions: interner.decisions,
         between_classes,
         to_others,
         from_others,
-        own_node,
+        own_node: own_node.clone(),
     }
 }
 

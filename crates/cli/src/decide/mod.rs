@@ -5,6 +5,7 @@
 //! [`matrix`] decides every pair of pods.
 
 pub mod changing;
+mod classes;
 #[cfg(test)]
 mod differential;
 pub mod directions;
@@ -13,6 +14,7 @@ pub mod groups;
 pub mod matrix;
 pub mod outside;
 pub mod packets;
+mod parties;
 pub mod what_if;
 
 use std::collections::BTreeSet;

@@ -15,7 +15,10 @@ use netpol_agent::sources::kube_api::{CallError, KindApi};
 use serde_json::{json, Value};
 
 pub use crate::cluster_args::{ClusterArgs, Live};
-use crate::scenario::{LoadError, LoadErrors, ReadFlags, ReadOne, Scenario, SourcedObject};
+use crate::scenario::{
+    differ_in_policies_only, LoadError, LoadErrors, ReadFlags, ReadOne, Scenario, SideObjects,
+    SourcedObject,
+};
 
 /// Every object the live cluster holds, as read once.
 #[derive(Debug)]
@@ -109,6 +112,70 @@ pub fn build(
     stdin: &mut dyn Read,
     flags: ReadFlags,
 ) -> Result<Scenario, LoadErrors> {
+    let (deleted, applied) = plan(snapshot, apply, deletes, stdin)?;
+    // Each live object is copied and read on its own, its copy dropped at once.
+    let base = snapshot
+        .objects
+        .iter()
+        .zip(deleted)
+        .filter(|(_, deleted)| !deleted)
+        .map(|(object, _)| ReadOne::of(object.clone()))
+        .collect();
+    Scenario::from_objects(&after_name(snapshot, apply, deletes), base, applied, flags)
+}
+
+/// `diff --cluster`'s two sides: `snapshot` as it is, and as [`build`] makes it. When what is
+/// applied and deleted are policies only, the live objects are read once and both clusters
+/// share their pods ([`Scenario::from_sides`]); otherwise each side is built on its own.
+pub fn build_sides(
+    snapshot: &Snapshot,
+    apply: &[PathBuf],
+    deletes: &[String],
+    stdin: &mut dyn Read,
+    flags: ReadFlags,
+) -> [Result<Scenario, LoadErrors>; 2] {
+    let before = || build(snapshot, &[], &[], &mut [].as_slice(), flags);
+    let (deleted, applied) = match plan(snapshot, apply, deletes, stdin) {
+        Ok(plan) => plan,
+        Err(errors) => return [before(), Err(errors)],
+    };
+    let base: Vec<ReadOne> = snapshot
+        .objects
+        .iter()
+        .map(|object| ReadOne::of(object.clone()))
+        .collect();
+    let sides = [
+        SideObjects::default(),
+        SideObjects {
+            deleted,
+            own: applied,
+        },
+    ];
+    if differ_in_policies_only(&base, &sides) {
+        let names = [snapshot.label.clone(), after_name(snapshot, apply, deletes)];
+        return Scenario::from_sides(base, sides, names, flags);
+    }
+    drop(base);
+    let [_, SideObjects { deleted, own }] = sides;
+    let base = snapshot
+        .objects
+        .iter()
+        .zip(deleted)
+        .filter(|(_, deleted)| !deleted)
+        .map(|(object, _)| ReadOne::of(object.clone()))
+        .collect();
+    let after = Scenario::from_objects(&after_name(snapshot, apply, deletes), base, own, flags);
+    [before(), after]
+}
+
+/// Which live objects `deletes` take out (every one named must exist), and the objects of
+/// the manifests at `apply`.
+fn plan(
+    snapshot: &Snapshot,
+    apply: &[PathBuf],
+    deletes: &[String],
+    stdin: &mut dyn Read,
+) -> Result<(Vec<bool>, Vec<ReadOne>), LoadErrors> {
     let label = Path::new(&snapshot.label);
     let mut deleted = vec![false; snapshot.objects.len()];
     let mut errors = Vec::new();
@@ -139,9 +206,15 @@ pub fn build(
             Vec::new()
         }
     };
-    if !errors.is_empty() {
-        return Err(LoadErrors(errors));
+    if errors.is_empty() {
+        Ok((deleted, applied))
+    } else {
+        Err(LoadErrors(errors))
     }
+}
+
+/// How messages name the cluster as it would be: `<cluster NAME> + FILE - KIND/NS/NAME`.
+fn after_name(snapshot: &Snapshot, apply: &[PathBuf], deletes: &[String]) -> String {
     let mut name = snapshot.label.clone();
     for path in apply {
         name.push_str(&format!(" + {}", path.display()));
@@ -149,15 +222,7 @@ pub fn build(
     for delete in deletes {
         name.push_str(&format!(" - {delete}"));
     }
-    // Each live object is copied and read on its own, its copy dropped at once.
-    let base = snapshot
-        .objects
-        .iter()
-        .zip(deleted)
-        .filter(|(_, deleted)| !deleted)
-        .map(|(object, _)| ReadOne::of(object.clone()))
-        .collect();
-    Scenario::from_objects(&name, base, applied, flags)
+    name
 }
 
 /// An object named by `--delete`.

@@ -17,7 +17,7 @@ pub enum TextOrJson {
 }
 
 /// The policy rule behind a decision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct RuleJson {
     /// The API kind, e.g. `NetworkPolicy`.
     pub kind: String,
@@ -41,7 +41,7 @@ impl From<&Provenance> for RuleJson {
 }
 
 /// How one direction (egress of the source, ingress of the destination) was decided.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct DirectionJson {
     /// `allow` or `deny`.
     pub verdict: &'static str,
@@ -97,7 +97,7 @@ impl From<&Decision> for DirectionJson {
 }
 
 /// How a whole flow was decided.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 pub struct DecisionJson {
     /// `allow` or `deny`: the whole flow's verdict.
     pub verdict: &'static str,

@@ -70,57 +70,95 @@ pub struct Built {
     pub inventory: Inventory,
 }
 
-/// A validated object, where it was written, and (a pod) the workload it belongs to.
-struct Placed {
-    origin: Origin,
-    object: Box<ReadObject>,
-    owner: Option<Owner>,
+/// A validated object, where it was written, its position among the objects read with it,
+/// and (a pod) the workload it belongs to.
+pub(super) struct Placed {
+    pub origin: Origin,
+    pub position: usize,
+    pub object: Box<ReadObject>,
+    pub owner: Option<Owner>,
+}
+
+impl Placed {
+    /// The object's kind, namespace and name: an object replaces another with the same.
+    pub fn key(&self) -> ObjectRef {
+        self.object.object.object_ref()
+    }
+
+    /// Whether the object is a policy (not a pod, node or namespace).
+    pub fn is_policy(&self) -> bool {
+        is_policy(&self.object.object)
+    }
+}
+
+/// Whether an object is a policy (not a pod, node or namespace).
+pub(super) fn is_policy(object: &Object) -> bool {
+    !matches!(
+        object,
+        Object::Pod(_) | Object::Node(_) | Object::Namespace(_)
+    )
 }
 
 /// What reading turned up, before the cluster is built from it.
 #[derive(Default)]
-struct Reading {
-    errors: Vec<LoadError>,
-    warnings: Vec<String>,
-    inventory: Inventory,
-    templates: Vec<(Origin, TemplatePod)>,
+pub(super) struct Reading {
+    pub errors: Vec<LoadError>,
+    pub warnings: Vec<String>,
+    pub inventory: Inventory,
+    pub templates: Vec<(Origin, TemplatePod)>,
 }
 
-/// Reads the objects of a topology and of a scenario (or of manifests), lets the latter replace
-/// the former with the same kind, namespace and name, and builds their cluster. Every object
-/// that fails validation or translation is reported; one bad object fails the input, which
-/// would otherwise decide flows on a cluster missing it. Objects are consumed as the cluster is
-/// built, so that each is held once at most.
-pub fn build_cluster(
-    topology: Vec<ReadOne>,
-    own: Vec<ReadOne>,
-    rules: ReadRules,
-) -> Result<Built, LoadErrors> {
-    let mut reading = Reading::default();
-    let topology = read(topology, rules, &mut reading);
-    let own = read(own, rules, &mut reading);
-    let objects = overlay(topology, own, |p| p.object.object.object_ref());
+impl Reading {
+    /// The same problems, warnings and counts (workloads set aside are not copied).
+    pub fn copy(&self) -> Reading {
+        Reading {
+            errors: self.errors.clone(),
+            warnings: self.warnings.clone(),
+            inventory: self.inventory.clone(),
+            templates: Vec::new(),
+        }
+    }
+}
 
-    let namespaces: BTreeMap<String, SharedLabels> = objects
-        .iter()
-        .filter_map(|p| match &p.object.object {
-            Object::Namespace(ns) => Some((
-                p.object.object.object_ref().name,
-                namespace_labels(ns).into(),
-            )),
-            _ => None,
-        })
-        .collect();
-    let labels_of = |namespace: &str| -> SharedLabels {
-        namespaces
+/// A policy's entries as translated, and whether translating it failed (its errors are in the
+/// reading; the entries are added all the same, as the input fails anyway).
+pub(super) struct Translated {
+    pub entries: Vec<netpol_engine::PolicyEntry>,
+    pub failed: bool,
+}
+
+/// The namespaces' labels by name, for the pods of a namespace given or not.
+pub(super) struct NamespaceLabels(BTreeMap<String, SharedLabels>);
+
+impl NamespaceLabels {
+    pub fn of<'a>(objects: impl IntoIterator<Item = &'a Placed>) -> NamespaceLabels {
+        NamespaceLabels(
+            objects
+                .into_iter()
+                .filter_map(|p| match &p.object.object {
+                    Object::Namespace(ns) => Some((p.key().name, namespace_labels(ns).into())),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, namespace: &str) -> SharedLabels {
+        self.0
             .get(namespace)
             .cloned()
             .unwrap_or_else(|| namespace_name_labels(namespace).into())
-    };
+    }
+}
 
-    let mut cluster = Cluster::new();
-    cluster.set_input_name(rules.input_name);
-    let mut policies: Vec<(Origin, ObjectRef, Range<usize>)> = Vec::new();
+/// Adds the pods and nodes of `objects` (namespaces need nothing more), then the pods of the
+/// workloads `reading` set aside that no pod of `objects` runs.
+pub(super) fn add_pods_and_nodes(
+    cluster: &mut Cluster,
+    objects: impl IntoIterator<Item = Placed>,
+    namespaces: &NamespaceLabels,
+    reading: &mut Reading,
+) {
     // The labels of running pods, to tell which workloads already run: kept only where there
     // are workloads (at 150,000 pods a copy of every pod's labels is 80 MB).
     let mut running: Vec<(String, BTreeMap<String, String>)> = Vec::new();
@@ -128,11 +166,11 @@ pub fn build_cluster(
     // One copy of each distinct pod label set (the replicas of a workload share theirs).
     let mut labels = LabelInterner::default();
     for placed in objects {
-        let object_ref = placed.object.object.object_ref();
+        let object_ref = placed.key();
         match &placed.object.object {
             Object::Pod(pod) => {
                 let pod_ref = pod_ref(&object_ref);
-                let mut identities = pod_identities(pod, &labels_of(&pod_ref.namespace));
+                let mut identities = pod_identities(pod, &namespaces.get(&pod_ref.namespace));
                 share_labels(&mut identities, &mut labels);
                 let facts = PodFacts {
                     owner: placed.owner,
@@ -149,53 +187,116 @@ pub fn build_cluster(
                 cluster.add_pod(pod_ref, identities);
             }
             Object::Node(node) => cluster.add_node(object_ref.name, node_identities(node)),
-            Object::Namespace(_) => {}
-            policy => {
-                reading.inventory.policies += 1;
-                let translation = translate(policy);
-                let source = &placed.origin;
-                let unsupported_only = !translation.errors.is_empty()
-                    && translation.errors.iter().all(Diagnostic::is_unsupported);
-                if rules.skip_unsupported && unsupported_only {
-                    // As the agent does: the object alone is refused, the others are enforced.
-                    reading.inventory.skipped_policies += 1;
-                    reading.warnings.extend(
-                        translation
-                            .errors
-                            .into_iter()
-                            .map(|e| format!("{}; the policy is skipped", object_error(source, e))),
-                    );
-                    continue;
-                }
-                let failed = !translation.errors.is_empty();
-                reading.errors.extend(
-                    translation
-                        .errors
-                        .into_iter()
-                        .map(|e| object_error(source, e)),
-                );
-                // A warning reads like an error (file, object, field) but fails nothing.
-                reading.warnings.extend(
-                    translation
-                        .warnings
-                        .into_iter()
-                        .map(|w| object_error(source, w).to_string()),
-                );
-                let start = cluster.entries().len();
-                cluster.add_entries(translation.entries);
-                if !failed {
-                    let entries = start..cluster.entries().len();
-                    policies.push((placed.origin, object_ref, entries));
-                }
-            }
+            _ => {}
         }
     }
-    add_template_pods(&mut cluster, &mut reading, &running, &labels_of);
+    add_template_pods(cluster, reading, &running, &|ns| namespaces.get(ns));
+}
+
+/// Translates a policy, counting it and reporting its errors and warnings in `reading`; `None`
+/// where it is skipped (it uses only features netpol does not implement, and `rules` skip
+/// those, as the agent does).
+pub(super) fn translate_policy(
+    placed: &Placed,
+    rules: ReadRules,
+    reading: &mut Reading,
+) -> Option<Translated> {
+    reading.inventory.policies += 1;
+    let translation = translate(&placed.object.object);
+    let source = &placed.origin;
+    let unsupported_only =
+        !translation.errors.is_empty() && translation.errors.iter().all(Diagnostic::is_unsupported);
+    if rules.skip_unsupported && unsupported_only {
+        // As the agent does: the object alone is refused, the others are enforced.
+        reading.inventory.skipped_policies += 1;
+        reading.warnings.extend(
+            translation
+                .errors
+                .into_iter()
+                .map(|e| format!("{}; the policy is skipped", object_error(source, e))),
+        );
+        return None;
+    }
+    let failed = !translation.errors.is_empty();
+    reading.errors.extend(
+        translation
+            .errors
+            .into_iter()
+            .map(|e| object_error(source, e)),
+    );
+    // A warning reads like an error (file, object, field) but fails nothing.
+    reading.warnings.extend(
+        translation
+            .warnings
+            .into_iter()
+            .map(|w| object_error(source, w).to_string()),
+    );
+    Some(Translated {
+        entries: translation.entries,
+        failed,
+    })
+}
+
+/// Reads the objects of a topology and of a scenario (or of manifests), lets the latter replace
+/// the former with the same kind, namespace and name, and builds their cluster. Every object
+/// that fails validation or translation is reported; one bad object fails the input, which
+/// would otherwise decide flows on a cluster missing it. Objects are consumed as the cluster is
+/// built, so that each is held once at most.
+pub fn build_cluster(
+    topology: Vec<ReadOne>,
+    own: Vec<ReadOne>,
+    rules: ReadRules,
+) -> Result<Built, LoadErrors> {
+    let mut reading = Reading::default();
+    let topology = read(topology, rules, &mut reading);
+    let own = read(own, rules, &mut reading);
+    let objects = overlay(topology, own, Placed::key);
+    let namespaces = NamespaceLabels::of(&objects);
+    let mut cluster = Cluster::new();
+    cluster.set_input_name(rules.input_name);
+    let mut policies: Vec<(Origin, ObjectRef, Range<usize>)> = Vec::new();
+    let (policy_objects, others): (Vec<Placed>, Vec<Placed>) =
+        objects.into_iter().partition(Placed::is_policy);
+    // Pods first, then policies: the identities policies' prefixes add come after the pods',
+    // whatever the order of the input (no decision depends on identity numbers).
+    let mut templates = Reading {
+        templates: std::mem::take(&mut reading.templates),
+        ..Reading::default()
+    };
+    add_pods_and_nodes(&mut cluster, others, &namespaces, &mut templates);
+    for placed in policy_objects {
+        let Some(translated) = translate_policy(&placed, rules, &mut reading) else {
+            continue;
+        };
+        let start = cluster.entries().len();
+        cluster.add_entries(translated.entries);
+        if !translated.failed {
+            let entries = start..cluster.entries().len();
+            let object_ref = placed.key();
+            policies.push((placed.origin, object_ref, entries));
+        }
+    }
+    finish(cluster, reading, templates, &policies, rules)
+}
+
+/// The built cluster, or every error reading it raised: the reading's warnings and errors, then
+/// those of the workloads' pods (`templates`), then what the input lacks.
+pub(super) fn finish(
+    cluster: Cluster,
+    mut reading: Reading,
+    templates: Reading,
+    policies: &[(Origin, ObjectRef, Range<usize>)],
+    rules: ReadRules,
+) -> Result<Built, LoadErrors> {
+    reading.errors.extend(templates.errors);
+    reading.warnings.extend(templates.warnings);
+    reading.inventory.derived_pods += templates.inventory.derived_pods;
+    reading.inventory.running_workloads += templates.inventory.running_workloads;
     reading.inventory.count(&cluster);
     reading.warnings.extend(
         reading
             .inventory
-            .warnings(&cluster, &policies, rules.input_name),
+            .warnings(&cluster, policies, rules.input_name),
     );
     if reading.errors.is_empty() {
         Ok(Built {
@@ -210,9 +311,9 @@ pub fn build_cluster(
 
 /// Reads each object, reporting those that fail validation, and sets aside workloads and the
 /// kinds netpol does not read, as `rules` say.
-fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<Placed> {
+pub(super) fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<Placed> {
     let mut placed = Vec::new();
-    for ReadOne { origin, content } in sources {
+    for (position, ReadOne { origin, content }) in sources.into_iter().enumerate() {
         let (read, owner) = match content {
             Content::Workload { template, .. } if rules.workload_pods => {
                 match template {
@@ -260,6 +361,7 @@ fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<P
                 }
                 placed.push(Placed {
                     origin,
+                    position,
                     object: read,
                     owner,
                 });

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, PolicyEntry};
@@ -10,11 +11,20 @@ use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, 
 use super::expect::{Endpoint, PodRef};
 use super::workloads::Owner;
 
+/// A cloned cluster shares its identities, pods and nodes with the original until either
+/// changes them: the two sides of a `diff` that differ only in policies hold one copy of a
+/// 150,000-pod cluster's pods between them, not two.
 #[derive(Clone, Debug)]
 pub struct Cluster {
-    store: IdentityStore,
+    core: Arc<Core>,
     /// The node probe allowance, then the entries of every policy object.
     entries: Vec<PolicyEntry>,
+}
+
+#[derive(Clone, Debug)]
+struct Core {
+    /// Every identity: pods' and nodes' addresses, and the prefixes policies name.
+    store: IdentityStore,
     /// Each pod's identities, one per address, its primary address (`status.podIP`) first.
     pods: BTreeMap<PodRef, Vec<IdentityId>>,
     /// What is known of pods beyond their identities.
@@ -80,66 +90,93 @@ impl Cluster {
         let entries = vec![PolicyEntry::node_probe_allowance()];
         debug_assert_eq!(entries.len(), BUILT_IN_ENTRIES);
         Cluster {
-            store,
+            core: Arc::new(Core {
+                store,
+                pods: BTreeMap::new(),
+                facts: BTreeMap::new(),
+                nodes: BTreeMap::new(),
+                input: "the scenario",
+            }),
             entries,
-            pods: BTreeMap::new(),
-            facts: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            input: "the scenario",
         }
+    }
+
+    /// The identities, pods and nodes, to change: copied first if another cluster shares them.
+    fn core_mut(&mut self) -> &mut Core {
+        Arc::make_mut(&mut self.core)
+    }
+
+    /// Whether two clusters share their identities, pods and nodes (one was cloned from the
+    /// other and neither changed them since): they differ in policy entries at most.
+    pub fn shares_pods_with(&self, other: &Cluster) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
     }
 
     /// Names the input in messages, e.g. `the manifests`.
     pub fn set_input_name(&mut self, input: &'static str) {
-        self.input = input;
+        if self.core.input != input {
+            self.core_mut().input = input;
+        }
     }
 
     /// What the input is called in messages.
     pub fn input_name(&self) -> &'static str {
-        self.input
+        self.core.input
     }
 
     /// Records what is known of a pod beyond its identities.
     pub fn set_facts(&mut self, pod: PodRef, facts: PodFacts) {
-        self.facts.insert(pod, facts);
+        self.core_mut().facts.insert(pod, facts);
     }
 
     /// What is known of a pod beyond its identities.
     pub fn facts(&self, pod: &PodRef) -> Option<&PodFacts> {
-        self.facts.get(pod)
+        self.core.facts.get(pod)
     }
 
     /// Adds a pod with one identity per address, its primary address first. A pod without an
     /// address is known by name but cannot take part in a flow.
     pub fn add_pod(&mut self, pod: PodRef, identities: Vec<Identity>) {
+        let core = self.core_mut();
         let ids = identities
             .into_iter()
-            .map(|identity| self.store.insert(identity).0)
+            .map(|identity| core.store.insert(identity).0)
             .collect();
-        self.pods.insert(pod, ids);
+        core.pods.insert(pod, ids);
     }
 
     pub fn add_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
+        let core = self.core_mut();
         let ids = identities
             .into_iter()
-            .map(|identity| self.store.insert(identity).0)
+            .map(|identity| core.store.insert(identity).0)
             .collect();
-        self.nodes.insert(name.into(), ids);
+        core.nodes.insert(name.into(), ids);
     }
 
     /// Adds policy entries, registering every prefix their peers name as an identity outside the
     /// cluster, so that CIDR peers and their exceptions match whole identities.
     pub fn add_entries(&mut self, entries: impl IntoIterator<Item = PolicyEntry>) {
         for entry in entries {
-            for prefix in entry.peers.iter().flat_map(|peer| peer.prefixes()) {
-                self.store.insert(Identity::world(prefix));
-            }
+            self.add_prefixes_of(&entry);
             self.entries.push(entry);
         }
     }
 
+    /// Registers the prefixes `entry`'s peers name as identities outside the cluster, as
+    /// [`Cluster::add_entries`] does, without adding the entry; a prefix already known changes
+    /// nothing (so clusters sharing their identities keep sharing them).
+    pub fn add_prefixes_of(&mut self, entry: &PolicyEntry) {
+        for prefix in entry.peers.iter().flat_map(|peer| peer.prefixes()) {
+            let world = Identity::world(prefix);
+            if self.core.store.id_of(&world).is_none() {
+                self.core_mut().store.insert(world);
+            }
+        }
+    }
+
     pub fn store(&self) -> &IdentityStore {
-        &self.store
+        &self.core.store
     }
 
     /// Every entry that decides flows: the node probe allowance and the policies' entries.
@@ -155,12 +192,12 @@ impl Cluster {
 
     /// Whether the cluster has the pod (a map lookup, not a scan).
     pub fn has_pod(&self, pod: &PodRef) -> bool {
-        self.pods.contains_key(pod)
+        self.core.pods.contains_key(pod)
     }
 
     /// The identities of a pod, primary address first, each with whether it is IPv4.
     pub fn pod_identity_families(&self, pod: &PodRef) -> Vec<(bool, IdentityId)> {
-        self.pods.get(pod).map_or_else(Vec::new, |ids| {
+        self.core.pods.get(pod).map_or_else(Vec::new, |ids| {
             ids.iter()
                 .map(|&id| (self.address_of(id).is_ipv4(), id))
                 .collect()
@@ -169,14 +206,16 @@ impl Cluster {
 
     /// Every pod with its identities, primary address first.
     pub fn pods(&self) -> impl Iterator<Item = (&PodRef, Vec<&Identity>)> {
-        self.pods
+        self.core
+            .pods
             .iter()
             .map(|(pod, ids)| (pod, self.identities(ids)))
     }
 
     /// Every node with its identities.
     pub fn nodes(&self) -> impl Iterator<Item = (&str, Vec<&Identity>)> {
-        self.nodes
+        self.core
+            .nodes
             .iter()
             .map(|(node, ids)| (node.as_str(), self.identities(ids)))
     }
@@ -184,7 +223,8 @@ impl Cluster {
     /// The prefixes outside the cluster that identities stand for: the whole address spaces and
     /// every prefix a policy names.
     pub fn outside_prefixes(&self) -> Vec<IpNet> {
-        self.store
+        self.core
+            .store
             .iter()
             .filter(|(_, identity)| matches!(identity.kind, IdentityKind::World))
             .map(|(_, identity)| identity.prefix)
@@ -193,8 +233,8 @@ impl Cluster {
 
     /// A pod as policies see it (labels, node, named ports), if it has an address.
     pub fn pod_info(&self, pod: &PodRef) -> Option<&PodInfo> {
-        let id = self.pods.get(pod)?.first()?;
-        self.store.get(*id)?.as_pod()
+        let id = self.core.pods.get(pod)?.first()?;
+        self.core.store.get(*id)?.as_pod()
     }
 
     /// The node a pod runs on, if it has an address and says.
@@ -204,21 +244,25 @@ impl Cluster {
 
     /// Every address a pod or node has.
     pub fn cluster_addresses(&self) -> BTreeSet<IpAddr> {
-        self.pods
+        self.core
+            .pods
             .values()
-            .chain(self.nodes.values())
+            .chain(self.core.nodes.values())
             .flatten()
             .map(|id| self.address_of(*id))
             .collect()
     }
 
     fn identities(&self, ids: &[IdentityId]) -> Vec<&Identity> {
-        ids.iter().filter_map(|id| self.store.get(*id)).collect()
+        ids.iter()
+            .filter_map(|id| self.core.store.get(*id))
+            .collect()
     }
 
     /// Pods that have an address, by namespace then name, each with its primary identity.
     pub fn addressed_pods(&self) -> impl Iterator<Item = (&PodRef, IdentityId)> {
-        self.pods
+        self.core
+            .pods
             .iter()
             .filter_map(|(pod, ids)| ids.first().map(|id| (pod, *id)))
     }
@@ -247,9 +291,10 @@ impl Cluster {
 
     fn pod_ids(&self, pod: &PodRef) -> Result<&[IdentityId], String> {
         let ids = self
+            .core
             .pods
             .get(pod)
-            .ok_or_else(|| format!("no pod {pod} in {}", self.input))?;
+            .ok_or_else(|| format!("no pod {pod} in {}", self.core.input))?;
         if ids.is_empty() {
             let why = self.facts(pod).and_then(|f| f.unaddressed.as_deref());
             return Err(match why {
@@ -272,7 +317,7 @@ impl Cluster {
     fn identity(&self, endpoint: &Endpoint, family: Family) -> Result<IdentityId, String> {
         match endpoint {
             Endpoint::Address(ip) => self
-                .store
+                .store()
                 .resolve(*ip)
                 .ok_or_else(|| format!("no identity holds {ip}")),
             Endpoint::Pod(pod) => self
@@ -285,7 +330,7 @@ impl Cluster {
     }
 
     fn address_of(&self, id: IdentityId) -> IpAddr {
-        self.store
+        self.store()
             .get(id)
             .expect("pod identities stay in the store")
             .prefix

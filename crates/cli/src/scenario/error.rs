@@ -46,6 +46,52 @@ pub enum LoadError {
     },
 }
 
+/// A copy of the same problem (an I/O error is copied as its kind and message), for inputs that
+/// share objects and so report the same problems.
+impl Clone for LoadError {
+    fn clone(&self) -> Self {
+        match self {
+            LoadError::Read { file, source } => LoadError::Read {
+                file: file.clone(),
+                source: std::io::Error::new(source.kind(), source.to_string()),
+            },
+            LoadError::Syntax { file, message } => LoadError::Syntax {
+                file: file.clone(),
+                message: message.clone(),
+            },
+            LoadError::Object {
+                file,
+                object,
+                field,
+                message,
+            } => LoadError::Object {
+                file: file.clone(),
+                object: object.clone(),
+                field: field.clone(),
+                message: message.clone(),
+            },
+            LoadError::Expectation {
+                file,
+                field,
+                message,
+            } => LoadError::Expectation {
+                file: file.clone(),
+                field: field.clone(),
+                message: message.clone(),
+            },
+            LoadError::TopologyNotFound {
+                file,
+                name,
+                searched_from,
+            } => LoadError::TopologyNotFound {
+                file: file.clone(),
+                name: name.clone(),
+                searched_from: searched_from.clone(),
+            },
+        }
+    }
+}
+
 fn field_prefix(field: &str) -> String {
     if field.is_empty() {
         String::new()

@@ -15,6 +15,7 @@ mod lookup;
 mod manifests;
 mod objects;
 mod prepared;
+mod sides;
 mod stream;
 mod workloads;
 
@@ -32,6 +33,7 @@ pub use inventory::Inventory;
 pub use manifests::{is_scenario_file, load_objects, STDIN};
 pub use objects::SourcedObject;
 pub use prepared::ReadOne;
+pub use sides::{differ_in_policies_only, SideObjects};
 pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 
 use document::{read_yaml, ScenarioDocument};
@@ -182,6 +184,36 @@ impl Scenario {
             warnings: built.warnings,
             inventory: built.inventory,
         })
+    }
+}
+
+impl Scenario {
+    /// The two scenarios of `base` with each side's deletions and own objects applied, named
+    /// `names` in messages, read as manifests are: when the sides [`differ_in_policies_only`],
+    /// the base is read once and both clusters share its pods, namespaces and nodes (see
+    /// `sides.rs`); each is what [`Scenario::from_objects`] would build.
+    pub fn from_sides(
+        base: Vec<ReadOne>,
+        sides: [SideObjects; 2],
+        names: [String; 2],
+        flags: ReadFlags,
+    ) -> [Result<Scenario, LoadErrors>; 2] {
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let [before, after] = sides::build_sides(base, sides, rules);
+        let [before_name, after_name] = names;
+        let scenario = |built: Result<api::Built, LoadErrors>, name: String| {
+            let built = built?;
+            Ok(Scenario {
+                file: PathBuf::from(&name),
+                name,
+                description: String::new(),
+                cluster: built.cluster,
+                flows: Vec::new(),
+                warnings: built.warnings,
+                inventory: built.inventory,
+            })
+        };
+        [scenario(before, before_name), scenario(after, after_name)]
     }
 }
 

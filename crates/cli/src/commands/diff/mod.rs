@@ -13,25 +13,23 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
-use std::collections::HashMap;
-use std::rc::Rc;
-
+mod compare;
+mod groups;
+mod json;
 mod report;
+mod text;
 
-use report::{write_text, Change, Report};
+pub use compare::compare;
+use report::PerPod;
 
-use crate::decide::changing::Changing;
-use crate::decide::matrix::{
-    compute_some, deciding_pods_where, node_parties, outside_parties, Classes, Matrix, Party,
-};
-use crate::decide::what_if::WhatIf;
-use crate::decide::{decider, is_mapstate, EngineArgs};
+use crate::decide::EngineArgs;
 use crate::input::{load_with_stdin, ManifestArgs};
 use crate::outcome::Outcome;
-use crate::output::report::{write_json, DecisionJson, TextOrJson};
-use crate::probes::{probe_label, ProbeArgs};
-use crate::scenario::{Cluster, Input, LoadErrors, PodRef, Scenario, STDIN};
-use netpol_engine::flow::DirectionOracle;
+use crate::output::report::{write_json, TextOrJson};
+use crate::probes::ProbeArgs;
+use crate::scenario::{
+    differ_in_policies_only, load_objects, Input, LoadErrors, Scenario, SideObjects, STDIN,
+};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -50,6 +48,10 @@ pub struct Args {
     /// `text` or `json`.
     #[arg(long, short = 'o', value_enum, default_value_t)]
     pub output: TextOrJson,
+    /// One line (text) or one JSON object (`changes`) per pair of pods whose flow changes,
+    /// instead of one per pair of workloads.
+    #[arg(long)]
+    pub per_pod: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -63,7 +65,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     let Some((before, after)) = loaded else {
         return Ok(Outcome::Invalid);
     };
-    let Some(report) = compare([&before, &after], args.engine, args.probes, err)? else {
+    let Some(report) = compare([before, after], args.engine, args.probes, err)? else {
         return Ok(Outcome::Invalid);
     };
     if report.pods_compared == 0 {
@@ -76,11 +78,16 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         )?;
         return Ok(Outcome::Invalid);
     }
-    match args.output {
-        TextOrJson::Text => write_text(out, &report)?,
-        TextOrJson::Json => write_json(out, &report)?,
+    match (args.output, args.per_pod) {
+        (TextOrJson::Text, per_pod) => {
+            let mut out = io::BufWriter::with_capacity(1 << 16, out);
+            text::write_text(&mut out, &report, per_pod)?;
+            out.flush()?;
+        }
+        (TextOrJson::Json, false) => json::write_json(out, &report)?,
+        (TextOrJson::Json, true) => write_json(out, &PerPod(&report))?,
     }
-    Ok(if report.changes.is_empty() {
+    Ok(if report.counts().0 == 0 {
         Outcome::Success
     } else {
         Outcome::Mismatch
@@ -131,10 +138,73 @@ fn load_files(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, 
     let stdin = read_stdin(args.shared.filenames.iter().chain([before, after]))?;
     let flags = args.shared.read.flags();
     let mut messages = Vec::new();
+    if let Some([before, after]) = load_shared(args, [before, after], &stdin, flags) {
+        let before = report(before, &mut messages);
+        let after = report(after, &mut messages);
+        write_once(&messages, err)?;
+        return Ok(before.zip(after));
+    }
     let before = load_with_stdin(&before_input, &mut stdin.as_slice(), flags, &mut messages)?;
     let after = load_with_stdin(&after_input, &mut stdin.as_slice(), flags, &mut messages)?;
     write_once(&messages, err)?;
     Ok(before.zip(after))
+}
+
+/// A side's scenario, its warnings or errors written to `messages`.
+fn report(built: Result<Scenario, LoadErrors>, messages: &mut Vec<u8>) -> Option<Scenario> {
+    match built {
+        Ok(scenario) => {
+            for warning in &scenario.warnings {
+                let _ = writeln!(messages, "warning: {warning}");
+            }
+            Some(scenario)
+        }
+        Err(errors) => {
+            for error in errors.0 {
+                let _ = writeln!(messages, "error: {error}");
+            }
+            None
+        }
+    }
+}
+
+/// Both sides of `-f SHARED BEFORE AFTER` where BEFORE and AFTER hold policies only: the shared
+/// manifests are read once and both clusters share their pods ([`Scenario::from_sides`]).
+/// `None` where that does not apply (no shared manifests, a side that holds other objects, a
+/// file that does not read, stdin named by both the shared manifests and a side), and the sides
+/// are loaded each on its own, as before: with the same results. With shared manifests, BEFORE
+/// and AFTER are manifests ([`side`] refuses scenario files).
+fn load_shared(
+    args: &Args,
+    paths: [&PathBuf; 2],
+    stdin: &[u8],
+    flags: crate::scenario::ReadFlags,
+) -> Option<[Result<Scenario, LoadErrors>; 2]> {
+    let shared = &args.shared.filenames;
+    let names_stdin = |path: &PathBuf| path.as_os_str() == STDIN;
+    if shared.is_empty() || (shared.iter().any(names_stdin) && paths.iter().any(|p| names_stdin(p)))
+    {
+        return None;
+    }
+    let base = load_objects(shared, &mut &stdin[..]).ok()?;
+    let own = |path: &PathBuf| load_objects(std::slice::from_ref(path), &mut &stdin[..]).ok();
+    let sides = [own(paths[0])?, own(paths[1])?].map(|own| SideObjects {
+        deleted: Vec::new(),
+        own,
+    });
+    if !differ_in_policies_only(&base, &sides) {
+        return None;
+    }
+    // Named as each side's manifests are: every path, joined.
+    let names = paths.map(|path| {
+        shared
+            .iter()
+            .chain([path])
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    Some(Scenario::from_sides(base, sides, names, flags))
 }
 
 /// BEFORE is the live cluster, read once; AFTER is it with the `--delete`d objects taken out and
@@ -166,29 +236,14 @@ fn load_live(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, S
     let stdin = read_stdin(&apply)?;
     let flags = args.shared.read.flags();
     let mut messages = Vec::new();
-    let report = |built: Result<Scenario, LoadErrors>, messages: &mut Vec<u8>| match built {
-        Ok(scenario) => {
-            for warning in &scenario.warnings {
-                let _ = writeln!(messages, "warning: {warning}");
-            }
-            Some(scenario)
-        }
-        Err(errors) => {
-            for error in errors.0 {
-                let _ = writeln!(messages, "error: {error}");
-            }
-            None
-        }
-    };
-    let before = crate::live::build(&snapshot, &[], &[], &mut [].as_slice(), flags);
-    let before = report(before, &mut messages);
-    let after = crate::live::build(
+    let [before, after] = crate::live::build_sides(
         &snapshot,
         &apply,
         &live.delete,
         &mut stdin.as_slice(),
         flags,
     );
+    let before = report(before, &mut messages);
     let after = report(after, &mut messages);
     write_once(&messages, err)?;
     Ok(before.zip(after))
@@ -211,223 +266,4 @@ fn side(args: &Args, path: &std::path::Path) -> Result<Input, String> {
         }
         Input::Live(_) => unreachable!("a path is never the live cluster"),
     }
-}
-
-/// One side of the comparison.
-struct Side<'a> {
-    scenario: &'a Scenario,
-}
-
-impl Side<'_> {
-    fn cluster(&self) -> &Cluster {
-        &self.scenario.cluster
-    }
-
-    fn pods(&self) -> BTreeSet<PodRef> {
-        self.cluster()
-            .addressed_pods()
-            .map(|(pod, _)| pod.clone())
-            .collect()
-    }
-
-    /// The workload a pod belongs to, `ns/name`, or the pod itself.
-    fn workload(&self, pod: &PodRef) -> String {
-        match self.cluster().facts(pod).and_then(|f| f.owner.as_ref()) {
-            Some(owner) => format!("{}/{}", pod.namespace, owner.name),
-            None => pod.to_string(),
-        }
-    }
-}
-
-/// Decides every flow between pods both sides have, and between those pods and the nodes both
-/// sides have and the regions outside the cluster either side's policies tell apart, on every
-/// probe port, and keeps those whose verdict differs. Pods are decided per class of pods alike
-/// on both sides ([`Classes`]), as `matrix` does, and expanded to pods only where a verdict
-/// changes. `None` where a side has no decider (reported on `err`).
-pub fn compare(
-    scenarios: [&Scenario; 2],
-    engine: EngineArgs,
-    probes: ProbeArgs,
-    err: &mut dyn Write,
-) -> io::Result<Option<Report>> {
-    let [before, after] = scenarios.map(|scenario| Side { scenario });
-    let clusters = [before.cluster(), after.cluster()];
-    let probes = probes.ports(&clusters);
-    let (before_pods, after_pods) = (before.pods(), after.pods());
-    let common: Vec<&PodRef> = before_pods.intersection(&after_pods).collect();
-    let names = |pods: std::collections::btree_set::Difference<PodRef>| {
-        pods.map(ToString::to_string).collect::<Vec<_>>()
-    };
-    // Each side's parties: the common pods, then the nodes both sides have (a node's address
-    // may differ between the sides), then the regions outside.
-    let pods: Vec<Party> = common.iter().map(|p| Party::Pod((*p).clone())).collect();
-    let mut parties = [pods.clone(), pods];
-    let after_nodes: HashMap<String, Party> = node_parties(after.cluster())
-        .into_iter()
-        .rev()
-        .map(|a| (a.to_string(), a))
-        .collect();
-    for b in node_parties(before.cluster()) {
-        if let Some(a) = after_nodes.get(&b.to_string()) {
-            parties[0].push(b);
-            parties[1].push(a.clone());
-        }
-    }
-    let nodes_compared = parties[0].len() - common.len();
-    let outside = outside_parties(&clusters);
-    let outside_regions = outside.iter().map(ToString::to_string).collect();
-    for side in &mut parties {
-        side.extend(outside.iter().cloned());
-    }
-    let classes = Rc::new(Classes::new(&clusters, &common));
-    let changing = Changing::new(clusters, [&parties[0], &parties[1]], &classes);
-    // One side at a time: its engine is dropped before the other side's is built (at 10,000
-    // pods each holds a MapState per class, most of the memory a diff needs).
-    let mut matrices: [Vec<Matrix>; 2] = Default::default();
-    for (i, side) in scenarios.iter().enumerate() {
-        // A class none of whose flows within itself or with other parties can change is asked
-        // about only through its first pod.
-        // The MapState engine decides with what-if maps, resolving no endpoint; the other
-        // deciders resolve the pods the matrix asks about.
-        let oracle: Box<dyn DirectionOracle> = if is_mapstate(engine) {
-            Box::new(WhatIf::new(&side.cluster))
-        } else {
-            let deciding = deciding_pods_where(&side.cluster, &parties[i], &classes, &|class| {
-                changing.every_member(class)
-            });
-            match decider(engine, side, Some(&deciding), err)? {
-                Some(oracle) => oracle,
-                None => return Ok(None),
-            }
-        };
-        matrices[i] = probes
-            .iter()
-            .map(|&(protocol, port)| {
-                compute_some(
-                    clusters[i],
-                    oracle.as_ref(),
-                    &parties[i],
-                    &classes,
-                    protocol,
-                    port,
-                    &changing,
-                )
-            })
-            .collect();
-    }
-    let mut changes = Vec::new();
-    // Per probe and side, the decisions changes name, each converted once.
-    let mut decisions: Vec<[Vec<DecisionJson>; 2]> = Vec::new();
-    for (p, (was, now)) in matrices[0].iter().zip(&matrices[1]).enumerate() {
-        let mut converted: [(HashMap<u32, u32>, Vec<DecisionJson>); 2] = Default::default();
-        let mut position = |side: usize, code: u32, matrix: &Matrix| {
-            let (index, list) = &mut converted[side];
-            *index.entry(code).or_insert_with(|| {
-                list.push((&matrix.decisions[code as usize]).into());
-                list.len() as u32 - 1
-            })
-        };
-        let mut change = |from: usize, to: usize| {
-            let (x, y) = (was.code(from, to), now.code(from, to));
-            let (Some(before), Some(after)) = (was.cell(from, to), now.cell(from, to)) else {
-                return;
-            };
-            if before.allowed() == after.allowed() {
-                return;
-            }
-            changes.push(Change {
-                probe: p as u32,
-                from: from as u32,
-                to: to as u32,
-                before: position(0, x, was),
-                after: position(1, y, now),
-            });
-        };
-        // Per class of sources, the pods of the classes towards which some verdict changes:
-        // among every class for a row that may change, else among the columns that may.
-        let k = classes.len();
-        let columns: Vec<usize> = (0..k).filter(|&b| changing.column(b)).collect();
-        let every: Vec<usize> = (0..k).collect();
-        let changed_towards: Vec<Vec<usize>> = (0..k)
-            .map(|a| {
-                let candidates = if changing.row(a) { &every } else { &columns };
-                let mut pods: Vec<usize> = candidates
-                    .iter()
-                    .copied()
-                    .filter(|&b| {
-                        let (x, y) = (was.class_code(a, b), now.class_code(a, b));
-                        let verdict = |m: &Matrix, code: u32| {
-                            m.decisions.get(code as usize).map(|d| d.allowed())
-                        };
-                        matches!(
-                            (verdict(was, x), verdict(now, y)),
-                            (Some(p), Some(q)) if p != q
-                        )
-                    })
-                    .flat_map(|b| classes.members[b].iter().copied())
-                    .collect();
-                pods.sort_unstable();
-                pods
-            })
-            .collect();
-        // Flows between a pod and another party are asked for only where the pod's class or
-        // the party may change; the others are undefined on both sides.
-        let (n, all) = (common.len(), parties[0].len());
-        let class_line = |pod: usize| {
-            let class = classes.of[pod] as usize;
-            changing.row(class) || changing.column(class)
-        };
-        let changing_others: Vec<usize> = (n..all).filter(|&o| changing.other(o - n)).collect();
-        let pods_with_lines: Vec<usize> = (0..n).filter(|&p| class_line(p)).collect();
-        for from in 0..all {
-            if from < n {
-                for &to in &changed_towards[classes.of[from] as usize] {
-                    change(from, to);
-                }
-                if class_line(from) {
-                    for to in n..all {
-                        change(from, to);
-                    }
-                } else {
-                    for &to in &changing_others {
-                        change(from, to);
-                    }
-                }
-            } else if changing.other(from - n) {
-                for to in 0..n {
-                    change(from, to);
-                }
-            } else {
-                for &to in &pods_with_lines {
-                    change(from, to);
-                }
-            }
-        }
-        let [(_, before), (_, after)] = converted;
-        decisions.push([before, after]);
-    }
-    let workload = |party: &Party| match party {
-        Party::Pod(pod) => Some(after.workload(pod)),
-        _ => None,
-    };
-    Ok(Some(Report {
-        probes: probes.iter().map(|(p, n)| format!("{p}/{n}")).collect(),
-        probe_labels: probes
-            .iter()
-            .map(|&(p, n)| probe_label(&clusters, p, n))
-            .collect(),
-        probe_ports: probes.iter().map(|&(p, n)| (p.to_string(), n)).collect(),
-        pods_compared: common.len(),
-        pods_only_before: names(before_pods.difference(&after_pods)),
-        pods_only_after: names(after_pods.difference(&before_pods)),
-        nodes_compared,
-        outside_regions,
-        workloads: parties[0].iter().map(workload).collect(),
-        parties: parties[0]
-            .iter()
-            .map(|party| (party.to_string(), party.kind()))
-            .collect(),
-        decisions,
-        changes,
-    }))
 }

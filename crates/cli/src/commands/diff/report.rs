@@ -1,23 +1,43 @@
-//! What `diff` found, held compactly and written as text or JSON.
+//! What `diff` found, held as it was decided: per probe, the pairs of classes of pods alike (and
+//! of a class and another party) whose verdict changes, not every pair of pods.
 //!
-//! A one-policy change at 10,000 pods changes hundreds of thousands of pod flows; held as
-//! one JSON object each (names, workloads and both decisions in words, about 2 KB), they were
-//! most of a diff's memory. A change is held as five numbers (probe, source and destination
-//! party, decision before and after), each distinct decision once per probe and side, each
-//! party's name and workload once; the text and JSON forms are written from them one change at
-//! a time, as before.
+//! A one-policy change at 150,000 pods changes 36 million pod flows, which at twenty bytes each
+//! were most of a diff's memory; they are 18,000 pairs of classes. A class-level change holds
+//! for every pod of the one class to every pod of the other (a pod to itself excepted), and
+//! between a class and a node for every pod of the class that does not run on that node. The
+//! outputs are written from these: text and JSON grouped by workload (`text.rs`, `json.rs`),
+//! and per pod on request, expanded in the order the pods are listed ([`Report::expand`]).
 
-use std::collections::{BTreeSet, HashMap};
-use std::io::{self, Write};
+use std::rc::Rc;
 
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
+use crate::decide::matrix::Classes;
 use crate::output::report::DecisionJson;
 
-/// One flow whose verdict changes: positions in the report's probes, parties and each side's
+/// One end of a class-level change: the pods of a class, or another party (a node or a region
+/// outside the cluster, by position after the pods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum End {
+    Class(u32),
+    Other(u32),
+}
+
+/// A change between two ends on one probe: positions in the report's probes and in each side's
 /// decisions of that probe.
 #[derive(Clone, Copy, Debug)]
+pub struct ClassChange {
+    pub probe: u32,
+    pub from: End,
+    pub to: End,
+    pub before: u32,
+    pub after: u32,
+}
+
+/// One pod flow whose verdict changes: positions in the report's probes, parties and each
+/// side's decisions of that probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Change {
     pub probe: u32,
     pub from: u32,
@@ -43,17 +63,144 @@ pub struct Report {
     pub nodes_compared: usize,
     /// The regions outside the cluster that either side's policies tell apart.
     pub outside_regions: Vec<String>,
-    /// Every party's name (`namespace/pod`, `node NAME`, a region) and kind.
+    /// Every party's name (`namespace/pod`, `node NAME`, a region) and kind, pods first.
     pub parties: Vec<(String, &'static str)>,
     /// Per party, the workload (`namespace/name`) of a pod, or the pod itself; `None` for others.
     pub workloads: Vec<Option<String>>,
     /// Per probe, each side's decisions, by the positions changes name.
     pub decisions: Vec<[Vec<DecisionJson>; 2]>,
-    /// Every flow whose verdict changes, by protocol, port, source and destination.
-    pub changes: Vec<Change>,
+    /// The classes of the pods (positions among the parties).
+    pub classes: Rc<Classes>,
+    /// Per pod, its own node on each side, by position after the pods: a pod and its own node
+    /// have no flow.
+    pub own_nodes: Vec<[Option<u32>; 2]>,
+    /// Every class-level change, by probe.
+    pub changes: Vec<ClassChange>,
 }
 
-/// One change as `diff --output json` writes it.
+impl Report {
+    /// Whether pod `pod` and the other party `other` have a flow on both sides.
+    pub fn with_other(&self, pod: usize, other: u32) -> bool {
+        !self.own_nodes[pod].contains(&Some(other))
+    }
+
+    /// The party position of the other party `other`.
+    pub fn other_party(&self, other: u32) -> usize {
+        self.pods_compared + other as usize
+    }
+
+    /// The pods of class `class`, by position.
+    pub fn members(&self, class: u32) -> &[usize] {
+        &self.classes.members[class as usize]
+    }
+
+    /// How many pod flows a class-level change stands for.
+    pub fn flows(&self, change: &ClassChange) -> u64 {
+        match (change.from, change.to) {
+            (End::Class(a), End::Class(b)) => {
+                let (x, y) = (self.members(a).len() as u64, self.members(b).len() as u64);
+                if a == b {
+                    x * (x - 1)
+                } else {
+                    x * y
+                }
+            }
+            (End::Class(a), End::Other(o)) | (End::Other(o), End::Class(a)) => {
+                self.members(a)
+                    .iter()
+                    .filter(|&&p| self.with_other(p, o))
+                    .count() as u64
+            }
+            (End::Other(_), End::Other(_)) => 0,
+        }
+    }
+
+    /// The decisions of a change, before and after.
+    pub fn decisions_of(&self, probe: u32, before: u32, after: u32) -> [&DecisionJson; 2] {
+        let decisions = &self.decisions[probe as usize];
+        [
+            &decisions[0][before as usize],
+            &decisions[1][after as usize],
+        ]
+    }
+
+    /// How many pod flows change, and how many of them are newly denied.
+    pub fn counts(&self) -> (u64, u64) {
+        let (mut all, mut denied) = (0, 0);
+        for change in &self.changes {
+            let flows = self.flows(change);
+            all += flows;
+            let [_, after] = self.decisions_of(change.probe, change.before, change.after);
+            if !after.allowed() {
+                denied += flows;
+            }
+        }
+        (all, denied)
+    }
+
+    /// Every pod flow that changes, one at a time, by probe, then source, then destination
+    /// (parties in their order: pods, then nodes and regions), as a diff per pod pair lists them.
+    pub fn expand(&self, mut each: impl FnMut(Change)) {
+        let n = self.pods_compared;
+        let k = self.classes.len();
+        let others = self.parties.len() - n;
+        for probe in 0..self.probes.len() as u32 {
+            // The changes of this probe by their source: a class or another party.
+            let mut by_class: Vec<Vec<&ClassChange>> = vec![Vec::new(); k];
+            let mut by_other: Vec<Vec<&ClassChange>> = vec![Vec::new(); others];
+            for change in self.changes.iter().filter(|c| c.probe == probe) {
+                match change.from {
+                    End::Class(a) => by_class[a as usize].push(change),
+                    End::Other(o) => by_other[o as usize].push(change),
+                }
+            }
+            let mut targets: Vec<(u32, u32, u32)> = Vec::new();
+            for from in 0..n + others {
+                targets.clear();
+                let changes = if from < n {
+                    &by_class[self.classes.of[from] as usize]
+                } else {
+                    &by_other[from - n]
+                };
+                for change in changes {
+                    match (change.from, change.to) {
+                        (End::Class(_), End::Class(b)) => targets.extend(
+                            self.members(b)
+                                .iter()
+                                .filter(|&&to| to != from)
+                                .map(|&to| (to as u32, change.before, change.after)),
+                        ),
+                        (End::Class(_), End::Other(o)) => {
+                            if self.with_other(from, o) {
+                                let to = self.other_party(o) as u32;
+                                targets.push((to, change.before, change.after));
+                            }
+                        }
+                        (End::Other(o), End::Class(b)) => targets.extend(
+                            self.members(b)
+                                .iter()
+                                .filter(|&&to| self.with_other(to, o))
+                                .map(|&to| (to as u32, change.before, change.after)),
+                        ),
+                        (End::Other(_), End::Other(_)) => {}
+                    }
+                }
+                targets.sort_unstable();
+                for &(to, before, after) in &targets {
+                    each(Change {
+                        probe,
+                        from: from as u32,
+                        to,
+                        before,
+                        after,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// One change as `diff --output json --per-pod` writes it.
 #[derive(Serialize)]
 struct ChangeJson<'a> {
     /// `namespace/pod`, `node NAME` or an outside region.
@@ -78,7 +225,7 @@ impl Report {
     fn json(&self, change: &Change) -> ChangeJson<'_> {
         let (from, to) = (change.from as usize, change.to as usize);
         let (protocol, port) = &self.probe_ports[change.probe as usize];
-        let decisions = &self.decisions[change.probe as usize];
+        let [before, after] = self.decisions_of(change.probe, change.before, change.after);
         ChangeJson {
             from: &self.parties[from].0,
             to: &self.parties[to].0,
@@ -88,145 +235,46 @@ impl Report {
             to_workload: self.workloads[to].as_deref(),
             protocol,
             port: *port,
-            before: &decisions[0][change.before as usize],
-            after: &decisions[1][change.after as usize],
+            before,
+            after,
         }
-    }
-
-    fn newly_denied(&self) -> usize {
-        self.changes
-            .iter()
-            .filter(|c| !self.json(c).after.allowed())
-            .count()
     }
 }
 
-/// Written field by field, the changes one at a time: the same document as a struct holding
-/// every change whole.
-impl Serialize for Report {
+/// `diff -o json --per-pod`: every changed pod flow whole, written one at a time (the document
+/// every `diff -o json` was before the grouped form).
+pub struct PerPod<'a>(pub &'a Report);
+
+impl Serialize for PerPod<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         struct Changes<'a>(&'a Report);
         impl Serialize for Changes<'_> {
             fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                serializer.collect_seq(self.0.changes.iter().map(|c| self.0.json(c)))
+                use serde::ser::SerializeSeq;
+                let mut seq = serializer.serialize_seq(None)?;
+                let mut failed = None;
+                self.0.expand(|change| {
+                    if failed.is_none() {
+                        if let Err(e) = seq.serialize_element(&self.0.json(&change)) {
+                            failed = Some(e);
+                        }
+                    }
+                });
+                match failed {
+                    Some(e) => Err(e),
+                    None => seq.end(),
+                }
             }
         }
+        let report = self.0;
         let mut out = serializer.serialize_struct("DiffJson", 7)?;
-        out.serialize_field("probes", &self.probes)?;
-        out.serialize_field("pods_compared", &self.pods_compared)?;
-        out.serialize_field("pods_only_before", &self.pods_only_before)?;
-        out.serialize_field("pods_only_after", &self.pods_only_after)?;
-        out.serialize_field("nodes_compared", &self.nodes_compared)?;
-        out.serialize_field("outside_regions", &self.outside_regions)?;
-        out.serialize_field("changes", &Changes(self))?;
+        out.serialize_field("probes", &report.probes)?;
+        out.serialize_field("pods_compared", &report.pods_compared)?;
+        out.serialize_field("pods_only_before", &report.pods_only_before)?;
+        out.serialize_field("pods_only_after", &report.pods_only_after)?;
+        out.serialize_field("nodes_compared", &report.nodes_compared)?;
+        out.serialize_field("outside_regions", &report.outside_regions)?;
+        out.serialize_field("changes", &Changes(report))?;
         out.end()
     }
-}
-
-/// Changes that read as one line: the same workloads (or other parties), probe, and deciding
-/// rules before and after, each by an interned position.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-struct LineKey {
-    probe: u32,
-    from: u32,
-    to: u32,
-    before: u32,
-    after: u32,
-}
-
-/// Strings by position, each once.
-#[derive(Default)]
-struct Strings<'a> {
-    index: HashMap<&'a str, u32>,
-}
-
-impl<'a> Strings<'a> {
-    fn id(&mut self, text: &'a str) -> u32 {
-        let next = self.index.len() as u32;
-        *self.index.entry(text).or_insert(next)
-    }
-}
-
-pub fn write_text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    // One line per pair of workloads (or other parties): replicas decide alike. Lines keep the
-    // order of their first change.
-    type Line<'a> = (BTreeSet<&'a str>, BTreeSet<&'a str>, Change);
-    let mut lines: Vec<Line> = Vec::new();
-    let mut line_of: HashMap<LineKey, usize> = HashMap::new();
-    let mut strings = Strings::default();
-    let names: Vec<u32> = (0..report.parties.len())
-        .map(|p| {
-            let name = report.workloads[p]
-                .as_deref()
-                .unwrap_or(&report.parties[p].0);
-            strings.id(name)
-        })
-        .collect();
-    for change in &report.changes {
-        let json = report.json(change);
-        let key = LineKey {
-            probe: change.probe,
-            from: names[change.from as usize],
-            to: names[change.to as usize],
-            before: strings.id(&json.before.deciding_rule),
-            after: strings.id(&json.after.deciding_rule),
-        };
-        match line_of.get(&key) {
-            Some(&line) => {
-                let (froms, tos, _) = &mut lines[line];
-                froms.insert(json.from);
-                tos.insert(json.to);
-            }
-            None => {
-                line_of.insert(key, lines.len());
-                lines.push((
-                    BTreeSet::from([json.from]),
-                    BTreeSet::from([json.to]),
-                    *change,
-                ));
-            }
-        }
-    }
-    let counted = |name: &str, members: &BTreeSet<&str>| {
-        if members.len() > 1 {
-            format!("{name} ({} pods)", members.len())
-        } else {
-            members.iter().next().map_or(name, |m| *m).to_owned()
-        }
-    };
-    for (froms, tos, change) in &lines {
-        let json = report.json(change);
-        let from_name = json.from_workload.unwrap_or(json.from);
-        let to_name = json.to_workload.unwrap_or(json.to);
-        let (from, to) = (counted(from_name, froms), counted(to_name, tos));
-        let probe = &report.probe_labels[change.probe as usize];
-        let verdicts = format!("{} -> {}", json.before.verdict, json.after.verdict);
-        match (json.from_kind, json.to_kind) {
-            ("pod", "pod") => writeln!(out, "{from} -> {to} {probe}: {verdicts}")?,
-            (_, "pod") => writeln!(out, "{probe} from {from} into {to}: {verdicts}")?,
-            _ => writeln!(out, "{probe} from {from} to {to}: {verdicts}")?,
-        }
-        writeln!(out, "  before: {}", json.before.deciding_rule)?;
-        writeln!(out, "  after:  {}", json.after.deciding_rule)?;
-    }
-    for (pods, side) in [
-        (&report.pods_only_before, "BEFORE"),
-        (&report.pods_only_after, "AFTER"),
-    ] {
-        if !pods.is_empty() {
-            writeln!(out, "only in {side} (not compared): {}", pods.join(", "))?;
-        }
-    }
-    let newly_denied = report.newly_denied();
-    writeln!(
-        out,
-        "{} flows change ({newly_denied} newly denied, {} newly allowed) between {} pods, {} \
-         nodes and {} regions outside the cluster on {}",
-        report.changes.len(),
-        report.changes.len() - newly_denied,
-        report.pods_compared,
-        report.nodes_compared,
-        report.outside_regions.len(),
-        report.probe_labels.join(", ")
-    )
 }
