@@ -102,23 +102,55 @@ pub struct FlowDecision {
 
 impl FlowDecision {
     pub fn allowed(&self) -> bool {
-        self.egress.as_ref().is_none_or(Decision::allowed)
-            && self.ingress.as_ref().is_none_or(Decision::allowed)
+        self.as_ref().allowed()
     }
 
     /// The decision that denied the flow, egress first, if any did.
     pub fn denying(&self) -> Option<(Direction, &Decision)> {
-        let egress = self
-            .egress
-            .as_ref()
-            .filter(|d| !d.allowed())
-            .map(|d| (Direction::Egress, d));
-        egress.or_else(|| {
-            self.ingress
-                .as_ref()
-                .filter(|d| !d.allowed())
-                .map(|d| (Direction::Ingress, d))
-        })
+        self.as_ref().denying()
+    }
+
+    /// Both directions borrowed.
+    pub fn as_ref(&self) -> FlowDecisionRef<'_> {
+        FlowDecisionRef {
+            egress: self.egress.as_ref(),
+            ingress: self.ingress.as_ref(),
+        }
+    }
+}
+
+/// A [`FlowDecision`] whose directions are held elsewhere: a matrix of thousands of distinct
+/// flows holds each distinct direction once and names a flow by its two directions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FlowDecisionRef<'a> {
+    pub egress: Option<&'a Decision>,
+    pub ingress: Option<&'a Decision>,
+}
+
+impl<'a> FlowDecisionRef<'a> {
+    pub fn allowed(&self) -> bool {
+        self.egress.is_none_or(Decision::allowed) && self.ingress.is_none_or(Decision::allowed)
+    }
+
+    /// The decision that denied the flow, egress first, if any did.
+    pub fn denying(&self) -> Option<(Direction, &'a Decision)> {
+        let denied = |d: &Option<&'a Decision>| d.filter(|d| !d.allowed());
+        denied(&self.egress)
+            .map(|d| (Direction::Egress, d))
+            .or_else(|| denied(&self.ingress).map(|d| (Direction::Ingress, d)))
+    }
+
+    pub fn to_owned(&self) -> FlowDecision {
+        FlowDecision {
+            egress: self.egress.cloned(),
+            ingress: self.ingress.cloned(),
+        }
+    }
+}
+
+impl<'a> From<&'a FlowDecision> for FlowDecisionRef<'a> {
+    fn from(decision: &'a FlowDecision) -> Self {
+        decision.as_ref()
     }
 }
 

@@ -212,7 +212,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         PortSpec::Number(_) => format!("{protocol}/{port}"),
     };
     if args.output == TextOrJson::Json {
-        let mut flow = FlowJson::new(&query.from, &query.to, protocol, port, &decision);
+        let mut flow = FlowJson::new(&query.from, &query.to, protocol, port, decision.as_ref());
         flow.source = Some(source);
         flow.destination = Some(destination);
         let json = ExplainJson {

@@ -11,7 +11,7 @@ use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes
 use super::what_if::WhatIf;
 use super::{is_mapstate, oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
 use crate::probes::ProbeArgs;
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::{DirectionOracle, FlowDecision};
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
     PodInfo, PodSelector, PolicyEntry, PortRule, Priority, Protocol, Provenance, Tier, Verdict,
@@ -92,7 +92,7 @@ fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
                             decide_between(cluster, oracle.as_ref(), from, to, protocol, port);
                         assert_eq!(
                             matrix.cell(i, j),
-                            alone.as_ref(),
+                            alone.as_ref().map(FlowDecision::as_ref),
                             "{name}: {from} -> {to} {protocol}/{port} with {args:?} ({how}): \
                              the class matrix and the pair decided alone differ"
                         );

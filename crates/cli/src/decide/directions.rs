@@ -10,10 +10,10 @@
 //! pods not on it: a hundred nodes alike are one view, not a hundred decisions per signature.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
+use std::hash::Hash;
 use std::net::IpAddr;
 
-use netpol_engine::flow::{DirectionOracle, FlowDecision};
+use netpol_engine::flow::{DirectionOracle, FlowDecision, FlowDecisionRef};
 use netpol_engine::reference::Decision;
 use netpol_engine::{Direction, IdentityId, IdentityStore, NamedPort, Peer, PodInfo, Protocol};
 
@@ -222,18 +222,56 @@ impl<'a> Views<'a> {
     }
 }
 
-/// Interned decisions: whole flows (what a matrix cell names), their halves, and the halves
-/// already decided per signature and remote identity.
+/// Interned decisions: whole flows (what a matrix cell names) as pairs of their halves, the
+/// halves, and the halves already decided per signature and remote identity.
 #[derive(Default)]
 pub struct Interner {
-    pub decisions: Vec<FlowDecision>,
-    /// Each decision's code by the decision's hash: the decision itself is held once, in
-    /// `decisions` (a second copy as a map key was a third of a 10,000-pod matrix's interner).
-    flows: FastMap<u64, Vec<u32>>,
-    halves: Vec<Decision>,
+    pub decisions: Decisions,
     half_index: HashMap<Decision, u32>,
     pairs: FastMap<(u32, u32), u32>,
     decided: FastMap<(bool, u32, Remote), u32>,
+}
+
+/// Each distinct flow decision of a matrix, by code: a pair of positions in `halves`, each
+/// distinct direction decision held once. *Why:* a direction names its policy and rule in four
+/// strings; a matrix of every probe port at 10,000 pods has half a million distinct flows but
+/// a few thousand distinct directions, and a flow cloned its two was two thirds of its memory.
+#[derive(Debug, Default)]
+pub struct Decisions {
+    halves: Vec<Decision>,
+    flows: Vec<[u32; 2]>,
+}
+
+impl Decisions {
+    /// The flow decision of `code`, or `None` where the code names none ([`UNDEFINED`]).
+    pub fn get(&self, code: u32) -> Option<FlowDecisionRef<'_>> {
+        let [egress, ingress] = *self.flows.get(code as usize)?;
+        let half = |h: u32| (h != NO_HALF).then(|| &self.halves[h as usize]);
+        Some(FlowDecisionRef {
+            egress: half(egress),
+            ingress: half(ingress),
+        })
+    }
+
+    /// How many distinct flow decisions there are (codes `0..len`).
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    /// Each distinct direction decision, once.
+    pub fn halves(&self) -> &[Decision] {
+        &self.halves
+    }
+
+    /// The positions in [`Decisions::halves`] of the egress and ingress halves of `code`,
+    /// `None` where that side is not a pod.
+    pub fn halves_of(&self, code: u32) -> [Option<u32>; 2] {
+        self.flows[code as usize].map(|h| (h != NO_HALF).then_some(h))
+    }
 }
 
 /// A remote as halves are shared over: by its view, or by itself.
@@ -258,19 +296,19 @@ impl Interner {
         let Some(decision) = decision else {
             return UNDEFINED;
         };
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        decision.hash(&mut hasher);
-        let codes = self.flows.entry(hasher.finish()).or_default();
-        if let Some(&code) = codes
-            .iter()
-            .find(|&&c| self.decisions[c as usize] == decision)
-        {
-            return code;
-        }
-        let code = self.decisions.len() as u32;
-        self.decisions.push(decision);
-        codes.push(code);
-        code
+        let egress = decision.egress.map_or(NO_HALF, |d| self.intern_half(d));
+        let ingress = decision.ingress.map_or(NO_HALF, |d| self.intern_half(d));
+        self.pair(egress, ingress)
+    }
+
+    /// The position of a direction decision among the halves.
+    fn intern_half(&mut self, decision: Decision) -> u32 {
+        let next = self.decisions.halves.len() as u32;
+        let halves = &mut self.decisions.halves;
+        *self.half_index.entry(decision).or_insert_with_key(|d| {
+            halves.push(d.clone());
+            next
+        })
     }
 
     /// One half, decided by `oracle` at `endpoint` unless a pod of the same signature has been
@@ -300,29 +338,18 @@ impl Interner {
             Direction::Ingress
         };
         let decision = oracle.decide_direction(endpoint, direction, remote, protocol, port);
-        let next = self.halves.len() as u32;
-        let halves = &mut self.halves;
-        let code = *self.half_index.entry(decision).or_insert_with_key(|d| {
-            halves.push(d.clone());
-            next
-        });
+        let code = self.intern_half(decision);
         self.decided.insert((egress, signature, key), code);
         code
     }
 
     /// The code of the flow made of two halves (either may be [`NO_HALF`]).
     pub fn pair(&mut self, egress: u32, ingress: u32) -> u32 {
-        if let Some(&code) = self.pairs.get(&(egress, ingress)) {
-            return code;
-        }
-        let half = |h: u32| (h != NO_HALF).then(|| self.halves[h as usize].clone());
-        let decision = FlowDecision {
-            egress: half(egress),
-            ingress: half(ingress),
-        };
-        let code = self.flow(Some(decision));
-        self.pairs.insert((egress, ingress), code);
-        code
+        let flows = &mut self.decisions.flows;
+        *self.pairs.entry((egress, ingress)).or_insert_with(|| {
+            flows.push([egress, ingress]);
+            flows.len() as u32 - 1
+        })
     }
 }
 

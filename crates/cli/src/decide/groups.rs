@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use netpol_engine::flow::FlowDecision;
+use netpol_engine::flow::FlowDecisionRef;
 
 use super::matrix::{Matrix, Party, UNDEFINED};
 use crate::scenario::{Cluster, PodRef};
@@ -141,8 +141,8 @@ impl<'g> Grouped<'g> {
     }
 
     /// The decision between the pods (or party) of group `a` and those of group `b`.
-    pub fn cell<'m>(&self, matrix: &'m Matrix, a: usize, b: usize) -> Option<&'m FlowDecision> {
-        matrix.decisions.get(self.code(matrix, a, b) as usize)
+    pub fn cell<'m>(&self, matrix: &'m Matrix, a: usize, b: usize) -> Option<FlowDecisionRef<'m>> {
+        matrix.decisions.get(self.code(matrix, a, b))
     }
 
     /// The decision code (a position in `matrix.decisions`, or [`UNDEFINED`]) between the

@@ -7,11 +7,11 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
-use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision};
+use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision, FlowDecisionRef};
 use netpol_engine::{IdentityId, Protocol};
 
 pub use super::classes::Classes;
-use super::directions::{pod_pair, with_address, Interner, Signatures, Views};
+use super::directions::{pod_pair, with_address, Decisions, Interner, Signatures, Views};
 use super::grid::Grid;
 pub use super::parties::{node_parties, outside_parties, pod_parties, Party};
 use crate::scenario::{Cluster, Endpoint, PodRef};
@@ -32,8 +32,8 @@ pub struct Matrix {
     /// How many of the parties are pods.
     pub pods: usize,
     classes: Rc<Classes>,
-    /// Each distinct decision once; cells name them by position.
-    pub decisions: Vec<FlowDecision>,
+    /// Each distinct decision once; cells name them by code.
+    pub decisions: Decisions,
     /// `[from class][to class]`: between two distinct pods of the classes.
     between_classes: Grid,
     /// `[from class][other]` and `[other][to class]`: between a pod of the class that is not on
@@ -46,7 +46,7 @@ pub struct Matrix {
 
 impl Matrix {
     /// The scenario-format character of a cell: `.` allowed, `X` denied, `-` undefined.
-    pub fn symbol(cell: Option<&FlowDecision>) -> char {
+    pub fn symbol(cell: Option<FlowDecisionRef>) -> char {
         match cell {
             Some(d) if d.allowed() => '.',
             Some(_) => 'X',
@@ -86,8 +86,8 @@ impl Matrix {
     }
 
     /// The flow from party `from` to party `to`, by position.
-    pub fn cell(&self, from: usize, to: usize) -> Option<&FlowDecision> {
-        self.decisions.get(self.code(from, to) as usize)
+    pub fn cell(&self, from: usize, to: usize) -> Option<FlowDecisionRef<'_>> {
+        self.decisions.get(self.code(from, to))
     }
 
     /// The decision code of the flow from a pod of class `from` to another pod of class `to`.
@@ -124,7 +124,7 @@ impl Matrix {
         for (a, &from) in sizes.iter().enumerate() {
             for (b, &to) in sizes.iter().enumerate() {
                 let pairs = if a == b { from * (from - 1) } else { from * to };
-                if let Some(d) = self.decisions.get(self.class_code(a, b) as usize) {
+                if let Some(d) = self.decisions.get(self.class_code(a, b)) {
                     defined += pairs;
                     allowed += if d.allowed() { pairs } else { 0 };
                 }
@@ -140,7 +140,7 @@ impl Matrix {
         for pod in 0..self.pods {
             for other in self.pods..self.party_count {
                 for code in [self.code(pod, other), self.code(other, pod)] {
-                    if let Some(d) = self.decisions.get(code as usize) {
+                    if let Some(d) = self.decisions.get(code) {
                         defined += 1;
                         allowed += u64::from(d.allowed());
                     }

@@ -294,8 +294,9 @@ fn explain(
             })
         })
     };
-    describe::deciding_rules(&FlowDecision {
+    let decision = FlowDecision {
         egress: side(Direction::Egress, flow.src),
         ingress: side(Direction::Ingress, flow.dst),
-    })
+    };
+    describe::deciding_rules(decision.as_ref())
 }

@@ -3,9 +3,6 @@
 //! parties with one decision. A matrix of thousands of workloads is then as large as what
 //! differs along its rows, not workloads squared times a decision's description.
 
-use std::collections::HashMap;
-
-use netpol_engine::flow::FlowDecision;
 use netpol_engine::reference::Decision;
 use serde::ser::{SerializeSeq, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -33,7 +30,7 @@ pub struct Cells<'a> {
     matrix: &'a Matrix,
     groups: &'a [Group],
     /// Each distinct direction decision once.
-    directions: Vec<&'a Decision>,
+    directions: &'a [Decision],
     /// Per flow decision of the matrix (by code): its entry in `decisions`.
     decisions: Vec<DecisionRef>,
 }
@@ -41,29 +38,22 @@ pub struct Cells<'a> {
 impl<'a> Cells<'a> {
     /// `groups` are every party's group, pods' first (as `decide::groups::group` orders them).
     pub fn new(matrix: &'a Matrix, groups: &'a [Group]) -> Self {
-        let mut directions: Vec<&Decision> = Vec::new();
-        let mut index: HashMap<&Decision, u32> = HashMap::new();
-        let mut intern = |d: Option<&'a Decision>| {
-            d.map(|d| {
-                *index.entry(d).or_insert_with(|| {
-                    directions.push(d);
-                    directions.len() as u32 - 1
-                })
-            })
-        };
-        let decisions = matrix
-            .decisions
-            .iter()
-            .map(|d: &FlowDecision| DecisionRef {
-                verdict: describe::verdict_word(d.allowed()),
-                egress: intern(d.egress.as_ref()),
-                ingress: intern(d.ingress.as_ref()),
+        // The matrix holds each distinct direction once and a flow as a pair of them.
+        let table = &matrix.decisions;
+        let decisions = (0..table.len() as u32)
+            .map(|code| {
+                let [egress, ingress] = table.halves_of(code);
+                DecisionRef {
+                    verdict: describe::verdict_word(table.get(code).is_some_and(|d| d.allowed())),
+                    egress,
+                    ingress,
+                }
             })
             .collect();
         Cells {
             matrix,
             groups,
-            directions,
+            directions: table.halves(),
             decisions,
         }
     }
@@ -116,7 +106,7 @@ impl Serialize for Rows<'_, '_> {
 impl Serialize for Cells<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut cells = serializer.serialize_struct("Cells", 3)?;
-        let directions: Vec<DirectionJson> = self.directions.iter().map(|&d| d.into()).collect();
+        let directions: Vec<DirectionJson> = self.directions.iter().map(Into::into).collect();
         cells.serialize_field("directions", &directions)?;
         cells.serialize_field("decisions", &self.decisions)?;
         cells.serialize_field("rows", &Rows(self))?;

@@ -1,7 +1,7 @@
 //! Words for decisions: which rule decided a direction of a flow, or why the default applied.
 //! Shared by `check` (one line per mismatch) and `explain` (one line per direction).
 
-use netpol_engine::flow::FlowDecision;
+use netpol_engine::flow::FlowDecisionRef;
 use netpol_engine::reference::{Decision, Reason};
 use netpol_engine::{AuthMode, Direction, Provenance, Tier};
 
@@ -62,16 +62,16 @@ pub fn decision(decision: &Decision) -> String {
 
 /// The rule behind a whole flow's verdict: the denying direction for a denied flow, both
 /// directions that were evaluated for an allowed one.
-pub fn deciding_rules(flow: &FlowDecision) -> String {
+pub fn deciding_rules(flow: FlowDecisionRef) -> String {
     if let Some((direction, denial)) = flow.denying() {
         return format!("{direction}: {}", decision(denial));
     }
     let sides: Vec<String> = [
-        (Direction::Egress, &flow.egress),
-        (Direction::Ingress, &flow.ingress),
+        (Direction::Egress, flow.egress),
+        (Direction::Ingress, flow.ingress),
     ]
     .into_iter()
-    .filter_map(|(direction, d)| d.as_ref().map(|d| format!("{direction}: {}", decision(d))))
+    .filter_map(|(direction, d)| d.map(|d| format!("{direction}: {}", decision(d))))
     .collect();
     if sides.is_empty() {
         "neither side is a pod, so no policy applies".into()
@@ -83,6 +83,7 @@ pub fn deciding_rules(flow: &FlowDecision) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use netpol_engine::flow::FlowDecision;
     use netpol_engine::{Priority, Verdict};
 
     fn rule(tier: Tier, verdict: Verdict) -> Decision {
@@ -117,7 +118,7 @@ mod tests {
             ingress: None,
         };
         assert_eq!(
-            deciding_rules(&flow),
+            deciding_rules(flow.as_ref()),
             "egress: deny by AdminNetworkPolicy deny-egress rule no-test-net (Admin tier, priority 50)"
         );
     }
@@ -142,7 +143,7 @@ mod tests {
             ingress: Some(rule(Tier::Normal, Verdict::Allow)),
         };
         assert_eq!(
-            deciding_rules(&flow),
+            deciding_rules(flow.as_ref()),
             "egress: allow: no rule matched and nothing isolates the pod: default allow, \
              requiring authentication; ingress: allow by AdminNetworkPolicy deny-egress rule \
              no-test-net (Normal tier)"
@@ -152,7 +153,7 @@ mod tests {
             ingress: Some(isolated),
         };
         assert_eq!(
-            deciding_rules(&denied),
+            deciding_rules(denied.as_ref()),
             "ingress: deny: no Normal-tier rule matched and NetworkPolicy x/deny-all isolates the pod"
         );
     }

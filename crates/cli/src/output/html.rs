@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use netpol_engine::flow::FlowDecision;
+use netpol_engine::flow::FlowDecisionRef;
 use serde::Serialize;
 
 use super::describe;
@@ -60,7 +60,7 @@ impl PageMatrix {
     fn new(groups: &[Group], matrix: &Matrix) -> Self {
         let mut rules: Vec<String> = Vec::new();
         let mut rule_index: HashMap<String, i64> = HashMap::new();
-        let mut code = |decision: &FlowDecision| {
+        let mut code = |decision: FlowDecisionRef| {
             let rule = describe::deciding_rules(decision);
             let next = rule_index.len() as i64;
             let index = *rule_index.entry(rule.clone()).or_insert_with(|| {
@@ -70,15 +70,16 @@ impl PageMatrix {
             2 * index + i64::from(decision.allowed())
         };
         // Each distinct decision is described once.
-        let mut codes: HashMap<*const FlowDecision, i64> = HashMap::new();
+        let mut codes: HashMap<u32, i64> = HashMap::new();
         let grouped = Grouped::new(groups, matrix);
         let mut cells: Vec<Vec<i64>> = (0..groups.len())
             .map(|a| {
                 let mut row: Vec<i64> = Vec::new();
                 for b in 0..groups.len() {
-                    let cell = match grouped.cell(matrix, a, b) {
+                    let flow = grouped.code(matrix, a, b);
+                    let cell = match matrix.decisions.get(flow) {
                         None => UNDEFINED,
-                        Some(d) => *codes.entry(d as *const _).or_insert_with(|| code(d)),
+                        Some(d) => *codes.entry(flow).or_insert_with(|| code(d)),
                     };
                     match row.len() {
                         n if n >= 2 && row[n - 2] == cell => row[n - 1] += 1,

@@ -1,7 +1,7 @@
 //! The machine-readable form of decisions, shared by every `--output json`. Field names are
 //! stable and documented in `docs/cli.md`; a new field may be added, none renamed or removed.
 
-use netpol_engine::flow::FlowDecision;
+use netpol_engine::flow::{FlowDecision, FlowDecisionRef};
 use netpol_engine::reference::{Decision, Reason};
 use netpol_engine::{AuthMode, Protocol, Provenance, Tier};
 use serde::Serialize;
@@ -117,14 +117,20 @@ impl DecisionJson {
     }
 }
 
-impl From<&FlowDecision> for DecisionJson {
-    fn from(decision: &FlowDecision) -> Self {
+impl From<FlowDecisionRef<'_>> for DecisionJson {
+    fn from(decision: FlowDecisionRef) -> Self {
         DecisionJson {
             verdict: describe::verdict_word(decision.allowed()),
-            egress: decision.egress.as_ref().map(Into::into),
-            ingress: decision.ingress.as_ref().map(Into::into),
+            egress: decision.egress.map(Into::into),
+            ingress: decision.ingress.map(Into::into),
             deciding_rule: describe::deciding_rules(decision),
         }
+    }
+}
+
+impl From<&FlowDecision> for DecisionJson {
+    fn from(decision: &FlowDecision) -> Self {
+        decision.as_ref().into()
     }
 }
 
@@ -153,7 +159,7 @@ impl FlowJson {
         to: impl ToString,
         protocol: Protocol,
         port: u16,
-        decision: &FlowDecision,
+        decision: FlowDecisionRef,
     ) -> Self {
         FlowJson {
             from: from.to_string(),

@@ -245,13 +245,18 @@ fn changes(setup: &Setup, matrices: &[Vec<Matrix>; 2]) -> (Vec<ClassChange>, Dec
         let mut position = |side: usize, code: u32, matrix: &Matrix| {
             let (index, list) = &mut converted[side];
             *index.entry(code).or_insert_with(|| {
-                list.push((&matrix.decisions[code as usize]).into());
+                list.push(
+                    matrix
+                        .decisions
+                        .get(code)
+                        .expect("a changed flow is defined")
+                        .into(),
+                );
                 list.len() as u32 - 1
             })
         };
         let mut change = |from: End, to: End, x: u32, y: u32| {
-            let verdict =
-                |m: &Matrix, code: u32| m.decisions.get(code as usize).map(|d| d.allowed());
+            let verdict = |m: &Matrix, code: u32| m.decisions.get(code).map(|d| d.allowed());
             if matches!((verdict(was, x), verdict(now, y)), (Some(a), Some(b)) if a != b) {
                 changes.push(ClassChange {
                     probe: p as u32,
