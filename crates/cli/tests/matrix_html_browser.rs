@@ -2,7 +2,8 @@
 //! script must run without errors and draw what `--output json` says. A small page opens on
 //! every group (`#all`) and is compared with JSON cell by cell; a large page opens on the
 //! overview of namespace pairs, whose counts are compared with JSON's, and its `#pair=A,B` and
-//! `#namespace=NS` views draw exactly those namespaces' cells.
+//! `#namespace=NS` views draw exactly those namespaces' cells; a 10,000-pod page stays under
+//! 5 MB and draws without script errors (nothing here is timed; `benches/html_draw.rs` times it).
 //!
 //! Without chromium the tests fail with instructions, unless `NETPOL_SKIP_BROWSER=1` is set.
 
@@ -550,4 +551,45 @@ document.getElementById(\"clicked\").textContent = location.hash;
             "{fragment}"
         );
     }
+}
+
+/// The 10,000-pod synthetic cluster's page (one probe port): under 5 MB, and it draws its
+/// overview in chromium without script errors. Not timed here (see `benches/html_draw.rs`).
+#[test]
+fn a_10000_pod_html_matrix_is_under_5_mb_and_draws() {
+    let scratch = Scratch::new("html-10000");
+    let cluster = scratch.synth(10_000);
+    let html = netpol(&[
+        "matrix",
+        "--protocol",
+        "TCP",
+        "--port",
+        "80",
+        "-o",
+        "html",
+        "-f",
+        &cluster,
+    ]);
+    assert!(
+        html.len() < 5_000_000,
+        "a 10,000-pod page of {} bytes",
+        html.len()
+    );
+    let page = scratch.0.join("matrix.html");
+    std::fs::write(&page, &html).unwrap();
+    let Some(dom) = rendered_dom(&page, "", &scratch) else {
+        return;
+    };
+    let status = status_marker(&dom);
+    assert_eq!(attribute(status, "data-view").as_deref(), Some("overview"));
+    let canvases = tags(&dom, "canvas");
+    assert_eq!(canvases.len(), 1);
+    let canvas = canvases[0].1;
+    let n = number(canvas, "data-namespaces");
+    assert!(n > 1, "{canvas}");
+    let squares: usize = ["allow", "deny", "mixed", "none"]
+        .iter()
+        .map(|kind| number(canvas, &format!("data-{kind}")))
+        .sum();
+    assert_eq!(squares, n * n, "a square per pair of namespaces: {canvas}");
 }
