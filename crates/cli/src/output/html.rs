@@ -6,13 +6,29 @@
 //! the page carries the groups with their pods once and, per matrix, each distinct deciding rule
 //! once and one number per pair of groups naming its verdict and rule (the per-direction detail
 //! is left out), and builds its tables in the browser, so the two cannot disagree and a page
-//! grows with workloads squared, not pods squared. A namespace filter redraws the tables for
-//! one namespace's groups (a page of more than 300 groups opens on its first namespace); runs
-//! of equal cells in a row are written once with their length, the most used rules numbered
-//! first; clicking a row or column head lists the group's pods. When it has
-//! drawn the tables it sets a hidden marker, `<p id="netpol-status" data-cells="N">`; a script
-//! error is written into `#netpol-errors` instead, so a headless browser can tell that the page
-//! worked.
+//! grows with workloads squared, not pods squared. Runs of equal cells in a row are written
+//! once with their length, the most used rules numbered first.
+//!
+//! What is shown follows the address's fragment, so that a view can be linked to and the
+//! browser's back button returns from it; the "Show" filter and the overview set it:
+//!
+//! - `#all`: every group against every group (the first view of a page of up to 300 groups, or
+//!   of one namespace);
+//! - `#overview` (a page of more than one namespace): one square per pair of namespaces, drawn
+//!   on a canvas, green where every pair of their groups is allowed, red where every one is
+//!   denied, amber where some are, grey where no flow is defined (the first view of a page of
+//!   more than 300 groups: thousands of rows squared do not draw in a browser);
+//! - `#namespace=NS`: the groups of one namespace against each other;
+//! - `#pair=FROM,TO`: the groups of namespace `FROM` (rows) against those of `TO` (columns), as a
+//!   click on an overview square opens.
+//!
+//! Any other fragment opens the first view. Clicking a row or column head lists the group's
+//! pods. When it has drawn a view the script sets a hidden marker, `<p id="netpol-status"
+//! data-view="overview|all|namespace|pair" data-cells="N" data-shown="ROWS" data-columns="COLUMNS">`
+//! (cells counts table cells over every tab, 0 on the overview), and each overview canvas its
+//! counts of namespace pairs by colour (`data-allow`, `data-deny`, `data-mixed`, `data-none`,
+//! and `data-namespaces`); a script error is written into `#netpol-errors` instead, so a
+//! headless browser can tell that the page worked.
 
 use std::collections::HashMap;
 
@@ -147,9 +163,11 @@ impl PageData {
 const STYLE: &str = r#"
 body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 1.2em; }
+h2 { font-size: 1em; font-weight: normal; }
 nav button { font: inherit; padding: .3em .8em; margin-right: .3em; border: 1px solid #999;
   background: #f4f4f4; cursor: pointer; }
 nav button.active { background: #2b5fad; color: white; border-color: #2b5fad; }
+button.back { font: inherit; margin-left: 1em; cursor: pointer; }
 section { display: none; margin-top: 1em; }
 section.active { display: block; }
 table { border-collapse: collapse; }
@@ -161,19 +179,22 @@ td.deny { background: #f2b8b5; }
 td.none { background: #eee; color: #999; }
 td.cell { cursor: pointer; min-width: 1.5em; }
 td.selected { outline: 2px solid #222; }
+canvas.overview { cursor: pointer; border: 1px solid #ccc; image-rendering: pixelated; }
 #netpol-detail { margin-top: 1em; min-height: 1.5em; font-family: monospace; }
 #netpol-errors { color: #a00; }
 .legend span { padding: 0 .5em; margin-right: .5em; }
 "#;
 
-const SCRIPT: &str = r#"
+const SCRIPT: &str = r##"
 "use strict";
 const errors = document.getElementById("netpol-errors");
 window.addEventListener("error", (e) => {
   errors.textContent += "script error: " + e.message + "\n";
 });
-// Groups beyond which the page opens on one namespace ("all" stays in the filter).
+// Groups beyond which the page opens on the overview of namespace pairs (when it has more than
+// one namespace): thousands of rows squared do not draw. "all" stays in the filter.
 const LARGE = 300;
+const COLOURS = { allow: "#bfe5bf", deny: "#f2b8b5", mixed: "#f5d58a", none: "#eeeeee" };
 function el(tag, attrs, text) {
   const node = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
@@ -200,25 +221,26 @@ function shortName(group) {
   const slash = group.label.indexOf("/");
   return slash < 0 ? group.label : group.label.slice(slash + 1);
 }
-function drawTable(m, label, groups, shown) {
+// The cells from the groups `rows` to the groups `columns`, under namespace headers.
+function drawTable(m, label, groups, rows, columns) {
   const table = el("table");
   const nsRow = el("tr");
   nsRow.appendChild(el("th", { colspan: "2", rowspan: "2" }, "from \\ to"));
-  for (const r of runs(shown, groups)) nsRow.appendChild(el("th", { class: "ns", colspan: String(r.count) }, r.ns));
+  for (const r of runs(columns, groups)) nsRow.appendChild(el("th", { class: "ns", colspan: String(r.count) }, r.ns));
   const head = el("tr");
-  for (const g of shown) head.appendChild(el("th", { class: "pod", title: groups[g].label, "data-group": String(g) }, shortName(groups[g])));
+  for (const g of columns) head.appendChild(el("th", { class: "pod", title: groups[g].label, "data-group": String(g) }, shortName(groups[g])));
   table.append(nsRow, head);
   let cells = 0;
   let at = 0;
-  for (const r of runs(shown, groups)) {
+  for (const r of runs(rows, groups)) {
     for (let i = 0; i < r.count; i++, at++) {
-      const row = shown[at];
+      const row = rows[at];
       const from = groups[row].label;
       const rowCells = expand(m.cells[row]);
       const tr = el("tr");
       if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(r.count) }, r.ns));
       tr.appendChild(el("th", { class: "pod", title: from, "data-group": String(row) }, shortName(groups[row])));
-      for (const column of shown) {
+      for (const column of columns) {
         const to = groups[column].label;
         const code = rowCells[column];
         const verdict = code < 0 ? "none" : (code % 2 ? "allow" : "deny");
@@ -238,18 +260,102 @@ function drawTable(m, label, groups, shown) {
   }
   return { table, cells };
 }
+// The page's namespaces in order of first appearance (`names`), each group's namespace by
+// number (`of`), and per group where the run of consecutive groups of its namespace ends
+// (`runEnd`: groups come sorted by namespace, but a run is all that is assumed).
+function namespaces(groups) {
+  const names = [], index = new Map();
+  const of = new Int32Array(groups.length), runEnd = new Int32Array(groups.length);
+  groups.forEach((g, i) => {
+    if (!index.has(g.namespace)) { index.set(g.namespace, names.length); names.push(g.namespace); }
+    of[i] = index.get(g.namespace);
+  });
+  for (let i = groups.length - 1; i >= 0; i--) {
+    runEnd[i] = i + 1 < groups.length && of[i + 1] === of[i] ? runEnd[i + 1] : i + 1;
+  }
+  return { names, index, of, runEnd };
+}
+// Per pair of namespaces (`from * n + to`), how many pairs of their groups are allowed and how
+// many denied: each row's runs are cut where the columns' namespace changes.
+function summarize(m, space) {
+  const n = space.names.length;
+  const allow = new Uint32Array(n * n), deny = new Uint32Array(n * n);
+  m.cells.forEach((row, g) => {
+    const from = space.of[g] * n;
+    let column = 0;
+    for (let i = 0; i < row.length; i += 2) {
+      const code = row[i], end = column + row[i + 1];
+      while (code >= 0 && column < end) {
+        const stop = Math.min(end, space.runEnd[column]);
+        (code % 2 ? allow : deny)[from + space.of[column]] += stop - column;
+        column = stop;
+      }
+      column = end;
+    }
+  });
+  return { allow, deny };
+}
+// A pair of namespaces' colour: every pair of their groups allowed, every one denied, some of
+// each, or no flow defined.
+function kind(allow, deny) {
+  return allow + deny === 0 ? "none" : (deny === 0 ? "allow" : (allow === 0 ? "deny" : "mixed"));
+}
+// The whole cluster at a glance: one square per pair of namespaces, sources as rows. Hovering
+// names the pair and its counts; a click opens its groups (`open`). The canvas carries its
+// counts of squares by colour (`data-allow`, ...) for tests.
+function drawOverview(label, space, summary, open, detail) {
+  const n = space.names.length;
+  const size = Math.max(2, Math.min(16, Math.floor(1000 / n)));
+  const canvas = el("canvas", { class: "overview", width: String(n * size), height: String(n * size) });
+  const context = canvas.getContext("2d");
+  const counts = { allow: 0, deny: 0, mixed: 0, none: 0 };
+  for (let a = 0; a < n; a++) {
+    for (let b = 0; b < n; b++) {
+      const k = kind(summary.allow[a * n + b], summary.deny[a * n + b]);
+      counts[k]++;
+      context.fillStyle = COLOURS[k];
+      context.fillRect(b * size, a * size, size, size);
+    }
+  }
+  for (const [k, c] of Object.entries(counts)) canvas.setAttribute("data-" + k, String(c));
+  canvas.setAttribute("data-namespaces", String(n));
+  // The square under the mouse (offsets are from inside the canvas's border).
+  const square = (e) => {
+    const b = Math.floor(e.offsetX / size), a = Math.floor(e.offsetY / size);
+    return a >= 0 && a < n && b >= 0 && b < n ? [a, b] : null;
+  };
+  canvas.addEventListener("mousemove", (e) => {
+    const at = square(e);
+    if (!at) return;
+    const [a, b] = at;
+    const allow = summary.allow[a * n + b], deny = summary.deny[a * n + b];
+    canvas.title = space.names[a] + " -> " + space.names[b] + " " + label + ": " + allow + " of "
+      + (allow + deny) + " pairs of groups allowed";
+    detail.textContent = canvas.title + " (click for its groups)";
+  });
+  canvas.addEventListener("click", (e) => {
+    const at = square(e);
+    if (at) open({ kind: "pair", from: space.names[at[0]], to: space.names[at[1]] });
+  });
+  const heading = el("h2", {}, label + ": " + n + " namespaces, sources as rows; " + counts.allow
+    + " pairs of namespaces all allowed, " + counts.deny + " all denied, " + counts.mixed
+    + " mixed, " + counts.none + " without flows");
+  return [heading, canvas];
+}
 function draw(data) {
   const nav = document.getElementById("netpol-tabs");
   const main = document.getElementById("netpol-matrices");
   const detail = document.getElementById("netpol-detail");
-  const filter = document.getElementById("netpol-namespace");
+  const filter = document.getElementById("netpol-view");
+  const status = document.getElementById("netpol-status");
   const groups = data.groups;
-  const namespaces = [...new Set(groups.map((g) => g.namespace))];
-  for (const ns of namespaces) filter.appendChild(el("option", { value: ns }, ns));
-  // A large matrix opens on its first namespace: thousands of rows squared do not draw.
-  if (groups.length > LARGE && namespaces.length > 1) filter.value = namespaces[0];
+  const space = namespaces(groups);
+  const first = groups.length > LARGE && space.names.length > 1 ? "overview" : "all";
+  // The filter's values are the fragments it opens.
+  if (space.names.length > 1) filter.appendChild(el("option", { value: "overview" }, "overview: every pair of namespaces"));
+  filter.appendChild(el("option", { value: "all" }, "all " + groups.length + " groups"));
+  for (const ns of space.names) filter.appendChild(el("option", { value: fragment({ kind: "namespace", from: ns }) }, "namespace " + ns));
   const sections = [];
-  let active = 0;
   data.matrices.forEach((m, index) => {
     const label = m.protocol + "/" + m.port;
     const button = el("button", { "data-tab": String(index) }, label);
@@ -259,12 +365,11 @@ function draw(data) {
       main.querySelectorAll("section").forEach((s) => s.classList.remove("active"));
       button.classList.add("active");
       section.classList.add("active");
-      active = index;
     });
     if (index === 0) { button.classList.add("active"); section.classList.add("active"); }
     nav.appendChild(button);
     main.appendChild(section);
-    sections.push({ m, label, section });
+    sections.push({ m, label, section, summary: null });
   });
   // One listener for every cell and header: a cell's rule, or a group's pods, on click.
   main.addEventListener("click", (e) => {
@@ -278,26 +383,73 @@ function draw(data) {
       detail.textContent = g.label + ": " + g.pods.join(", ");
     }
   });
-  function redraw() {
-    const ns = filter.value;
-    const shown = [];
-    groups.forEach((g, i) => { if (ns === "" || g.namespace === ns) shown.push(i); });
+  // The view a fragment names: #overview, #all, #namespace=NS or #pair=FROM,TO; any other (or
+  // none) is the page's first view.
+  function viewOf(hash) {
+    let text = hash.replace(/^#/, "");
+    try { text = decodeURIComponent(text); } catch (_) { /* taken as written */ }
+    if (text === "all" || (text === "overview" && space.names.length > 1)) return { kind: text };
+    if (text.startsWith("namespace=")) return { kind: "namespace", from: text.slice(10), to: text.slice(10) };
+    if (text.startsWith("pair=")) {
+      const [from, to = from] = text.slice(5).split(",");
+      return { kind: "pair", from, to };
+    }
+    return { kind: first };
+  }
+  function fragment(view) {
+    if (view.kind === "namespace") return "namespace=" + encodeURIComponent(view.from);
+    if (view.kind === "pair") return "pair=" + encodeURIComponent(view.from) + "," + encodeURIComponent(view.to);
+    return view.kind;
+  }
+  // Opening a view changes the fragment; the fragment's change draws it (so back and forward work).
+  function open(view) { location.hash = fragment(view); }
+  function render(view) {
+    const inNamespace = (ns) => {
+      const number = space.index.get(ns), out = [];
+      space.of.forEach((of, i) => { if (of === number) out.push(i); });
+      return out;
+    };
+    const every = groups.map((_, i) => i);
+    const [rows, columns] = view.kind === "all" ? [every, every]
+      : (view.kind === "overview" ? [[], []] : [inNamespace(view.from), inNamespace(view.to)]);
+    // A pair of namespaces is not in the filter; its hidden blank option stands for it.
+    filter.value = view.kind === "pair" ? "" : fragment(view);
     let cells = 0;
     for (const s of sections) {
       s.section.replaceChildren();
-      const drawn = drawTable(s.m, s.label, groups, shown);
+      if (view.kind === "overview") {
+        s.summary = s.summary || summarize(s.m, space);
+        s.section.append(...drawOverview(s.label, space, s.summary, open, detail));
+        continue;
+      }
+      if (view.kind !== "all") {
+        const missing = [...new Set([view.from, view.to])].filter((ns) => !space.index.has(ns));
+        const heading = el("h2", {}, missing.length ? "no namespace " + missing.join(", ") + " on this page"
+          : (view.kind === "pair" ? view.from + " -> " + view.to : "namespace " + view.from) + " "
+            + s.label + ": " + rows.length + " by " + columns.length + " groups");
+        if (space.names.length > 1) {
+          const back = el("button", { class: "back" }, "back to the overview");
+          back.addEventListener("click", () => open({ kind: "overview" }));
+          heading.appendChild(back);
+        }
+        s.section.appendChild(heading);
+        if (missing.length) continue;
+      }
+      const drawn = drawTable(s.m, s.label, groups, rows, columns);
       s.section.appendChild(drawn.table);
       cells += drawn.cells;
     }
-    const status = document.getElementById("netpol-status");
+    status.setAttribute("data-view", view.kind);
     status.setAttribute("data-cells", String(cells));
-    status.setAttribute("data-shown", String(shown.length));
+    status.setAttribute("data-shown", String(rows.length));
+    status.setAttribute("data-columns", String(columns.length));
   }
-  filter.addEventListener("change", redraw);
-  redraw();
+  filter.addEventListener("change", () => { location.hash = filter.value; });
+  window.addEventListener("hashchange", () => render(viewOf(location.hash)));
+  render(viewOf(location.hash));
 }
 draw(JSON.parse(document.getElementById("netpol-data").textContent));
-"#;
+"##;
 
 /// The whole page for `data` (the `--output json` value), titled `title`.
 pub fn page(title: &str, data: &impl Serialize) -> String {
@@ -306,10 +458,11 @@ pub fn page(title: &str, data: &impl Serialize) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n\
          <style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n\
          <p class=\"legend\"><span class=\"allow\" style=\"background:#bfe5bf\">. allowed</span>\
-         <span style=\"background:#f2b8b5\">X denied</span><span style=\"background:#eee\">- no flow</span>\
+         <span style=\"background:#f2b8b5\">X denied</span><span style=\"background:#f5d58a\">some allowed \
+         (overview)</span><span style=\"background:#eee\">- no flow</span>\
          Hover over a cell for the deciding rule, or click it.</p>\n\
-         <p><label>Namespace <select id=\"netpol-namespace\"><option value=\"\">all</option></select></label> \
-         Click a row or column head for its pods.</p>\n\
+         <p><label>Show <select id=\"netpol-view\"><option value=\"\" hidden>a pair of namespaces</option></select></label> \
+         Click a row or column head for its pods, a square of the overview for its namespaces' workloads.</p>\n\
          <nav id=\"netpol-tabs\"></nav>\n<div id=\"netpol-matrices\"></div>\n\
          <div id=\"netpol-detail\"></div>\n<pre id=\"netpol-errors\"></pre>\n\
          <p id=\"netpol-status\" data-cells=\"\" hidden></p>\n\
