@@ -79,6 +79,14 @@ impl ReadOne {
             content,
         }
     }
+
+    /// The kind, namespace and name of an object of a kind netpol reads, read without error.
+    pub fn object_ref(&self) -> Option<netpol_api::ObjectRef> {
+        match &self.content {
+            Content::Object { read: Ok(read), .. } => Some(read.object.object_ref()),
+            _ => None,
+        }
+    }
 }
 
 /// How an object is named after its position (`(NetworkPolicy x/deny-all)`) and what it is,

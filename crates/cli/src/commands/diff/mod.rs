@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
+mod common;
 mod compare;
 mod groups;
 mod json;
@@ -138,7 +139,11 @@ fn load_files(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, 
     let stdin = read_stdin(args.shared.filenames.iter().chain([before, after]))?;
     let flags = args.shared.read.flags();
     let mut messages = Vec::new();
-    if let Some([before, after]) = load_shared(args, [before, after], &stdin, flags) {
+    let together = match args.shared.filenames.is_empty() {
+        true => common::load_common(before, after, flags),
+        false => load_shared(args, [before, after], &stdin, flags),
+    };
+    if let Some([before, after]) = together {
         let before = report(before, &mut messages);
         let after = report(after, &mut messages);
         write_once(&messages, err)?;
