@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_datapath::sets::{BookedSet, SetBook, SetDelta, SetStep, SlotId};
+use netpol_datapath::sets::{BookedSet, IdentityDigests, SetBook, SetDelta, SetStep, SlotId};
 use netpol_datapath::{DatapathError, Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 use sha2::{Digest, Sha256};
@@ -85,21 +85,17 @@ fn identity_digest(id: IdentityId, store: &IdentityStore) -> u128 {
 /// The set's id: [`NETPOL_SET_PREFIX`] and the first 64 bits of a SHA-256 of its family and the
 /// sum of its identities' digests.
 pub fn set_id(set: &RemoteSet, store: &IdentityStore) -> String {
-    id_of_digests(
-        set.family,
-        set.identities.iter().map(|id| identity_digest(*id, store)),
-        0,
-    )
+    let sum = set
+        .identities
+        .iter()
+        .map(|id| identity_digest(*id, store))
+        .fold(0u128, u128::wrapping_add);
+    id_of_sum(set.family, sum, 0)
 }
 
-/// [`set_id`] from the identities' digests, in any order, salted for a set whose canonical id
-/// another set holds (`salt` > 0; see `netpol_datapath::sets::book`). Summed rather than hashed
-/// in order: a set of thousands of identities needs no sort of their keys (sorting and hashing
-/// them was a tenth of what a pod of a new label set cost at 150,000 pods), and a key is kept as
-/// 16 bytes rather than whole. A sum of 128-bit digests, hashed again, is as unlikely to collide
-/// as the 64-bit id itself.
-fn id_of_digests(family: Family, digests: impl Iterator<Item = u128>, salt: u32) -> String {
-    let sum = digests.fold(0u128, u128::wrapping_add);
+/// [`set_id`] from the sum of the identities' digests (see [`IdentityDigests`]), salted for a
+/// set whose canonical id another set holds (`salt` > 0; see `netpol_datapath::sets::book`).
+fn id_of_sum(family: Family, sum: u128, salt: u32) -> String {
     let mut hasher = Sha256::new();
     hasher.update(match family {
         Family::V4 => b"4",
@@ -166,10 +162,8 @@ pub struct WantedSet<'a> {
 pub struct SetTable {
     book: SetBook,
     hns: HashMap<SlotId, HnsSet>,
-    /// The digest ([`identity_digest`]) of each identity of a known set: an identity's content
-    /// never changes under its id, and serialising thousands of identities again for every new
-    /// set that names them was most of what a pod of a new label set cost.
-    digests: HashMap<IdentityId, u128>,
+    /// Each known identity's part of the sets' ids ([`identity_digest`]).
+    digests: IdentityDigests,
     /// The values of sets dropped from the book and not yet removed from the network, by id.
     retired: HashMap<String, String>,
 }
@@ -213,12 +207,7 @@ impl SetTable {
         gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
         lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
     ) -> SetStep {
-        // Digests outlive their sets (a set replaced by one with a new identity keeps most of
-        // its identities); forgotten once their identities have left the store and outnumber
-        // those it holds.
-        if self.digests.len() > 2 * store.len() {
-            self.digests.retain(|id, _| store.get(*id).is_some());
-        }
+        self.digests.prune(store);
         let digests = &mut self.digests;
         let step = self
             .book
@@ -305,25 +294,14 @@ impl SetTable {
     }
 }
 
-/// The id of a new set, from the identities' kept digests (computed for identities the store
-/// knows; an unknown one is keyed by its id, not kept, so the digest follows once it is known).
+/// The id of a new set, from the identities' kept digests.
 fn name_set(
-    digests: &mut HashMap<IdentityId, u128>,
+    digests: &mut IdentityDigests,
     set: &RemoteSet,
     store: &IdentityStore,
     salt: u32,
 ) -> String {
-    id_of_digests(
-        set.family,
-        set.identities.iter().map(|id| match digests.get(id) {
-            Some(digest) => *digest,
-            None if store.get(*id).is_some() => {
-                *digests.entry(*id).or_insert(identity_digest(*id, store))
-            }
-            None => identity_digest(*id, store),
-        }),
-        salt,
-    )
+    id_of_sum(set.family, digests.sum(set, store, identity_digest), salt)
 }
 
 /// What one [`SetSync`] step sent.

@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use netpol_datapath::sets::{BookedSet, SetBook, SetDelta, SetStep, SlotId, SortedNets};
+use netpol_datapath::sets::{
+    BookedSet, IdentityDigests, SetBook, SetDelta, SetStep, SlotId, SortedNets,
+};
 use netpol_datapath::{Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 
@@ -82,10 +84,8 @@ pub struct SetCache {
     models: HashMap<SlotId, Arc<AddressSet>>,
     /// The same models by name: what a table's sets are.
     by_name: BTreeMap<Arc<str>, Arc<AddressSet>>,
-    /// Each known identity's part of the canonical names ([`identity_digest`]), which never
-    /// changes under its id: a pod of a new label set makes sets of thousands of identities, and
-    /// hashing each identity's labels again for each was a sixth of its cost.
-    identity_digests: HashMap<IdentityId, u128>,
+    /// Each known identity's part of the canonical names ([`identity_digest`]).
+    identity_digests: IdentityDigests,
 }
 
 impl SetCache {
@@ -121,10 +121,7 @@ impl SetCache {
         gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
         lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
     ) -> SetStep {
-        if self.identity_digests.len() > 2 * store.len() {
-            self.identity_digests
-                .retain(|id, _| store.get(*id).is_some());
-        }
+        self.identity_digests.prune(store);
         let digests = &mut self.identity_digests;
         let step = self
             .book
@@ -196,24 +193,12 @@ fn model(booked: &BookedSet, patch: Option<(u64, SetDelta)>) -> Arc<AddressSet> 
 /// interval set) and a hash of its identities' contents. The identities' parts are summed, not
 /// sorted and hashed in order: a set of thousands of identities costs one addition each.
 fn canonical_name(
-    digests: &mut HashMap<IdentityId, u128>,
+    digests: &mut IdentityDigests,
     set: &RemoteSet,
     store: &IdentityStore,
     salt: u32,
 ) -> String {
-    let sum = set
-        .identities
-        .iter()
-        .map(|id| match digests.get(id) {
-            Some(digest) => *digest,
-            // An identity unknown to the store is named by its id: not kept, so that the name
-            // follows once the store knows it.
-            None if store.get(*id).is_some() => {
-                *digests.entry(*id).or_insert(identity_digest(*id, store))
-            }
-            None => identity_digest(*id, store),
-        })
-        .fold(0u128, u128::wrapping_add);
+    let sum = digests.sum(set, store, identity_digest);
     let interval = set
         .identities
         .iter()

@@ -24,9 +24,11 @@ use crate::ordered::{Family, RemoteSet};
 
 pub mod book;
 mod chunked;
+mod digests;
 
 pub use book::{BookedSet, SetBook, SetStep, SlotId};
 pub use chunked::SortedNets;
+pub use digests::{IdentityDigest, IdentityDigests};
 
 fn family_matches(family: Family, net: &IpNet) -> bool {
     family == Family::Any || Family::of(net) == family
