@@ -75,7 +75,9 @@ fn synced_empty() -> Indexes {
 
 fn pod_update(updates: &[EngineUpdate]) -> (&str, &[Identity]) {
     match updates {
-        [EngineUpdate::Pod { key, identities }] => (key, identities),
+        [EngineUpdate::Pod {
+            key, identities, ..
+        }] => (key, identities),
         other => panic!("expected one pod update, got {other:?}"),
     }
 }
@@ -163,7 +165,9 @@ fn namespace_relabel_updates_only_its_pods() {
         .updates
         .iter()
         .map(|u| match u {
-            EngineUpdate::Pod { key, identities } => {
+            EngineUpdate::Pod {
+                key, identities, ..
+            } => {
                 assert_eq!(pod_labels(&identities[0]).1["env"], "prod");
                 key.as_str()
             }
@@ -210,7 +214,10 @@ fn pods_of_a_first_list_take_the_labels_of_the_namespaces_being_listed() {
     let mut pods = Vec::new();
     for kind in SourceKind::ALL {
         for update in indexes.apply(event(kind, Event::InitDone)).updates {
-            if let EngineUpdate::Pod { key, identities } = update {
+            if let EngineUpdate::Pod {
+                key, identities, ..
+            } = update
+            {
                 pods.push((kind, key, identities));
             }
         }
@@ -355,7 +362,9 @@ fn a_relist_deletes_what_it_no_longer_lists_and_nothing_else() {
         .updates
         .iter()
         .map(|u| match u {
-            EngineUpdate::Pod { key, identities } => (key.as_str(), identities.len()),
+            EngineUpdate::Pod {
+                key, identities, ..
+            } => (key.as_str(), identities.len()),
             other => panic!("{other:?}"),
         })
         .collect();
@@ -366,7 +375,7 @@ fn a_relist_deletes_what_it_no_longer_lists_and_nothing_else() {
     let applied = indexes.apply(event(SourceKind::Node, Event::InitDone));
     assert!(matches!(
         applied.updates.as_slice(),
-        [EngineUpdate::Node { name, identities }] if name == "n1" && identities.is_empty()
+        [EngineUpdate::Node { name, identities, .. }] if name == "n1" && identities.is_empty()
     ));
 }
 

@@ -90,6 +90,7 @@ pub mod error;
 pub mod fields;
 mod json;
 mod json_scan;
+pub mod label_syntax;
 pub mod node;
 pub mod object;
 pub mod parse;

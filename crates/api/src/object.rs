@@ -386,7 +386,9 @@ impl Object {
         let checked = match self {
             Object::Pod(pod) => validate::check_pod(pod),
             Object::Node(node) => validate::check_node(node),
-            _ => Ok(()),
+            // Labels as the API server checks them: a policy's own do not change what it
+            // enforces, but an object the server would refuse is refused from a file too.
+            other => validate::check_metadata_labels(other.metadata()),
         };
         checked.map_err(|e| e.in_object(&self.object_ref()))
     }

@@ -4,6 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
 use netpol_engine::{LabelSelector, Requirement};
 
 use crate::error::{FieldError, FieldPath};
+use crate::label_syntax::{check_key, check_value};
 
 /// Converts a Kubernetes `LabelSelector` found at `path`.
 pub fn label_selector(
@@ -12,12 +13,17 @@ pub fn label_selector(
 ) -> Result<LabelSelector, FieldError> {
     let mut out = LabelSelector::everything();
     for (key, value) in selector.match_labels.iter().flatten() {
-        check_key(key, &path.field("matchLabels").key(key))?;
+        let at = path.field("matchLabels").key(key);
+        check_key(key, &at)?;
+        check_value(value, &at)?;
         out.match_labels.insert(key.clone(), value.clone());
     }
     for (i, expr) in selector.match_expressions.iter().flatten().enumerate() {
         let expr_path = path.field("matchExpressions").index(i);
         check_key(&expr.key, &expr_path.field("key"))?;
+        for (j, value) in expr.values.iter().flatten().enumerate() {
+            check_value(value, &expr_path.field("values").index(j))?;
+        }
         out.match_expressions.push(requirement(
             expr.key.clone(),
             &expr.operator,
@@ -74,14 +80,6 @@ pub fn requirement(
         other => Err(path.field("operator").error(format!(
             "unknown operator {other:?} (expected In, NotIn, Exists or DoesNotExist)"
         ))),
-    }
-}
-
-fn check_key(key: &str, path: &FieldPath) -> Result<(), FieldError> {
-    if key.is_empty() {
-        Err(path.error("label key must not be empty"))
-    } else {
-        Ok(())
     }
 }
 

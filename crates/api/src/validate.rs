@@ -6,13 +6,17 @@
 
 use std::net::IpAddr;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::error::{FieldError, FieldPath};
+use crate::label_syntax;
 use crate::node::{Node, NODE_ADDRESS_TYPES};
 use crate::pod::Pod;
 use crate::translate::ports::{k8s_protocol, named_port, port_number};
 
-/// Checks a pod's addresses and container ports.
+/// Checks a pod's labels, addresses and container ports.
 pub(crate) fn check_pod(pod: &Pod) -> Result<(), FieldError> {
+    check_metadata_labels(&pod.metadata)?;
     if let Some(spec) = &pod.spec {
         let containers = FieldPath::root("spec").field("containers");
         for (i, container) in spec.containers.iter().enumerate() {
@@ -39,8 +43,9 @@ pub(crate) fn check_pod(pod: &Pod) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// Checks the addresses of a node that its identities are built from.
+/// Checks the labels and addresses of a node that its identities are built from.
 pub(crate) fn check_node(node: &Node) -> Result<(), FieldError> {
+    check_metadata_labels(&node.metadata)?;
     let addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
     let path = FieldPath::root("status").field("addresses");
     for (i, address) in addresses.into_iter().flatten().enumerate() {
@@ -49,6 +54,13 @@ pub(crate) fn check_node(node: &Node) -> Result<(), FieldError> {
         }
     }
     Ok(())
+}
+
+/// Checks an object's labels (a namespace's too: pods' identities carry them) as the API
+/// server does.
+pub(crate) fn check_metadata_labels(metadata: &ObjectMeta) -> Result<(), FieldError> {
+    let path = FieldPath::root("metadata").field("labels");
+    label_syntax::check_labels(metadata.labels.as_ref(), &path)
 }
 
 fn check_ip(text: &str, path: &FieldPath) -> Result<(), FieldError> {

@@ -170,12 +170,12 @@ fn owner_in(store: &IdentityStore, a: usize) -> Option<String> {
 fn check(engine: &mut Engine, world: &World) -> Result<(), TestCaseError> {
     let owners = world.expected_owners();
     let store = engine.per_address_store();
-    for a in 0..POOL.len() {
+    for (a, text) in POOL.iter().enumerate() {
         prop_assert_eq!(
             owner_in(&store, a),
             owners.get(&a).cloned(),
             "owner of {}",
-            POOL[a]
+            text
         );
     }
     let endpoints: BTreeSet<String> = engine.endpoints().map(|(k, _)| k.to_owned()).collect();

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 use std::io::{self, ErrorKind};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -124,7 +124,7 @@ fn probe_one(topology: &Topology, probe: &Probe, timeout: Duration) -> ProbeResu
     }
     let target = SocketAddr::new(probe.to, probe.port);
     let outcome = match probe.transport {
-        Transport::Tcp => TcpStream::connect_timeout(&target, timeout).map(drop),
+        Transport::Tcp => tcp_connect(probe.from, target, timeout),
         Transport::Udp => udp_echo(probe.from, target, timeout),
     };
     match outcome {
@@ -137,6 +137,17 @@ fn probe_one(topology: &Topology, probe: &Probe, timeout: Duration) -> ProbeResu
             probe.transport, probe.from
         )),
     }
+}
+
+/// A TCP handshake from `from` exactly: a host with several addresses (a node listing two
+/// InternalIPs) would otherwise send from the first of its family, and the probe would test
+/// another flow than the one asked for.
+fn tcp_connect(from: IpAddr, target: SocketAddr, timeout: Duration) -> io::Result<()> {
+    let domain = socket2::Domain::for_address(target);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.bind(&SocketAddr::new(from, 0).into())?;
+    socket.connect_timeout(&target.into(), timeout)?;
+    Ok(())
 }
 
 fn udp_echo(from: IpAddr, target: SocketAddr, timeout: Duration) -> io::Result<()> {

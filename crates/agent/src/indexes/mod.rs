@@ -22,7 +22,7 @@ use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
 pub use keyed::{Change, Keyed};
 pub use nodes::Nodes;
-pub use pods::Pods;
+pub use pods::{PodClaim, Pods};
 pub use policies::{Policies, PolicyCounts};
 
 use super::kind::SourceKind;
@@ -51,14 +51,17 @@ impl SourceEvent {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EngineUpdate {
     /// A pod's identities; empty removes the pod. The index and the engine share them.
+    /// `created` (seconds) orders claims on an address two pods list at once.
     Pod {
         key: String,
         identities: Arc<[Identity]>,
+        created: Option<i64>,
     },
     /// A node's identities; empty removes the node.
     Node {
         name: String,
         identities: Vec<Identity>,
+        created: Option<i64>,
     },
     Policy {
         key: String,
@@ -72,8 +75,16 @@ pub enum EngineUpdate {
 impl EngineUpdate {
     pub fn stage(self, engine: &mut Engine) {
         match self {
-            EngineUpdate::Pod { key, identities } => engine.set_pod_shared(key, identities),
-            EngineUpdate::Node { name, identities } => engine.set_node(name, identities),
+            EngineUpdate::Pod {
+                key,
+                identities,
+                created,
+            } => engine.set_pod_created(key, identities, created),
+            EngineUpdate::Node {
+                name,
+                identities,
+                created,
+            } => engine.set_node_created(name, identities, created),
             EngineUpdate::Policy { key, entries } => engine.set_policy(key, entries),
             EngineUpdate::RemovePolicy { key } => engine.remove_policy(&key),
         }

@@ -11,10 +11,19 @@ use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 use super::keyed::{Change, Keyed};
 use super::EngineUpdate;
 
+/// What the engine needs of a pod: its identities and when it was created, which decides who
+/// owns an address two pods list at once (a reused address before the old pod's delete).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodClaim {
+    /// Shared with the engine (one copy of each pod's identities between them).
+    pub identities: Arc<[Identity]>,
+    /// `metadata.creationTimestamp`, in seconds since the epoch.
+    pub created: Option<i64>,
+}
+
 #[derive(Debug, Default)]
 pub struct Pods {
-    /// Shared with the engine (one copy of each pod's identities between them).
-    identities: Keyed<Arc<[Identity]>>,
+    identities: Keyed<PodClaim>,
     /// Replicas carry equal label sets: each distinct set is kept once, here and in the engine.
     labels: LabelInterner,
 }
@@ -54,7 +63,10 @@ impl Pods {
                 .or_else(|| (!namespaces.is_synced()).then(|| namespaces.listing(namespace))?)
                 .cloned()
                 .unwrap_or_else(|| namespace_name_labels(namespace).into());
-            intern(interner, pod_identities(pod, &labels))
+            PodClaim {
+                identities: intern(interner, pod_identities(pod, &labels)),
+                created: created_seconds(&pod.metadata),
+            }
         };
         let changes = match event {
             Event::Apply(pod) => self
@@ -82,14 +94,15 @@ impl Pods {
         namespace: &str,
         labels: &SharedLabels,
     ) -> Vec<EngineUpdate> {
-        let relabel = |identities: &Arc<[Identity]>| {
-            if identities.iter().all(|i| {
+        let relabel = |claim: &PodClaim| {
+            if claim.identities.iter().all(|i| {
                 i.as_pod()
                     .is_none_or(|info| info.namespace_labels == *labels)
             }) {
-                return identities.clone();
+                return claim.clone();
             }
-            identities
+            let identities = claim
+                .identities
                 .iter()
                 .cloned()
                 .map(|mut identity| {
@@ -98,7 +111,11 @@ impl Pods {
                     }
                     identity
                 })
-                .collect()
+                .collect();
+            PodClaim {
+                identities,
+                created: claim.created,
+            }
         };
         self.identities
             .rederive_prefix(&format!("{namespace}/"), relabel)
@@ -113,11 +130,11 @@ impl Pods {
 
     /// The pods known, with their identities (empty for pods without an address yet).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[Identity])> {
-        self.identities.iter().map(|(k, v)| (k, &v[..]))
+        self.identities.iter().map(|(k, v)| (k, &v.identities[..]))
     }
 
     pub fn get(&self, key: &str) -> Option<&[Identity]> {
-        self.identities.get(key).map(|v| &v[..])
+        self.identities.get(key).map(|v| &v.identities[..])
     }
 
     pub fn len(&self) -> usize {
@@ -140,15 +157,27 @@ fn intern(interner: &mut LabelInterner, mut identities: Vec<Identity>) -> Arc<[I
     identities.into()
 }
 
-fn to_update(change: Change<Arc<[Identity]>>) -> EngineUpdate {
+fn to_update(change: Change<PodClaim>) -> EngineUpdate {
     match change {
         Change::Set { key, new, .. } => EngineUpdate::Pod {
             key,
-            identities: new,
+            identities: new.identities,
+            created: new.created,
         },
         Change::Removed { key, .. } => EngineUpdate::Pod {
             key,
             identities: Arc::from([]),
+            created: None,
         },
     }
+}
+
+/// An object's `creationTimestamp` in seconds since the epoch.
+pub(super) fn created_seconds(
+    metadata: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<i64> {
+    metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
 }

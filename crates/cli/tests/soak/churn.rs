@@ -104,12 +104,24 @@ impl Churn {
         self.next_pod += 1;
         let local = rng.chance(0.6);
         let node = if local { "node-1" } else { "node-2" };
-        // A fresh address each time: 10.244.{10..}.x, never one of the example's.
-        let address = format!(
-            "10.244.{}.{}",
-            10 + (self.next_pod / 200) % 200,
-            10 + self.next_pod % 200
-        );
+        // A fresh address (10.244.{10..}.x, never one of the example's), or, one time in five,
+        // the address of a pod still listed: a CNI reuses an address its sandbox freed before
+        // the old pod's delete arrives, which comes later (a late delete).
+        let reused = rng
+            .chance(0.2)
+            .then(|| self.random_pod(rng))
+            .flatten()
+            .map(|key| self.pods[&key].3.clone());
+        if reused.is_some() {
+            self.count("pod added on a reused address");
+        }
+        let address = reused.unwrap_or_else(|| {
+            format!(
+                "10.244.{}.{}",
+                10 + (self.next_pod / 200) % 200,
+                10 + self.next_pod % 200
+            )
+        });
         server.apply(pod_object(
             &namespace,
             &name,
@@ -260,10 +272,24 @@ fn node_object(name: &str, address: &str, zone: &str) -> Value {
     })
 }
 
+/// A pod created in the order of its number (`soak-N`): when two pods list one address, the
+/// newer owns it, and the agents must agree whatever order they saw the events in.
 fn pod_object(namespace: &str, name: &str, app: &str, node: &str, address: &str) -> Value {
+    let number: u64 = name
+        .strip_prefix("soak-")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_default();
+    let created = format!(
+        "2026-01-{:02}T{:02}:{:02}:{:02}Z",
+        1 + number / 86_400,
+        number / 3_600 % 24,
+        number / 60 % 60,
+        number % 60
+    );
     json!({
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app},
+                     "creationTimestamp": created},
         "spec": {"nodeName": node, "containers": [{"name": "c", "ports": [{"name": "http", "containerPort": 8080}]}]},
         "status": {"phase": "Running", "podIP": address},
     })

@@ -102,8 +102,9 @@ impl Engine {
     ) {
         let addresses = old.iter().chain(new).map(|i| i.prefix.addr());
         for address in addresses {
-            if !touched.before.contains_key(&address) {
-                touched.before.insert(address, self.owner(address));
+            if let std::collections::hash_map::Entry::Vacant(entry) = touched.before.entry(address)
+            {
+                entry.insert(self.owner(address));
                 touched.order.push(address);
             }
         }
