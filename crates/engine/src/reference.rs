@@ -9,8 +9,8 @@
 //!
 //! Before all of that, a pod reaching one of its own addresses is allowed whatever the policies:
 //! network-policy-api PR #390 says a pod connecting to its own pod IP is not subject to
-//! ClusterNetworkPolicy, and NetworkPolicy's issue #343 records the consensus that such a
-//! connection succeeds (the packets never leave the pod, so no datapath could stop them).
+//! ClusterNetworkPolicy, and issue #343 there records, for NetworkPolicy too, the consensus that
+//! such a connection succeeds (the packets never leave the pod: no datapath could stop them).
 
 use crate::entry::{AuthMode, Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
 use crate::identity::{Identity, PodInfo};
