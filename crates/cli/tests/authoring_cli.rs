@@ -42,16 +42,16 @@ const AFTER_MATRIX: &str = "\
   port: 5432
   matrix: |
     -           ops/prober  shop/db     shop/web
-    ops/prober  -           X           X
-    shop/db     .           -           X
-    shop/web    .           .           -
+    ops/prober  .           X           X
+    shop/db     .           .           X
+    shop/web    .           .           .
 - protocol: TCP
   port: 8080
   matrix: |
     -           ops/prober  shop/db     shop/web
-    ops/prober  -           X           X
-    shop/db     .           -           .
-    shop/web    .           X           -
+    ops/prober  .           X           X
+    shop/db     .           .           .
+    shop/web    .           X           .
 ";
 
 #[test]
@@ -88,13 +88,13 @@ fn matrix_text_is_a_numbered_grid_with_nodes_and_the_outside() {
         "\
 TCP/8080 (http): 7 of 12 flows allowed
   from \\ to      1  2  3  4  5
-  1 ops/prober   -  X  X  -  .
-  2 shop/db      .  -  .  -  .
-  3 shop/web     .  X  -  -  .
+  1 ops/prober   .  X  X  -  .
+  2 shop/db      .  .  .  -  .
+  3 shop/web     .  X  .  -  .
   4 node node-1  -  -  -  -  -
   5 0.0.0.0/0    .  X  X  -  -
 
-. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+. allowed (a pod to itself always: it is not subject to policy), X denied, - no flow (a node or outside address to itself; between nodes and outside addresses; a pod and its own node)
 "
     );
 }
@@ -169,7 +169,7 @@ fn scenario_objects_may_be_a_kind_list() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert!(
-        stdout(&output).ends_with("    -    x/a  x/b\n    x/a  -    X\n    x/b  .    -\n"),
+        stdout(&output).ends_with("    -    x/a  x/b\n    x/a  .    X\n    x/b  .    .\n"),
         "{}",
         stdout(&output)
     );
@@ -411,14 +411,21 @@ fn matrix_json_has_one_flow_per_defined_cell() {
     assert_eq!(
         verdicts,
         [
+            "ops/prober ops/prober allow",
             "ops/prober shop/db deny",
             "ops/prober shop/web deny",
             "shop/db ops/prober allow",
+            "shop/db shop/db allow",
             "shop/db shop/web allow",
             "shop/web ops/prober allow",
             "shop/web shop/db deny",
+            "shop/web shop/web allow",
         ]
     );
+    // A pod to itself is a defined flow, decided before any policy; the pod flow counts are
+    // between distinct pods.
+    let own = &matrices[1]["flows"][0]["ingress"]["reason"];
+    assert_eq!(own, "own-address", "{}", matrices[1]["flows"][0]);
 }
 
 /// `rows` are `flows` and `other_flows` as runs: expanded, they name the same cells with the

@@ -270,13 +270,13 @@ fn an_app_folder_is_read_with_workloads_as_pods_and_other_kinds_counted() {
         "\
 TCP/8080 (http): 13 of 18 flows allowed
   from \\ to                          1  2  3  4  5
-  1 ops/prober *                     -  X  .  .  .
-  2 shop/db *                        .  -  .  .  .
-  3 shop/web *                       .  X  -  .  .
+  1 ops/prober *                     .  X  .  .  .
+  2 shop/db *                        .  .  .  .  .
+  3 shop/web *                       .  X  .  .  .
   4 0.0.0.0/0 except 192.168.0.0/16  .  X  .  -  -
   5 192.168.0.0/16                   .  X  X  -  -
 
-. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+. allowed (a pod to itself always: it is not subject to policy), X denied, - no flow (a node or outside address to itself; between nodes and outside addresses; a pod and its own node)
 * the pod of a workload's template, its address assigned from 10.244.0.0/16
 "
     );
@@ -338,8 +338,10 @@ TCP/8080 (http): 13 of 18 flows allowed
     assert_eq!(
         verdicts,
         [
+            ("shop/db".into(), "shop/db".into(), "allow".into()),
             ("shop/db".into(), "shop/web".into(), "deny".into()),
             ("shop/web".into(), "shop/db".into(), "allow".into()),
+            ("shop/web".into(), "shop/web".into(), "allow".into()),
         ]
     );
 }
@@ -618,11 +620,11 @@ fn matrices_and_diffs_read_by_workload() {
         "\
 TCP/5432 (pg): 19 of 20 flows allowed
   from \\ to            1  2  3
-  1 shop/db-0          -  .  .
+  1 shop/db-0          .  .  .
   2 shop/web (3 pods)  .  .  .
   3 0.0.0.0/0          X  .  -
 
-. allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; a pod and its own node)
+. allowed (a pod to itself always: it is not subject to policy), X denied, - no flow (a node or outside address to itself; between nodes and outside addresses; a pod and its own node)
 "
     );
     let output = netpol(&["matrix", "-f", &cluster, "-f", &before, "--per-pod"]);

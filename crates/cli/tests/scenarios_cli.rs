@@ -208,7 +208,7 @@ fn matrix_prints_the_computed_matrix_as_an_expect_item_on_request() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        "- protocol: TCP\n  port: 80\n  matrix: |\n    -    x/a  x/b\n    x/a  -    X\n    x/b  .    -\n"
+        "- protocol: TCP\n  port: 80\n  matrix: |\n    -    x/a  x/b\n    x/a  .    X\n    x/b  .    .\n"
     );
 }
 

@@ -61,7 +61,8 @@ pub struct Chain<'a> {
 /// The chain of `flow` over `entries`, in the order [`decide`] walks them.
 pub fn chain<'a>(entries: &'a [PolicyEntry], flow: &DirectedFlow<'_>) -> Chain<'a> {
     let mut tiers = Vec::new();
-    let mut decided = false;
+    // A pod reaching its own address is decided before any tier.
+    let mut decided = flow.is_own_address();
     for tier in Tier::ALL {
         let applicable = applicable(entries, tier, flow);
         let matched: Vec<&PolicyEntry> = applicable

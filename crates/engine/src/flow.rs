@@ -101,6 +101,14 @@ pub struct FlowDecision {
 }
 
 impl FlowDecision {
+    /// A pod's flow to one of its own addresses: both directions allowed, policy aside.
+    pub fn own_address() -> FlowDecision {
+        FlowDecision {
+            egress: Some(Decision::own_address()),
+            ingress: Some(Decision::own_address()),
+        }
+    }
+
     pub fn allowed(&self) -> bool {
         self.as_ref().allowed()
     }
@@ -154,7 +162,9 @@ impl<'a> From<&'a FlowDecision> for FlowDecisionRef<'a> {
     }
 }
 
-/// Decides a flow from `src` to `dst` with `oracle`.
+/// Decides a flow from `src` to `dst` with `oracle`. A pod reaching its own address is allowed
+/// here, for every oracle: no policy applies to it (see [`crate::reference`]), and the engine's
+/// MapState, keyed by identities that alike pods share, could not tell it from a twin pod.
 pub fn decide_flow(
     oracle: &dyn DirectionOracle,
     store: &IdentityStore,
@@ -163,7 +173,13 @@ pub fn decide_flow(
     protocol: Protocol,
     port: u16,
 ) -> FlowDecision {
-    let is_pod = |id| store.get(id).and_then(|i| i.as_pod()).is_some();
+    let pod = |id| store.get(id).and_then(|i| i.as_pod());
+    if let (Some(a), Some(b)) = (pod(src), pod(dst)) {
+        if src == dst || a.is_same_pod(b) {
+            return FlowDecision::own_address();
+        }
+    }
+    let is_pod = |id| pod(id).is_some();
     FlowDecision {
         egress: is_pod(src)
             .then(|| oracle.decide_direction(src, Direction::Egress, dst, protocol, port)),

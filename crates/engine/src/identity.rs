@@ -38,6 +38,14 @@ pub struct PodInfo {
     pub ports: Vec<NamedPort>,
 }
 
+impl PodInfo {
+    /// Whether `other` describes the same pod (namespace and name), as two addresses of one pod
+    /// do. Shared identities, which drop the name, are no pod in particular.
+    pub fn is_same_pod(&self, other: &PodInfo) -> bool {
+        !self.name.is_empty() && self.name == other.name && self.namespace == other.namespace
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct NodeInfo {
     pub name: String,

@@ -6,6 +6,11 @@
 //! matching entry by (priority, verdict). Allow and Deny decide; Pass skips to the next tier.
 //! If nothing in a tier matched and some entry of that tier isolates the endpoint in this
 //! direction, the flow is denied. After the last tier the flow is allowed.
+//!
+//! Before all of that, a pod reaching one of its own addresses is allowed whatever the policies:
+//! network-policy-api PR #390 says a pod connecting to its own pod IP is not subject to
+//! ClusterNetworkPolicy, and issue #343 there records, for NetworkPolicy too, the consensus that
+//! such a connection succeeds (the packets never leave the pod: no datapath could stop them).
 
 use crate::entry::{AuthMode, Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
 use crate::identity::{Identity, PodInfo};
@@ -24,6 +29,8 @@ pub enum Reason {
     Isolated { tier: Tier, provenance: Provenance },
     /// No rule matched and nothing isolates: traffic is allowed by default.
     Default,
+    /// The remote is one of the endpoint's own addresses (hairpin): not subject to policy.
+    OwnAddress,
 }
 
 impl std::fmt::Display for Reason {
@@ -45,6 +52,9 @@ impl std::fmt::Display for Reason {
             Reason::Default => {
                 f.write_str("no rule matched and nothing isolates the pod: default allow")
             }
+            Reason::OwnAddress => {
+                f.write_str("a pod reaching its own address is not subject to policy")
+            }
         }
     }
 }
@@ -63,6 +73,15 @@ impl Decision {
     pub fn allowed(&self) -> bool {
         self.verdict == Verdict::Allow
     }
+
+    /// The decision of a pod's flow to one of its own addresses, in either direction.
+    pub fn own_address() -> Decision {
+        Decision {
+            verdict: Verdict::Allow,
+            auth: None,
+            reason: Reason::OwnAddress,
+        }
+    }
 }
 
 /// One direction of one flow, seen from a local endpoint.
@@ -78,6 +97,13 @@ pub struct DirectedFlow<'a> {
 }
 
 impl DirectedFlow<'_> {
+    /// Whether the remote is the endpoint pod itself (one of its addresses).
+    pub fn is_own_address(&self) -> bool {
+        self.remote
+            .as_pod()
+            .is_some_and(|remote| remote.is_same_pod(self.endpoint))
+    }
+
     /// Whether `entry` applies to this flow. Named ports resolve against the destination: the
     /// endpoint itself for ingress, the remote pod for egress.
     pub fn matched_by(&self, entry: &PolicyEntry) -> bool {
@@ -118,6 +144,9 @@ pub fn applicable<'a>(
 
 /// Decides one direction of one flow over `entries`.
 pub fn decide(entries: &[PolicyEntry], flow: &DirectedFlow<'_>) -> Decision {
+    if flow.is_own_address() {
+        return Decision::own_address();
+    }
     for tier in Tier::ALL {
         let applicable = applicable(entries, tier, flow);
         if let Some(first) = applicable.iter().find(|e| flow.matched_by(e)) {

@@ -203,6 +203,15 @@ impl AddressOracle for SimOracle {
         protocol: Protocol,
         port: u16,
     ) -> Decision {
+        // A container's packets to one of its own addresses stay in its network compartment and
+        // never reach the vSwitch port whose ACLs the simulator evaluates.
+        if self
+            .endpoints
+            .get(&endpoint)
+            .is_some_and(|key| self.endpoints.get(&remote) == Some(key))
+        {
+            return Decision::own_address();
+        }
         let evaluation = self.evaluate(endpoint, direction, remote, protocol, port);
         // An endpoint without netpol rules passes everything, as an HCN endpoint without ACLs does.
         let Some((ep, evaluation)) = evaluation else {

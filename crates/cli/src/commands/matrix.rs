@@ -194,8 +194,9 @@ fn write_text(
     }
     writeln!(
         out,
-        ". allowed, X denied, - no flow (a party to itself; between nodes and outside addresses; \
-         a pod and its own node)"
+        ". allowed (a pod to itself always: it is not subject to policy), X denied, - no flow \
+         (a node or outside address to itself; between nodes and outside addresses; a pod and its \
+         own node)"
     )?;
     if groups.iter().any(|g| g.derived) {
         writeln!(

@@ -150,7 +150,9 @@ impl<'g> Grouped<'g> {
     pub fn code(&self, matrix: &Matrix, a: usize, b: usize) -> u32 {
         let (from, to) = (&self.groups[a], &self.groups[b]);
         if a == b && from.members.len() == 1 {
-            return UNDEFINED;
+            // One party to itself: a pod reaching its own address, or no flow.
+            let only = from.members[0];
+            return matrix.code(only, only);
         }
         let code = match (self.class_sets[a].is_empty(), self.class_sets[b].is_empty()) {
             (false, false) => self.class_sets[a]

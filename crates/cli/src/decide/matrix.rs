@@ -20,8 +20,9 @@ pub use super::directions::UNDEFINED;
 
 /// A computed matrix for one protocol and port over parties (pods first, then nodes and regions
 /// outside the cluster), decided once per pair of pod classes and once per pod and other party.
-/// A cell is `None` where no flow is defined (a party to itself, two parties neither of which is
-/// a pod, a pod and its own node, no common address family).
+/// A cell is `None` where no flow is defined (a party other than a pod to itself, two parties
+/// neither of which is a pod, a pod and its own node, no common address family). A pod to itself
+/// is allowed: a pod reaching its own address is not subject to policy.
 #[derive(Debug)]
 pub struct Matrix {
     pub protocol: Protocol,
@@ -42,6 +43,8 @@ pub struct Matrix {
     from_others: Grid,
     /// Each pod's own node, by position among the other parties.
     own_node: Vec<Option<u32>>,
+    /// The code of a pod's flow to itself ([`FlowDecision::own_address`]).
+    own_address: u32,
 }
 
 impl Matrix {
@@ -67,6 +70,7 @@ impl Matrix {
     pub fn code(&self, from: usize, to: usize) -> u32 {
         let (n, others) = (self.pods, self.others());
         match (from < n, to < n) {
+            _ if from == to && from < n => self.own_address,
             _ if from == to => UNDEFINED,
             (true, true) => {
                 let k = self.classes.len();
@@ -438,6 +442,7 @@ pub fn compute_some(
         ref other_ids,
     } = *prepared;
     let mut interner = Interner::default();
+    let own_address = interner.flow(Some(FlowDecision::own_address()));
     let k = classes.len();
     let identities = |position: usize| match &parties[position] {
         Party::Pod(pod) => cluster.pod_identity_families(pod),
@@ -586,10 +591,12 @@ pub fn compute_some(
         to_others,
         from_others,
         own_node: own_node.clone(),
+        own_address,
     }
 }
 
-/// The flow from one party to another, or `None` where it is not defined.
+/// The flow from one party to another, or `None` where it is not defined. A pod to itself is
+/// a flow, always allowed.
 pub fn decide_between(
     cluster: &Cluster,
     oracle: &dyn DirectionOracle,
@@ -598,7 +605,10 @@ pub fn decide_between(
     protocol: Protocol,
     port: u16,
 ) -> Option<FlowDecision> {
-    if from == to || !(from.is_pod() || to.is_pod()) || own_node(cluster, from, to) {
+    if from == to {
+        return from.is_pod().then(FlowDecision::own_address);
+    }
+    if !(from.is_pod() || to.is_pod()) || own_node(cluster, from, to) {
         return None;
     }
     let (src, dst) = cluster

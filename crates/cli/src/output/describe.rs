@@ -36,6 +36,7 @@ pub fn reason(reason: &Reason) -> String {
             format!("no {tier:?}-tier rule matched and {policy} isolates the pod")
         }
         Reason::Default => "no rule matched and nothing isolates the pod: default allow".into(),
+        Reason::OwnAddress => reason.to_string(),
     }
 }
 

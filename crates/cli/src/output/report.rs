@@ -46,9 +46,10 @@ pub struct DirectionJson {
     /// `allow` or `deny`.
     pub verdict: &'static str,
     /// `rule` (a rule matched), `isolated` (no rule matched and a policy isolates the pod) or
-    /// `default` (nothing applies: allowed).
+    /// `default` (nothing applies: allowed) or `own-address` (a pod reaching its own address,
+    /// which no policy applies to: allowed).
     pub reason: &'static str,
-    /// `Admin`, `Normal` or `Baseline`; absent for `default`.
+    /// `Admin`, `Normal` or `Baseline`; absent for `default` and `own-address`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<String>,
     /// The rule's priority (Admin and Baseline tiers only).
@@ -83,6 +84,7 @@ impl From<&Decision> for DirectionJson {
                 Some((&describe::policy_only(provenance)).into()),
             ),
             Reason::Default => ("default", None, None, None),
+            Reason::OwnAddress => ("own-address", None, None, None),
         };
         DirectionJson {
             verdict: describe::verdict_word(d.allowed()),

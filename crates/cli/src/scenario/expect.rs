@@ -315,15 +315,6 @@ fn parse_matrix(
                     continue;
                 }
             };
-            if source == *destination {
-                problems.push(problem(
-                    line,
-                    format!(
-                        "cell {source} -> {destination} must be `-`: traffic from a pod to itself is undefined"
-                    ),
-                ));
-                continue;
-            }
             flows.push(FlowExpectation {
                 from: source.clone(),
                 to: destination.clone(),
@@ -420,15 +411,30 @@ mod tests {
 
     #[test]
     fn malformed_matrices_name_the_line_and_cell() {
-        let errs = errors(vec![matrix_item("- x/a y/b\nx/a - x\ny/b .\nx/a . -\n")]);
+        let errs = errors(vec![matrix_item("- x/a y/b\nx/a - x\ny/b .\n")]);
         assert_eq!(
             errs,
             [
                 "s.yaml: expect[0].matrix line 2: cell x/a -> y/b is `x`, not `.`, `X` or `-`",
                 "s.yaml: expect[0].matrix line 3: row y/b has 1 cells for 2 destinations",
-                "s.yaml: expect[0].matrix line 4: cell x/a -> x/a must be `-`: traffic from a pod to itself is undefined",
             ]
         );
+    }
+
+    /// A pod reaching its own address is a flow like any other (always allowed: hairpin traffic
+    /// is not subject to policy), so a diagonal cell other than `-` is checked.
+    #[test]
+    fn a_diagonal_cell_is_a_checked_flow() {
+        let flows = parse_expectations(
+            Path::new("s.yaml"),
+            vec![matrix_item("- x/a y/b\nx/a . X\ny/b - X\n")],
+        )
+        .unwrap();
+        let words: Vec<String> = flows
+            .iter()
+            .map(|f| format!("{} {} {}", f.from, f.to, f.expected))
+            .collect();
+        assert_eq!(words, ["x/a x/a allow", "x/a y/b deny", "y/b y/b deny"]);
     }
 
     #[test]

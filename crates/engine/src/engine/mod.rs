@@ -393,6 +393,12 @@ impl AddressOracle for Engine {
         protocol: Protocol,
         port: u16,
     ) -> Decision {
+        // A pod reaching its own address: no policy applies (see `reference`). The MapState
+        // cannot say so, its keys being identities twin pods share.
+        let own = self.endpoint_at(endpoint);
+        if own.is_some() && own == self.endpoint_at(remote) {
+            return Decision::own_address();
+        }
         let map = self
             .endpoint_at(endpoint)
             .and_then(|key| self.endpoints.get(key))
