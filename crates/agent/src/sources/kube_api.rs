@@ -77,9 +77,10 @@ impl Pages {
         if self.done {
             return Ok(None);
         }
+        // The token stays until the page is read: a failed page is asked for again from it.
         let params = ListParams {
             limit: Some(self.page_size),
-            continue_token: self.continue_token.take(),
+            continue_token: self.continue_token.clone(),
             ..ListParams::default()
         };
         let request = self
@@ -99,10 +100,8 @@ impl Pages {
         })?;
         drop(text);
         self.pages += 1;
-        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-            Some(token) => self.continue_token = Some(token),
-            None => self.done = true,
-        }
+        self.continue_token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        self.done = self.continue_token.is_none();
         Ok(Some(Page {
             items: page.items,
             resource_version: page.metadata.resource_version.unwrap_or_default(),
@@ -119,6 +118,9 @@ pub enum CallError {
     Expired,
     /// A list page took longer than allowed.
     TimedOut,
+    /// 429 Too Many Requests, with the Retry-After the server asked for (the Status's
+    /// `details.retryAfterSeconds`, which the API server sets with the header).
+    Throttled(Option<Duration>),
     /// Anything else (403, 500, a refused connection, a body that is not JSON), bounded in size.
     Failed(String),
 }
@@ -131,6 +133,12 @@ impl std::fmt::Display for CallError {
             }
             CallError::Expired => f.write_str("410 Gone: the resourceVersion is too old"),
             CallError::TimedOut => f.write_str("a list page timed out"),
+            CallError::Throttled(Some(after)) => write!(
+                f,
+                "429 Too Many Requests: retry after {} s",
+                after.as_secs()
+            ),
+            CallError::Throttled(None) => f.write_str("429 Too Many Requests"),
             CallError::Failed(message) => f.write_str(message),
         }
     }
@@ -150,6 +158,14 @@ impl CallError {
         match status.code {
             404 => CallError::NotInstalled,
             410 => CallError::Expired,
+            429 => CallError::Throttled(
+                status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
+            ),
             code => CallError::Failed(format!(
                 "{code} {}: {}",
                 bounded(&status.reason),

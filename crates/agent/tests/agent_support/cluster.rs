@@ -32,6 +32,7 @@ pub fn config() -> WatchConfig {
         page_size: 2,
         page_timeout: Duration::from_secs(5),
         watch_timeout_s: 290,
+        stall_timeout: Duration::from_secs(90),
         backoff: Backoff {
             initial: Duration::from_millis(20),
             max: Duration::from_millis(160),
@@ -119,6 +120,7 @@ impl ClusterAgent {
             while let Ok(input) = self.inputs.try_recv() {
                 self.take(input);
             }
+            netpol_agent::driver::report_own_node(&self.pipeline, &self.health);
             if self.pipeline.has_pending_changes() {
                 if let Some(report) = self.pipeline.reconcile(Instant::now()) {
                     if report.complete() {

@@ -1,0 +1,137 @@
+//! The stand-in's watches: a replay of the history after the resourceVersion asked for, a
+//! bookmark, then live changes; with bookmarks every [`super::ApiServer::bookmark_every`] when
+//! the client asks for them (as the API server sends one about once a minute), and silent while
+//! the kind's watches are stalled ([`super::ApiServer::stall_watches`]): the connection stays
+//! open and nothing arrives, as over a half-open connection.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::{as_served, query_param, status, Change, Shared, RESOURCES};
+
+/// A watch of the kind at `path` from the query's resourceVersion.
+pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str) -> Response {
+    let from: u64 = query_param(query, "resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let bookmarks = query_param(query, "allowWatchBookmarks") == Some("true");
+    let (lines, body) = tokio::sync::mpsc::channel::<Bytes>(256);
+    // Subscribed under the lock, so that no change falls between the replay and the live feed.
+    let (replay, mut live, current, expired, bookmark_every) = {
+        let store = shared.store.lock().unwrap();
+        let replay: Vec<Change> = store
+            .history
+            .iter()
+            .filter(|c| c.path == path && c.version > from)
+            .cloned()
+            .collect();
+        let expired = from < store.compacted;
+        (
+            replay,
+            shared.changes.subscribe(),
+            store.version,
+            expired,
+            store.bookmark_every.filter(|_| bookmarks),
+        )
+    };
+    let mut sever = shared.sever.subscribe();
+    sever.mark_unchanged();
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let kind = RESOURCES.iter().find(|r| r.2 == path).unwrap();
+        let bookmark = |version: u64| {
+            json!({"type": "BOOKMARK", "object": {
+                "kind": kind.0, "apiVersion": kind.1,
+                "metadata": {"resourceVersion": version.to_string()},
+            }})
+        };
+        // Sends one line unless the kind's watches are stalled; false once the client is gone.
+        // A connection once stalled stays silent, as a half-open one does: what it should have
+        // delivered is lost, and only a new watch from the client's last resourceVersion brings
+        // it (a bookmark here after the stall could skip it).
+        let silenced = Arc::new(AtomicBool::new(false));
+        let send = |value: Value| {
+            let lines = lines.clone();
+            let shared = shared.clone();
+            let silenced = silenced.clone();
+            async move {
+                if shared.store.lock().unwrap().stalled.contains(path) {
+                    silenced.store(true, Ordering::Relaxed);
+                }
+                if silenced.load(Ordering::Relaxed) {
+                    // Ends with the client's connection.
+                    return !lines.is_closed();
+                }
+                let line = Bytes::from(format!("{value}\n"));
+                shared
+                    .traffic
+                    .watch_bytes
+                    .fetch_add(line.len() as u64, Ordering::Relaxed);
+                lines.send(line).await.is_ok()
+            }
+        };
+        if expired {
+            let gone = status(410, "Expired", "too old resource version");
+            send(json!({"type": "ERROR", "object": gone})).await;
+            return;
+        }
+        let mut sent = from;
+        for change in replay {
+            sent = change.version;
+            let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
+            if !send(event).await {
+                return;
+            }
+        }
+        // Every change after `current` comes through `live` (subscribed under the lock), so a
+        // bookmark at `marked` never runs ahead of a change still on its way here.
+        let mut marked = current.max(sent);
+        if bookmarks && !send(bookmark(marked)).await {
+            return;
+        }
+        let mut tick = bookmark_every.map(|every| {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            tick
+        });
+        loop {
+            tokio::select! {
+                change = live.recv() => match change {
+                    Ok(change) if change.path == path && change.version > sent => {
+                        sent = change.version;
+                        marked = marked.max(sent);
+                        let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
+                        if !send(event).await {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => return,
+                },
+                _ = async { tick.as_mut().unwrap().tick().await }, if tick.is_some() => {
+                    if !send(bookmark(marked)).await {
+                        return;
+                    }
+                }
+                _ = sever.changed() => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(body, |mut body| async move {
+        body.recv()
+            .await
+            .map(|bytes| (Ok::<_, Infallible>(bytes), body))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
