@@ -121,3 +121,52 @@ fn a_throttled_list_waits_as_long_as_the_server_asks() {
     assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
     agent.assert_programs(&server, "throttled");
 }
+
+#[test]
+fn kinds_are_listed_by_streaming_lists_from_the_watch_cache_where_offered() {
+    let server = example_server();
+    let config = WatchConfig {
+        streaming_lists: true,
+        ..config()
+    };
+    let mut agent = ClusterAgent::start(&server, config);
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    agent.run_until("ready", |a| a.health.readiness().is_ok());
+    for kind in ["Pod", "Namespace", "Node", "NetworkPolicy"] {
+        assert!(server.lists_of(kind).is_empty(), "{kind} listed in pages");
+        let watches = server.watches_of(kind);
+        assert!(
+            watches[0].contains("sendInitialEvents=true")
+                && watches[0].contains("resourceVersionMatch=NotOlderThan"),
+            "{watches:#?}"
+        );
+    }
+    agent.assert_programs(&server, "streaming-lists");
+    // Changes follow as they do after a paged list.
+    server.apply(web_pod("web-9", "10.244.1.139"));
+    agent.run_until("a pod made later", |a| has_endpoint(a, "shop/web-9"));
+    agent.assert_programs(&server, "streaming-lists-then-watch");
+}
+
+#[test]
+fn a_server_without_streaming_lists_is_listed_in_pages() {
+    let server = example_server();
+    server.refuse_streaming_lists();
+    let config = WatchConfig {
+        streaming_lists: true,
+        ..config()
+    };
+    let mut agent = ClusterAgent::start(&server, config);
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    agent.run_until("ready", |a| a.health.readiness().is_ok());
+    // One refused streaming list per kind, then pages; no error counted for the refusal.
+    let streaming = server
+        .watches_of("Pod")
+        .iter()
+        .filter(|w| w.contains("sendInitialEvents=true"))
+        .count();
+    assert_eq!(streaming, 1);
+    assert!(!server.lists_of("Pod").is_empty());
+    assert!(!agent.metrics_text().contains("netpol_watch_errors_total"));
+    agent.assert_programs(&server, "no-streaming-lists");
+}

@@ -30,6 +30,10 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub fn config() -> WatchConfig {
     WatchConfig {
         page_size: 2,
+        policy_page_size: 2,
+        // Paged lists, which the scripted list failures of most tests are about; streaming
+        // lists have tests of their own.
+        streaming_lists: false,
         page_timeout: Duration::from_secs(5),
         watch_timeout_s: 290,
         stall_timeout: Duration::from_secs(90),

@@ -113,6 +113,8 @@ struct Store {
     stalled: BTreeSet<&'static str>,
     /// How often an open watch that asked for bookmarks gets one; None: only at its start.
     bookmark_every: Option<Duration>,
+    /// Streaming lists are answered 422 (the WatchList feature off).
+    streaming_refused: bool,
 }
 
 struct Shared {
@@ -306,6 +308,12 @@ impl ApiServer {
     /// one about once a minute); by default only a watch's start has one.
     pub fn bookmark_every(&self, every: Duration) {
         self.store().bookmark_every = Some(every);
+    }
+
+    /// Answers streaming lists with 422 Invalid, as an API server with the WatchList feature
+    /// off does.
+    pub fn refuse_streaming_lists(&self) {
+        self.store().streaming_refused = true;
     }
 
     /// The requests and response bytes served so far.

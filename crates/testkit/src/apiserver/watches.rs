@@ -3,6 +3,11 @@
 //! the client asks for them (as the API server sends one about once a minute), and silent while
 //! the kind's watches are stalled ([`super::ApiServer::stall_watches`]): the connection stays
 //! open and nothing arrives, as over a half-open connection.
+//!
+//! A streaming list (`sendInitialEvents=true`) starts with every current object as `ADDED`,
+//! then a bookmark annotated `k8s.io/initial-events-end`, then changes; unless streaming lists
+//! are refused ([`super::ApiServer::refuse_streaming_lists`]: 422, as with the WatchList
+//! feature off).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,19 +26,41 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let bookmarks = query_param(query, "allowWatchBookmarks") == Some("true");
+    let streaming = query_param(query, "sendInitialEvents") == Some("true");
+    if streaming && shared.store.lock().unwrap().streaming_refused {
+        let invalid = status(
+            422,
+            "Invalid",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        );
+        return (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            [(header::CONTENT_TYPE, "application/json")],
+            invalid.to_string(),
+        )
+            .into_response();
+    }
     let (lines, body) = tokio::sync::mpsc::channel::<Bytes>(256);
     // Subscribed under the lock, so that no change falls between the replay and the live feed.
-    let (replay, mut live, current, expired, bookmark_every) = {
+    let (replay, initial, mut live, current, expired, bookmark_every) = {
         let store = shared.store.lock().unwrap();
         let replay: Vec<Change> = store
             .history
             .iter()
-            .filter(|c| c.path == path && c.version > from)
+            .filter(|c| c.path == path && c.version > from && !streaming)
             .cloned()
             .collect();
-        let expired = from < store.compacted;
+        // The keys only: each object is read (and copied) as it is sent.
+        let initial: Vec<String> = store
+            .objects
+            .get(path)
+            .filter(|_| streaming)
+            .map(|objects| objects.keys().cloned().collect())
+            .unwrap_or_default();
+        let expired = from < store.compacted && !streaming;
         (
             replay,
+            initial,
             shared.changes.subscribe(),
             store.version,
             expired,
@@ -82,6 +109,27 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
             return;
         }
         let mut sent = from;
+        if streaming {
+            for key in initial {
+                // An object changed since is sent as it is now (its change follows too); one
+                // deleted since is skipped (its delete follows).
+                let object = {
+                    let store = shared.store.lock().unwrap();
+                    store.objects.get(path).and_then(|o| o.get(&key)).cloned()
+                };
+                let Some(object) = object else { continue };
+                let event = json!({"type": "ADDED", "object": as_served(&object, false)});
+                if !send(event).await {
+                    return;
+                }
+            }
+            let mut end = bookmark(current);
+            end["object"]["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+            if !send(end).await {
+                return;
+            }
+            sent = current;
+        }
         for change in replay {
             sent = change.version;
             let event = json!({"type": change.kind, "object": as_served(&change.object, false)});

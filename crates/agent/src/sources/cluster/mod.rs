@@ -2,7 +2,10 @@
 //! kind's events to the reconcile loop.
 //!
 //! Per kind:
-//! - **List** in pages of [`WatchConfig::page_size`], each page within
+//! - **List** as a streaming list where the server offers it (see [`streaming`]): served from
+//!   the watch cache, one object at a time, never a page in memory. Otherwise, or if the
+//!   server refuses or ignores it, in pages of [`WatchConfig::page_size`]
+//!   ([`WatchConfig::policy_page_size`] for the policy kinds), each page within
 //!   [`WatchConfig::page_timeout`] (a large list takes as many pages as it needs); each object is
 //!   read on its own ([`super::decode`]), so an object that does not fit its kind is rejected
 //!   alone (a policy counts as invalid, logged once with object and field) and every other
@@ -55,6 +58,8 @@ use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
 use serde_json::Value;
 use tokio::time::Instant;
 
+mod streaming;
+
 use super::decode::{decode, skeleton, Decoded};
 use super::jitter::Jitter;
 use super::kube_api::{resource_version, CallError, KindApi, Page, WatchItem};
@@ -64,12 +69,19 @@ use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::metrics::Metrics;
 use netpol_datapath::Backoff;
+use streaming::StreamFailed;
 
 /// How the watches list, watch and retry.
 #[derive(Clone, Copy, Debug)]
 pub struct WatchConfig {
-    /// Objects per list page (`limit`).
+    /// Objects per list page (`limit`) of pods, namespaces and nodes.
     pub page_size: u32,
+    /// Objects per list page of the policy kinds, whose objects can be far larger (a Cilium
+    /// policy near etcd's 1.5 MB limit): a page is read whole, so it is what bounds memory.
+    pub policy_page_size: u32,
+    /// List as a streaming list (a watch with `sendInitialEvents`, from the watch cache, one
+    /// object at a time) where the server offers it; paged lists otherwise.
+    pub streaming_lists: bool,
     /// The longest one list page may take.
     pub page_timeout: Duration,
     /// The server ends each watch call after about this many seconds (each watch draws its
@@ -89,6 +101,8 @@ impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
             page_size: 500,
+            policy_page_size: 50,
+            streaming_lists: true,
             page_timeout: Duration::from_secs(60),
             watch_timeout_s: 290,
             stall_timeout: Duration::from_secs(90),
@@ -218,6 +232,8 @@ struct Follower {
     logged_invalid: BTreeSet<ObjectRef>,
     /// The last watch stalled, and no watch has delivered since: the kind is not in sync.
     stalled: bool,
+    /// The server refused or ignored a streaming list: this follower lists in pages.
+    no_streaming: bool,
     jitter: Jitter,
 }
 
@@ -238,6 +254,7 @@ impl Follower {
             absent: false,
             logged_invalid: BTreeSet::new(),
             stalled: false,
+            no_streaming: false,
             jitter: Jitter::default(),
         }
     }
@@ -297,15 +314,29 @@ impl Follower {
         }
     }
 
+    /// Lists the kind: as a streaming list where the server offers one and the configuration
+    /// asks for it ([`streaming`]), else a page at a time.
+    async fn list(&mut self) -> Result<String, ListFailed> {
+        if self.config.streaming_lists && !self.no_streaming {
+            match self.stream_list().await {
+                Ok(resource_version) => return Ok(resource_version),
+                Err(StreamFailed::Unsupported(why)) => {
+                    tracing::info!(kind = %self.kind, "no streaming lists ({why}): listing in pages");
+                    self.no_streaming = true;
+                }
+                Err(StreamFailed::List(failed)) => return Err(failed),
+            }
+        }
+        self.list_pages().await
+    }
+
     /// Lists the kind a page at a time, each page's objects decoded and sent before the next
     /// page is asked for, so that a list of 150,000 pods never exists whole; returns the
     /// resourceVersion to watch from. `Init` goes out with the first page: a list that fails
     /// later is left without its `InitDone` (it changes nothing) and the next list's `Init`
     /// abandons it.
-    async fn list(&mut self) -> Result<String, ListFailed> {
-        let mut pages = self
-            .api
-            .pages(self.config.page_size, self.config.page_timeout);
+    async fn list_pages(&mut self) -> Result<String, ListFailed> {
+        let mut pages = self.api.pages(self.page_size(), self.config.page_timeout);
         let mut objects = 0;
         let mut resource_version = String::new();
         loop {
@@ -393,7 +424,9 @@ impl Follower {
                 };
                 let Some(item) = next else { break };
                 match item {
-                    Ok(WatchItem::Bookmark(version)) => resource_version = version,
+                    Ok(WatchItem::Bookmark(version) | WatchItem::InitialEventsEnd(version)) => {
+                        resource_version = version;
+                    }
                     Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
                         resource_version = version_of(&object, resource_version);
                         self.send_object(object, Event::Apply, Event::Apply).await?;
@@ -435,6 +468,14 @@ impl Follower {
                 quiet += 1;
                 self.pause(quiet, None).await;
             }
+        }
+    }
+
+    fn page_size(&self) -> u32 {
+        if self.kind.is_policy() {
+            self.config.policy_page_size
+        } else {
+            self.config.page_size
         }
     }
 
