@@ -112,7 +112,10 @@ fn agent_start(
     let mut listed = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(600);
     while listed.len() < SourceKind::ALL.len() {
-        assert!(Instant::now() < deadline, "not every kind listed: {listed:?}");
+        assert!(
+            Instant::now() < deadline,
+            "not every kind listed: {listed:?}"
+        );
         if let Ok(Input::Event(event)) = receiver.recv_timeout(Duration::from_millis(100)) {
             if matches!(event.event, Event::InitDone) {
                 listed.insert(event.kind);

@@ -38,9 +38,7 @@ pub fn pod(i: usize, nodes: usize) -> Value {
         json!({"httpGet": {"path": path, "port": "http", "scheme": "HTTP"}, "initialDelaySeconds": 5,
             "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
     };
-    let condition = |kind: &str| {
-        json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": time})
-    };
+    let condition = |kind: &str| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": time});
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {
