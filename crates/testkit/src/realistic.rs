@@ -44,7 +44,7 @@ pub fn pod(i: usize, nodes: usize) -> Value {
         "metadata": {
             "name": name, "generateName": format!("{app}-7d9c5b8f6d-"), "namespace": namespace,
             "uid": format!("0b6f4c2e-{i:04x}-4d1a-8e2b-9c3d4e5f6a7b"), "creationTimestamp": time,
-            "labels": {"app": app, "tier": if i % 3 == 0 { "frontend" } else { "backend" }, "pod-template-hash": "7d9c5b8f6d"},
+            "labels": {"app": app, "tier": if i.is_multiple_of(3) { "frontend" } else { "backend" }, "pod-template-hash": "7d9c5b8f6d"},
             "annotations": {"kubectl.kubernetes.io/restartedAt": time, "prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": format!("{app}-7d9c5b8f6d"),
                 "uid": "5f0c2a1e-3b7d-4c49-9a51-0d7e1b2c3f40", "controller": true, "blockOwnerDeletion": true}],
