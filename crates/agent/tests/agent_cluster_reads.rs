@@ -24,14 +24,6 @@ fn web_pod(name: &str, ip: &str) -> serde_json::Value {
     })
 }
 
-fn has_endpoint(agent: &ClusterAgent, pod: &str) -> bool {
-    agent
-        .pipeline
-        .endpoints()
-        .iter()
-        .any(|(_, p)| p.as_deref() == Some(pod))
-}
-
 #[test]
 fn a_stalled_watch_is_noticed_ended_and_resumed_from_the_last_resource_version() {
     let server = example_server();
@@ -70,7 +62,7 @@ fn a_stalled_watch_is_noticed_ended_and_resumed_from_the_last_resource_version()
         agent.metrics_text()
     );
     assert!(
-        !has_endpoint(&agent, "shop/web-9"),
+        !agent.has_endpoint("shop/web-9"),
         "delivered by a stalled watch"
     );
     // The watch is resumed (not relisted); a re-watch that opens but stalls again does not
@@ -81,7 +73,7 @@ fn a_stalled_watch_is_noticed_ended_and_resumed_from_the_last_resource_version()
     // The path heals: the next watch brings the pod, and the kind is in sync again.
     server.stall_watches("Pod", false);
     agent.run_until("the pod that came during the stall", |a| {
-        has_endpoint(a, "shop/web-9")
+        a.has_endpoint("shop/web-9")
     });
     agent.run_until("ready again", |a| a.health.readiness().is_ok());
     agent.assert_metric("netpol_kind_synced{kind=\"Pod\"} 1");
@@ -122,14 +114,17 @@ fn a_throttled_list_waits_as_long_as_the_server_asks() {
     agent.assert_programs(&server, "throttled");
 }
 
+fn streaming() -> WatchConfig {
+    WatchConfig {
+        streaming_lists: true,
+        ..config()
+    }
+}
+
 #[test]
 fn kinds_are_listed_by_streaming_lists_from_the_watch_cache_where_offered() {
     let server = example_server();
-    let config = WatchConfig {
-        streaming_lists: true,
-        ..config()
-    };
-    let mut agent = ClusterAgent::start(&server, config);
+    let mut agent = ClusterAgent::start(&server, streaming());
     agent.run_until("first sync", |a| a.pipeline.synced());
     agent.run_until("ready", |a| a.health.readiness().is_ok());
     for kind in ["Pod", "Namespace", "Node", "NetworkPolicy"] {
@@ -144,7 +139,7 @@ fn kinds_are_listed_by_streaming_lists_from_the_watch_cache_where_offered() {
     agent.assert_programs(&server, "streaming-lists");
     // Changes follow as they do after a paged list.
     server.apply(web_pod("web-9", "10.244.1.139"));
-    agent.run_until("a pod made later", |a| has_endpoint(a, "shop/web-9"));
+    agent.run_until("a pod made later", |a| a.has_endpoint("shop/web-9"));
     agent.assert_programs(&server, "streaming-lists-then-watch");
 }
 
@@ -152,11 +147,7 @@ fn kinds_are_listed_by_streaming_lists_from_the_watch_cache_where_offered() {
 fn a_server_without_streaming_lists_is_listed_in_pages() {
     let server = example_server();
     server.refuse_streaming_lists();
-    let config = WatchConfig {
-        streaming_lists: true,
-        ..config()
-    };
-    let mut agent = ClusterAgent::start(&server, config);
+    let mut agent = ClusterAgent::start(&server, streaming());
     agent.run_until("first sync", |a| a.pipeline.synced());
     agent.run_until("ready", |a| a.health.readiness().is_ok());
     // One refused streaming list per kind, then pages; no error counted for the refusal.

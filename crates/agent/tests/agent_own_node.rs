@@ -58,21 +58,13 @@ fn probe_admitted(agent: &ClusterAgent, pod: &str, from: &str) -> bool {
         == AclAction::Allow
 }
 
-fn has_endpoint(agent: &ClusterAgent, pod: &str) -> bool {
-    agent
-        .pipeline
-        .endpoints()
-        .iter()
-        .any(|(_, p)| p.as_deref() == Some(pod))
-}
-
 #[test]
 fn a_deleted_own_node_keeps_its_last_addresses_admitting_probes_and_says_so() {
     let server = example_server();
     isolated_namespace(&server);
     let mut agent = ClusterAgent::start(&server, config());
     agent.run_until("ready", |a| {
-        a.pipeline.synced() && a.health.readiness().is_ok() && has_endpoint(a, "probed/app-1")
+        a.pipeline.synced() && a.health.readiness().is_ok() && a.has_endpoint("probed/app-1")
     });
     agent.assert_metric("netpol_own_node_missing 0");
     assert!(probe_admitted(&agent, "probed/app-1", "10.0.0.1"));
@@ -93,9 +85,7 @@ fn a_deleted_own_node_keeps_its_last_addresses_admitting_probes_and_says_so() {
     agent.assert_metric("netpol_own_node_missing 1");
     // A pod that arrives meanwhile is computed with the kept addresses too.
     server.apply(probed_pod("app-2", "10.244.1.202"));
-    agent.run_until("the new pod programmed", |a| {
-        has_endpoint(a, "probed/app-2")
-    });
+    agent.run_until("the new pod programmed", |a| a.has_endpoint("probed/app-2"));
     for pod in ["probed/app-1", "probed/app-2"] {
         assert!(
             probe_admitted(&agent, pod, "10.0.0.1"),
@@ -125,7 +115,7 @@ fn an_own_node_never_seen_is_reported_with_no_address_to_admit() {
     server.delete_unseen("Node", NODE);
     let mut agent = ClusterAgent::start(&server, config());
     agent.run_until("synced", |a| {
-        a.pipeline.synced() && has_endpoint(a, "probed/app-1")
+        a.pipeline.synced() && a.has_endpoint("probed/app-1")
     });
     let reason = agent.health.readiness().unwrap_err();
     assert!(reason.contains("Node object node-1 is missing"), "{reason}");

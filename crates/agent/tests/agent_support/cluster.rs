@@ -144,6 +144,14 @@ impl ClusterAgent {
         }
     }
 
+    /// Whether a local endpoint holds the pod `pod` (`namespace/name`).
+    pub fn has_endpoint(&self, pod: &str) -> bool {
+        self.pipeline
+            .endpoints()
+            .iter()
+            .any(|(_, p)| p.as_deref() == Some(pod))
+    }
+
     pub fn metrics_text(&self) -> String {
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry).unwrap();
