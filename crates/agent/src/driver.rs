@@ -100,6 +100,7 @@ pub fn run_with_resync(
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
+        report_own_node(&pipeline, &health);
         if resync.swap(false, Ordering::SeqCst) {
             pipeline.request_resync();
         }
@@ -122,6 +123,12 @@ pub fn run_with_resync(
         }
     }
     health.stopped();
+}
+
+/// Puts a missing own Node object in `/readyz` (the pipeline logs and counts it), or takes it
+/// out once the object is back.
+pub fn report_own_node(pipeline: &Pipeline, health: &Health) {
+    health.set_source_problem("own Node", pipeline.own_node_problem());
 }
 
 /// Applies one input; false means stop.

@@ -107,6 +107,9 @@ pub struct Metrics {
     pub kind_synced: Family<KindLabels, Gauge>,
     pub watch_errors: Family<KindLabels, Counter>,
     pub relists: Family<KindLabels, Counter>,
+    pub watch_stalls: Family<KindLabels, Counter>,
+    /// 1 while this node's own Node object is missing (its last known addresses are kept).
+    pub own_node_missing: Gauge,
 }
 
 fn call_histogram() -> Histogram {
@@ -138,6 +141,8 @@ impl Metrics {
             kind_synced: Family::default(),
             watch_errors: Family::default(),
             relists: Family::default(),
+            watch_stalls: Family::default(),
+            own_node_missing: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -230,6 +235,16 @@ impl Metrics {
             "Complete lists of a kind after the first (410 Gone, a failed watch, a CRD installed)",
             metrics.relists.clone(),
         );
+        r.register(
+            "watch_stalls",
+            "Watches ended because nothing arrived, not even a bookmark, for the stall time-out (a half-open connection), by kind",
+            metrics.watch_stalls.clone(),
+        );
+        r.register(
+            "own_node_missing",
+            "1 while this node's own Node object is missing (deleted, not yet created, not readable): its last known addresses keep the node-probe allowance",
+            metrics.own_node_missing.clone(),
+        );
         metrics
     }
 
@@ -247,6 +262,12 @@ impl Metrics {
 
     pub fn count_watch_error(&self, kind: SourceKind) {
         self.watch_errors
+            .get_or_create(&Self::kind_labels(kind))
+            .inc();
+    }
+
+    pub fn count_watch_stall(&self, kind: SourceKind) {
+        self.watch_stalls
             .get_or_create(&Self::kind_labels(kind))
             .inc();
     }

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::indexes::{Applied, Indexes, SourceEvent};
+use super::indexes::{Applied, Indexes, OwnNode, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 use super::refusals::Refusal;
@@ -59,6 +59,10 @@ impl ReconcileReport {
 
 pub struct Pipeline {
     indexes: Indexes,
+    /// This node's name.
+    node: String,
+    /// Where the own Node object stood after the last event, to log and count its changes.
+    own_node: Option<OwnNode>,
     engine: Engine,
     /// Compiled rules of each local pod.
     compiled: CompiledPods,
@@ -102,7 +106,9 @@ impl Pipeline {
     pub fn with_enforcer(node: &str, enforcer: Box<dyn Enforcer>, metrics: Metrics) -> Self {
         let options = enforcer.compile_options();
         Pipeline {
-            indexes: Indexes::new(),
+            indexes: Indexes::for_node(node),
+            node: node.to_owned(),
+            own_node: None,
             engine: Engine::new(EngineConfig {
                 local_node: Some(node.to_owned()),
                 ..EngineConfig::default()
@@ -139,6 +145,42 @@ impl Pipeline {
         self.policies_touched |= event.kind.is_policy();
         let applied = self.indexes.apply(event);
         self.stage(applied);
+        self.note_own_node();
+    }
+
+    /// Logs and counts a change of where the own Node object stands.
+    fn note_own_node(&mut self) {
+        let now = self.indexes.own_node();
+        if now == self.own_node {
+            return;
+        }
+        self.own_node = now;
+        let missing = matches!(now, Some(OwnNode::MissingKept | OwnNode::MissingNeverSeen));
+        self.metrics.own_node_missing.set(i64::from(missing));
+        match now {
+            Some(OwnNode::Present) => {
+                tracing::info!(node = %self.node, "this node's Node object is present");
+            }
+            Some(_) => {
+                tracing::warn!(node = %self.node, "{}", self.own_node_problem().unwrap_or_default())
+            }
+            None => {}
+        }
+    }
+
+    /// Why the own Node object makes the agent not ready, if it does: it is missing, and
+    /// either its last known addresses stand in for it or none are known.
+    pub fn own_node_problem(&self) -> Option<String> {
+        let node = &self.node;
+        match self.indexes.own_node()? {
+            OwnNode::Present => None,
+            OwnNode::MissingKept => Some(format!(
+                "this node's Node object {node} is missing (deleted or not readable): its last known addresses keep admitting kubelet probes"
+            )),
+            OwnNode::MissingNeverSeen => Some(format!(
+                "this node's Node object {node} is missing (not yet created or not readable) and its addresses were never known: kubelet probes to pods under ingress isolation are denied"
+            )),
+        }
     }
 
     /// Feeds the event of a policy its source could not read: it counts as invalid and replaces

@@ -4,10 +4,17 @@
 //! Every agent watches every policy, so every agent sees every refusal; one agent per cluster
 //! reports them, or thousands of nodes would post thousands of copies. The reporter is elected
 //! with a coordination.k8s.io Lease (`netpol-refusals` in the agent's namespace): an agent holds
-//! it while it renews it every third of its duration, another takes it over only once it has
-//! expired, and every write carries the resourceVersion read, so two agents racing for it cannot
-//! both win (the API server answers the loser 409 Conflict). Agents that do not hold it remember
-//! refusals without posting them; one that becomes the holder posts what it remembers.
+//! it while it renews it, another takes it over only once it has expired, and every write
+//! carries the resourceVersion read, so two agents racing for it cannot both win (the API server
+//! answers the loser 409 Conflict).
+//!
+//! No polling in steady state: an agent reads the Lease only when it has refusals to report
+//! ([`Reporter::run`]), and the holder renews it only while it has Events left to post. An agent
+//! that finds the Lease held (and fresh) by another hands its refusals over: the holder sees the
+//! same refusals (every agent watches every policy) and posts them. So an idle cluster costs no
+//! request, and a refusal costs each agent one read of the Lease. Should the holder stop before
+//! posting, the Event waits for the next refusal of that object (a new generation, an agent's
+//! restart); the refusal is in every agent's log and `netpol_policy_rejections_total` meanwhile.
 //!
 //! Deduplication: one Event per object, reason and generation. The holder reads the refused
 //! object once before posting (its uid, which `kubectl describe` matches Events by, and its
@@ -332,23 +339,45 @@ impl Reporter {
         created
     }
 
-    /// Runs until `refusals` closes: elects every third of the Lease's duration, and posts
-    /// refusals as they come while holding it.
+    /// Forgets the remembered refusals: the Lease's holder posts them.
+    pub fn hand_over(&mut self) -> usize {
+        std::mem::take(&mut self.pending).len()
+    }
+
+    /// Runs until `refusals` closes. Idle, it makes no request. A burst of refusals is taken
+    /// whole, then the Lease is read: the holder (this agent, if the Lease is free, expired or
+    /// its own) posts them; otherwise they are handed over. Posts that failed are retried every
+    /// third of the Lease's duration, renewing it, until none is left.
     pub async fn run(mut self, mut refusals: UnboundedReceiver<Refusal>) {
-        let mut tick = tokio::time::interval(self.config.lease_duration / 3);
+        let retry = self.config.lease_duration / 3;
         loop {
-            tokio::select! {
-                _ = tick.tick() => {
-                    if let Err(error) = self.elect().await {
-                        tracing::warn!("the refusal reporter's Lease: {error}");
-                    }
-                }
-                refusal = refusals.recv() => match refusal {
-                    Some(refusal) => self.refused(refusal),
+            let received = if self.pending.is_empty() {
+                match refusals.recv().await {
+                    Some(refusal) => Some(refusal),
                     None => return,
-                },
+                }
+            } else {
+                match tokio::time::timeout(retry, refusals.recv()).await {
+                    Ok(Some(refusal)) => Some(refusal),
+                    Ok(None) => return,
+                    Err(_) => None, // time to retry what is left
+                }
+            };
+            if let Some(refusal) = received {
+                self.refused(refusal);
             }
-            self.post().await;
+            while let Ok(refusal) = refusals.try_recv() {
+                self.refused(refusal);
+            }
+            if let Err(error) = self.elect().await {
+                tracing::warn!("the refusal reporter's Lease: {error}");
+                continue;
+            }
+            if self.holder {
+                self.post().await;
+            } else {
+                self.hand_over();
+            }
         }
     }
 }

@@ -9,4 +9,5 @@
 pub mod apiserver;
 pub mod files;
 pub mod http;
+pub mod realistic;
 mod writable;

@@ -21,7 +21,7 @@ use netpol_api::{Object, ObjectRef, ValidationError, Warning};
 use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
 pub use keyed::{Change, Keyed};
-pub use nodes::Nodes;
+pub use nodes::{Nodes, OwnNode};
 pub use pods::{PodClaim, Pods};
 pub use policies::{Policies, PolicyCounts};
 
@@ -131,6 +131,20 @@ pub struct Indexes {
 impl Indexes {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The indexes of an agent on node `own`, which follow its own Node object (see
+    /// [`Nodes`]).
+    pub fn for_node(own: &str) -> Self {
+        Indexes {
+            nodes: Nodes::for_node(own),
+            ..Self::default()
+        }
+    }
+
+    /// Where this node's own Node object stands (see [`Nodes::own_node`]).
+    pub fn own_node(&self) -> Option<OwnNode> {
+        self.nodes.own_node()
     }
 
     /// Feeds one event and returns the engine updates it causes.

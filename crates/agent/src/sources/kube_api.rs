@@ -77,9 +77,10 @@ impl Pages {
         if self.done {
             return Ok(None);
         }
+        // The token stays until the page is read: a failed page is asked for again from it.
         let params = ListParams {
             limit: Some(self.page_size),
-            continue_token: self.continue_token.take(),
+            continue_token: self.continue_token.clone(),
             ..ListParams::default()
         };
         let request = self
@@ -99,10 +100,8 @@ impl Pages {
         })?;
         drop(text);
         self.pages += 1;
-        match page.metadata.continue_token.filter(|t| !t.is_empty()) {
-            Some(token) => self.continue_token = Some(token),
-            None => self.done = true,
-        }
+        self.continue_token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        self.done = self.continue_token.is_none();
         Ok(Some(Page {
             items: page.items,
             resource_version: page.metadata.resource_version.unwrap_or_default(),
@@ -119,6 +118,12 @@ pub enum CallError {
     Expired,
     /// A list page took longer than allowed.
     TimedOut,
+    /// 429 Too Many Requests, with the Retry-After the server asked for (the Status's
+    /// `details.retryAfterSeconds`, which the API server sets with the header).
+    Throttled(Option<Duration>),
+    /// 400 or 422: the request itself is refused (for a streaming list: the server has the
+    /// WatchList feature off).
+    Invalid(String),
     /// Anything else (403, 500, a refused connection, a body that is not JSON), bounded in size.
     Failed(String),
 }
@@ -131,7 +136,13 @@ impl std::fmt::Display for CallError {
             }
             CallError::Expired => f.write_str("410 Gone: the resourceVersion is too old"),
             CallError::TimedOut => f.write_str("a list page timed out"),
-            CallError::Failed(message) => f.write_str(message),
+            CallError::Throttled(Some(after)) => write!(
+                f,
+                "429 Too Many Requests: retry after {} s",
+                after.as_secs()
+            ),
+            CallError::Throttled(None) => f.write_str("429 Too Many Requests"),
+            CallError::Failed(message) | CallError::Invalid(message) => f.write_str(message),
         }
     }
 }
@@ -150,6 +161,20 @@ impl CallError {
         match status.code {
             404 => CallError::NotInstalled,
             410 => CallError::Expired,
+            400 | 422 => CallError::Invalid(format!(
+                "{} {}: {}",
+                status.code,
+                bounded(&status.reason),
+                bounded(&status.message)
+            )),
+            429 => CallError::Throttled(
+                status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s))),
+            ),
             code => CallError::Failed(format!(
                 "{code} {}: {}",
                 bounded(&status.reason),
@@ -167,7 +192,13 @@ pub enum WatchItem {
     Deleted(Value),
     /// A bookmark: nothing changed up to this resourceVersion.
     Bookmark(String),
+    /// The bookmark that ends a streaming list's initial events (annotated
+    /// `k8s.io/initial-events-end`): every object up to this resourceVersion was sent.
+    InitialEventsEnd(String),
 }
+
+/// The annotation of the bookmark that ends a streaming list's initial events.
+const INITIAL_EVENTS_END: &str = "k8s.io/initial-events-end";
 
 impl KindApi {
     pub fn new(client: Client, resource: ApiResource) -> KindApi {
@@ -227,9 +258,33 @@ impl KindApi {
             timeout: Some(timeout_s),
             ..WatchParams::default()
         };
+        self.watch_with(&params, resource_version).await
+    }
+
+    /// A streaming list: a watch that starts with every current object as an `Added` event,
+    /// served from the API server's watch cache (`sendInitialEvents=true`,
+    /// `resourceVersionMatch=NotOlderThan`), one object at a time, ended by
+    /// [`WatchItem::InitialEventsEnd`]; then changes as any watch. A server without streaming
+    /// lists refuses it (the WatchList feature off: 422) or ignores it (no end bookmark).
+    pub async fn watch_list(
+        &self,
+        timeout_s: u32,
+    ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
+        let params = WatchParams {
+            timeout: Some(timeout_s),
+            ..WatchParams::streaming_lists()
+        };
+        self.watch_with(&params, "").await
+    }
+
+    async fn watch_with(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
         let request = self
             .request
-            .watch(&params, resource_version)
+            .watch(params, resource_version)
             .map_err(|e| CallError::Failed(e.to_string()))?;
         let events = self
             .client
@@ -243,7 +298,16 @@ impl KindApi {
                 Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object)),
                 Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object)),
                 Ok(WatchEvent::Bookmark(bookmark)) => {
-                    Ok(WatchItem::Bookmark(bookmark.metadata.resource_version))
+                    let metadata = bookmark.metadata;
+                    let end = metadata
+                        .annotations
+                        .get(INITIAL_EVENTS_END)
+                        .is_some_and(|v| v == "true");
+                    Ok(if end {
+                        WatchItem::InitialEventsEnd(metadata.resource_version)
+                    } else {
+                        WatchItem::Bookmark(metadata.resource_version)
+                    })
                 }
                 Ok(WatchEvent::Error(status)) => Err(CallError::of_status(&status)),
                 Err(error) => Err(CallError::of(&error)),

@@ -3,4 +3,5 @@
 pub mod cluster;
 pub mod decode;
 pub mod files;
+pub mod jitter;
 pub mod kube_api;

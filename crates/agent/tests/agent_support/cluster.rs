@@ -30,8 +30,13 @@ pub const PATIENCE: Duration = Duration::from_secs(30);
 pub fn config() -> WatchConfig {
     WatchConfig {
         page_size: 2,
+        policy_page_size: 2,
+        // Paged lists, which the scripted list failures of most tests are about; streaming
+        // lists have tests of their own.
+        streaming_lists: false,
         page_timeout: Duration::from_secs(5),
         watch_timeout_s: 290,
+        stall_timeout: Duration::from_secs(90),
         backoff: Backoff {
             initial: Duration::from_millis(20),
             max: Duration::from_millis(160),
@@ -119,6 +124,7 @@ impl ClusterAgent {
             while let Ok(input) = self.inputs.try_recv() {
                 self.take(input);
             }
+            netpol_agent::driver::report_own_node(&self.pipeline, &self.health);
             if self.pipeline.has_pending_changes() {
                 if let Some(report) = self.pipeline.reconcile(Instant::now()) {
                     if report.complete() {
@@ -136,6 +142,14 @@ impl ClusterAgent {
             Input::Resync => self.pipeline.request_resync(),
             Input::Shutdown => {}
         }
+    }
+
+    /// Whether a local endpoint holds the pod `pod` (`namespace/name`).
+    pub fn has_endpoint(&self, pod: &str) -> bool {
+        self.pipeline
+            .endpoints()
+            .iter()
+            .any(|(_, p)| p.as_deref() == Some(pod))
     }
 
     pub fn metrics_text(&self) -> String {

@@ -2,17 +2,22 @@
 //! agent uses: `limit`/`continue` paging, watches from a resourceVersion with bookmarks, 410 Gone
 //! for a compacted resourceVersion (in the watch stream, as the API server sends it), the
 //! plain-text 404 of a resource type not served (a CRD not installed), scripted failures of
-//! lists and watches, slow list pages, and watch connections the test can sever; Leases and
-//! Events can be written ([`crate::writable`]). Every request is logged for the tests to inspect.
+//! lists and watches, slow list pages, watch connections the test can sever or stall (open and
+//! silent, as a half-open connection is) and periodic bookmarks ([`watches`]); Leases and Events
+//! can be written ([`crate::writable`]). Every request is logged for the tests to inspect, and
+//! requests and response bytes are counted ([`traffic`]).
+
+mod traffic;
+mod watches;
+
+pub use traffic::TrafficCount;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -21,6 +26,8 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch};
 
 use crate::writable::{route, Writable};
+use traffic::Traffic;
+use watches::serve_watch;
 
 /// Where each kind is served, and whether list items carry `apiVersion`/`kind` (custom
 /// resources do, built-in kinds do not).
@@ -96,10 +103,18 @@ struct Store {
     list_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
     /// The same for watch requests.
     watch_failures: BTreeMap<&'static str, VecDeque<(u16, String)>>,
+    /// The Retry-After a 429 of a path asks for, in seconds.
+    retry_after: BTreeMap<&'static str, u32>,
     /// How long each list page of a path takes to be answered.
     page_delays: BTreeMap<&'static str, Duration>,
     /// Request paths with their query, in arrival order, with when they came.
     requests: Vec<(Instant, String)>,
+    /// Resource paths whose watches are open and silent (see [`ApiServer::stall_watches`]).
+    stalled: BTreeSet<&'static str>,
+    /// How often an open watch that asked for bookmarks gets one; None: only at its start.
+    bookmark_every: Option<Duration>,
+    /// Streaming lists are answered 422 (the WatchList feature off).
+    streaming_refused: bool,
 }
 
 struct Shared {
@@ -109,6 +124,7 @@ struct Shared {
     changes: broadcast::Sender<Change>,
     /// Bumped to sever every open watch connection.
     sever: watch::Sender<u64>,
+    traffic: Traffic,
 }
 
 /// The running stand-in.
@@ -132,6 +148,7 @@ impl ApiServer {
             writable: Mutex::new(Writable::default()),
             changes,
             sever,
+            traffic: Traffic::default(),
         });
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -188,6 +205,12 @@ impl ApiServer {
                 self.put_quietly(document);
             }
         }
+    }
+
+    /// Stores an object as if it had been there from the start: no watch sees it, and it
+    /// leaves no history (a cluster of 150,000 pods is loaded without a copy of each).
+    pub fn preload(&self, object: Value) {
+        self.put_quietly(object);
     }
 
     fn put_quietly(&self, object: Value) {
@@ -273,6 +296,37 @@ impl ApiServer {
         self.shared.sever.send_modify(|generation| *generation += 1);
     }
 
+    /// Stalls every watch of `kind`, open or to come, or ends the stall: a stalled watch stays
+    /// open and delivers nothing (no event, no bookmark), as a half-open connection does; what
+    /// it would have delivered is lost with it, so that only a new watch from the last
+    /// resourceVersion seen brings it.
+    pub fn stall_watches(&self, kind: &str, stalled: bool) {
+        let path = resource_of(kind).2;
+        let mut store = self.store();
+        if stalled {
+            store.stalled.insert(path);
+        } else {
+            store.stalled.remove(path);
+        }
+    }
+
+    /// Sends every open watch that asked for bookmarks one every `every` (the API server sends
+    /// one about once a minute); by default only a watch's start has one.
+    pub fn bookmark_every(&self, every: Duration) {
+        self.store().bookmark_every = Some(every);
+    }
+
+    /// Answers streaming lists with 422 Invalid, as an API server with the WatchList feature
+    /// off does.
+    pub fn refuse_streaming_lists(&self) {
+        self.store().streaming_refused = true;
+    }
+
+    /// The requests and response bytes served so far.
+    pub fn traffic(&self) -> TrafficCount {
+        self.shared.traffic.snapshot()
+    }
+
     /// Makes `kind` unserved (its CRD not installed) or served again.
     pub fn set_installed(&self, kind: &str, installed: bool) {
         let path = resource_of(kind).2;
@@ -293,7 +347,7 @@ impl ApiServer {
     }
 
     /// Answers the next `codes.len()` list requests of `kind` with these status codes; a code
-    /// of 0 hangs the request (an API server that never answers).
+    /// of 0 hangs the request (an API server that never answers), a code of 200 serves it.
     pub fn fail_lists(&self, kind: &str, codes: &[u16]) {
         self.fail_lists_saying(kind, codes, "scripted failure");
     }
@@ -306,6 +360,19 @@ impl ApiServer {
             .entry(path)
             .or_default()
             .extend(codes.iter().map(|c| (*c, message.to_owned())));
+    }
+
+    /// Answers the next `times` list requests of `kind` with 429 Too Many Requests asking to
+    /// retry after `retry_after_s` seconds (the `Retry-After` header and the Status's
+    /// `details.retryAfterSeconds`, as the API server's priority and fairness does).
+    pub fn throttle_lists(&self, kind: &str, times: usize, retry_after_s: u32) {
+        let path = resource_of(kind).2;
+        self.store().retry_after.insert(path, retry_after_s);
+        self.fail_lists_saying(
+            kind,
+            &vec![429; times],
+            "too many requests, please try again later",
+        );
     }
 
     /// Answers the next `codes.len()` watch requests of `kind` with these status codes (a code
@@ -511,12 +578,11 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 }
 
 fn json_response(code: StatusCode, body: Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    json_text(code, body.to_string())
+}
+
+fn json_text(code: StatusCode, body: String) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
@@ -531,6 +597,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
     if let Some(target) = route(&path) {
+        Traffic::count(&shared.traffic.writable, 1);
         let method = request.method().clone();
         shared
             .store
@@ -551,7 +618,16 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         return serve_get(&shared, &path);
     };
     let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
-    let (failure, delay) = {
+    let traffic = &shared.traffic;
+    Traffic::count(
+        if watch {
+            &traffic.watches
+        } else {
+            &traffic.lists
+        },
+        1,
+    );
+    let (failure, delay, retry_after) = {
         let mut store = shared.store.lock().unwrap();
         store
             .requests
@@ -564,13 +640,16 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         } else {
             store.list_failures.get_mut(resource.2)
         };
-        let failure = scripted.and_then(VecDeque::pop_front);
+        // A scripted 200 lets one request through (to fail a later page of a list).
+        let failure = scripted
+            .and_then(VecDeque::pop_front)
+            .filter(|(code, _)| *code != 200);
         let delay = store
             .page_delays
             .get(resource.2)
             .filter(|_| !watch)
             .copied();
-        (failure, delay)
+        (failure, delay, store.retry_after.get(resource.2).copied())
     };
     if let Some(delay) = delay {
         tokio::time::sleep(delay).await;
@@ -580,6 +659,16 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             // Hangs until the client gives up (or the test ends).
             tokio::time::sleep(Duration::from_secs(3600)).await;
             (StatusCode::GATEWAY_TIMEOUT, "never").into_response()
+        }
+        Some((429, message)) => {
+            let seconds = retry_after.unwrap_or(1);
+            let mut body = status(429, "TooManyRequests", &message);
+            body["details"] = json!({"retryAfterSeconds": seconds});
+            let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, body);
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, seconds.into());
+            response
         }
         Some((code, message)) => {
             let code = StatusCode::from_u16(code).unwrap();
@@ -609,8 +698,13 @@ fn serve_get(shared: &Shared, path: &str) -> Response {
     };
     let mut store = shared.store.lock().unwrap();
     store.requests.push((Instant::now(), format!("GET {path}")));
+    Traffic::count(&shared.traffic.gets, 1);
     match store.objects.get(resource.2).and_then(|o| o.get(&key)) {
-        Some(object) => json_response(StatusCode::OK, as_served(object, false)),
+        Some(object) => {
+            let body = as_served(object, false).to_string();
+            Traffic::count(&shared.traffic.other_bytes, body.len());
+            json_text(StatusCode::OK, body)
+        }
         None => json_response(
             StatusCode::NOT_FOUND,
             status(
@@ -662,90 +756,13 @@ fn serve_list(
         metadata["continue"] = json!(format!("{version}-{end}"));
     }
     store.version = store.version.max(version);
-    json_response(
-        StatusCode::OK,
-        json!({
-            "kind": format!("{}List", resource.0),
-            "apiVersion": resource.1,
-            "metadata": metadata,
-            "items": items,
-        }),
-    )
-}
-
-fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str) -> Response {
-    let from: u64 = query_param(query, "resourceVersion")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let bookmarks = query_param(query, "allowWatchBookmarks") == Some("true");
-    let (lines, body) = tokio::sync::mpsc::channel::<Bytes>(256);
-    // Subscribed under the lock, so that no change falls between the replay and the live feed.
-    let (replay, mut live, current, expired) = {
-        let store = shared.store.lock().unwrap();
-        let replay: Vec<Change> = store
-            .history
-            .iter()
-            .filter(|c| c.path == path && c.version > from)
-            .cloned()
-            .collect();
-        let expired = from < store.compacted;
-        (replay, shared.changes.subscribe(), store.version, expired)
-    };
-    let mut sever = shared.sever.subscribe();
-    sever.mark_unchanged();
-    tokio::spawn(async move {
-        let line = |value: Value| Bytes::from(format!("{value}\n"));
-        if expired {
-            let gone = status(410, "Expired", "too old resource version");
-            let _ = lines
-                .send(line(json!({"type": "ERROR", "object": gone})))
-                .await;
-            return;
-        }
-        let mut sent = from;
-        for change in replay {
-            sent = change.version;
-            let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
-            if lines.send(line(event)).await.is_err() {
-                return;
-            }
-        }
-        if bookmarks {
-            let kind = RESOURCES.iter().find(|r| r.2 == path).unwrap();
-            let bookmark = json!({"type": "BOOKMARK", "object": {
-                "kind": kind.0, "apiVersion": kind.1,
-                "metadata": {"resourceVersion": current.max(sent).to_string()},
-            }});
-            if lines.send(line(bookmark)).await.is_err() {
-                return;
-            }
-        }
-        loop {
-            tokio::select! {
-                change = live.recv() => match change {
-                    Ok(change) if change.path == path && change.version > sent => {
-                        sent = change.version;
-                        let event = json!({"type": change.kind, "object": as_served(&change.object, false)});
-                        if lines.send(line(event)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(_) => return,
-                },
-                _ = sever.changed() => return,
-            }
-        }
-    });
-    let stream = futures::stream::unfold(body, |mut body| async move {
-        body.recv()
-            .await
-            .map(|bytes| (Ok::<_, Infallible>(bytes), body))
-    });
-    (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        Body::from_stream(stream),
-    )
-        .into_response()
+    let body = json!({
+        "kind": format!("{}List", resource.0),
+        "apiVersion": resource.1,
+        "metadata": metadata,
+        "items": items,
+    })
+    .to_string();
+    Traffic::count(&shared.traffic.list_bytes, body.len());
+    json_text(StatusCode::OK, body)
 }

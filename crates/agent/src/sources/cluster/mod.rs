@@ -2,17 +2,29 @@
 //! kind's events to the reconcile loop.
 //!
 //! Per kind:
-//! - **List** in pages of [`WatchConfig::page_size`], each page within
+//! - **List** as a streaming list where the server offers it (see [`streaming`]): served from
+//!   the watch cache, one object at a time, never a page in memory. Otherwise, or if the
+//!   server refuses or ignores it, in pages of [`WatchConfig::page_size`]
+//!   ([`WatchConfig::policy_page_size`] for the policy kinds), each page within
 //!   [`WatchConfig::page_timeout`] (a large list takes as many pages as it needs); each object is
 //!   read on its own ([`super::decode`]), so an object that does not fit its kind is rejected
 //!   alone (a policy counts as invalid, logged once with object and field) and every other
 //!   object of the kind is enforced.
+//!   A page that fails after the first is asked for again from its continue token (after the
+//!   backoff), not the whole list: only a 410 Gone (an expired token) starts the list afresh.
 //! - **Watch** from the list's resourceVersion, with bookmarks. A watch that ends (the server's
 //!   time-out, a dropped connection) is resumed from the last resourceVersion seen, without a
 //!   list; a 410 Gone lists again, and the new list's end removes what was deleted meanwhile.
+//! - **A stalled watch** (a half-open connection: open, but no event and no bookmark for
+//!   [`WatchConfig::stall_timeout`], while the server sends a bookmark about once a minute) is
+//!   ended and resumed from the last resourceVersion seen; the kind reads as not in sync
+//!   (`netpol_kind_synced` 0, `/readyz` 503 naming it, `netpol_watch_stalls_total`) until a
+//!   watch delivers again.
 //! - **Failures** (403, 500, time-outs, refused connections) are retried with a growing, capped
 //!   backoff, counted in `netpol_watch_errors_total`, shown in `netpol_kind_synced` and in
-//!   `/readyz`. A complete list, or a watch that delivers (an event or a bookmark), shows the
+//!   `/readyz`. A 429's Retry-After is honoured (the delay is the longer of the two). Every
+//!   delay is stretched by a per-follower random part, and each watch asks for its own time-out
+//!   (see [`super::jitter`]), so that agents started together do not call together. A complete list, or a watch that delivers (an event or a bookmark), shows the
 //!   server healthy again and resets the backoff: an outage's delays never carry over to the
 //!   next one, so an event made during a short watch outage arrives within seconds of its end.
 //!   A server that answers every watch with 410 is relisted at the backoff too, not in a loop.
@@ -46,7 +58,10 @@ use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
 use serde_json::Value;
 use tokio::time::Instant;
 
+mod streaming;
+
 use super::decode::{decode, skeleton, Decoded};
+use super::jitter::Jitter;
 use super::kube_api::{resource_version, CallError, KindApi, Page, WatchItem};
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
@@ -54,16 +69,27 @@ use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::metrics::Metrics;
 use netpol_datapath::Backoff;
+use streaming::StreamFailed;
 
 /// How the watches list, watch and retry.
 #[derive(Clone, Copy, Debug)]
 pub struct WatchConfig {
-    /// Objects per list page (`limit`).
+    /// Objects per list page (`limit`) of pods, namespaces and nodes.
     pub page_size: u32,
+    /// Objects per list page of the policy kinds, whose objects can be far larger (a Cilium
+    /// policy near etcd's 1.5 MB limit): a page is read whole, so it is what bounds memory.
+    pub policy_page_size: u32,
+    /// List as a streaming list (a watch with `sendInitialEvents`, from the watch cache, one
+    /// object at a time) where the server offers it; paged lists otherwise.
+    pub streaming_lists: bool,
     /// The longest one list page may take.
     pub page_timeout: Duration,
-    /// The server ends each watch call after this many seconds; it is then resumed.
+    /// The server ends each watch call after about this many seconds (each watch draws its
+    /// own, between three quarters of it and all of it); it is then resumed.
     pub watch_timeout_s: u32,
+    /// A watch that delivers nothing (no event, no bookmark) for this long is taken as stalled,
+    /// ended and resumed. Above the API server's bookmark interval (about a minute).
+    pub stall_timeout: Duration,
     /// Delays between failed calls: doubling from `initial` up to `max`.
     pub backoff: Backoff,
     /// How long a policy kind never listed holds programming back (pods, namespaces and nodes
@@ -75,8 +101,11 @@ impl Default for WatchConfig {
     fn default() -> Self {
         WatchConfig {
             page_size: 500,
+            policy_page_size: 50,
+            streaming_lists: true,
             page_timeout: Duration::from_secs(60),
             watch_timeout_s: 290,
+            stall_timeout: Duration::from_secs(90),
             backoff: Backoff {
                 initial: Duration::from_millis(500),
                 max: Duration::from_secs(30),
@@ -166,6 +195,9 @@ impl From<Stopped> for ListFailed {
     }
 }
 
+/// How many failures in a row one page of a list may meet before the list starts afresh.
+const PAGE_RETRIES: u32 = 8;
+
 /// How long a follower waits before offering an input again to a full channel.
 const FULL_CHANNEL_RETRY: Duration = Duration::from_millis(2);
 
@@ -198,6 +230,11 @@ struct Follower {
     absent: bool,
     /// Invalid objects of a kind without invalid state (pods...), logged once each.
     logged_invalid: BTreeSet<ObjectRef>,
+    /// The last watch stalled, and no watch has delivered since: the kind is not in sync.
+    stalled: bool,
+    /// The server refused or ignored a streaming list: this follower lists in pages.
+    no_streaming: bool,
+    jitter: Jitter,
 }
 
 impl Follower {
@@ -216,6 +253,9 @@ impl Follower {
             lists: 0,
             absent: false,
             logged_invalid: BTreeSet::new(),
+            stalled: false,
+            no_streaming: false,
+            jitter: Jitter::default(),
         }
     }
 
@@ -239,7 +279,7 @@ impl Follower {
                         // Listed, then 410 before anything arrived: a server whose history is
                         // too short for this watch. Relist, but not in a tight loop.
                         self.fruitless_lists = self.fruitless_lists.saturating_add(1);
-                        tokio::time::sleep(self.config.backoff.delay(self.fruitless_lists)).await;
+                        self.pause(self.fruitless_lists, None).await;
                     }
                 }
                 Err(ListFailed::Stopped) => return Err(Stopped),
@@ -256,12 +296,12 @@ impl Follower {
                         self.end_list(0).await?;
                     }
                     self.failures = self.failures.saturating_add(1);
-                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+                    self.pause(self.failures, None).await;
                 }
                 Err(ListFailed::Call(error)) => {
                     self.failed("list", &error);
                     self.stand_in_if_due().await?;
-                    let mut delay = self.config.backoff.delay(self.failures);
+                    let mut delay = self.delay(self.failures, &error);
                     let now = Instant::now();
                     if !self.listed && now < self.deadline {
                         // Wake at the deadline, so that the stand-in (or the report that the
@@ -274,19 +314,48 @@ impl Follower {
         }
     }
 
+    /// Lists the kind: as a streaming list where the server offers one and the configuration
+    /// asks for it ([`streaming`]), else a page at a time.
+    async fn list(&mut self) -> Result<String, ListFailed> {
+        if self.config.streaming_lists && !self.no_streaming {
+            match self.stream_list().await {
+                Ok(resource_version) => return Ok(resource_version),
+                Err(StreamFailed::Unsupported(why)) => {
+                    tracing::info!(kind = %self.kind, "no streaming lists ({why}): listing in pages");
+                    self.no_streaming = true;
+                }
+                Err(StreamFailed::List(failed)) => return Err(failed),
+            }
+        }
+        self.list_pages().await
+    }
+
     /// Lists the kind a page at a time, each page's objects decoded and sent before the next
     /// page is asked for, so that a list of 150,000 pods never exists whole; returns the
     /// resourceVersion to watch from. `Init` goes out with the first page: a list that fails
     /// later is left without its `InitDone` (it changes nothing) and the next list's `Init`
     /// abandons it.
-    async fn list(&mut self) -> Result<String, ListFailed> {
-        let mut pages = self
-            .api
-            .pages(self.config.page_size, self.config.page_timeout);
+    async fn list_pages(&mut self) -> Result<String, ListFailed> {
+        let mut pages = self.api.pages(self.page_size(), self.config.page_timeout);
         let mut objects = 0;
         let mut resource_version = String::new();
         loop {
-            let page = pages.next().await.map_err(ListFailed::Call)?;
+            let page = match pages.next().await {
+                Ok(page) => page,
+                // A page after the first failed: ask for it again from its continue token,
+                // keeping the pages sent. An expired token (410) or a hopeless run of failures
+                // starts the list afresh.
+                Err(error)
+                    if pages.pages > 0
+                        && error != CallError::Expired
+                        && self.failures < PAGE_RETRIES =>
+                {
+                    self.failed("list", &error);
+                    self.pause(self.failures, Some(&error)).await;
+                    continue;
+                }
+                Err(error) => return Err(ListFailed::Call(error)),
+            };
             let Some(Page {
                 items,
                 resource_version: version,
@@ -321,7 +390,10 @@ impl Follower {
         loop {
             let events = match self
                 .api
-                .watch(&resource_version, self.config.watch_timeout_s)
+                .watch(
+                    &resource_version,
+                    self.jitter.watch_timeout(self.config.watch_timeout_s),
+                )
                 .await
             {
                 Ok(events) => events,
@@ -332,17 +404,29 @@ impl Follower {
                 }
                 Err(error) => {
                     self.failed("watch", &error);
-                    tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
+                    self.pause(self.failures, Some(&error)).await;
                     continue;
                 }
             };
-            self.working();
+            // A watch that opens after a stall proves nothing yet: a half-open path may open
+            // and stall again. It counts once it delivers.
+            if !self.stalled {
+                self.working();
+            }
             let mut delivered = false;
-            let mut broke = false;
+            let mut broke = None;
             let mut events = pin!(events);
-            while let Some(item) = events.next().await {
+            loop {
+                let Ok(next) = tokio::time::timeout(self.config.stall_timeout, events.next()).await
+                else {
+                    self.stalled(&resource_version);
+                    break;
+                };
+                let Some(item) = next else { break };
                 match item {
-                    Ok(WatchItem::Bookmark(version)) => resource_version = version,
+                    Ok(WatchItem::Bookmark(version) | WatchItem::InitialEventsEnd(version)) => {
+                        resource_version = version;
+                    }
                     Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
                         resource_version = version_of(&object, resource_version);
                         self.send_object(object, Event::Apply, Event::Apply).await?;
@@ -359,7 +443,7 @@ impl Follower {
                     }
                     Err(error) => {
                         self.failed("watch", &error);
-                        broke = true;
+                        broke = Some(error);
                         break;
                     }
                 }
@@ -368,17 +452,30 @@ impl Follower {
                 delivered = true;
                 ever_delivered = true;
                 self.failures = 0;
+                if std::mem::take(&mut self.stalled) {
+                    tracing::info!(kind = %self.kind, "the watch delivers again after a stall");
+                    self.working();
+                }
             }
-            // The connection ended: resume from the last resourceVersion seen, after a pause if
-            // it broke or brought nothing (a server closing every watch at once).
-            if broke {
-                tokio::time::sleep(self.config.backoff.delay(self.failures)).await;
-            } else if delivered {
+            // The connection ended (or stalled): resume from the last resourceVersion seen,
+            // after a pause if it broke or brought nothing (a server closing every watch at
+            // once). A stall has waited long enough already.
+            if let Some(error) = broke {
+                self.pause(self.failures, Some(&error)).await;
+            } else if delivered || self.stalled {
                 quiet = 0;
             } else {
                 quiet += 1;
-                tokio::time::sleep(self.config.backoff.delay(quiet)).await;
+                self.pause(quiet, None).await;
             }
+        }
+    }
+
+    fn page_size(&self) -> u32 {
+        if self.kind.is_policy() {
+            self.config.policy_page_size
+        } else {
+            self.config.page_size
         }
     }
 
@@ -397,6 +494,7 @@ impl Follower {
         // A complete list shows the server healthy: the failures before it say nothing about
         // the watch that follows.
         self.failures = 0;
+        self.stalled = false;
         self.working();
         Ok(())
     }
@@ -489,6 +587,48 @@ impl Follower {
         self.sinks.health.set_source_problem(
             &format!("kind {}", self.kind),
             Some(format!("{call} failing ({state}): {error}")),
+        );
+    }
+
+    /// The delay before the next call after `failures` failed ones: the backoff's, stretched by
+    /// this follower's jitter, and at least what a 429 asked for.
+    fn delay(&mut self, failures: u32, error: &CallError) -> Duration {
+        let delay = self.jitter.stretch(self.config.backoff.delay(failures));
+        match error {
+            CallError::Throttled(Some(retry_after)) => delay.max(*retry_after),
+            _ => delay,
+        }
+    }
+
+    /// Waits [`Follower::delay`] (`error` None: a pause that is not a failure's).
+    async fn pause(&mut self, failures: u32, error: Option<&CallError>) {
+        let delay = match error {
+            Some(error) => self.delay(failures, error),
+            None => self.jitter.stretch(self.config.backoff.delay(failures)),
+        };
+        tokio::time::sleep(delay).await;
+    }
+
+    /// The watch delivered nothing, not even a bookmark, for the stall time-out: it is ended
+    /// and resumed from `resource_version`, and the kind is not in sync until a watch delivers.
+    fn stalled(&mut self, resource_version: &str) {
+        let waited = self.config.stall_timeout;
+        tracing::warn!(
+            kind = %self.kind,
+            waited_ms = waited.as_millis(),
+            resource_version,
+            "the watch delivered nothing, not even a bookmark: taken as stalled, resuming it"
+        );
+        self.stalled = true;
+        let metrics = &self.sinks.metrics;
+        metrics.count_watch_stall(self.kind);
+        metrics.set_kind_synced(self.kind, false);
+        self.sinks.health.set_source_problem(
+            &format!("kind {}", self.kind),
+            Some(format!(
+                "watch stalled (nothing for {} ms; last good objects kept): resuming from resourceVersion {resource_version}",
+                waited.as_millis()
+            )),
         );
     }
 
