@@ -6,7 +6,7 @@
 
 use netpol_engine::{Direction, Entity, Peer, PolicyEntry, Verdict};
 
-use super::rules::{object_of, rule_field};
+use super::naming::{object_of, rule_field};
 use super::{Finding, Severity};
 
 /// What an Allow rule opens, if it opens everything of some kind.

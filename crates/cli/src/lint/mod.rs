@@ -7,6 +7,7 @@
 mod exposure;
 mod lab;
 mod locate;
+mod naming;
 mod probes;
 pub mod report;
 pub mod rules;

@@ -10,54 +10,11 @@ use netpol_engine::{
 };
 
 use super::lab::{Lab, PROTOCOLS};
+use super::naming::{
+    object_name, object_of, policy_key, rule_field, rule_label, subject_field, PolicyKey,
+};
 use super::{Finding, Severity};
 use crate::scenario::Cluster;
-
-/// (kind, namespace, name) of a policy.
-type PolicyKey = (String, Option<String>, String);
-
-fn policy_key(entry: &PolicyEntry) -> PolicyKey {
-    let p = &entry.provenance;
-    (p.kind.clone(), p.namespace.clone(), p.name.clone())
-}
-
-fn object_name(key: &PolicyKey) -> String {
-    match &key.1 {
-        Some(ns) => format!("{} {ns}/{}", key.0, key.2),
-        None => format!("{} {}", key.0, key.2),
-    }
-}
-
-/// The field of a policy's subject.
-fn subject_field(kind: &str) -> &'static str {
-    match kind {
-        "NetworkPolicy" => "spec.podSelector",
-        "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => "spec.endpointSelector",
-        _ => "spec.subject",
-    }
-}
-
-/// The field of an entry's rule: `spec.ingress[2]`, from the provenance where it names an index,
-/// else from the rule's index within the policy.
-pub(super) fn rule_field(entry: &PolicyEntry) -> String {
-    let rule = &entry.provenance.rule;
-    let indexed = rule
-        .split_once('[')
-        .is_some_and(|(head, tail)| !head.is_empty() && tail.ends_with(']'));
-    if indexed && !rule.contains(' ') {
-        format!("spec.{rule}")
-    } else {
-        format!("spec.{}[{}]", entry.direction, entry.priority.rule)
-    }
-}
-
-fn rule_label(entry: &PolicyEntry) -> String {
-    format!("{} rule {}", object_of(entry), entry.provenance.rule)
-}
-
-pub(super) fn object_of(entry: &PolicyEntry) -> String {
-    object_name(&policy_key(entry))
-}
 
 /// Runs every rule over `cluster`. Findings are sorted by object, field and rule.
 pub fn lint(cluster: &Cluster) -> Vec<Finding> {
