@@ -39,6 +39,13 @@ fn json(output: &Output) -> Value {
 /// port `pg` (5432), as scenario `expect` items (`--output scenario`).
 const AFTER_MATRIX: &str = "\
 - protocol: TCP
+  port: 80
+  matrix: |
+    -           ops/prober  shop/db     shop/web
+    ops/prober  -           X           X
+    shop/db     .           -           X
+    shop/web    .           X           -
+- protocol: TCP
   port: 5432
   matrix: |
     -           ops/prober  shop/db     shop/web
@@ -51,6 +58,13 @@ const AFTER_MATRIX: &str = "\
     -           ops/prober  shop/db     shop/web
     ops/prober  .           X           X
     shop/db     .           .           .
+    shop/web    .           X           .
+- protocol: UDP
+  port: 80
+  matrix: |
+    -           ops/prober  shop/db     shop/web
+    ops/prober  .           X           X
+    shop/db     .           .           X
     shop/web    .           X           .
 ";
 
@@ -244,12 +258,20 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
     let default = "no rule matched and nothing isolates the pod: default allow";
     let isolated = "ingress: deny: no Normal-tier rule matched and NetworkPolicy \
                     shop/web-from-shop isolates the pod";
+    // Every port web-from-shop does not admit is newly denied: the other TCP ports and every
+    // UDP and SCTP port too, each shown by the probe that stands for them.
     let expected: String = [
+        ("ops/prober -> shop/web TCP/80 (every other port)", true),
+        ("shop/db -> shop/web TCP/80 (every other port)", true),
+        ("TCP/80 (every other port) from 0.0.0.0/0 into shop/web", false),
         ("ops/prober -> shop/web TCP/5432 (pg)", true),
         ("shop/db -> shop/web TCP/5432 (pg)", true),
         ("TCP/5432 (pg) from 0.0.0.0/0 into shop/web", false),
         ("ops/prober -> shop/web TCP/8080 (http)", true),
         ("TCP/8080 (http) from 0.0.0.0/0 into shop/web", false),
+        ("ops/prober -> shop/web UDP/80 (every UDP and SCTP port)", true),
+        ("shop/db -> shop/web UDP/80 (every UDP and SCTP port)", true),
+        ("UDP/80 (every UDP and SCTP port) from 0.0.0.0/0 into shop/web", false),
     ]
     .iter()
     .map(|(flow, from_pod)| {
@@ -266,8 +288,9 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
     assert_eq!(
         out,
         format!(
-            "{expected}5 flows change (5 newly denied, 0 newly allowed) between 3 pods, 1 nodes \
-             and 1 regions outside the cluster on TCP/5432 (pg), TCP/8080 (http)\n"
+            "{expected}11 flows change (11 newly denied, 0 newly allowed) between 3 pods, 1 \
+             nodes and 1 regions outside the cluster on TCP/80 (every other port), TCP/5432 \
+             (pg), TCP/8080 (http), UDP/80 (every UDP and SCTP port)\n"
         )
     );
 }
@@ -291,7 +314,7 @@ fn diff_narrows_to_a_port_and_prints_json_per_pod() {
     assert_eq!(diff["probes"], serde_json::json!(["TCP/8080"]));
     assert_eq!(diff["pods_compared"], 3);
     assert_eq!(diff["outside_regions"], serde_json::json!(["0.0.0.0/0"]));
-    let changes = diff["changes"].as_array().unwrap();
+    let changes = diff["pod_changes"].as_array().unwrap();
     assert_eq!(changes.len(), 2, "{diff:#}");
     assert_eq!(
         (
@@ -324,7 +347,8 @@ fn diff_of_equal_policies_changes_nothing_and_a_broken_side_is_exit_2() {
     assert_eq!(
         stdout(&output),
         "0 flows change (0 newly denied, 0 newly allowed) between 3 pods, 1 nodes and 1 \
-         regions outside the cluster on TCP/5432 (pg)\n"
+         regions outside the cluster on TCP/80 (every other port), TCP/5432 (pg), UDP/80 \
+         (every UDP and SCTP port)\n"
     );
 
     let output = netpol(&["diff", "-f", &cluster, &before, &manifests("broken")]);
@@ -350,13 +374,13 @@ fn diff_compares_two_scenario_files() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let out = stdout(&output);
     assert!(
-        out.starts_with("x/a -> x/b TCP/80: allow -> deny\n"),
+        out.starts_with("x/a -> x/b TCP/80 (every TCP, UDP and SCTP port): allow -> deny\n"),
         "{out}"
     );
     assert!(
         out.ends_with(
             "2 flows change (2 newly denied, 0 newly allowed) between 2 pods, 0 nodes and 1 \
-             regions outside the cluster on TCP/80\n"
+             regions outside the cluster on TCP/80 (every TCP, UDP and SCTP port)\n"
         ),
         "{out}"
     );
@@ -377,9 +401,12 @@ fn matrix_json_has_one_flow_per_defined_cell() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let json = json(&output);
     let matrices = json["matrices"].as_array().unwrap().clone();
-    assert_eq!(matrices.len(), 2);
-    assert_eq!(matrices[1]["protocol"], "TCP");
-    assert_eq!(matrices[1]["port"], 8080);
+    // TCP/80 (every other port), TCP/5432, TCP/8080, UDP/80 (every UDP and SCTP port).
+    assert_eq!(matrices.len(), 4);
+    assert_eq!(matrices[0]["stands_for"], "every other port");
+    assert_eq!(matrices[3]["stands_for"], "every UDP and SCTP port");
+    assert_eq!(matrices[2]["protocol"], "TCP");
+    assert_eq!(matrices[2]["port"], 8080);
     // One pod per workload here: each group is one pod, named as the pod.
     let groups: Vec<(String, Vec<String>)> = json["groups"]
         .as_array()
@@ -393,9 +420,9 @@ fn matrix_json_has_one_flow_per_defined_cell() {
         .collect();
     let pod = |name: &str| (name.to_owned(), vec![name.to_owned()]);
     assert_eq!(groups, [pod("ops/prober"), pod("shop/db"), pod("shop/web")]);
-    assert_eq!(matrices[1]["pod_flows"], 6);
-    assert_eq!(matrices[1]["pod_flows_allowed"], 3);
-    let verdicts: Vec<String> = matrices[1]["flows"]
+    assert_eq!(matrices[2]["pod_flows"], 6);
+    assert_eq!(matrices[2]["pod_flows_allowed"], 3);
+    let verdicts: Vec<String> = matrices[2]["flows"]
         .as_array()
         .unwrap()
         .iter()

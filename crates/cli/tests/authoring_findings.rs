@@ -197,7 +197,8 @@ fn diff_reports_regions_outside_the_cluster_one_line_each() {
     assert!(
         out.ends_with(
             "1 flows change (1 newly denied, 0 newly allowed) between 3 pods, 1 nodes and 2 \
-             regions outside the cluster on TCP/8080 (http)\n"
+             regions outside the cluster on TCP/80 (every other port), TCP/8080 (http), UDP/80 \
+             (every UDP and SCTP port)\n"
         ),
         "{out}"
     );
@@ -613,7 +614,7 @@ fn matrices_and_diffs_read_by_workload() {
         scratch.path("before"),
         scratch.path("after"),
     );
-    let output = netpol(&["matrix", "-f", &cluster, "-f", &before]);
+    let output = netpol(&["matrix", "-f", &cluster, "-f", &before, "--port", "5432"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),

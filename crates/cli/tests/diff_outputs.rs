@@ -86,7 +86,7 @@ fn expand(grouped: &Value) -> Vec<Flow> {
 
 /// The flows of a per-pod document, in its order.
 fn per_pod(document: &Value) -> Vec<Flow> {
-    document["changes"]
+    document["pod_changes"]
         .as_array()
         .unwrap()
         .iter()
@@ -342,7 +342,7 @@ fn grouped_json_expands_to_the_per_pod_list_flow_for_flow() {
     // Every kind of change is there: between pods, pods to nodes with a node's own pods
     // excepted, pods to regions outside.
     let mut kinds: BTreeMap<&str, usize> = BTreeMap::new();
-    for change in pods["changes"].as_array().unwrap() {
+    for change in pods["pod_changes"].as_array().unwrap() {
         *kinds
             .entry(change["to_kind"].as_str().unwrap())
             .or_default() += 1;

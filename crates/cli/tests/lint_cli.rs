@@ -85,11 +85,14 @@ fn each_rule_reports_its_smell_with_object_field_message_and_hint() {
         ),
         (
             "redundant-policy.yaml",
-            vec![owned(
-                "redundant-policy",
-                "NetworkPolicy z/allow-all",
-                "spec",
-            )],
+            vec![
+                owned("redundant-policy", "NetworkPolicy z/allow-all", "spec"),
+                owned(
+                    "open-to-world",
+                    "NetworkPolicy z/allow-all",
+                    "spec.ingress[0]",
+                ),
+            ],
         ),
         (
             "unordered-overlap.yaml",
@@ -119,7 +122,15 @@ fn each_rule_reports_its_smell_with_object_field_message_and_hint() {
     for (set, expected) in cases {
         let (output, findings) = lint_set(set);
         assert_eq!(summary(&findings), expected, "{set}: {findings:#?}");
-        assert_eq!(output.status.code(), Some(1), "{set}: {}", stderr(&output));
+        // A note alone does not fail by default (`--fail-on warning`).
+        let warned = findings.iter().any(|f| f["severity"] == "warning");
+        let code = if warned { 1 } else { 0 };
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{set}: {}",
+            stderr(&output)
+        );
         for f in &findings {
             for field in ["severity", "message", "hint"] {
                 assert!(
@@ -234,6 +245,112 @@ fn scenarios_lint_without_false_findings() {
                 "spec.egress[0]",
             ),
         ),
+        // Rules that admit every address or every pod: genuine in these scenarios, which test
+        // allow-all policies, entities and named ports on purpose.
+        (
+            "anp-deny-overrides-networkpolicy.yaml",
+            owned(
+                "open-to-world",
+                "NetworkPolicy x/allow-all",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cilium-deny-wins-in-its-tier.yaml",
+            owned(
+                "open-to-world",
+                "CiliumNetworkPolicy y/deny-x-web",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cilium-deny-wins-in-its-tier.yaml",
+            owned(
+                "open-to-world",
+                "NetworkPolicy y/allow-all",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "np-egress-ipblock-except.yaml",
+            owned(
+                "egress-open-to-world",
+                "NetworkPolicy x/egress-cidr",
+                "spec.egress[1]",
+            ),
+        ),
+        (
+            "np-named-port-and-endport.yaml",
+            owned(
+                "open-to-all-pods",
+                "NetworkPolicy x/ports",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cilium-entities.yaml",
+            owned(
+                "open-to-world",
+                "CiliumNetworkPolicy x/web-from-all",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cilium-entities.yaml",
+            owned(
+                "open-to-world",
+                "CiliumNetworkPolicy y/a-host-and-outside",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cilium-entities.yaml",
+            owned(
+                "egress-open-to-world",
+                "CiliumNetworkPolicy z/a-to-world-only",
+                "spec.egress[0]",
+            ),
+        ),
+        (
+            "cnp-named-ports.yaml",
+            owned(
+                "open-to-all-pods",
+                "ClusterNetworkPolicy x-only-udp-81",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "cnp-named-ports.yaml",
+            owned(
+                "egress-open-to-all-pods",
+                "ClusterNetworkPolicy y-web-only",
+                "spec.egress[0]",
+            ),
+        ),
+        (
+            "cnp-named-ports.yaml",
+            owned(
+                "egress-open-to-world",
+                "NetworkPolicy y/c-egress-open",
+                "spec.egress[0]",
+            ),
+        ),
+        (
+            "np-egress-named-ports.yaml",
+            owned(
+                "egress-open-to-world",
+                "NetworkPolicy x/egress-by-port-name",
+                "spec.egress[1]",
+            ),
+        ),
+        (
+            "np-ipv6-and-dual-stack.yaml",
+            owned(
+                "egress-open-to-world",
+                "NetworkPolicy v6/d-ipv4-only",
+                "spec.egress[0]",
+            ),
+        ),
     ];
     let mut files = Vec::new();
     for dir in [
@@ -254,14 +371,19 @@ fn scenarios_lint_without_false_findings() {
     for file in files {
         let name = file.file_name().unwrap().to_str().unwrap().to_owned();
         let output = netpol(&["lint", file.to_str().unwrap(), "-o", "json"]);
-        let found = summary(&json_findings(&output));
-        let expected: Vec<_> = known
+        let findings = json_findings(&output);
+        let mut found = summary(&findings);
+        let mut expected: Vec<_> = known
             .iter()
             .filter(|(n, _)| *n == name)
             .map(|(_, f)| f.clone())
             .collect();
+        found.sort();
+        expected.sort();
         assert_eq!(found, expected, "{name}");
-        let code = if expected.is_empty() { 0 } else { 1 };
+        // Notes alone do not fail (`--fail-on warning` by default).
+        let warned = findings.iter().any(|f| f["severity"] == "warning");
+        let code = if warned { 1 } else { 0 };
         assert_eq!(
             output.status.code(),
             Some(code),
@@ -294,59 +416,197 @@ fn bad_input_exits_2_naming_the_object_and_field() {
     assert!(stdout(&output).is_empty());
 }
 
-/// The SARIF log holds what the SARIF 2.1.0 schema requires of each object it uses: `version`
-/// and `runs` at the root, `tool.driver.name` per run, `message.text` per result, and rule ids
-/// that index the driver's rules.
-#[test]
-fn sarif_output_has_the_structure_sarif_2_1_0_requires() {
-    let cluster = fixture("cluster.yaml");
-    let set = fixture("shadowed-rule.yaml");
-    let output = netpol(&["lint", "-f", &cluster, "-f", &set, "-o", "sarif"]);
-    assert_eq!(output.status.code(), Some(1));
-    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
+/// What the SARIF 2.1.0 schema requires of each object the log uses (its `required` lists and
+/// types): `version` and `runs` at the root; per run `tool.driver.name`; per rule `id`; per
+/// invocation `executionSuccessful`; per notification and result `message.text`; per physical
+/// location an `artifactLocation.uri` and a region whose `startLine` is at least 1; fingerprints
+/// as strings; levels from the schema's enumeration.
+fn assert_sarif_2_1_0(log: &Value) {
+    let levels = ["none", "note", "warning", "error"];
     assert_eq!(log["version"], "2.1.0");
     assert!(log["$schema"].as_str().unwrap().contains("sarif-2.1.0"));
-    let runs = log["runs"].as_array().unwrap();
-    assert_eq!(runs.len(), 1);
-    let driver = &runs[0]["tool"]["driver"];
-    assert!(driver["name"].as_str().is_some_and(|n| !n.is_empty()));
-    let rules = driver["rules"].as_array().unwrap();
-    for rule in rules {
-        assert!(rule["id"].is_string());
-        assert!(rule["shortDescription"]["text"].is_string());
-        let level = rule["defaultConfiguration"]["level"].as_str().unwrap();
-        assert!(["none", "note", "warning", "error"].contains(&level));
+    for run in log["runs"].as_array().expect("runs") {
+        let driver = &run["tool"]["driver"];
+        assert!(driver["name"].as_str().is_some_and(|n| !n.is_empty()));
+        let rules = driver["rules"].as_array().expect("rules");
+        for rule in rules {
+            assert!(rule["id"].is_string(), "{rule}");
+            assert!(rule["shortDescription"]["text"].is_string(), "{rule}");
+            let level = rule["defaultConfiguration"]["level"].as_str().unwrap();
+            assert!(levels.contains(&level), "{rule}");
+        }
+        for invocation in run["invocations"].as_array().expect("invocations") {
+            assert!(
+                invocation["executionSuccessful"].is_boolean(),
+                "{invocation}"
+            );
+            for n in invocation["toolExecutionNotifications"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                assert!(n["message"]["text"].as_str().is_some_and(|t| !t.is_empty()));
+                assert!(levels.contains(&n["level"].as_str().unwrap()), "{n}");
+            }
+        }
+        for result in run["results"].as_array().expect("results") {
+            assert!(result["message"]["text"]
+                .as_str()
+                .is_some_and(|t| !t.is_empty()));
+            let index = result["ruleIndex"].as_u64().unwrap() as usize;
+            assert_eq!(rules[index]["id"], result["ruleId"]);
+            assert!(levels.contains(&result["level"].as_str().unwrap()));
+            for (_, print) in result["partialFingerprints"]
+                .as_object()
+                .expect("fingerprints")
+            {
+                assert!(print.is_string());
+            }
+            for location in result["locations"].as_array().unwrap() {
+                let Some(physical) = location.get("physicalLocation") else {
+                    continue;
+                };
+                assert!(
+                    physical["artifactLocation"]["uri"].is_string(),
+                    "{physical}"
+                );
+                for region in ["region", "contextRegion"] {
+                    if let Some(region) = physical.get(region) {
+                        assert!(region["startLine"].as_u64().unwrap() >= 1, "{physical}");
+                    }
+                }
+            }
+        }
     }
-    let results = runs[0]["results"].as_array().unwrap();
+}
+
+/// Each result points at its object's file (relative to the working directory), the line of its
+/// field and of its object, with a fingerprint that does not change from run to run.
+#[test]
+fn sarif_results_have_physical_locations_and_stable_fingerprints() {
+    let cluster = fixture("cluster.yaml");
+    let set = fixture("shadowed-rule.yaml");
+    let run = || {
+        let output = netpol(&["lint", "-f", &cluster, "-f", &set, "-o", "sarif"]);
+        assert_eq!(output.status.code(), Some(1));
+        serde_json::from_slice::<Value>(&output.stdout).unwrap()
+    };
+    let log = run();
+    assert_sarif_2_1_0(&log);
+    let results = log["runs"][0]["results"].as_array().unwrap();
     assert_eq!(results.len(), 2);
-    for result in results {
-        assert!(result["message"]["text"]
-            .as_str()
-            .is_some_and(|t| !t.is_empty()));
-        let id = result["ruleId"].as_str().unwrap();
-        let index = result["ruleIndex"].as_u64().unwrap() as usize;
-        assert_eq!(rules[index]["id"], id);
-        let level = result["level"].as_str().unwrap();
-        assert!(["none", "note", "warning", "error"].contains(&level));
-        let location = &result["locations"][0];
-        assert!(location["logicalLocations"][0]["fullyQualifiedName"]
-            .as_str()
+    let places: Vec<(String, u64, u64)> = results
+        .iter()
+        .map(|r| {
+            let physical = &r["locations"][0]["physicalLocation"];
+            (
+                physical["artifactLocation"]["uri"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+                physical["region"]["startLine"].as_u64().unwrap(),
+                physical["contextRegion"]["startLine"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Tests run in the crate's folder: the fixture is named below it. allow-y-http starts at
+    // line 14, its `spec` is line 17 and its `ingress[0]` line 21.
+    let uri = "tests/fixtures/lint/shadowed-rule.yaml".to_owned();
+    assert_eq!(places, [(uri.clone(), 17, 14), (uri, 21, 14)]);
+    let prints = |log: &Value| -> Vec<Value> {
+        log["runs"][0]["results"]
+            .as_array()
             .unwrap()
-            .starts_with("AdminNetworkPolicy allow-y-http"));
-        // Two files were given, so no single artifact holds the object.
-        assert!(location.get("physicalLocation").is_none());
-    }
-    // One file: results point at it.
-    let scenario = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/scenarios/np-ipv6-and-dual-stack.yaml");
-    let output = netpol(&["lint", scenario.to_str().unwrap(), "-o", "sarif"]);
-    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
-    let uri = &log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
-        ["uri"];
-    assert!(uri
+            .iter()
+            .map(|r| r["partialFingerprints"].clone())
+            .collect()
+    };
+    assert_eq!(prints(&log), prints(&run()));
+    assert_ne!(prints(&log)[0], prints(&log)[1]);
+}
+
+/// On bad input the SARIF log is still a valid log: no results, the run not successful, each
+/// error a tool execution notification naming the object and field; exit 2.
+#[test]
+fn sarif_on_bad_input_is_a_valid_log_with_the_error() {
+    let dir = support::scratch_dir("lint-sarif-bad-input");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: p, namespace: x}\n\
+         spec:\n  podSelector: {}\n  ingress:\n  - ports: [{port: 0}]\n",
+    )
+    .unwrap();
+    let output = netpol(&["lint", "-f", bad.to_str().unwrap(), "-o", "sarif"]);
+    assert_eq!(output.status.code(), Some(2));
+    let log: Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(&output)));
+    assert_sarif_2_1_0(&log);
+    let run = &log["runs"][0];
+    assert_eq!(run["results"], serde_json::json!([]));
+    assert_eq!(run["invocations"][0]["executionSuccessful"], false);
+    let text = run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
         .as_str()
-        .unwrap()
-        .ends_with("np-ipv6-and-dual-stack.yaml"));
+        .unwrap();
+    assert!(text.contains("x/p") && text.contains("ports"), "{text}");
+    // An unknown rule id is bad input too.
+    let output = netpol(&[
+        "lint",
+        "-f",
+        bad.to_str().unwrap(),
+        "-o",
+        "sarif",
+        "--disable",
+        "nope",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_sarif_2_1_0(&log);
+}
+
+/// Every rule's `helpUri` names a section of docs/cli.md: a heading whose GitHub anchor (lower
+/// case, punctuation but `-` dropped, spaces as `-`) is the fragment.
+#[test]
+fn sarif_help_uris_resolve_in_docs_cli_md() {
+    let docs =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/cli.md"))
+            .unwrap();
+    let anchors: Vec<String> = docs
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(|l| {
+            l.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == '-' || *c == ' ' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect();
+    let output = netpol(&[
+        "lint",
+        "-f",
+        &fixture("cluster.yaml"),
+        "-f",
+        &fixture("clean.yaml"),
+        "-o",
+        "sarif",
+    ]);
+    let log: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let rules = log["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap();
+    assert!(rules.len() >= 12);
+    for rule in rules {
+        let uri = rule["helpUri"].as_str().unwrap();
+        let (page, anchor) = uri.split_once('#').unwrap();
+        assert!(page.ends_with("docs/cli.md"), "{uri}");
+        assert!(
+            anchors.iter().any(|a| a == anchor),
+            "{uri}: no such heading"
+        );
+    }
 }
 
 /// The fixture cluster with every pod run as `replicas` pods of the same labels and ports,

@@ -26,7 +26,7 @@ use crate::output::cells::Cells;
 use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
 use crate::output::report::FlowJson;
-use crate::probes::{port_names, probe_label, ProbeArgs};
+use crate::probes::{port_names, probe_labels, PortPlan, ProbeArgs};
 use crate::scenario::{Cluster, ASSIGNED_POD_CIDR};
 use netpol_engine::flow::DirectionOracle;
 
@@ -178,13 +178,15 @@ fn write_text(
             }
         })
         .collect();
-    for matrix in matrices {
+    let probes: Vec<_> = matrices.iter().map(|m| (m.protocol, m.port)).collect();
+    let probe_labels = probe_labels(&[cluster], &probes);
+    for (matrix, probe_label) in matrices.iter().zip(probe_labels) {
         let (pods, pods_allowed) = matrix.pod_counts();
         let (others, others_allowed) = matrix.other_counts();
         writeln!(
             out,
             "{}: {} of {} flows allowed",
-            probe_label(&[cluster], matrix.protocol, matrix.port),
+            probe_label,
             pods_allowed + others_allowed,
             pods + others
         )?;
@@ -229,6 +231,10 @@ pub struct MatrixJson<'a> {
     /// The names pods give this port.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub port_names: Vec<String>,
+    /// What the probe stands for beyond its own port (`every other port`, `ports 11-19`, `every
+    /// UDP and SCTP port`); absent for a port rules write.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stands_for: Option<String>,
     /// Flows between pods: how many are defined, how many allowed.
     pub pod_flows: u64,
     pub pod_flows_allowed: u64,
@@ -312,6 +318,7 @@ fn write_matrices_json(
     matrices: &[Matrix],
     flows: bool,
 ) -> io::Result<()> {
+    let plan = PortPlan::new(&[cluster]);
     let value = MatricesJson {
         groups: groups
             .iter()
@@ -339,6 +346,7 @@ fn write_matrices_json(
                     protocol: m.protocol.to_string(),
                     port: m.port,
                     port_names: port_names(&[cluster], m.protocol, m.port),
+                    stands_for: plan.stands_for(m.protocol, m.port).describe(),
                     pod_flows,
                     pod_flows_allowed,
                     cells: Cells::new(m, groups),

@@ -4,12 +4,17 @@
 //! before, a policy is `redundant-policy` when taking it out does, and so on (see
 //! `docs/cli.md`). [`rules`] finds them; [`report`] writes them as text, JSON or SARIF 2.1.0.
 
+mod exposure;
 mod lab;
+mod locate;
+mod naming;
 mod probes;
 pub mod report;
 pub mod rules;
 
 use serde::Serialize;
+
+use crate::scenario::Cluster;
 
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -17,8 +22,11 @@ use serde::Serialize;
 pub enum Severity {
     /// Worth knowing; the policy does what it says.
     Note,
-    /// The policy almost certainly does not do what its author meant.
+    /// The policy almost certainly does not do what its author meant, or opens more than it
+    /// should.
     Warning,
+    /// The input could not be linted (bad input).
+    Error,
 }
 
 impl Severity {
@@ -26,6 +34,7 @@ impl Severity {
         match self {
             Severity::Note => "note",
             Severity::Warning => "warning",
+            Severity::Error => "error",
         }
     }
 }
@@ -45,8 +54,20 @@ pub struct Finding {
     pub hint: String,
 }
 
+/// Whether the object of `finding` acknowledges it: its `netpol.io/lint-ignore` annotation
+/// lists the finding's rule (`RULE[,RULE]`, spaces around commas allowed).
+pub fn acknowledged(cluster: &Cluster, finding: &Finding) -> bool {
+    let Some(listed) = cluster
+        .policy_origin(&finding.object)
+        .and_then(|o| o.lint_ignore.as_deref())
+    else {
+        return false;
+    };
+    listed.split(',').any(|rule| rule.trim() == finding.rule)
+}
+
 /// The rule ids lint knows, with a one-line description and their severity.
-pub const RULES: [(&str, Severity, &str); 7] = [
+pub const RULES: [(&str, Severity, &str); 12] = [
     (
         "selects-nothing",
         Severity::Warning,
@@ -66,6 +87,31 @@ pub const RULES: [(&str, Severity, &str); 7] = [
         "redundant-policy",
         Severity::Warning,
         "Removing the policy leaves every decision unchanged.",
+    ),
+    (
+        "default-deny-covered",
+        Severity::Note,
+        "A default deny whose pods other policies isolate today; it still isolates pods added later.",
+    ),
+    (
+        "open-to-all-pods",
+        Severity::Warning,
+        "An ingress rule admits every pod of every namespace (a namespaceSelector: {} standing alone).",
+    ),
+    (
+        "egress-open-to-all-pods",
+        Severity::Warning,
+        "An egress rule reaches every pod of every namespace (a namespaceSelector: {} standing alone).",
+    ),
+    (
+        "open-to-world",
+        Severity::Warning,
+        "An ingress rule admits every address, the internet included (only ports, no peers; 0.0.0.0/0).",
+    ),
+    (
+        "egress-open-to-world",
+        Severity::Warning,
+        "An egress rule reaches every address, the internet included (only ports, no peers; 0.0.0.0/0).",
     ),
     (
         "unordered-overlap",

@@ -10,54 +10,11 @@ use netpol_engine::{
 };
 
 use super::lab::{Lab, PROTOCOLS};
+use super::naming::{
+    object_name, object_of, policy_key, rule_field, rule_label, subject_field, PolicyKey,
+};
 use super::{Finding, Severity};
 use crate::scenario::Cluster;
-
-/// (kind, namespace, name) of a policy.
-type PolicyKey = (String, Option<String>, String);
-
-fn policy_key(entry: &PolicyEntry) -> PolicyKey {
-    let p = &entry.provenance;
-    (p.kind.clone(), p.namespace.clone(), p.name.clone())
-}
-
-fn object_name(key: &PolicyKey) -> String {
-    match &key.1 {
-        Some(ns) => format!("{} {ns}/{}", key.0, key.2),
-        None => format!("{} {}", key.0, key.2),
-    }
-}
-
-/// The field of a policy's subject.
-fn subject_field(kind: &str) -> &'static str {
-    match kind {
-        "NetworkPolicy" => "spec.podSelector",
-        "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => "spec.endpointSelector",
-        _ => "spec.subject",
-    }
-}
-
-/// The field of an entry's rule: `spec.ingress[2]`, from the provenance where it names an index,
-/// else from the rule's index within the policy.
-fn rule_field(entry: &PolicyEntry) -> String {
-    let rule = &entry.provenance.rule;
-    let indexed = rule
-        .split_once('[')
-        .is_some_and(|(head, tail)| !head.is_empty() && tail.ends_with(']'));
-    if indexed && !rule.contains(' ') {
-        format!("spec.{rule}")
-    } else {
-        format!("spec.{}[{}]", entry.direction, entry.priority.rule)
-    }
-}
-
-fn rule_label(entry: &PolicyEntry) -> String {
-    format!("{} rule {}", object_of(entry), entry.provenance.rule)
-}
-
-fn object_of(entry: &PolicyEntry) -> String {
-    object_name(&policy_key(entry))
-}
 
 /// Runs every rule over `cluster`. Findings are sorted by object, field and rule.
 pub fn lint(cluster: &Cluster) -> Vec<Finding> {
@@ -101,6 +58,7 @@ pub fn lint(cluster: &Cluster) -> Vec<Finding> {
             continue;
         }
         peer_findings(entry, &lab, &mut covered, &mut findings);
+        super::exposure::exposure_findings(entry, &mut findings);
         named_port_findings(j, entry, &lab, &mut findings);
     }
     unordered_overlaps(entries, &lab, &identities, &mut findings);
@@ -399,16 +357,7 @@ fn removal_findings(
         }
         let removed: Vec<_> = indexes.iter().map(|&j| (lab.position(j), None)).collect();
         if lab.unchanged(&removed) {
-            findings.push(Finding {
-                rule: "redundant-policy",
-                severity: Severity::Warning,
-                object: object_name(key),
-                field: "spec".into(),
-                message: "removing this policy changes no decision: other policies already \
-                          decide every flow it selects the same way"
-                    .into(),
-                hint: "delete it, or check whether another policy is broader than intended".into(),
-            });
+            findings.push(redundancy(key, indexes.iter().map(|&j| &entries[j])));
         }
         // Each rule: the same policy with the rule matching nothing (its isolation kept).
         for &j in indexes {
@@ -436,8 +385,11 @@ fn removal_findings(
                     severity: Severity::Warning,
                     object: object_of(entry),
                     field: rule_field(entry),
+                    // Not "never decides": where it comes first, `explain` names it as deciding;
+                    // what holds is that the decisions are the same without it.
                     message: format!(
-                        "rule {} ({:?}) never decides a flow: {by} decides every flow it matches",
+                        "rule {} ({:?}) changes no decision: without it, {by} decides every \
+                         flow it matches the same way",
                         entry.provenance.rule, entry.verdict
                     ),
                     hint: if entry.verdict == Verdict::Pass {
@@ -448,5 +400,39 @@ fn removal_findings(
                 });
             }
         }
+    }
+}
+
+/// The finding for a policy whose removal changes no decision. A policy that only isolates (a
+/// default deny: no rule admits anything) is information, not a smell: it is redundant only
+/// while other policies happen to isolate every pod it selects, and it is what isolates the
+/// next pod they do not.
+fn redundancy<'a>(key: &PolicyKey, entries: impl IntoIterator<Item = &'a PolicyEntry>) -> Finding {
+    let only_isolates = entries
+        .into_iter()
+        .all(|e| e.peers.is_empty() && e.default_deny);
+    if only_isolates {
+        return Finding {
+            rule: "default-deny-covered",
+            severity: Severity::Note,
+            object: object_name(key),
+            field: "spec".into(),
+            message: "other policies isolate every pod this default deny selects today, so \
+                      removing it would change no decision now"
+                .into(),
+            hint: "keep it: it isolates pods added later that no other policy selects".into(),
+        };
+    }
+    Finding {
+        rule: "redundant-policy",
+        severity: Severity::Warning,
+        object: object_name(key),
+        field: "spec".into(),
+        message: "removing this policy changes no decision: other policies already decide \
+                  every flow it selects the same way"
+            .into(),
+        hint: "check whether another policy is broader than intended, or whether this one is \
+               needed for pods to come"
+            .into(),
     }
 }

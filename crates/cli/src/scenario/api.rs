@@ -282,7 +282,7 @@ pub fn build_cluster(
 /// The built cluster, or every error reading it raised: the reading's warnings and errors, then
 /// those of the workloads' pods (`templates`), then what the input lacks.
 pub(super) fn finish(
-    cluster: Cluster,
+    mut cluster: Cluster,
     mut reading: Reading,
     templates: Reading,
     policies: &[(Origin, ObjectRef, Range<usize>)],
@@ -293,6 +293,13 @@ pub(super) fn finish(
     reading.inventory.derived_pods += templates.inventory.derived_pods;
     reading.inventory.running_workloads += templates.inventory.running_workloads;
     reading.inventory.count(&cluster);
+    for (origin, object, _) in policies {
+        let name = match &object.namespace {
+            Some(ns) => format!("{} {ns}/{}", object.kind, object.name),
+            None => format!("{} {}", object.kind, object.name),
+        };
+        cluster.set_policy_origin(name, origin.clone());
+    }
     reading.warnings.extend(
         reading
             .inventory

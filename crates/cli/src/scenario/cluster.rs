@@ -9,6 +9,7 @@ use ipnet::IpNet;
 use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, PolicyEntry};
 
 use super::expect::{Endpoint, PodRef};
+use super::prepared::Origin;
 use super::workloads::Owner;
 
 /// A cloned cluster shares its identities, pods and nodes with the original until either
@@ -19,6 +20,10 @@ pub struct Cluster {
     core: Arc<Core>,
     /// The node probe allowance, then the entries of every policy object.
     entries: Vec<PolicyEntry>,
+    /// Where each policy object was written, by `Kind namespace/name` (`Kind name` when
+    /// cluster-scoped), as lint names objects: for locations in SARIF, and the lint findings
+    /// the object acknowledges.
+    policy_origins: BTreeMap<String, Origin>,
 }
 
 #[derive(Clone, Debug)]
@@ -98,6 +103,7 @@ impl Cluster {
                 input: "the scenario",
             }),
             entries,
+            policy_origins: BTreeMap::new(),
         }
     }
 
@@ -110,6 +116,16 @@ impl Cluster {
     /// other and neither changed them since): they differ in policy entries at most.
     pub fn shares_pods_with(&self, other: &Cluster) -> bool {
         Arc::ptr_eq(&self.core, &other.core)
+    }
+
+    /// Records where the policy object `object` (`Kind namespace/name`) was written.
+    pub fn set_policy_origin(&mut self, object: String, origin: Origin) {
+        self.policy_origins.insert(object, origin);
+    }
+
+    /// Where the policy object `object` (`Kind namespace/name`) was written, if known.
+    pub fn policy_origin(&self, object: &str) -> Option<&Origin> {
+        self.policy_origins.get(object)
     }
 
     /// Names the input in messages, e.g. `the manifests`.

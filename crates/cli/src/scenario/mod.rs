@@ -32,7 +32,7 @@ pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation
 pub use inventory::Inventory;
 pub use manifests::{is_scenario_file, load_objects, STDIN};
 pub use objects::SourcedObject;
-pub use prepared::ReadOne;
+pub use prepared::{Origin, ReadOne, LINT_IGNORE_ANNOTATION};
 pub use sides::{differ_in_policies_only, SideObjects};
 pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 

@@ -22,6 +22,21 @@ pub struct Origin {
     pub at: String,
     /// `(Pod x/a)`: as much of the kind and name as the object had.
     pub what: String,
+    /// The object's `netpol.io/lint-ignore` annotation, as written (`RULE[,RULE]`): read here,
+    /// where the whole object still is (the API layer drops annotations unread).
+    pub lint_ignore: Option<Arc<str>>,
+}
+
+/// The annotation with which an object acknowledges lint findings: `RULE[,RULE]`.
+pub const LINT_IGNORE_ANNOTATION: &str = "netpol.io/lint-ignore";
+
+/// The [`LINT_IGNORE_ANNOTATION`] of an object, if it has one.
+pub fn lint_ignore_of(value: &Value) -> Option<Arc<str>> {
+    let annotation = value.get("metadata")?.get("annotations")?;
+    annotation
+        .get(LINT_IGNORE_ANNOTATION)?
+        .as_str()
+        .map(Arc::from)
 }
 
 impl Origin {
@@ -69,12 +84,14 @@ pub enum Content {
 impl ReadOne {
     /// Reads the object of `source`, consuming its value.
     pub fn of(source: SourcedObject) -> ReadOne {
+        let lint_ignore = lint_ignore_of(&source.value);
         let (what, content) = content_of(source.value);
         ReadOne {
             origin: Origin {
                 file: Arc::from(source.file.as_path()),
                 at: source.at,
                 what,
+                lint_ignore,
             },
             content,
         }

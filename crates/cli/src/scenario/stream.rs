@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::prepared::{content_of, Content, Origin, ReadOne};
+use super::prepared::{content_of, lint_ignore_of, Content, Origin, ReadOne};
 
 /// The objects of a YAML (or JSON) text, each named by its document and position, or why the
 /// text is not YAML.
@@ -33,6 +33,7 @@ pub fn read_objects(file: &Path, text: &str) -> Result<Vec<ReadOne>, String> {
                 file: file.clone(),
                 at: format!("documents[{i}]{}", unplaced.at),
                 what: unplaced.what,
+                lint_ignore: unplaced.lint_ignore,
             },
             content: unplaced.content,
         }));
@@ -44,12 +45,19 @@ pub fn read_objects(file: &Path, text: &str) -> Result<Vec<ReadOne>, String> {
 struct Unplaced {
     at: String,
     what: String,
+    lint_ignore: Option<Arc<str>>,
     content: Content,
 }
 
 fn unplaced(at: String, value: Value) -> Unplaced {
+    let lint_ignore = lint_ignore_of(&value);
     let (what, content) = content_of(value);
-    Unplaced { at, what, content }
+    Unplaced {
+        at,
+        what,
+        lint_ignore,
+        content,
+    }
 }
 
 /// The objects of one document.

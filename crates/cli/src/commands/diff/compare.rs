@@ -12,6 +12,7 @@ use std::rc::Rc;
 
 use netpol_engine::flow::DirectionOracle;
 
+use super::newcomers::lend_missing_pods;
 use super::report::{ClassChange, End, Report};
 use crate::decide::changing::Changing;
 use crate::decide::matrix::{
@@ -21,7 +22,7 @@ use crate::decide::matrix::{
 use crate::decide::what_if::WhatIf;
 use crate::decide::{decider, is_mapstate, EngineArgs};
 use crate::output::report::DecisionJson;
-use crate::probes::{probe_label, ProbeArgs};
+use crate::probes::{probe_labels, ProbeArgs};
 use crate::scenario::{Cluster, PodRef, Scenario};
 
 /// What both sides are compared over, found while both are loaded.
@@ -44,10 +45,7 @@ struct Setup {
 impl Setup {
     fn new(clusters: [&Cluster; 2], probes: ProbeArgs) -> Setup {
         let probes = probes.ports(&clusters);
-        let probe_labels = probes
-            .iter()
-            .map(|&(p, n)| probe_label(&clusters, p, n))
-            .collect();
+        let probe_labels = probe_labels(&clusters, &probes);
         let pods = clusters.map(|cluster| {
             cluster
                 .addressed_pods()
@@ -126,8 +124,11 @@ pub fn compare(
     probes: ProbeArgs,
     err: &mut dyn Write,
 ) -> io::Result<Option<Report>> {
-    let setup = Setup::new(scenarios.each_ref().map(|s| &s.cluster), probes);
-    let [before, after] = scenarios;
+    let [mut before, mut after] = scenarios;
+    // Pods only one side has are lent to the other, so their flows are compared too.
+    let new = lend_missing_pods(&mut before.cluster, &after.cluster);
+    let gone = lend_missing_pods(&mut after.cluster, &before.cluster);
+    let setup = Setup::new([&before.cluster, &after.cluster], probes);
     // BEFORE is decided and dropped first: AFTER names the pods' workloads in the report.
     let Some(was) = decide(&setup, 0, &before, engine, err)? else {
         return Ok(None);
@@ -164,6 +165,8 @@ pub fn compare(
         pods_compared,
         pods_only_before,
         pods_only_after,
+        pods_gone: gone.lent,
+        pods_new: new.lent,
         nodes_compared,
         outside_regions,
         workloads: parties.iter().map(workload).collect(),

@@ -12,13 +12,23 @@ use super::groups::{GroupEnd, Groups};
 use super::report::Report;
 use crate::output::report::DecisionJson;
 
+/// The version of the grouped document, changed when a field changes meaning or shape.
+pub const FORMAT: &str = "netpol.diff/v1";
+
 /// The grouped document.
 #[derive(Serialize)]
 struct DiffJson<'a> {
+    /// [`FORMAT`].
+    format: &'static str,
     probes: &'a [String],
+    /// Per probe, as the text names it: with the names pods give the port, and what it stands
+    /// for beyond itself (`TCP/80 (every other port)`).
+    probe_labels: &'a [String],
     pods_compared: usize,
     pods_only_before: &'a [String],
     pods_only_after: &'a [String],
+    pods_new: &'a [String],
+    pods_gone: &'a [String],
     nodes_compared: usize,
     outside_regions: &'a [String],
     /// Pod flows that change, and of them newly denied and newly allowed.
@@ -176,10 +186,14 @@ pub fn write_json<'a>(out: &mut dyn std::io::Write, report: &'a Report) -> std::
         })
         .collect();
     let document = DiffJson {
+        format: FORMAT,
         probes: &report.probes,
+        probe_labels: &report.probe_labels,
         pods_compared: report.pods_compared,
         pods_only_before: &report.pods_only_before,
         pods_only_after: &report.pods_only_after,
+        pods_new: &report.pods_new,
+        pods_gone: &report.pods_gone,
         nodes_compared: report.nodes_compared,
         outside_regions: &report.outside_regions,
         flows_changed,

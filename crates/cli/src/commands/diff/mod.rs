@@ -15,8 +15,11 @@ use std::path::PathBuf;
 
 mod common;
 mod compare;
+#[cfg(test)]
+mod coverage_tests;
 mod groups;
 mod json;
+mod newcomers;
 mod report;
 mod text;
 
@@ -88,7 +91,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         (TextOrJson::Json, false) => json::write_json(out, &report)?,
         (TextOrJson::Json, true) => write_json(out, &PerPod(&report))?,
     }
-    Ok(if report.counts().0 == 0 {
+    // A pod new or gone is a change even where no policy treats it differently.
+    Ok(if report.counts().0 == 0 && !report.pods_differ() {
         Outcome::Success
     } else {
         Outcome::Mismatch

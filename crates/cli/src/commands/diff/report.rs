@@ -46,6 +46,10 @@ pub struct Change {
     pub after: u32,
 }
 
+/// The `format` of `diff -o json --per-pod`: its list of pod flows is `pod_changes`, not the
+/// grouped document's `changes` (one shape per field name).
+pub const PER_POD_FORMAT: &str = "netpol.diff-per-pod/v1";
+
 /// `diff`'s findings.
 pub struct Report {
     /// The protocol/port pairs probed, e.g. `TCP/80`.
@@ -56,9 +60,15 @@ pub struct Report {
     pub probe_ports: Vec<(String, u16)>,
     /// How many pods both sides have (flows between them are compared).
     pub pods_compared: usize,
-    /// Pods only BEFORE has, and only AFTER has (`namespace/pod`): their flows are not compared.
+    /// Pods only BEFORE has, and only AFTER has (`namespace/pod`), that could not be lent to the
+    /// other side (an address of theirs is another party's there): their flows are not
+    /// compared, and the diff is not "no change".
     pub pods_only_before: Vec<String>,
     pub pods_only_after: Vec<String>,
+    /// Pods only BEFORE has (gone) and only AFTER has (new), each decided on the other side as
+    /// if it ran there too: their flows are compared with the others'.
+    pub pods_gone: Vec<String>,
+    pub pods_new: Vec<String>,
     /// Nodes both sides have: flows between them and the pods are compared.
     pub nodes_compared: usize,
     /// The regions outside the cluster that either side's policies tell apart.
@@ -92,6 +102,18 @@ impl Report {
     /// The pods of class `class`, by position.
     pub fn members(&self, class: u32) -> &[usize] {
         &self.classes.members[class as usize]
+    }
+
+    /// Whether the sides differ in their pods: a pod new, gone, or not compared.
+    pub fn pods_differ(&self) -> bool {
+        [
+            &self.pods_only_before,
+            &self.pods_only_after,
+            &self.pods_new,
+            &self.pods_gone,
+        ]
+        .iter()
+        .any(|pods| !pods.is_empty())
     }
 
     /// How many pod flows a class-level change stands for.
@@ -267,14 +289,18 @@ impl Serialize for PerPod<'_> {
             }
         }
         let report = self.0;
-        let mut out = serializer.serialize_struct("DiffJson", 7)?;
+        let mut out = serializer.serialize_struct("DiffJson", 11)?;
+        out.serialize_field("format", PER_POD_FORMAT)?;
         out.serialize_field("probes", &report.probes)?;
+        out.serialize_field("probe_labels", &report.probe_labels)?;
         out.serialize_field("pods_compared", &report.pods_compared)?;
         out.serialize_field("pods_only_before", &report.pods_only_before)?;
         out.serialize_field("pods_only_after", &report.pods_only_after)?;
+        out.serialize_field("pods_new", &report.pods_new)?;
+        out.serialize_field("pods_gone", &report.pods_gone)?;
         out.serialize_field("nodes_compared", &report.nodes_compared)?;
         out.serialize_field("outside_regions", &report.outside_regions)?;
-        out.serialize_field("changes", &Changes(report))?;
+        out.serialize_field("pod_changes", &Changes(report))?;
         out.end()
     }
 }

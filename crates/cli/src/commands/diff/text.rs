@@ -89,12 +89,26 @@ pub fn write_text(out: &mut dyn Write, report: &Report, per_pod: bool) -> io::Re
         writeln!(out, "  before: {}", before.deciding_rule)?;
         writeln!(out, "  after:  {}", after.deciding_rule)?;
     }
-    for (pods, side) in [
-        (&report.pods_only_before, "BEFORE"),
-        (&report.pods_only_after, "AFTER"),
+    for (pods, what) in [
+        (
+            &report.pods_new,
+            "new in AFTER (its flows compared as if it ran BEFORE too)",
+        ),
+        (
+            &report.pods_gone,
+            "gone from AFTER (its flows compared as if it still ran)",
+        ),
+        (
+            &report.pods_only_before,
+            "only in BEFORE (not compared: an address of it is another's in AFTER)",
+        ),
+        (
+            &report.pods_only_after,
+            "only in AFTER (not compared: an address of it is another's in BEFORE)",
+        ),
     ] {
         if !pods.is_empty() {
-            writeln!(out, "only in {side} (not compared): {}", pods.join(", "))?;
+            writeln!(out, "{what}: {}", pods.join(", "))?;
         }
     }
     let (flows, newly_denied) = report.counts();
