@@ -107,6 +107,7 @@ pub struct Metrics {
     pub kind_synced: Family<KindLabels, Gauge>,
     pub watch_errors: Family<KindLabels, Counter>,
     pub relists: Family<KindLabels, Counter>,
+    pub foreign_acls_evaluated_first: Gauge,
 }
 
 fn call_histogram() -> Histogram {
@@ -138,6 +139,7 @@ impl Metrics {
             kind_synced: Family::default(),
             watch_errors: Family::default(),
             relists: Family::default(),
+            foreign_acls_evaluated_first: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -229,6 +231,11 @@ impl Metrics {
             "relists",
             "Complete lists of a kind after the first (410 Gone, a failed watch, a CRD installed)",
             metrics.relists.clone(),
+        );
+        r.register(
+            "hcn_foreign_acls_evaluated_first",
+            "Other owners' ACLs on this node's endpoints that HCN evaluates before netpol's rules they overlap, found at start (each also logged as a warning)",
+            metrics.foreign_acls_evaluated_first.clone(),
         );
         metrics
     }

@@ -140,7 +140,12 @@ pub fn compare<'a>(
 /// One other owner's ACL evaluated first: the ACL, and the netpol rules it comes before.
 fn describe_first(first: &EvaluatedFirst) -> String {
     let mut text = format!(
-        "{} before {} netpol rules (first {})",
+        "{}{} before {} netpol rules (first {})",
+        if first.acl.id.is_empty() {
+            "(no Id)"
+        } else {
+            ""
+        },
         describe(&first.acl),
         first.netpol_rules.len(),
         first.netpol_rules[0]
