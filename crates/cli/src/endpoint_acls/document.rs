@@ -190,7 +190,7 @@ pub fn read(text: &str) -> Result<LiveDocument, String> {
             let sets = if document.networks.is_empty() {
                 None
             } else {
-                Some(LiveSets::read(&document.networks)?)
+                Some(LiveSets::read(network_policies(&document.networks)?)?)
             };
             Ok(LiveDocument {
                 node: document.node,
@@ -207,6 +207,37 @@ pub fn read(text: &str) -> Result<LiveDocument, String> {
             "neither a {FORMAT} document (an object with `endpoints`) nor HNS endpoint objects"
         )),
     }
+}
+
+/// Each network's id, its name in messages, and its policies parsed; errors name the network
+/// and the policy.
+#[allow(clippy::type_complexity)]
+fn network_policies(
+    networks: &[Network],
+) -> Result<Vec<(Option<String>, String, Vec<EndpointPolicy>)>, String> {
+    networks
+        .iter()
+        .enumerate()
+        .map(|(n, network)| {
+            let label = network
+                .id
+                .clone()
+                .or_else(|| network.name.clone())
+                .unwrap_or_else(|| format!("networks[{n}]"));
+            let policies = network
+                .policies
+                .iter()
+                .enumerate()
+                .map(|(i, raw)| {
+                    serde_json::from_str(raw.get())
+                        .map_err(|e| e.to_string())
+                        .and_then(policy)
+                        .map_err(|e| format!("network {label}: policies[{i}]: {e}"))
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((network.id.clone(), label, policies))
+        })
+        .collect()
 }
 
 /// `"15.1"` (or `"15"`).
@@ -268,7 +299,7 @@ fn address(text: &str) -> Option<IpAddr> {
 
 /// One policy: V2 `{"Type", "Settings": {...}}`, `Settings` as a JSON string, or V1 with the
 /// settings beside `Type`.
-pub(super) fn policy(value: Value) -> Result<EndpointPolicy, String> {
+fn policy(value: Value) -> Result<EndpointPolicy, String> {
     let Value::Object(mut object) = value else {
         return Err("not an object".into());
     };

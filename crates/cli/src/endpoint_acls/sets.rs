@@ -7,8 +7,6 @@ use std::collections::BTreeMap;
 use ipnet::IpNet;
 use netpol_hcn::schema::{AclPolicySetting, EndpointPolicy, SetPolicySetting, NETPOL_SET_PREFIX};
 
-use super::document::Network;
-
 /// The sets of every recorded network, by network id (lower case) and set id.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LiveSets {
@@ -16,24 +14,18 @@ pub struct LiveSets {
 }
 
 impl LiveSets {
-    /// Reads the networks' policies; errors name the network and the policy.
-    pub fn read(networks: &[Network]) -> Result<LiveSets, String> {
+    /// The sets among recorded networks' policies: `(id, label, policies)` each, the label naming
+    /// the network in errors.
+    pub fn read(
+        networks: Vec<(Option<String>, String, Vec<EndpointPolicy>)>,
+    ) -> Result<LiveSets, String> {
         let mut out = LiveSets::default();
-        for (n, network) in networks.iter().enumerate() {
-            let label = network
-                .id
-                .clone()
-                .or_else(|| network.name.clone())
-                .unwrap_or_else(|| format!("networks[{n}]"));
+        for (id, label, policies) in networks {
             let sets = out
                 .networks
-                .entry(network.id.clone().unwrap_or_default().to_lowercase())
+                .entry(id.unwrap_or_default().to_lowercase())
                 .or_default();
-            for (i, raw) in network.policies.iter().enumerate() {
-                let policy = serde_json::from_str(raw.get())
-                    .map_err(|e| e.to_string())
-                    .and_then(super::document::policy)
-                    .map_err(|e| format!("network {label}: policies[{i}]: {e}"))?;
+            for (i, policy) in policies.iter().enumerate() {
                 let Some(set) = policy.as_set() else {
                     continue;
                 };
@@ -194,17 +186,19 @@ mod tests {
     #[test]
     fn networks_are_read_and_bad_values_name_the_network_and_set() {
         let network = |values: &str| {
-            Network {
-            id: Some("NET-1".into()),
-            name: None,
-            policies: vec![serde_json::value::to_raw_value(&serde_json::json!({
-                "Type": "SetPolicy",
-                "Settings": {"Id": "netpol-set-aa", "Name": "netpol-set-aa", "PolicyType": "IPSET", "Values": values}
-            }))
-            .unwrap()],
-        }
+            let set = SetPolicySetting {
+                id: "netpol-set-aa".into(),
+                name: "netpol-set-aa".into(),
+                policy_type: "IPSET".into(),
+                values: values.into(),
+            };
+            vec![(
+                Some("NET-1".to_string()),
+                "NET-1".to_string(),
+                vec![EndpointPolicy::set(&set)],
+            )]
         };
-        let sets = LiveSets::read(&[network("10.0.0.1,10.0.0.2")]).unwrap();
+        let sets = LiveSets::read(network("10.0.0.1,10.0.0.2")).unwrap();
         assert!(sets.holds_netpol_sets());
         assert_eq!(
             sets.values(Some("net-1"), "netpol-set-aa"),
@@ -215,7 +209,7 @@ mod tests {
             Some("10.0.0.1,10.0.0.2")
         );
         assert_eq!(sets.members(None, "netpol-set-aa").unwrap().len(), 2);
-        let error = LiveSets::read(&[network("10.0.0.1,ten")]).unwrap_err();
+        let error = LiveSets::read(network("10.0.0.1,ten")).unwrap_err();
         assert_eq!(
             error,
             "network NET-1: IP set netpol-set-aa: Values: \"ten\" is not an address or CIDR"
