@@ -1,7 +1,8 @@
 <#
 .SYNOPSIS
 Writes every HCN endpoint of this Windows node with its complete policy list, as HNS returns it,
-in the JSON form `netpol acls --compare` reads (format netpol.endpoint-acls/v1).
+and the HNS networks those endpoints are on with their policies (the IP sets, SetPolicy, that
+ACLs name), in the JSON form `netpol acls --compare` reads (format netpol.endpoint-acls/v1).
 
 .DESCRIPTION
 Reads HNS the way the netpol agent does: HcnEnumerateEndpoints, HcnOpenEndpoint,
@@ -51,6 +52,12 @@ public static extern int HcnOpenEndpoint(ref Guid id, out IntPtr endpoint, out I
 public static extern int HcnQueryEndpointProperties(IntPtr endpoint, string query, out IntPtr properties, out IntPtr errorRecord);
 [DllImport("computenetwork.dll")]
 public static extern int HcnCloseEndpoint(IntPtr endpoint);
+[DllImport("computenetwork.dll")]
+public static extern int HcnOpenNetwork(ref Guid id, out IntPtr network, out IntPtr errorRecord);
+[DllImport("computenetwork.dll", CharSet = CharSet.Unicode)]
+public static extern int HcnQueryNetworkProperties(IntPtr network, string query, out IntPtr properties, out IntPtr errorRecord);
+[DllImport("computenetwork.dll")]
+public static extern int HcnCloseNetwork(IntPtr network);
 [DllImport("vmcompute.dll", CharSet = CharSet.Unicode)]
 public static extern int HNSCall(string method, string path, string request, out IntPtr response);
 '@
@@ -101,6 +108,26 @@ function Get-EndpointProperties([string] $Id) {
     }
 }
 
+# A network's properties (its policies hold the IP sets), as the agent reads them.
+function Get-NetworkProperties([string] $Id) {
+    $guid = [Guid] $Id
+    $handle = [IntPtr]::Zero
+    $record = [IntPtr]::Zero
+    $result = [NetpolHcn.Native]::HcnOpenNetwork([ref] $guid, [ref] $handle, [ref] $record)
+    Assert-Hcn "HcnOpenNetwork $Id" $result (Receive-HcnString $record)
+    try {
+        $properties = [IntPtr]::Zero
+        $record = [IntPtr]::Zero
+        $result = [NetpolHcn.Native]::HcnQueryNetworkProperties($handle, $query, [ref] $properties, [ref] $record)
+        $text = Receive-HcnString $properties
+        Assert-Hcn "HcnQueryNetworkProperties $Id" $result (Receive-HcnString $record)
+        return $text | ConvertFrom-Json
+    }
+    finally {
+        [void] [NetpolHcn.Native]::HcnCloseNetwork($handle)
+    }
+}
+
 function Get-Property($Object, [string] $Name) {
     $property = $Object.PSObject.Properties[$Name]
     if ($property) { return $property.Value }
@@ -129,13 +156,33 @@ if ($idsText) {
                 if ($config) { Get-Property $config 'IpAddress' }
             }
         ) | Where-Object { $_ }
+        $network = [string] (Get-Property $properties 'HostComputeNetwork')
         [void] $endpoints.Add([ordered] @{
             id        = [string] (Get-Property $properties 'ID')
             name      = [string] (Get-Property $properties 'Name')
+            network   = $network
             addresses = @($addresses)
             policies  = @(Get-Property $properties 'Policies' | Where-Object { $null -ne $_ })
         })
     }
+}
+
+# Every network an endpoint is on, with its policies: netpol's ACLs name its IP sets there.
+$networks = New-Object System.Collections.ArrayList
+$networkIds = @($endpoints | ForEach-Object { $_.network } | Where-Object { $_ } | Sort-Object -Unique)
+foreach ($networkId in $networkIds) {
+    try {
+        $properties = Get-NetworkProperties $networkId
+    }
+    catch {
+        Write-Warning "network ${networkId}: $_"
+        continue
+    }
+    [void] $networks.Add([ordered] @{
+        id       = $networkId
+        name     = [string] (Get-Property $properties 'Name')
+        policies = @(Get-Property $properties 'Policies' | Where-Object { $null -ne $_ })
+    })
 }
 
 $document = [ordered] @{
@@ -145,6 +192,7 @@ $document = [ordered] @{
     captured_at = (Get-Date).ToUniversalTime().ToString('o')
     hns_version = Get-HnsVersion
     endpoints   = @($endpoints.ToArray())
+    networks    = @($networks.ToArray())
 }
 $json = ConvertTo-Json -InputObject $document -Depth 32
 

@@ -110,6 +110,7 @@ pub fn run_with(
     let (inputs, receiver) = mpsc::sync_channel(INPUT_CAPACITY);
     let resync = Arc::new(AtomicBool::new(false));
     if let Some(datapath) = hcn {
+        crate::coexistence::report_at_start(datapath.as_ref(), &metrics);
         // An HNS restart loses every policy: read everything back at once. The signal may be
         // raised on the reconcile loop's own thread (a call that finds HNS gone), which must not
         // wait for room in its own channel: the flag carries the request, the input only wakes

@@ -17,11 +17,13 @@
 //! | [`reconciler`] | the pipeline: commit the engine, compile what changed, hand it to the enforcer |
 //! | [`driver`] | runs the pipeline on its own thread: debounce, retries, periodic resync |
 //! | [`datapaths`] | builds the chosen datapath's enforcer |
+//! | [`coexistence`] | at start on HCN, other owners' ACLs evaluated before netpol's (warning, metric) |
 //! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
 //! | [`refusals`] | Events on refused objects, posted by the one agent holding a Lease |
 //! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
+pub mod coexistence;
 pub mod config;
 pub mod daemon;
 pub mod datapaths;

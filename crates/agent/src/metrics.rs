@@ -110,6 +110,7 @@ pub struct Metrics {
     pub watch_stalls: Family<KindLabels, Counter>,
     /// 1 while this node's own Node object is missing (its last known addresses are kept).
     pub own_node_missing: Gauge,
+    pub foreign_acls_evaluated_first: Gauge,
 }
 
 fn call_histogram() -> Histogram {
@@ -143,6 +144,7 @@ impl Metrics {
             relists: Family::default(),
             watch_stalls: Family::default(),
             own_node_missing: Gauge::default(),
+            foreign_acls_evaluated_first: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -244,6 +246,11 @@ impl Metrics {
             "own_node_missing",
             "1 while this node's own Node object is missing (deleted, not yet created, not readable): its last known addresses keep the node-probe allowance",
             metrics.own_node_missing.clone(),
+        );
+        r.register(
+            "hcn_foreign_acls_evaluated_first",
+            "Other owners' ACLs on this node's endpoints that HCN evaluates before netpol's rules they overlap, found at start (each also logged as a warning)",
+            metrics.foreign_acls_evaluated_first.clone(),
         );
         metrics
     }

@@ -1,9 +1,11 @@
 //! The `netpol` command: the authoring tools (`check`, `matrix`, `explain`, `diff`, `acls`), the
-//! node agent's command line (`agent`, over the `netpol-agent` library), `crds` and `synth`.
+//! node agent's command line (`agent`, over the `netpol-agent` library), `cleanup`, `crds`,
+//! `synth` and `version`.
 //! `main.rs` only parses arguments and dispatches to [`commands`].
 //!
 //! | module | job |
 //! |---|---|
+//! | [`cli`] | the command line as clap parses it (used by `main.rs` and by the tests of the docs) |
 //! | [`commands`] | one module per subcommand: its arguments and its `run` |
 //! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
 //! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
@@ -17,6 +19,7 @@
 //! | [`synth`] | the synthetic cluster generator for scale runs |
 
 pub mod checked;
+pub mod cli;
 pub mod cluster_args;
 pub mod commands;
 pub mod decide;

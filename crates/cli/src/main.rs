@@ -3,8 +3,11 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use netpol_cli::commands::{acls, agent, check, crds, diff, explain, lint, matrix};
+use clap::Parser;
+use netpol_cli::cli::{Cli, Command};
+use netpol_cli::commands::{
+    acls, agent, check, cleanup, crds, diff, explain, lint, matrix, version,
+};
 use netpol_cli::{synth, Outcome};
 
 /// mimalloc rather than glibc's allocator on Linux: the engine makes millions of small
@@ -39,38 +42,6 @@ extern "C" fn allocator_options() {
     unsafe { mi_option_set(ARENA_EAGER_COMMIT, 0) };
 }
 
-/// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
-/// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
-#[derive(Debug, Parser)]
-#[command(name = "netpol", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Check scenario files: print every flow whose verdict differs from the expectation.
-    Check(check::Args),
-    /// Print the computed connectivity matrix of a scenario's or manifests' pods.
-    Matrix(matrix::Args),
-    /// Explain the verdict of one flow: the rule that decided each direction.
-    Explain(explain::Args),
-    /// Print the flows whose verdict changes from BEFORE to AFTER, with the deciding rules.
-    Diff(diff::Args),
-    /// Report policy smells (rules that never decide, policies that change nothing, peers that
-    /// select nothing, ...), as text, JSON or SARIF.
-    Lint(lint::Args),
-    /// Print the HCN ACL requests the agent would send for a scenario's pods, with rule counts.
-    Acls(acls::Args),
-    /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
-    Agent(agent::Args),
-    /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
-    Crds,
-    /// Write a synthetic cluster of the usual shape as YAML files (for scale tests).
-    Synth(synth::Args),
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The agent's threads log to stderr: it must not run under the locks taken below.
@@ -86,7 +57,9 @@ fn main() -> ExitCode {
         Command::Diff(args) => diff::run(args, &mut out, &mut err),
         Command::Lint(args) => lint::run(args, &mut out, &mut err),
         Command::Acls(args) => acls::run(args, &mut out, &mut err),
-        Command::Crds => crds::run(&mut out),
+        Command::Cleanup(args) => cleanup::run(args, &mut out, &mut err),
+        Command::Crds(args) => crds::run(args, &mut out, &mut err),
+        Command::Version(args) => version::run(args, &mut out),
         Command::Synth(args) => match synth::run(args, &mut out) {
             Ok(()) => Ok(Outcome::Success),
             Err(error) => {

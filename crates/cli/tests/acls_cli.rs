@@ -205,10 +205,33 @@ fn a_node_before_netpol_runs_lacks_every_rule_and_its_cni_policies_are_only_coun
         assert_eq!(endpoint["in_place"], 0);
     }
     let prober = report_of(&report, "ops/prober");
+    assert_eq!(prober["foreign"]["count"], 4);
     assert_eq!(
-        prober["foreign"],
-        json!({"count": 4, "types": {"ACL": 1, "L4WFPPROXY": 1, "OutBoundNAT": 1, "SDNRoute": 1}, "acls_evaluated_first": 1})
+        prober["foreign"]["types"],
+        json!({"ACL": 1, "L4WFPPROXY": 1, "OutBoundNAT": 1, "SDNRoute": 1})
     );
+    // Azure CNI's wireserver block (priority 200, egress TCP 80) comes before netpol's egress
+    // rules, whichever of them it overlaps.
+    assert_eq!(prober["foreign"]["acls_evaluated_first"], 1);
+    let first = &prober["foreign"]["evaluated_first"][0];
+    assert_eq!(first["acl"]["Settings"]["Priority"], 200);
+    assert_eq!(
+        first["acl"]["Settings"]["RemoteAddresses"],
+        "168.63.129.16/32"
+    );
+    let egress: Vec<Value> = rules_of(&computed, "ops/prober")
+        .into_iter()
+        .filter(|r| r["Settings"]["Direction"] == "Out")
+        .map(|r| r["Settings"]["Id"].clone())
+        .collect();
+    let before = first["netpol_rules"].as_array().unwrap();
+    assert!(!before.is_empty());
+    for id in before {
+        assert!(
+            egress.contains(id),
+            "{id} is not an egress rule of ops/prober"
+        );
+    }
     // The host's endpoint belongs to no pod and should hold no netpol rule: it does not.
     let host = report["endpoints"]
         .as_array()
@@ -239,7 +262,13 @@ fn a_node_holding_exactly_netpols_rules_amid_other_owners_policies_compares_equa
         "{out}"
     );
     assert!(
-        out.contains("note: 1 ACLs of other owners have a lower priority number"),
+        out.contains(
+            "warning: 1 ACLs of other owners are evaluated before netpol rules they overlap"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("(no Id) Out Block priority 200 protocols 6 remote 168.63.129.16/32 remote ports 80 before"),
         "{out}"
     );
 }

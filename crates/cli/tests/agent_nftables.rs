@@ -484,3 +484,42 @@ fn a_policy_at_the_size_limit_is_programmed_with_every_endpoint() {
     );
     assert!(!listing.contains(&format!("{allowed},")) && !listing.contains(&format!("{allowed} ")));
 }
+
+#[test]
+fn cleanup_deletes_netpols_table_and_leaves_another_table_intact() {
+    if netpol_testbed::netns::skip_kernel_test(
+        "cleanup_deletes_netpols_table_and_leaves_another_table_intact",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-cleanup");
+    copy_example_cluster(&dir.join("cluster"));
+    // Another owner's table (as a CNI plugin or kube-proxy keeps), netpol's programmed beside
+    // it, then `cleanup` twice.
+    let script = format!(
+        "nft add table inet other\n\
+         nft add chain inet other forward '{{ type filter hook forward priority 0; policy accept; }}'\n\
+         nft add rule inet other forward ip saddr 10.9.9.9 drop\n\
+         nft list table inet other > other-before.nft\n\
+         {AGENT} > agent.txt 2> agent.log\n\
+         nft list tables > tables-programmed.txt\n\
+         $NETPOL cleanup --datapath nftables > first.txt\n\
+         $NETPOL cleanup --datapath nftables > second.txt\n\
+         nft list table inet other > other-after.nft\n\
+         nft list tables"
+    );
+    let tables = in_private_namespace(&script, &dir);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert_eq!(
+        read("tables-programmed.txt").trim(),
+        "table inet other\ntable inet netpol"
+    );
+    assert_eq!(tables.trim(), "table inet other");
+    assert_eq!(read("other-after.nft"), read("other-before.nft"));
+    assert!(read("other-after.nft").contains("ip saddr 10.9.9.9 drop"));
+    assert_eq!(read("first.txt").trim(), "deleted table inet netpol");
+    assert_eq!(
+        read("second.txt").trim(),
+        "no table inet netpol: nothing to remove"
+    );
+}

@@ -12,6 +12,10 @@
 //!   endpoints that changed, with per-endpoint retry and backoff.
 //! - [`discovery`]: the host's endpoints and the pods they belong to (a stand-in CNI on the
 //!   simulator).
+//! - [`cleanup`]: removes netpol's ACLs and IP sets from a host, and nothing else
+//!   (`netpol cleanup`).
+//! - [`coexistence`]: other owners' ACLs HCN evaluates before netpol's (reported, never
+//!   touched).
 //! - [`enforcer`]: [`HcnEnforcer`], the neutral `Enforcer` over all of the above.
 //! - [`oracle`]: decides flows through the simulator, for `netpol check --datapath hcn-sim`.
 //!
@@ -20,7 +24,9 @@
 
 pub mod aggregate;
 pub mod api;
+pub mod cleanup;
 pub mod client;
+pub mod coexistence;
 pub mod diff;
 pub mod discovery;
 pub mod enforcer;

@@ -14,6 +14,7 @@
 //! - [`naming`]: chain names (hashes) and comments (bounded, safe), whatever an endpoint key holds.
 //! - [`enforcer`]: [`NftEnforcer`], the neutral `Enforcer` over the programmer; `host` (Linux):
 //!   the node's own kernel through the `nft` command; [`fake`]: an in-memory stand-in for tests.
+//! - [`cleanup`]: deletes netpol's table and nothing else (`netpol cleanup`).
 //! - [`bypass`]: whether the node's dataplane carries pod traffic past netfilter, checked before
 //!   the agent starts.
 //!
@@ -41,6 +42,7 @@
 //! map to `drop` in both.
 
 pub mod bypass;
+pub mod cleanup;
 pub mod enforcer;
 pub mod eval;
 pub mod fake;

@@ -1,24 +1,26 @@
-//! `netpol acls FILE | -f PATH... [--endpoint ns/pod] [--output json] [--compare LIVE]`: the HCN
-//! ACLs netpol computes for each pod of a cluster, without touching any host; or, with
-//! `--compare`, a node's live endpoints (as `config/windows/Get-NetpolEndpointAcls.ps1` dumps them)
-//! against those rules.
+//! `netpol acls FILE | -f PATH... [--node NAME] [--endpoint ns/pod] [--output json] [--compare
+//! LIVE]`: the HCN ACLs netpol computes for each pod of a cluster's Windows nodes, without
+//! touching any host; or, with `--compare`, a node's live endpoints (as
+//! `config/windows/Get-NetpolEndpointAcls.ps1` dumps them, with the networks' IP sets) against
+//! those rules.
 //!
 //! Exit status: 0 printed (or, comparing, equal), 1 some endpoint differs, 2 an input does not
 //! load.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use netpol_datapath::CompileOptions;
 use netpol_engine::Engine;
-use netpol_hcn::naive::naive_rule_counts;
-use netpol_hcn::schema::{ModifyEndpointRequest, RequestType};
-use netpol_hcn::{compile_acls_with, Capabilities, HcnAcls, HnsVersion};
+use netpol_hcn::schema::{EndpointPolicy, ModifyEndpointRequest, RequestType};
+use netpol_hcn::{Capabilities, HnsVersion};
 
-use crate::decide::load_engine;
-use crate::endpoint_acls::compare::{compare, to_json, write_text, PodRules};
-use crate::endpoint_acls::document::{self, Document, Endpoint, RuleCounts, FORMAT};
+use crate::decide::{load_engine, HcnIpSets};
+use crate::endpoint_acls::compare::{compare, to_json, write_text, PodRules, Wanted};
+use crate::endpoint_acls::computed::{compute, Computed};
+use crate::endpoint_acls::document::{self, Document, Endpoint, Network, RuleCounts, FORMAT};
+use crate::endpoint_acls::nodes::select_pods;
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::report::TextOrJson;
@@ -31,6 +33,10 @@ pub struct Args {
     pub file: Option<PathBuf>,
     #[command(flatten)]
     pub manifests: ManifestArgs,
+    /// Only this node's pods. Pods of nodes labelled `kubernetes.io/os=linux` are always left
+    /// out: they have no HCN endpoint.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
     /// Only this pod (`namespace/pod`); every pod otherwise.
     #[arg(long)]
     pub endpoint: Option<String>,
@@ -46,6 +52,11 @@ pub struct Args {
     /// before 11.10). Default: the compared file's, else every feature.
     #[arg(long, value_name = "VERSION")]
     pub hns_version: Option<String>,
+    /// Whether the ACLs name network IP sets, as the agent's `--hcn-ip-sets`. `auto`: comparing,
+    /// as the node shows (its netpol ACLs name sets, or its recorded networks hold netpol's
+    /// sets or it records networks on an HNS that has them); printing, inline addresses.
+    #[arg(long, value_enum, default_value_t)]
+    pub hcn_ip_sets: HcnIpSets,
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
@@ -96,38 +107,62 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             return Ok(Outcome::Invalid);
         }
     }
-    let mut computed = BTreeMap::new();
-    for (key, _) in engine.endpoints() {
-        if live.is_none() && args.endpoint.as_deref().is_some_and(|wanted| wanted != key) {
-            continue;
+    let mut selection = match select_pods(&engine, args.node.as_deref()) {
+        Ok(selection) => selection,
+        Err(e) => {
+            writeln!(err, "error: {}: {e}", scenario.file.display())?;
+            return Ok(Outcome::Invalid);
         }
-        match pod_acls(&engine, key, &options) {
-            Ok(acls) => computed.insert(key.to_owned(), acls),
-            Err(e) => {
-                writeln!(err, "error: {key}: {e}")?;
-                return Ok(Outcome::Invalid);
-            }
-        };
+    };
+    if selection.linux_pods_skipped > 0 {
+        writeln!(
+            err,
+            "note: {} pods on nodes labelled kubernetes.io/os=linux left out (they have no HCN endpoint)",
+            selection.linux_pods_skipped
+        )?;
     }
+    if let (None, Some(wanted)) = (&live, &args.endpoint) {
+        selection.pods.retain(|key| key == wanted);
+    }
+    let ip_sets = match args.hcn_ip_sets {
+        HcnIpSets::On => true,
+        HcnIpSets::Off => false,
+        HcnIpSets::Auto => live.as_ref().is_some_and(|l| {
+            l.shows_netpol_sets()
+                || (l.sets.is_some()
+                    && version.is_some_and(|v| Capabilities::of(v).is_ok_and(|c| c.ip_sets)))
+        }),
+    };
+    let computed = match compute(&engine, &selection.pods, &options, ip_sets) {
+        Ok(computed) => computed,
+        Err((key, e)) => {
+            writeln!(err, "error: {key}: {e}")?;
+            return Ok(Outcome::Invalid);
+        }
+    };
 
     match live {
         Some(live) => {
-            let pods: BTreeMap<String, PodRules> = computed
-                .iter()
-                .map(|(key, pod)| {
-                    let addresses = engine
-                        .endpoint_pod(key)
-                        .map_or_else(Vec::new, |(_, a)| a.to_vec());
-                    (
-                        key.clone(),
-                        PodRules {
-                            addresses,
-                            rules: pod.acls.rules.clone(),
-                        },
-                    )
-                })
-                .collect();
-            let comparisons = compare(&live, &pods, args.endpoint.as_deref());
+            let wanted = Wanted {
+                pods: computed
+                    .pods
+                    .iter()
+                    .map(|(key, pod)| {
+                        let addresses = engine
+                            .endpoint_pod(key)
+                            .map_or_else(Vec::new, |(_, a)| a.to_vec());
+                        (
+                            key.clone(),
+                            PodRules {
+                                addresses,
+                                rules: pod.acls.rules.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+                sets: computed.sets.clone(),
+            };
+            let comparisons = compare(&live, &wanted, args.endpoint.as_deref());
             if let Some(wanted) = &args.endpoint {
                 if comparisons.is_empty() {
                     writeln!(
@@ -142,7 +177,10 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
                 }
             }
             match args.output {
-                TextOrJson::Text => write_text(out, &comparisons)?,
+                TextOrJson::Text => {
+                    write_text(out, &comparisons)?;
+                    write_stale_sets(out, &live, &computed)?;
+                }
                 TextOrJson::Json => writeln!(
                     out,
                     "{}",
@@ -173,35 +211,54 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     }
 }
 
+/// netpol's sets on the node's networks that no computed rule names: the agent removes such
+/// sets once every endpoint holds its new rules, so one that stays is left over.
+fn write_stale_sets(
+    out: &mut dyn Write,
+    live: &document::LiveDocument,
+    computed: &Computed,
+) -> io::Result<()> {
+    let (Some(sets), Some(wanted)) = (&live.sets, &computed.sets) else {
+        return Ok(());
+    };
+    let named: BTreeSet<String> = wanted.keys().cloned().collect();
+    let stale: Vec<&str> = sets
+        .unnamed_netpol_sets(&named)
+        .map(|s| s.id.as_str())
+        .collect();
+    if !stale.is_empty() {
+        writeln!(
+            out,
+            "note: {} netpol IP sets on the network are named by no rule netpol computes: {}",
+            stale.len(),
+            stale.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
 fn read_live(path: &Path) -> Result<document::LiveDocument, String> {
     let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
     document::read(&document::decode(&bytes)?)
 }
 
-/// A pod's ACLs, with the counts `netpol acls` prints.
-struct PodAcls {
-    acls: HcnAcls,
-    mapstate_entries: usize,
-    naive_rules: usize,
-}
-
-fn pod_acls(
-    engine: &Engine,
-    key: &str,
-    options: &CompileOptions,
-) -> Result<PodAcls, netpol_datapath::CompileError> {
-    let map = engine.endpoint(key).expect("an endpoint the engine listed");
-    Ok(PodAcls {
-        acls: compile_acls_with(map, engine.identities(), options)?,
-        mapstate_entries: map.len(),
-        naive_rules: naive_rule_counts(map).total(),
-    })
-}
-
 /// Text: per pod, its counts and the `Add` request that installs its rules on a fresh endpoint
 /// (the agent sends that, then `Add`s and `Remove`s only what changes).
-fn write_requests(out: &mut dyn Write, computed: &BTreeMap<String, PodAcls>) -> io::Result<()> {
-    for (key, pod) in computed {
+fn write_requests(out: &mut dyn Write, computed: &Computed) -> io::Result<()> {
+    if let Some(sets) = &computed.sets {
+        // The network's sets first, as the agent adds them before any ACL names them.
+        let request = netpol_hcn::schema::ModifyNetworkRequest::new(
+            RequestType::Add,
+            sets.values().map(EndpointPolicy::set).collect(),
+        );
+        writeln!(out, "# the network: {} IP sets", sets.len())?;
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&request).expect("an HCN request serializes")
+        )?;
+    }
+    for (key, pod) in &computed.pods {
         let acls = &pod.acls;
         writeln!(
             out,
@@ -227,14 +284,29 @@ fn write_requests(out: &mut dyn Write, computed: &BTreeMap<String, PodAcls>) -> 
 
 fn computed_document(
     engine: &Engine,
-    computed: &BTreeMap<String, PodAcls>,
+    computed: &Computed,
     version: Option<HnsVersion>,
 ) -> Document {
+    let networks = computed.sets.as_ref().map_or_else(Vec::new, |sets| {
+        vec![Network {
+            id: Some("netpol".into()),
+            name: None,
+            policies: sets
+                .values()
+                .map(|s| {
+                    serde_json::value::to_raw_value(&EndpointPolicy::set(s))
+                        .expect("a set serializes")
+                })
+                .collect(),
+        }]
+    });
     Document {
         format: FORMAT.into(),
         source: "netpol".into(),
         hns_version: version.map(|v| v.to_string()),
+        networks,
         endpoints: computed
+            .pods
             .iter()
             .map(|(key, pod)| Endpoint {
                 pod: Some(key.clone()),

@@ -161,6 +161,13 @@ fn parse_probe(text: &str) -> Result<(Protocol, u16), String> {
 /// Runs the agent; the exit code says how it ended.
 pub fn run(args: &Args) -> ExitCode {
     init_logging(args.log_format);
+    let build = &super::version::BUILD;
+    tracing::info!(
+        version = build.version,
+        commit = build.commit,
+        target = build.target,
+        "netpol agent starting"
+    );
     let config = args.config();
     let result = match (&config.source, args.once) {
         (SourceConfig::Files(dir), true) => run_once(args, dir),

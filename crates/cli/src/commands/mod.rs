@@ -3,8 +3,10 @@
 pub mod acls;
 pub mod agent;
 pub mod check;
+pub mod cleanup;
 pub mod crds;
 pub mod diff;
 pub mod explain;
 pub mod lint;
 pub mod matrix;
+pub mod version;

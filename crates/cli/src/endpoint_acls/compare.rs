@@ -12,13 +12,15 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 
 use netpol_datapath::EndpointInfo;
+use netpol_hcn::coexistence::{evaluated_first, EvaluatedFirst};
 use netpol_hcn::diff::{diff, Altered, RuleDiff};
 use netpol_hcn::discovery::match_pods;
-use netpol_hcn::schema::{AclDirection, AclPolicySetting, EndpointPolicy};
+use netpol_hcn::schema::{AclPolicySetting, EndpointPolicy, SetPolicySetting};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::document::{LiveDocument, LiveEndpoint};
+use super::sets::{resolve_policy, resolve_rule};
 
 /// What netpol computes for one pod.
 #[derive(Clone, Debug)]
@@ -27,14 +29,25 @@ pub struct PodRules {
     pub rules: Vec<AclPolicySetting>,
 }
 
+/// What netpol computes for the node: each pod's rules and, where they name IP sets, the sets'
+/// values by id.
+#[derive(Clone, Debug, Default)]
+pub struct Wanted {
+    pub pods: BTreeMap<String, PodRules>,
+    pub sets: Option<BTreeMap<String, SetPolicySetting>>,
+}
+
 /// One live endpoint against its pod's rules.
 #[derive(Clone, Debug)]
 pub struct EndpointComparison<'a> {
     pub endpoint: &'a LiveEndpoint,
     pub pod: Option<String>,
+    /// netpol's rules, with the IP sets they name resolved to their values on both sides.
     pub diff: RuleDiff,
-    /// Foreign ACLs HCN evaluates before every netpol rule of their direction.
-    pub foreign_acls_first: usize,
+    /// Other owners' ACLs HCN evaluates before netpol rules they overlap.
+    pub evaluated_first: Vec<EvaluatedFirst>,
+    /// IP sets the endpoint's netpol ACLs name that the file does not record.
+    pub unknown_sets: Vec<String>,
 }
 
 impl EndpointComparison<'_> {
@@ -43,12 +56,13 @@ impl EndpointComparison<'_> {
     }
 }
 
-/// Compares every live endpoint (or only those of pod `only`) with `pods`.
+/// Compares every live endpoint (or only those of pod `only`) with `wanted`.
 pub fn compare<'a>(
     live: &'a LiveDocument,
-    pods: &BTreeMap<String, PodRules>,
+    wanted: &Wanted,
     only: Option<&str>,
 ) -> Vec<EndpointComparison<'a>> {
+    let pods = &wanted.pods;
     let infos: Vec<EndpointInfo> = live
         .endpoints
         .iter()
@@ -64,6 +78,13 @@ pub fn compare<'a>(
         .map(|(k, p)| (k.clone(), p.addresses.clone()))
         .collect();
     let owners = match_pods(&infos, &local);
+    let wanted_values = |id: &str| {
+        wanted
+            .sets
+            .as_ref()
+            .and_then(|sets| sets.get(id))
+            .map(|s| s.values.as_str())
+    };
     live.endpoints
         .iter()
         .enumerate()
@@ -77,32 +98,62 @@ pub fn compare<'a>(
             if only.is_some() && pod.as_deref() != only {
                 return None;
             }
-            let wanted = pod.as_ref().map_or(&[][..], |p| pods[p].rules.as_slice());
-            let diff = diff(&endpoint.policies, wanted);
-            let foreign_acls_first = foreign_acls_first(&diff.foreign, wanted);
+            let network = endpoint.network.as_deref();
+            let live_values =
+                |id: &str| live.sets.as_ref().and_then(|sets| sets.values(network, id));
+            let mut unknown_sets = Vec::new();
+            let policies: Vec<EndpointPolicy> = endpoint
+                .policies
+                .iter()
+                .map(|p| {
+                    let (resolved, unknown) = resolve_policy(p, live_values);
+                    unknown_sets.extend(unknown);
+                    resolved
+                })
+                .collect();
+            let rules: Vec<AclPolicySetting> = pod
+                .as_ref()
+                .map_or(&[][..], |p| pods[p].rules.as_slice())
+                .iter()
+                .map(|rule| resolve_rule(rule, wanted_values).0)
+                .collect();
+            let diff = diff(&policies, &rules);
+            let members = |id: &str| {
+                live.sets
+                    .as_ref()
+                    .and_then(|sets| sets.members(network, id))
+            };
+            let evaluated_first = evaluated_first(&diff.foreign, &rules, &members);
+            unknown_sets.sort();
+            unknown_sets.dedup();
             Some(EndpointComparison {
                 endpoint,
                 pod,
                 diff,
-                foreign_acls_first,
+                evaluated_first,
+                unknown_sets,
             })
         })
         .collect()
 }
 
-fn foreign_acls_first(foreign: &[EndpointPolicy], wanted: &[AclPolicySetting]) -> usize {
-    let first = |direction: AclDirection| {
-        wanted
-            .iter()
-            .filter(|r| r.direction == direction)
-            .map(|r| r.priority)
-            .min()
-    };
-    foreign
-        .iter()
-        .filter_map(|p| p.as_acl()?.ok())
-        .filter(|acl| first(acl.direction).is_some_and(|p| acl.priority < p))
-        .count()
+/// One other owner's ACL evaluated first: the ACL, and the netpol rules it comes before.
+fn describe_first(first: &EvaluatedFirst) -> String {
+    let mut text = format!(
+        "{}{} before {} netpol rules (first {})",
+        if first.acl.id.is_empty() {
+            "(no Id)"
+        } else {
+            ""
+        },
+        describe(&first.acl),
+        first.netpol_rules.len(),
+        first.netpol_rules[0]
+    );
+    if first.unresolved_sets {
+        text.push_str("; it names IP sets the file does not record, taken as any address");
+    }
+    text
 }
 
 /// Other owners' policies by type (an ACL without netpol's id counts as `ACL`).
@@ -225,12 +276,21 @@ pub fn write_text(out: &mut dyn Write, comparisons: &[EndpointComparison<'_>]) -
                 types.join(", ")
             )?;
         }
-        if c.foreign_acls_first > 0 {
+        for set in &c.unknown_sets {
             writeln!(
                 out,
-                "  note: {} ACLs of other owners have a lower priority number than netpol's rules of their direction: HCN evaluates them first",
-                c.foreign_acls_first
+                "  unknown set: {set} is named by a netpol rule but the file records no such IP set (dump the networks with Get-NetpolEndpointAcls.ps1)"
             )?;
+        }
+        if !c.evaluated_first.is_empty() {
+            writeln!(
+                out,
+                "  warning: {} ACLs of other owners are evaluated before netpol rules they overlap (lower or equal priority number), so they decide that traffic:",
+                c.evaluated_first.len()
+            )?;
+            for first in &c.evaluated_first {
+                writeln!(out, "    {}", describe_first(first))?;
+            }
         }
     }
     let differing = comparisons.iter().filter(|c| c.differs()).count();
@@ -249,10 +309,19 @@ struct AlteredJson<'a> {
 }
 
 #[derive(Serialize)]
-struct ForeignJson {
+struct ForeignJson<'a> {
     count: usize,
     types: BTreeMap<String, usize>,
+    /// How many of the other owners' ACLs are evaluated before netpol rules they overlap.
     acls_evaluated_first: usize,
+    evaluated_first: Vec<EvaluatedFirstJson<'a>>,
+}
+
+#[derive(Serialize)]
+struct EvaluatedFirstJson<'a> {
+    acl: EndpointPolicy,
+    netpol_rules: &'a [String],
+    unresolved_sets: bool,
 }
 
 #[derive(Serialize)]
@@ -269,7 +338,9 @@ struct EndpointJson<'a> {
     missing: Vec<EndpointPolicy>,
     altered: Vec<AlteredJson<'a>>,
     extra: &'a [EndpointPolicy],
-    foreign: ForeignJson,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    unknown_sets: &'a [String],
+    foreign: ForeignJson<'a>,
 }
 
 #[derive(Serialize)]
@@ -312,10 +383,20 @@ pub fn to_json(node: Option<&str>, comparisons: &[EndpointComparison<'_>]) -> Va
                 })
                 .collect(),
             extra: &c.diff.extra,
+            unknown_sets: &c.unknown_sets,
             foreign: ForeignJson {
                 count: c.diff.foreign.len(),
                 types: foreign_types(&c.diff.foreign),
-                acls_evaluated_first: c.foreign_acls_first,
+                acls_evaluated_first: c.evaluated_first.len(),
+                evaluated_first: c
+                    .evaluated_first
+                    .iter()
+                    .map(|f| EvaluatedFirstJson {
+                        acl: EndpointPolicy::acl(&f.acl),
+                        netpol_rules: &f.netpol_rules,
+                        unresolved_sets: f.unresolved_sets,
+                    })
+                    .collect(),
             },
         })
         .collect();

@@ -11,8 +11,10 @@
 
 use std::net::IpAddr;
 
-use netpol_hcn::schema::EndpointPolicy;
+use netpol_hcn::schema::{EndpointPolicy, NETPOL_SET_PREFIX};
 use netpol_hcn::HnsVersion;
+
+pub use super::sets::LiveSets;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -39,6 +41,24 @@ pub struct Document {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hns_version: Option<String>,
     pub endpoints: Vec<Endpoint>,
+    /// The HNS networks of the endpoints with their policies as HNS returns them, of which
+    /// netpol reads the IP sets (`SetPolicy`): read documents from a script that records them,
+    /// and computed documents in IP-set form (one network, `id` `netpol`, holding the sets the
+    /// rules name).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<Network>,
+}
+
+/// One HNS network and its policies.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Network {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `{"Type": ..., "Settings": {...}}` each, kept as written.
+    #[serde(default)]
+    pub policies: Vec<Box<RawValue>>,
 }
 
 /// One endpoint (a pod's, computed; an HCN endpoint, read).
@@ -53,6 +73,9 @@ pub struct Endpoint {
     /// The pod, `namespace/name` (computed documents).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,
+    /// The id of the HNS network the endpoint is on (read documents; `HostComputeNetwork`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
     #[serde(default)]
     pub addresses: Vec<String>,
     /// Computed documents: the rule counts and what the compiler did differently on purpose.
@@ -84,6 +107,7 @@ pub struct LiveEndpoint {
     pub id: Option<String>,
     pub name: Option<String>,
     pub pod: Option<String>,
+    pub network: Option<String>,
     pub addresses: Vec<IpAddr>,
     pub policies: Vec<EndpointPolicy>,
 }
@@ -94,6 +118,23 @@ pub struct LiveDocument {
     pub node: Option<String>,
     pub hns_version: Option<HnsVersion>,
     pub endpoints: Vec<LiveEndpoint>,
+    /// The IP sets of the recorded networks; None when the file records no network (an older
+    /// dump, `Get-HnsEndpoint` output), so set ids cannot be resolved.
+    pub sets: Option<LiveSets>,
+}
+
+impl LiveDocument {
+    /// Whether netpol named IP sets on this node: one of its ACLs names a `netpol-set-` id, or
+    /// a recorded network holds one of its sets.
+    pub fn shows_netpol_sets(&self) -> bool {
+        let named = self.endpoints.iter().flat_map(|e| &e.policies).any(|p| {
+            p.netpol_id().is_some()
+                && p.as_acl()
+                    .and_then(Result::ok)
+                    .is_some_and(|acl| acl.remote_addresses.contains(NETPOL_SET_PREFIX))
+        });
+        named || self.sets.as_ref().is_some_and(LiveSets::holds_netpol_sets)
+    }
 }
 
 /// Text from a file: UTF-8 (with or without a byte-order mark) or UTF-16 with one.
@@ -146,10 +187,16 @@ pub fn read(text: &str) -> Result<LiveDocument, String> {
                 .enumerate()
                 .map(|(i, e)| live_endpoint(i, e))
                 .collect::<Result<_, _>>()?;
+            let sets = if document.networks.is_empty() {
+                None
+            } else {
+                Some(LiveSets::read(network_policies(&document.networks)?)?)
+            };
             Ok(LiveDocument {
                 node: document.node,
                 hns_version,
                 endpoints,
+                sets,
             })
         }
         Value::Array(items) => hns_objects(items),
@@ -160,6 +207,37 @@ pub fn read(text: &str) -> Result<LiveDocument, String> {
             "neither a {FORMAT} document (an object with `endpoints`) nor HNS endpoint objects"
         )),
     }
+}
+
+/// Each network's id, its name in messages, and its policies parsed; errors name the network
+/// and the policy.
+#[allow(clippy::type_complexity)]
+fn network_policies(
+    networks: &[Network],
+) -> Result<Vec<(Option<String>, String, Vec<EndpointPolicy>)>, String> {
+    networks
+        .iter()
+        .enumerate()
+        .map(|(n, network)| {
+            let label = network
+                .id
+                .clone()
+                .or_else(|| network.name.clone())
+                .unwrap_or_else(|| format!("networks[{n}]"));
+            let policies = network
+                .policies
+                .iter()
+                .enumerate()
+                .map(|(i, raw)| {
+                    serde_json::from_str(raw.get())
+                        .map_err(|e| e.to_string())
+                        .and_then(policy)
+                        .map_err(|e| format!("network {label}: policies[{i}]: {e}"))
+                })
+                .collect::<Result<_, _>>()?;
+            Ok((network.id.clone(), label, policies))
+        })
+        .collect()
 }
 
 /// `"15.1"` (or `"15"`).
@@ -204,6 +282,7 @@ fn live_endpoint(index: usize, endpoint: Endpoint) -> Result<LiveEndpoint, Strin
         id: endpoint.id,
         name: endpoint.name,
         pod: endpoint.pod,
+        network: endpoint.network.map(|n| n.to_lowercase()),
         addresses,
         policies,
     })
@@ -279,6 +358,7 @@ fn hns_objects(items: Vec<Value>) -> Result<LiveDocument, String> {
             Endpoint {
                 id: hns_id(&object).map(str::to_string),
                 name: text("Name"),
+                network: text("HostComputeNetwork").or_else(|| text("VirtualNetwork")),
                 addresses: addresses.into_iter().filter(|a| !a.is_empty()).collect(),
                 policies,
                 ..Endpoint::default()
@@ -289,6 +369,7 @@ fn hns_objects(items: Vec<Value>) -> Result<LiveDocument, String> {
         node: None,
         hns_version: None,
         endpoints,
+        sets: None,
     })
 }
 
