@@ -131,7 +131,10 @@ impl Pipeline {
     /// Holds every policy to `budgets` (`PolicyBudgets`, per object and per namespace). Call it
     /// before the first event is ingested: the index is replaced.
     pub fn set_policy_budgets(&mut self, budgets: PolicyBudgets) {
-        debug_assert!(!self.synced && !self.staged, "budgets are set before any event");
+        debug_assert!(
+            !self.synced && !self.staged,
+            "budgets are set before any event"
+        );
         self.indexes = Indexes::with_budgets(budgets);
     }
 

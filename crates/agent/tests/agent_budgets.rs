@@ -73,7 +73,10 @@ fn an_object_over_its_budget_is_refused_alone_and_keeps_only_its_isolation() {
     let message = &rejection.errors[0].message;
     assert!(message.contains("101 CIDR prefixes"), "{message}");
     assert!(message.contains("--max-policy-prefixes"), "{message}");
-    assert_eq!(rejection.errors[0].object.to_string(), "NetworkPolicy a/big");
+    assert_eq!(
+        rejection.errors[0].object.to_string(),
+        "NetworkPolicy a/big"
+    );
     // Fail closed: the engine gets the policy's isolation of its pods, and nothing it allowed.
     let entries = entries_of(&applied.updates, "NetworkPolicy/a/big").expect("isolation kept");
     assert!(!entries.is_empty());
@@ -82,7 +85,10 @@ fn an_object_over_its_budget_is_refused_alone_and_keeps_only_its_isolation() {
     assert_eq!(counts[&KIND].invalid, 1);
 
     // An object within the budget, in the same namespace, is enforced as it is.
-    let applied = apply(&mut indexes, Event::Apply(cidr_policy("a", "small", 21, 100)));
+    let applied = apply(
+        &mut indexes,
+        Event::Apply(cidr_policy("a", "small", 21, 100)),
+    );
     assert!(applied.rejections.is_empty());
     let entries = entries_of(&applied.updates, "NetworkPolicy/a/small").expect("enforced");
     assert_eq!(entries.iter().map(|e| e.peers.len()).sum::<usize>(), 100);
@@ -98,7 +104,10 @@ fn an_object_over_its_budget_is_refused_alone_and_keeps_only_its_isolation() {
 fn a_namespace_over_its_budget_refuses_what_arrives_later_and_no_other_namespace() {
     let mut indexes = synced(budgets());
     for (name, octet) in [("p1", 20), ("p2", 21)] {
-        let applied = apply(&mut indexes, Event::Apply(cidr_policy("a", name, octet, 70)));
+        let applied = apply(
+            &mut indexes,
+            Event::Apply(cidr_policy("a", name, octet, 70)),
+        );
         assert!(applied.rejections.is_empty(), "{name} fits: 140 of 150");
     }
     // 210 of 150: the third is refused; the first two stay enforced (nothing was sent for them).
@@ -123,9 +132,15 @@ fn a_namespace_over_its_budget_refuses_what_arrives_later_and_no_other_namespace
     // A relist admits in its own order, from nothing: p2 and p3 fit (141), p1 back would not.
     apply(&mut indexes, Event::Init);
     for (name, octet, count) in [("p2", 21, 70), ("p3", 22, 71)] {
-        apply(&mut indexes, Event::InitApply(cidr_policy("a", name, octet, count)));
+        apply(
+            &mut indexes,
+            Event::InitApply(cidr_policy("a", name, octet, count)),
+        );
     }
-    apply(&mut indexes, Event::InitApply(cidr_policy("a", "p4", 24, 70)));
+    apply(
+        &mut indexes,
+        Event::InitApply(cidr_policy("a", "p4", 24, 70)),
+    );
     let applied = apply(&mut indexes, Event::InitDone);
     let refused: Vec<String> = applied
         .rejections

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use netpol_api::{ObjectRef, Translation, ValidationError};
-use netpol_engine::{PolicyEntry, Peer};
+use netpol_engine::{Peer, PolicyEntry};
 
 use crate::kind::SourceKind;
 
@@ -156,9 +156,7 @@ impl BudgetBook {
             Some(format!(
                 "names {} CIDR prefixes, and the policies admitted before it in namespace {:?} \
                  name {used}: over the budget of {} per namespace (--max-namespace-prefixes)",
-                cost.prefixes,
-                namespace,
-                limits.prefixes_per_namespace
+                cost.prefixes, namespace, limits.prefixes_per_namespace
             ))
         } else {
             None

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use netpol_agent::once::{self, ATTEMPTS};
 use netpol_agent::indexes::PolicyBudgets;
+use netpol_agent::once::{self, ATTEMPTS};
 use netpol_agent::{daemon, AgentConfig, DatapathOptions, SourceConfig};
 use netpol_engine::Protocol;
 
