@@ -3,9 +3,8 @@
 //! then every selector, and only then any MapState.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
-use super::identities::IdentityChanges;
+use super::identities::{IdentityChanges, StagedClaim, Touched};
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
 use crate::identity::{Identity, IdentityId, PodInfo};
@@ -137,17 +136,25 @@ impl Engine {
     /// whose identities changed, and whether an entry became live or stopped being live.
     fn apply_identities(
         &mut self,
-        pods: BTreeMap<String, Arc<[Identity]>>,
-        nodes: BTreeMap<String, Arc<[Identity]>>,
+        pods: BTreeMap<String, StagedClaim>,
+        nodes: BTreeMap<String, StagedClaim>,
         policies_changed: bool,
         staged_pods: &[String],
     ) -> (IdentityChanges, HashSet<String>, bool) {
         let mut changes = IdentityChanges::default();
         let mut arrivals: Vec<Identity> = Vec::new();
-        let changed_pods = self.replace_pods(pods, &mut changes, &mut arrivals);
-        self.replace_nodes(nodes, &mut changes, &mut arrivals);
-        self.update_local(staged_pods);
-        let live_changed = self.update_live(policies_changed, staged_pods);
+        let mut touched = Touched::default();
+        let mut changed_pods = self.replace_pods(pods, &mut touched);
+        self.replace_nodes(nodes, &mut touched);
+        changed_pods.extend(self.settle_addresses(touched, &mut changes, &mut arrivals));
+        // Pods that gained or lost an address to another claimant can start or stop being
+        // endpoints too (`changed_pods` holds them).
+        let mut moved: Vec<String> = staged_pods.to_vec();
+        moved.extend(changed_pods.iter().cloned());
+        moved.sort_unstable();
+        moved.dedup();
+        self.update_local(&moved);
+        let live_changed = self.update_live(policies_changed, &moved);
         if policies_changed || live_changed {
             self.sync_policy_identities(&mut changes, &mut arrivals);
         }
@@ -193,10 +200,10 @@ impl Engine {
         deltas
     }
 
-    /// Part of phase 2: only the staged pods can have become local endpoints or stopped being
-    /// ones.
-    fn update_local(&mut self, staged_pods: &[String]) {
-        for key in staged_pods {
+    /// Part of phase 2: only the staged pods, and those whose addresses another claimant took
+    /// or gave back, can have become local endpoints or stopped being ones.
+    fn update_local(&mut self, pods: &[String]) {
+        for key in pods {
             if self.is_local_pod(key) {
                 self.local.insert(key.clone());
             } else {
