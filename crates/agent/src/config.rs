@@ -35,6 +35,9 @@ pub struct DatapathOptions {
     /// (`netpol_engine::engine::DEFAULT_MAX_ENTRIES` when None). Carried here because it bounds
     /// what each datapath is given per endpoint.
     pub max_policy_entries: Option<usize>,
+    /// How much one policy object, and the objects of one namespace, may name before they are
+    /// refused (`indexes::PolicyBudgets`); carried here beside the entry budget it guards.
+    pub policy_budgets: crate::indexes::PolicyBudgets,
     /// HCN: whether ACLs name network IP sets (`--hcn-ip-sets`); `Auto` uses them where the HNS
     /// has them (HNS 13.0 and later, and the simulator, which is HNS 15.0).
     pub hcn_ip_sets: netpol_hcn::IpSetMode,

@@ -126,6 +126,7 @@ pub fn run_with(
     if let Some(limit) = config.datapath_options.max_policy_entries {
         pipeline.set_max_policy_entries(limit);
     }
+    pipeline.set_policy_budgets(config.datapath_options.policy_budgets);
     // In cluster mode refused objects are also reported as Events (by the Lease holder).
     let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel();
     if matches!(config.source, SourceConfig::Cluster { .. }) {

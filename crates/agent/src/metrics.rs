@@ -91,6 +91,7 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 pub struct Metrics {
     pub policies: Family<PolicyLabels, Gauge>,
     pub policy_rejections: Family<KindLabels, Counter>,
+    pub policies_over_budget: Family<KindLabels, Counter>,
     pub identities: Gauge,
     pub endpoints: Gauge,
     pub mapstate_entries: Gauge,
@@ -125,6 +126,7 @@ impl Metrics {
         let metrics = Metrics {
             policies: Family::default(),
             policy_rejections: Family::default(),
+            policies_over_budget: Family::default(),
             identities: Gauge::default(),
             endpoints: Gauge::default(),
             mapstate_entries: Gauge::default(),
@@ -156,6 +158,12 @@ impl Metrics {
             "policy_rejections",
             "Policy changes rejected as invalid",
             metrics.policy_rejections.clone(),
+        );
+        r.register(
+            "policies_over_budget",
+            "Policy changes refused for a budget (--max-policy-prefixes, --max-policy-selectors, \
+             --max-policy-ports, --max-namespace-prefixes); their pods keep only their isolation",
+            metrics.policies_over_budget.clone(),
         );
         r.register(
             "identities",
@@ -301,6 +309,12 @@ impl Metrics {
 
     pub fn count_rejection(&self, kind: SourceKind) {
         self.policy_rejections
+            .get_or_create(&Self::kind_labels(kind))
+            .inc();
+    }
+
+    pub fn count_over_budget(&self, kind: SourceKind) {
+        self.policies_over_budget
             .get_or_create(&Self::kind_labels(kind))
             .inc();
     }

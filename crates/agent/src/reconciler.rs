@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use super::indexes::{Applied, Indexes, OwnNode, SourceEvent};
+use super::indexes::{Applied, Indexes, OwnNode, PolicyBudgets, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 use super::refusals::Refusal;
@@ -134,6 +134,16 @@ impl Pipeline {
         self.engine.set_max_entries(limit);
     }
 
+    /// Holds every policy to `budgets` (`PolicyBudgets`, per object and per namespace). Call it
+    /// before the first event is ingested: the index is replaced.
+    pub fn set_policy_budgets(&mut self, budgets: PolicyBudgets) {
+        debug_assert!(
+            !self.synced && !self.staged,
+            "budgets are set before any event"
+        );
+        self.indexes.set_policy_budgets(budgets);
+    }
+
     /// Sends every object refused from now on to `refusals` as well as to the log.
     pub fn report_refusals(&mut self, refusals: tokio::sync::mpsc::UnboundedSender<Refusal>) {
         self.refusals = Some(refusals);
@@ -204,15 +214,24 @@ impl Pipeline {
         }
         for rejection in &applied.rejections {
             self.metrics.count_rejection(rejection.kind);
+            if rejection.over_budget {
+                self.metrics.count_over_budget(rejection.kind);
+            }
             for error in &rejection.errors {
-                tracing::warn!(
-                    object = %error.object,
-                    field = %error.field,
-                    "invalid policy skipped: {}",
-                    super::logline::bounded(&error.message)
-                );
+                let message = super::logline::bounded(&error.message);
+                let refusal = if rejection.over_budget {
+                    tracing::warn!(object = %error.object, "policy refused: {message}");
+                    Refusal::over_budget(error)
+                } else {
+                    tracing::warn!(
+                        object = %error.object,
+                        field = %error.field,
+                        "invalid policy skipped: {message}"
+                    );
+                    Refusal::invalid(error)
+                };
                 if let Some(refusals) = &self.refusals {
-                    let _ = refusals.send(Refusal::invalid(error));
+                    let _ = refusals.send(refusal);
                 }
             }
         }

@@ -38,6 +38,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 /// The reason of a refused policy's Event.
 pub const INVALID_POLICY: &str = "InvalidPolicy";
 
+/// The reason of the Event of a policy refused for a budget (`indexes::PolicyBudgets`).
+pub const POLICY_OVER_BUDGET: &str = "PolicyOverBudget";
+
 /// One refused object, as the Event names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
@@ -68,6 +71,14 @@ impl Refusal {
             reason: INVALID_POLICY,
             field: error.field.clone(),
             message: error.message.clone(),
+        }
+    }
+
+    /// A valid policy over a budget: refused, its subject pods keeping only its isolation.
+    pub fn over_budget(error: &ValidationError) -> Refusal {
+        Refusal {
+            reason: POLICY_OVER_BUDGET,
+            ..Refusal::invalid(error)
         }
     }
 
@@ -108,6 +119,9 @@ impl Refusal {
             format!("{}: ", self.field)
         };
         let message: String = self.message.chars().take(512).collect();
+        if self.reason == POLICY_OVER_BUDGET {
+            return format!("{field}{message}");
+        }
         format!(
             "{field}{message}; netpol does not enforce this {}",
             self.kind

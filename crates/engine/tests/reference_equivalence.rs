@@ -18,8 +18,17 @@ fn config() -> ProptestConfig {
     }
 }
 
-fn engine_with(pods: &[PodSpec], entries: Vec<PolicyEntry>) -> Engine {
-    let mut engine = Engine::new(EngineConfig::default());
+/// The engine's view: every pod local (the authoring tools'), or one node's (the agent's), where
+/// only entries selecting a local pod make identities and hold selectors.
+fn engine_config(on_node: bool) -> EngineConfig {
+    EngineConfig {
+        local_node: on_node.then(|| NODES[0].0.to_string()),
+        ..EngineConfig::default()
+    }
+}
+
+fn engine_with(pods: &[PodSpec], entries: Vec<PolicyEntry>, on_node: bool) -> Engine {
+    let mut engine = Engine::new(engine_config(on_node));
     for (n, node) in NODES.iter().enumerate() {
         engine.set_node(node.0, node_identities(n));
     }
@@ -63,9 +72,10 @@ proptest! {
         policy in entries(5),
         added in prop::collection::vec(pod_spec(), 0..3),
         replacement in entries(5),
+        on_node in any::<bool>(),
     ) {
-        let mut listed = engine_with(&initial, policy.clone());
-        let mut unlisted = engine_with(&initial, policy);
+        let mut listed = engine_with(&initial, policy.clone(), on_node);
+        let mut unlisted = engine_with(&initial, policy, on_node);
         for engine in [&mut listed, &mut unlisted] {
             for (i, spec) in added.iter().enumerate() {
                 let index = initial.len() + i;
@@ -83,8 +93,12 @@ proptest! {
     }
 
     #[test]
-    fn lookup_equals_reference(pods in prop::collection::vec(pod_spec(), 1..6), entries in entries(8)) {
-        let engine = engine_with(&pods, entries);
+    fn lookup_equals_reference(
+        pods in prop::collection::vec(pod_spec(), 1..6),
+        entries in entries(8),
+        on_node in any::<bool>(),
+    ) {
+        let engine = engine_with(&pods, entries, on_node);
         if let Some(d) = first_disagreement(&engine) {
             prop_assert!(false, "{}", d);
         }
@@ -95,8 +109,9 @@ proptest! {
         initial in prop::collection::vec(pod_spec(), 1..4),
         policy in entries(5),
         steps in prop::collection::vec(step(), 1..10),
+        on_node in any::<bool>(),
     ) {
-        let mut engine = engine_with(&initial, policy.clone());
+        let mut engine = engine_with(&initial, policy.clone(), on_node);
         let mut pods: Vec<Option<PodSpec>> = initial.into_iter().map(Some).collect();
         let mut ns_relabelled = [false; 3];
         let mut policies: Vec<Option<Vec<PolicyEntry>>> = vec![None, None, None];
@@ -158,7 +173,7 @@ proptest! {
             prop_assert!(drift.is_empty(), "incremental state differs from a recompute: {:?}", drift);
 
             // An engine built from scratch with the same state has the same maps.
-            let mut fresh = Engine::new(EngineConfig::default());
+            let mut fresh = Engine::new(engine_config(on_node));
             for (n, node) in NODES.iter().enumerate() {
                 fresh.set_node(node.0, node_identities(n));
             }

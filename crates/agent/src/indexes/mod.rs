@@ -6,6 +6,7 @@
 //! that change what the engine sees. Namespace labels are part of every pod identity, so a
 //! namespace relabel turns into updates of that namespace's pods.
 
+mod budget;
 mod keyed;
 mod nodes;
 mod pods;
@@ -20,6 +21,7 @@ use netpol_api::cluster::{namespace_labels, namespace_name_labels};
 use netpol_api::{Object, ObjectRef, ValidationError, Warning};
 use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
+pub use budget::{PolicyBudgets, PolicyCost, OVER_BUDGET_PREFIX};
 pub use keyed::{Change, Keyed};
 pub use nodes::{Nodes, OwnNode};
 pub use pods::{PodClaim, Pods};
@@ -91,10 +93,13 @@ impl EngineUpdate {
     }
 }
 
-/// A policy that failed validation and is skipped, reported once per change of its problems.
+/// A policy that failed validation and is skipped, or is over a budget and keeps only its
+/// isolation, reported once per change of its problems.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rejection {
     pub kind: SourceKind,
+    /// Refused for a budget (`PolicyBudgets`), not for being invalid.
+    pub over_budget: bool,
     pub errors: Vec<ValidationError>,
 }
 
@@ -145,6 +150,20 @@ impl Indexes {
     /// Where this node's own Node object stands (see [`Nodes::own_node`]).
     pub fn own_node(&self) -> Option<OwnNode> {
         self.nodes.own_node()
+    }
+
+    /// Indexes holding every policy to `budgets`.
+    pub fn with_budgets(budgets: PolicyBudgets) -> Self {
+        Indexes {
+            policies: Policies::with_budgets(budgets),
+            ..Indexes::default()
+        }
+    }
+
+    /// Holds every policy to `budgets` from now on: the policy index is replaced, so call it
+    /// before any policy event.
+    pub fn set_policy_budgets(&mut self, budgets: PolicyBudgets) {
+        self.policies = Policies::with_budgets(budgets);
     }
 
     /// Feeds one event and returns the engine updates it causes.

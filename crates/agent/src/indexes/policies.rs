@@ -3,7 +3,8 @@
 //!
 //! An invalid policy contributes no entries: it is treated as absent, exactly as after a restart,
 //! so that what the agent enforces never depends on which version of a policy it happened to see
-//! first. Its errors are reported when its translation changes, not on every relist.
+//! first. Its errors are reported when its translation changes, not on every relist. A valid
+//! policy over a budget (`budget`) is refused too, but keeps its isolation in the engine.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -12,6 +13,7 @@ use kube::runtime::watcher::Event;
 use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError, Warning};
 use netpol_engine::PolicyEntry;
 
+use super::budget::{is_over_budget, BudgetBook, PolicyBudgets};
 use super::keyed::{Change, Keyed};
 use super::{Applied, EngineUpdate, Rejection};
 use crate::kind::SourceKind;
@@ -32,13 +34,16 @@ pub struct Policies {
     /// applied, or those of a relist in progress (passed on when it completes). The engine holds
     /// the entries of every enforced policy; the index keeps only their digest.
     pending: BTreeMap<SourceKind, HashMap<String, Translation>>,
+    /// What each namespace's admitted policies name, held to the budgets.
+    budgets: BudgetBook,
 }
 
 /// What the index keeps of a policy's translation: enough to tell a change of its entries from
 /// a change of its warnings, and whether it is enforced, without a second copy of its entries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Kept {
-    /// A hash of the entries; None when the translation has errors (it contributes none).
+    /// A hash of the entries the engine enforces: None for an invalid translation (it
+    /// contributes none); a policy over budget contributes its isolation.
     entries: Option<(u64, u64)>,
     warnings: Vec<Warning>,
     errors: Vec<ValidationError>,
@@ -47,16 +52,19 @@ struct Kept {
 impl Kept {
     fn of(translation: &Translation) -> Kept {
         Kept {
-            entries: translation
-                .is_ok()
+            entries: (translation.is_ok() || !translation.entries.is_empty())
                 .then(|| entries_digest(&translation.entries)),
             warnings: translation.warnings.clone(),
             errors: translation.errors.clone(),
         }
     }
 
-    fn is_ok(&self) -> bool {
+    fn is_enforced(&self) -> bool {
         self.entries.is_some()
+    }
+
+    fn is_valid(&self) -> bool {
+        self.errors.is_empty()
     }
 }
 
@@ -85,10 +93,31 @@ pub fn policy_key_of(object: &ObjectRef) -> String {
 }
 
 impl Policies {
+    /// An index holding every policy to `budgets`.
+    pub fn with_budgets(budgets: PolicyBudgets) -> Self {
+        Policies {
+            budgets: BudgetBook::new(budgets),
+            ..Policies::default()
+        }
+    }
+
     /// Feeds one event of a policy kind; every object in it is of that kind.
     pub fn apply(&mut self, kind: SourceKind, event: Event<Object>) -> Applied {
-        let translated =
-            super::map_event(event, |object| (policy_key(&object), translate(&object)));
+        let budgets = &mut self.budgets;
+        let mut admit = |object: Object| {
+            let key = policy_key(&object);
+            let translation = translate(&object);
+            let translation = budgets.admit(kind, &key, &object.object_ref(), translation);
+            (key, translation)
+        };
+        let translated = match event {
+            Event::Apply(object) => Event::Apply(admit(object)),
+            Event::InitApply(object) => Event::InitApply(admit(object)),
+            // A deleted object's translation is not needed: only its key is.
+            Event::Delete(object) => Event::Delete((policy_key(&object), Translation::default())),
+            Event::Init => Event::Init,
+            Event::InitDone => Event::InitDone,
+        };
         self.apply_translated(kind, translated)
     }
 
@@ -98,6 +127,8 @@ impl Policies {
     pub fn apply_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) -> Applied {
         let translated = super::map_event(event, |error| {
             let key = policy_key_of(&error.object);
+            // What an earlier valid version held of its namespace's budget is given back.
+            self.budgets.release(kind, &key);
             let translation = Translation {
                 entries: Vec::new(),
                 warnings: Vec::new(),
@@ -125,6 +156,8 @@ impl Policies {
             Event::Init => {
                 // A relist in progress is abandoned: the watch restarted.
                 pending.clear();
+                // The relist admits every object of the kind again, in its order.
+                self.budgets.release_kind(kind);
                 keyed.begin_relist();
                 (Vec::new(), false)
             }
@@ -139,9 +172,16 @@ impl Policies {
         for change in changes {
             match change {
                 Change::Set { key, old, new } => {
-                    let was_enforced = old.as_ref().is_some_and(Kept::is_ok);
+                    let was_enforced = old.as_ref().is_some_and(Kept::is_enforced);
                     applied.warnings.extend(new.warnings.iter().cloned());
-                    if new.is_ok() {
+                    if !new.is_valid() {
+                        applied.rejections.push(Rejection {
+                            kind,
+                            over_budget: new.errors.iter().any(is_over_budget),
+                            errors: new.errors.clone(),
+                        });
+                    }
+                    if new.is_enforced() {
                         // A change of warnings alone leaves the engine as it is.
                         if old.is_none_or(|old| old.entries != new.entries) {
                             let translation = pending
@@ -152,18 +192,13 @@ impl Policies {
                                 entries: translation.entries,
                             });
                         }
-                    } else {
-                        applied.rejections.push(Rejection {
-                            kind,
-                            errors: new.errors,
-                        });
-                        if was_enforced {
-                            applied.updates.push(EngineUpdate::RemovePolicy { key });
-                        }
+                    } else if was_enforced {
+                        applied.updates.push(EngineUpdate::RemovePolicy { key });
                     }
                 }
                 Change::Removed { key, old } => {
-                    if old.is_ok() {
+                    self.budgets.release(kind, &key);
+                    if old.is_enforced() {
                         applied.updates.push(EngineUpdate::RemovePolicy { key });
                     }
                 }
@@ -186,7 +221,7 @@ impl Policies {
             .map(|kind| {
                 let mut counts = ValidityCounts::default();
                 for (_, kept) in self.by_kind.get(&kind).into_iter().flat_map(Keyed::iter) {
-                    if kept.is_ok() {
+                    if kept.is_valid() {
                         counts.valid += 1;
                     } else {
                         counts.invalid += 1;

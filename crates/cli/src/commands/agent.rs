@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use netpol_agent::indexes::PolicyBudgets;
 use netpol_agent::once::{self, ATTEMPTS};
 use netpol_agent::{daemon, AgentConfig, DatapathOptions, SourceConfig};
 use netpol_engine::Protocol;
@@ -100,6 +101,23 @@ pub struct Args {
     /// counted in netpol_endpoints_over_budget; other pods are unaffected.
     #[arg(long, value_name = "ENTRIES", default_value_t = netpol_engine::engine::DEFAULT_MAX_ENTRIES)]
     pub max_policy_entries: usize,
+    /// CIDR prefixes (each cidr and each except) one policy object may name. An object over any
+    /// --max-policy-* or --max-namespace-* budget is refused alone: logged, counted in
+    /// netpol_policies_over_budget, reported as a PolicyOverBudget Event in cluster mode, and its
+    /// pods keep only its isolation (fail closed); every other object keeps working.
+    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_object)]
+    pub max_policy_prefixes: usize,
+    /// Peers other than CIDRs (pod, namespace, node selectors, entities) one policy object may
+    /// name.
+    #[arg(long, value_name = "PEERS", default_value_t = PolicyBudgets::default().selectors_per_object)]
+    pub max_policy_selectors: usize,
+    /// Port clauses one policy object may list, over all its rules.
+    #[arg(long, value_name = "PORTS", default_value_t = PolicyBudgets::default().ports_per_object)]
+    pub max_policy_ports: usize,
+    /// CIDR prefixes the policies of one namespace may name together, admitted in the order they
+    /// arrive (cluster-scoped policies share one such budget).
+    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_namespace)]
+    pub max_namespace_prefixes: usize,
     /// HCN (and hcn-sim): ACLs name network IP sets, so a replica of a workload is one set
     /// update on the network instead of a rewrite of every ACL naming it. `auto` uses them where
     /// the HNS has them (13.0 and later) and inlines addresses elsewhere.
@@ -112,6 +130,12 @@ impl Args {
         DatapathOptions {
             ignore_netfilter_bypass: self.ignore_netfilter_bypass,
             max_policy_entries: Some(self.max_policy_entries),
+            policy_budgets: PolicyBudgets {
+                prefixes_per_object: self.max_policy_prefixes,
+                selectors_per_object: self.max_policy_selectors,
+                ports_per_object: self.max_policy_ports,
+                prefixes_per_namespace: self.max_namespace_prefixes,
+            },
             hcn_ip_sets: self.hcn_ip_sets.into(),
         }
     }

@@ -12,10 +12,10 @@ use crate::mapstate::ClassChange;
 use crate::selector::Peer;
 use crate::selector_cache::{SelectorDelta, SelectorId};
 
-/// The peers of the policy entries a commit took away and brought in: each holds a selector.
+/// The peers of the live policy entries a commit took away: each held a selector. (Those the
+/// commit brings in acquire theirs once they are found live, `live`.)
 #[derive(Debug, Default)]
 struct PeerChanges {
-    added: Vec<Peer>,
     removed: Vec<Peer>,
 }
 
@@ -68,16 +68,13 @@ impl Engine {
         let staged_pods: Vec<String> = staged.pods.keys().cloned().collect();
 
         let peers = self.apply_policies(staged.policies);
-        let (identities, changed_pods) =
-            self.apply_identities(staged.pods, staged.nodes, policies_changed);
-        let deltas = self.apply_to_selectors(&identities, &peers);
+        let (identities, changed_pods, live_changed) =
+            self.apply_identities(staged.pods, staged.nodes, policies_changed, &staged_pods);
+        let deltas = self.apply_to_selectors(&identities, &peers, policies_changed || live_changed);
         // Every peer of every changed policy, copied: freed before the MapStates are computed,
         // when memory peaks (at an initial sync, the peers of 36,000 policies).
         drop(peers);
 
-        // Pods that gained or lost an address to another claimant can start or stop being
-        // endpoints too (`changed_pods` holds them).
-        self.update_local(staged_pods.into_iter().chain(changed_pods.iter().cloned()));
         let mut out = self.remove_gone_endpoints();
         out.extend(self.update_endpoints(
             policies_changed,
@@ -90,8 +87,9 @@ impl Engine {
     }
 
     /// Phase 1: replaces the staged policies and rebuilds the entries, which the world prefixes,
-    /// cluster CIDRs and endpoint rules of the later phases are derived from. The peers are only
-    /// returned: their selectors are acquired once the identity store is up to date.
+    /// cluster CIDRs and endpoint rules of the later phases are derived from. The peers of the
+    /// old entries that held selectors are only returned: they are released once the new ones
+    /// (acquired when the entries are found live) have been acquired.
     fn apply_policies(
         &mut self,
         staged: BTreeMap<String, Option<Vec<PolicyEntry>>>,
@@ -100,19 +98,32 @@ impl Engine {
             return PeerChanges::default();
         }
         let mut peers = PeerChanges::default();
+        let own = usize::from(self.config.allow_node_probes);
+        let mut held = self.live.take_held(own, &self.policies);
         let mut policies = self.take_policy_entries();
         for (key, entries) in staged {
             if let Some(old) = policies.remove(&key) {
-                peers.removed.extend(old.into_iter().flat_map(|e| e.peers));
+                let old_held = held.remove(&key).unwrap_or_default();
+                peers.removed.extend(
+                    old.into_iter()
+                        .zip(old_held)
+                        .filter(|(_, held)| *held)
+                        .flat_map(|(e, _)| e.peers),
+                );
             }
             if let Some(entries) = entries {
-                peers
-                    .added
-                    .extend(entries.iter().flat_map(|e| e.peers.iter().cloned()));
+                held.insert(key.clone(), vec![false; entries.len()]);
                 policies.insert(key, entries);
             }
         }
+        // The engine's own entries hold their selectors for life; then each policy's, in the
+        // entries' order (by key).
+        let mut flags = vec![true; own];
+        for key in policies.keys() {
+            flags.extend(held.remove(key).unwrap_or_default());
+        }
         self.rebuild_entries(policies);
+        self.live.set_held(flags);
         peers
     }
 
@@ -120,36 +131,49 @@ impl Engine {
     /// Removals go first, so that an address passing from one pod or node to another in this
     /// commit lands on the new one. The identities that follow the policies are synced between
     /// the two: re-keying looks only at addresses already in the store, and the arrivals get the
-    /// new cluster CIDRs when they arrive. Also returns the pods whose identities changed.
+    /// new cluster CIDRs when they arrive. The local pods, and so the live entries whose peers
+    /// those identities follow, are brought up to date before the sync. Also returns the pods
+    /// whose identities changed, and whether an entry became live or stopped being live.
     fn apply_identities(
         &mut self,
         pods: BTreeMap<String, StagedClaim>,
         nodes: BTreeMap<String, StagedClaim>,
         policies_changed: bool,
-    ) -> (IdentityChanges, HashSet<String>) {
+        staged_pods: &[String],
+    ) -> (IdentityChanges, HashSet<String>, bool) {
         let mut changes = IdentityChanges::default();
         let mut arrivals: Vec<Identity> = Vec::new();
         let mut touched = Touched::default();
         let mut changed_pods = self.replace_pods(pods, &mut touched);
         self.replace_nodes(nodes, &mut touched);
         changed_pods.extend(self.settle_addresses(touched, &mut changes, &mut arrivals));
-        if policies_changed {
+        // Pods that gained or lost an address to another claimant can start or stop being
+        // endpoints too (`changed_pods` holds them).
+        let mut moved: Vec<String> = staged_pods.to_vec();
+        moved.extend(changed_pods.iter().cloned());
+        moved.sort_unstable();
+        moved.dedup();
+        self.update_local(&moved);
+        let live_changed = self.update_live(policies_changed, &moved);
+        if policies_changed || live_changed {
             self.sync_policy_identities(&mut changes, &mut arrivals);
         }
         for identity in arrivals {
             self.arrive(identity, &mut changes);
         }
-        (changes, changed_pods)
+        (changes, changed_pods, live_changed)
     }
 
     /// Phase 3: every selector sees the whole identity change before any MapState does
-    /// (transactional delivery), and the returned deltas say which classes it touched. New
-    /// peers acquire their selectors only then, so they are computed against the updated store;
-    /// and before the old peers release theirs, so a selector both name is kept, not rebuilt.
+    /// (transactional delivery), and the returned deltas say which classes it touched. The
+    /// peers of entries that became live acquire their selectors only then, so they are computed
+    /// against the updated store; and before the peers of entries gone or no longer live release
+    /// theirs, so a selector both name is kept, not rebuilt.
     fn apply_to_selectors(
         &mut self,
         identities: &IdentityChanges,
         peers: &PeerChanges,
+        live_moved: bool,
     ) -> HashMap<SelectorId, SelectorDelta> {
         let added: Vec<(IdentityId, &Identity)> = identities
             .added
@@ -159,10 +183,16 @@ impl Engine {
         let removed: Vec<(IdentityId, &Identity)> =
             identities.removed.iter().map(|(id, i)| (*id, i)).collect();
         let deltas = self.cache.apply(&added, &removed);
-        for peer in &peers.added {
+        let (gained, lost) = if live_moved {
+            self.live.transition()
+        } else {
+            Default::default()
+        };
+        for peer in gained.iter().flat_map(|&i| &self.entries[i].peers) {
             self.cache.acquire(peer, &self.store);
         }
-        for peer in &peers.removed {
+        let lost_peers = lost.iter().flat_map(|&i| &self.entries[i].peers);
+        for peer in peers.removed.iter().chain(lost_peers) {
             if let Some(id) = self.cache.id_of(peer) {
                 self.cache.release(id);
             }
@@ -170,18 +200,19 @@ impl Engine {
         deltas
     }
 
-    /// Phase 4: only the staged pods can have become local endpoints or stopped being ones.
-    fn update_local(&mut self, pods: impl Iterator<Item = String>) {
+    /// Part of phase 2: only the staged pods, and those whose addresses another claimant took
+    /// or gave back, can have become local endpoints or stopped being ones.
+    fn update_local(&mut self, pods: &[String]) {
         for key in pods {
-            if self.is_local_pod(&key) {
-                self.local.insert(key);
+            if self.is_local_pod(key) {
+                self.local.insert(key.clone());
             } else {
-                self.local.remove(&key);
+                self.local.remove(key);
             }
         }
     }
 
-    /// Phase 5: drops the endpoints that are no longer local, reporting every entry removed. This
+    /// Phase 4: drops the endpoints that are no longer local, reporting every entry removed. This
     /// goes before the remaining endpoints are updated: an address a dropped endpoint held may
     /// now belong to one of them, whose claim must be the one that stays.
     fn remove_gone_endpoints(&mut self) -> Vec<EndpointChanges> {
@@ -209,7 +240,7 @@ impl Engine {
         out
     }
 
-    /// Phase 6: updates every local endpoint, returning the ones whose datapath rules may differ
+    /// Phase 5: updates every local endpoint, returning the ones whose datapath rules may differ
     /// (where `report`). A policy change (which can shift every precedence), a changed pod or a
     /// new endpoint needs a full recompute; otherwise only the identity classes the selector
     /// deltas touch.

@@ -208,7 +208,8 @@ impl Engine {
     }
 
     /// Brings the identities that follow the policies' peers up to date: world prefixes, and the
-    /// cluster CIDRs that split addresses between identities. Only a policy change can move them.
+    /// cluster CIDRs that split addresses between identities. Only a policy change, or an entry
+    /// becoming live or dead as local pods come and go, can move them.
     /// Re-keyed addresses depart now and join `arrivals`, so they arrive with their new CIDRs.
     pub(super) fn sync_policy_identities(
         &mut self,
@@ -218,7 +219,7 @@ impl Engine {
         let (added, removed) = self.sync_world_identities();
         changes.added.extend(added);
         changes.removed.extend(removed);
-        let keys = KeysInUse::of(&self.entries);
+        let keys = KeysInUse::of(self.live_entries());
         let keys_changed = keys != self.keys_in_use;
         self.keys_in_use = keys;
         if self.sync_cluster_cidrs() || keys_changed {
@@ -226,7 +227,8 @@ impl Engine {
         }
     }
 
-    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer names.
+    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer of a live entry names (see
+    /// `live`: a prefix only entries selecting no local pod name decides nothing here).
     pub(super) fn sync_world_identities(
         &mut self,
     ) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
@@ -235,8 +237,7 @@ impl Engine {
             .map(|s| s.parse().expect("valid"))
             .collect();
         wanted.extend(
-            self.entries
-                .iter()
+            self.live_entries()
                 .flat_map(|e| &e.peers)
                 .flat_map(Peer::prefixes),
         );
@@ -264,7 +265,8 @@ impl Engine {
         (added, removed)
     }
 
-    /// Every prefix a CIDR peer names, of either scope; returns whether they changed.
+    /// Every prefix a CIDR peer of a live entry names, of either scope; returns whether they
+    /// changed.
     ///
     /// Addresses are grouped into one identity only when these prefixes hold them alike. A `/0`
     /// counts like any other: `0.0.0.0/0` holds every IPv4 address and no IPv6 one, so leaving it
@@ -278,8 +280,7 @@ impl Engine {
     /// member only if all of them lie inside the same prefixes.
     fn sync_cluster_cidrs(&mut self) -> bool {
         let wanted: BTreeSet<IpNet> = self
-            .entries
-            .iter()
+            .live_entries()
             .flat_map(|e| &e.peers)
             .filter(|p| matches!(p, Peer::Cidr(_)))
             .flat_map(Peer::prefixes)

@@ -41,9 +41,9 @@ fn keys_of(selector: &LabelSelector, into: &mut BTreeSet<String>) {
 }
 
 impl KeysInUse {
-    pub(crate) fn of(entries: &[PolicyEntry]) -> Self {
+    pub(crate) fn of<'a>(entries: impl IntoIterator<Item = &'a PolicyEntry>) -> Self {
         let mut keys = KeysInUse::default();
-        for peer in entries.iter().flat_map(|e| &e.peers) {
+        for peer in entries.into_iter().flat_map(|e| &e.peers) {
             match peer {
                 Peer::Pods(selector) => {
                     keys_of(&selector.pods, &mut keys.pods);

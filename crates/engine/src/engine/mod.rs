@@ -17,6 +17,7 @@ mod commit;
 mod endpoints;
 mod identities;
 mod keys_in_use;
+mod live;
 mod what_if;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -36,6 +37,7 @@ use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector_cache::SelectorCache;
 use keys_in_use::KeysInUse;
+use live::LiveEntries;
 
 pub use budget::{OverBudget, DEFAULT_MAX_ENTRIES};
 
@@ -142,7 +144,9 @@ pub struct Engine {
     /// The identities whose member addresses the last commit changed (new and removed ones
     /// included).
     changed_identities: BTreeSet<IdentityId>,
-    /// The label keys peer selectors read: identities keep only these.
+    /// The entries that select a local endpoint: only theirs hold selectors and name identities.
+    live: LiveEntries,
+    /// The label keys live entries' peer selectors read: identities keep only these.
     keys_in_use: KeysInUse,
     /// The label keys subject selectors read: local pods that differ only in other keys are
     /// twins (one MapState between them).
@@ -178,6 +182,7 @@ impl Engine {
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             keys_in_use: KeysInUse::default(),
+            live: LiveEntries::default(),
             subject_keys: KeysInUse::default(),
             trimmed_labels: LabelInterner::default(),
             endpoint_addresses: HashMap::new(),
@@ -194,6 +199,7 @@ impl Engine {
         for peer in engine.entries.iter().flat_map(|e| &e.peers) {
             engine.cache.acquire(peer, &engine.store);
         }
+        engine.live.set_held(vec![true; engine.entries.len()]);
         engine
     }
 

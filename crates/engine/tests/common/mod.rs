@@ -259,7 +259,18 @@ pub const PROBES: [(Protocol, u16); 8] = [
 /// remote address (every pod, node and world prefix, plus outside addresses) and every probe.
 /// Returns the first disagreement.
 pub fn first_disagreement(engine: &Engine) -> Option<String> {
-    let store = engine.per_address_store();
+    let mut store = engine.per_address_store();
+    // Every prefix any entry names, whether or not the engine made it an identity (an engine on
+    // a node makes identities only for entries selecting a local pod): the reference must decide
+    // by the policies' meaning, and the remotes must include addresses of every named range.
+    for prefix in engine
+        .entries()
+        .iter()
+        .flat_map(|e| &e.peers)
+        .flat_map(Peer::prefixes)
+    {
+        store.insert(Identity::world(prefix));
+    }
     let reference = ReferenceOracle {
         entries: engine.entries(),
         store: &store,
