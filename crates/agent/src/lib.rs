@@ -19,13 +19,15 @@
 //! | [`datapaths`] | builds the chosen datapath's enforcer |
 //! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
 //! | [`refusals`] | Events on refused objects, posted by the one agent holding a Lease |
-//! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
+//! | [`health`], [`metrics`], [`rule_metrics`] | `/healthz`, `/readyz`, `/metrics` (with the datapath's per-rule counters) |
+//! | [`flows`] | the drop log: the datapath's last decisions, naming their rules, on `/flows` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
 pub mod config;
 pub mod daemon;
 pub mod datapaths;
 pub mod driver;
+pub mod flows;
 pub mod follow_files;
 pub mod health;
 pub mod indexes;
@@ -36,6 +38,7 @@ pub mod metrics;
 pub mod once;
 pub mod reconciler;
 pub mod reconnect;
+pub mod rule_metrics;
 pub mod refusals;
 pub mod sources;
 pub mod usage;

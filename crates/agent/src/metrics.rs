@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::indexes::PolicyCounts;
 use super::kind::SourceKind;
+use super::rule_metrics::RuleCounters;
 
 /// Label values as Prometheus spells them: snake case.
 macro_rules! label_values {
@@ -107,6 +108,8 @@ pub struct Metrics {
     pub kind_synced: Family<KindLabels, Gauge>,
     pub watch_errors: Family<KindLabels, Counter>,
     pub relists: Family<KindLabels, Counter>,
+    /// Per-rule counters, read from the datapath at each scrape.
+    pub rule_counters: RuleCounters,
 }
 
 fn call_histogram() -> Histogram {
@@ -138,6 +141,7 @@ impl Metrics {
             kind_synced: Family::default(),
             watch_errors: Family::default(),
             relists: Family::default(),
+            rule_counters: RuleCounters::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -230,6 +234,7 @@ impl Metrics {
             "Complete lists of a kind after the first (410 Gone, a failed watch, a CRD installed)",
             metrics.relists.clone(),
         );
+        r.register_collector(Box::new(metrics.rule_counters.clone()));
         metrics
     }
 

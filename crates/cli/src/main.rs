@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use netpol_cli::commands::{acls, agent, check, crds, diff, explain, lint, matrix};
+use netpol_cli::commands::{acls, agent, check, crds, diff, explain, flows, lint, matrix};
 use netpol_cli::{synth, Outcome};
 
 /// mimalloc rather than glibc's allocator on Linux: the engine makes millions of small
@@ -65,6 +65,8 @@ enum Command {
     Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
     Agent(agent::Args),
+    /// Follow a running agent's drop log: each denied connection with the rule that denied it.
+    Flows(flows::Args),
     /// Print the CustomResourceDefinitions of the policy kinds netpol reads.
     Crds,
     /// Write a synthetic cluster of the usual shape as YAML files (for scale tests).
@@ -87,6 +89,7 @@ fn main() -> ExitCode {
         Command::Lint(args) => lint::run(args, &mut out, &mut err),
         Command::Acls(args) => acls::run(args, &mut out, &mut err),
         Command::Crds => crds::run(&mut out),
+        Command::Flows(args) => flows::run(args, &mut out, &mut err),
         Command::Synth(args) => match synth::run(args, &mut out) {
             Ok(()) => Ok(Outcome::Success),
             Err(error) => {

@@ -6,5 +6,6 @@ pub mod check;
 pub mod crds;
 pub mod diff;
 pub mod explain;
+pub mod flows;
 pub mod lint;
 pub mod matrix;
