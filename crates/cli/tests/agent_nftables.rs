@@ -486,13 +486,25 @@ fn a_policy_at_the_size_limit_is_programmed_with_every_endpoint() {
 }
 
 /// `GET path` from the agent listening on `port` inside `netns`, through bash's `/dev/tcp`.
-fn http_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> String {
+fn try_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> std::io::Result<String> {
     let script = format!(
         "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
     );
-    netns
-        .run("bash", &["-c", &script], "")
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"))
+    netns.run("bash", &["-c", &script], "")
+}
+
+fn http_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> String {
+    try_get(netns, port, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `netpol flows --once --json` against the agent on `port` inside `netns`: its records.
@@ -578,7 +590,7 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
     .expect("the network builds");
     let router = topology.router();
     let port = 9591;
-    let mut agent = router
+    let agent = router
         .command(env!("CARGO_BIN_EXE_netpol"))
         .args([
             "agent",
@@ -597,14 +609,14 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
         .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
         .spawn()
         .unwrap();
+    let _agent = KillOnDrop(agent);
     let log = || without_colours(&std::fs::read_to_string(dir.join("agent.log")).unwrap());
     let ready = eventually(300, || {
-        http_get(router, port, "/readyz")
-            .starts_with("HTTP/1.0 200")
+        try_get(router, port, "/readyz")
+            .is_ok_and(|answer| answer.starts_with("HTTP/1.0 200"))
             .then_some(())
     });
     if ready.is_none() {
-        let _ = agent.kill();
         panic!("the agent never became ready:\n{}", log());
     }
 
@@ -627,7 +639,6 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
             .find(|r| r["source"] == "10.244.2.10" && r["port"] == 81)
     });
     let Some(denied) = denied else {
-        let _ = agent.kill();
         panic!("the denied connection was not logged:\n{}", log());
     };
     assert_eq!(denied["destination"], "shop/web (10.244.1.10)", "{denied}");
@@ -682,8 +693,6 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
         quiet.then_some(())
     });
     let logged = last - before_logged;
-    let _ = agent.kill();
-    let _ = agent.wait();
     assert!(
         after_count - before_count >= flood,
         "the counter saw {} of {flood} packets",

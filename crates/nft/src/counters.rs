@@ -65,7 +65,7 @@ impl RuleBook {
                         label.id(),
                         LoggedRule {
                             labels: label.clone(),
-                            reason: rule.reason.clone(),
+                            reason: explained(&rule.reason),
                         },
                     );
                 }
@@ -105,6 +105,22 @@ impl SharedRuleBook {
 
     pub fn set(&self, book: RuleBook) {
         *self.0.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(book);
+    }
+}
+
+/// `reason` as `explain` words it: an isolating entry's provenance names the policy, not the
+/// rule the entry came with (isolation is the policy's, whichever of its rules carried it).
+fn explained(reason: &Arc<Reason>) -> Arc<Reason> {
+    match &**reason {
+        Reason::Isolated { tier, provenance } if !provenance.rule.is_empty() => {
+            let mut provenance = provenance.clone();
+            provenance.rule.clear();
+            Arc::new(Reason::Isolated {
+                tier: *tier,
+                provenance,
+            })
+        }
+        _ => reason.clone(),
     }
 }
 
