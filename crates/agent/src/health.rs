@@ -256,7 +256,10 @@ pub fn router_with_flows(
 }
 
 /// `/flows?since=SEQ`: the records after SEQ (all kept without it), as JSON.
-async fn flows_since(State(state): State<AppState>, RawQuery(query): RawQuery) -> impl IntoResponse {
+async fn flows_since(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> impl IntoResponse {
     let since = query
         .as_deref()
         .unwrap_or_default()

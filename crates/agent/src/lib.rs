@@ -38,8 +38,8 @@ pub mod metrics;
 pub mod once;
 pub mod reconciler;
 pub mod reconnect;
-pub mod rule_metrics;
 pub mod refusals;
+pub mod rule_metrics;
 pub mod sources;
 pub mod usage;
 

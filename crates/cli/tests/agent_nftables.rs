@@ -658,7 +658,14 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
     );
     // `explain` names the same rule, in the same words.
     let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args(["explain", "-f", "cluster", "shop/remote", "shop/web", "TCP/81"])
+        .args([
+            "explain",
+            "-f",
+            "cluster",
+            "shop/remote",
+            "shop/web",
+            "TCP/81",
+        ])
         .current_dir(&dir)
         .output()
         .unwrap();

@@ -185,7 +185,11 @@ impl CounterTotals {
     /// Takes a reading (`counts`, labelled through `book`) and returns the totals by labels.
     /// A rule the book does not know (a chain of another table than the one programmed last)
     /// is left out.
-    pub fn update(&mut self, counts: &[RuleCount], book: &RuleBook) -> BTreeMap<RuleLabels, Totals> {
+    pub fn update(
+        &mut self,
+        counts: &[RuleCount],
+        book: &RuleBook,
+    ) -> BTreeMap<RuleLabels, Totals> {
         let mut now: HashMap<(String, usize), (RuleLabels, Totals)> = HashMap::new();
         for count in counts {
             let key = (count.chain.clone(), count.index);
@@ -278,9 +282,13 @@ mod tests {
             ("shop/b", Direction::Ingress, "ep_b", &rules[..]),
         ];
         let book = RuleBook::build(chains.into_iter(), std::iter::empty());
-        let counts =
-            parse_counters(&listing(&[("ep_a", 3), ("ep_a", 1), ("ep_b", 4), ("ep_b", 2)]))
-                .unwrap();
+        let counts = parse_counters(&listing(&[
+            ("ep_a", 3),
+            ("ep_a", 1),
+            ("ep_b", 4),
+            ("ep_b", 2),
+        ]))
+        .unwrap();
         assert_eq!(counts[1].index, 1);
         let mut totals = CounterTotals::default();
         let read = totals.update(&counts, &book);
@@ -295,9 +303,13 @@ mod tests {
             ("shop/b", Direction::Ingress, "ep_c", &rules[..]),
         ];
         let book = RuleBook::build(chains.into_iter(), std::iter::empty());
-        let counts =
-            parse_counters(&listing(&[("ep_a", 5), ("ep_a", 1), ("ep_c", 1), ("ep_c", 0)]))
-                .unwrap();
+        let counts = parse_counters(&listing(&[
+            ("ep_a", 5),
+            ("ep_a", 1),
+            ("ep_c", 1),
+            ("ep_c", 0),
+        ]))
+        .unwrap();
         let read = totals.update(&counts, &book);
         assert_eq!(read[&web], (10, 1000));
         assert_eq!(read[&deny], (3, 300));

@@ -43,7 +43,10 @@ pub fn log_chain(labels: &RuleLabels) -> (String, Vec<String>) {
         ),
         "drop".to_string(),
     ];
-    let name = format!("{LOG_CHAIN_PREFIX}{}", hash(lines.iter().map(String::as_str)));
+    let name = format!(
+        "{LOG_CHAIN_PREFIX}{}",
+        hash(lines.iter().map(String::as_str))
+    );
     (name, lines)
 }
 

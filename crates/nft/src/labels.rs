@@ -125,10 +125,17 @@ mod tests {
         };
         let allow = RuleLabels::of(&rule, Direction::Ingress, ChainVerdict::Return);
         assert_eq!(
-            (allow.kind.as_str(), allow.namespace.as_str(), allow.policy.as_str()),
+            (
+                allow.kind.as_str(),
+                allow.namespace.as_str(),
+                allow.policy.as_str()
+            ),
             ("NetworkPolicy", "shop", "web")
         );
-        assert_eq!(allow.policy_rule(), "NetworkPolicy shop/web rule ingress[0]");
+        assert_eq!(
+            allow.policy_rule(),
+            "NetworkPolicy shop/web rule ingress[0]"
+        );
         let isolated = Reason::Isolated {
             tier: netpol_engine::Tier::Normal,
             provenance: provenance(),

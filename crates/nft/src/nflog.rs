@@ -324,7 +324,10 @@ mod tests {
     /// A netlink message holding one logged packet with `prefix` and `payload`.
     fn message(prefix: &str, payload: &[u8]) -> Vec<u8> {
         let mut attributes = Vec::new();
-        for (kind, data) in [(NFULA_PREFIX, [prefix.as_bytes(), b"\0"].concat()), (NFULA_PAYLOAD, payload.to_vec())] {
+        for (kind, data) in [
+            (NFULA_PREFIX, [prefix.as_bytes(), b"\0"].concat()),
+            (NFULA_PAYLOAD, payload.to_vec()),
+        ] {
             attributes.extend(((4 + data.len()) as u16).to_ne_bytes());
             attributes.extend(kind.to_ne_bytes());
             attributes.extend(&data);
@@ -342,7 +345,9 @@ mod tests {
 
     #[test]
     fn a_logged_tcp_packet_reads_back_with_its_prefix_addresses_and_ports() {
-        let mut ipv4 = vec![0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 10, 244, 2, 10, 10, 244, 1, 10];
+        let mut ipv4 = vec![
+            0x45, 0, 0, 40, 0, 0, 0, 0, 64, 6, 0, 0, 10, 244, 2, 10, 10, 244, 1, 10,
+        ];
         ipv4.extend([0xc3, 0x50, 0, 81, 0, 0, 0, 0]);
         let mut datagram = message("netpol deny 0123456789abcdef", &ipv4);
         let mut ipv6 = vec![0x60, 0, 0, 0, 0, 8, 17, 64];

@@ -171,19 +171,21 @@ impl RenderMemo {
 
     /// Every endpoint chain as last rendered: (endpoint key, direction, chain name, its rules).
     pub fn chains(&self) -> impl Iterator<Item = (&str, Direction, &str, &[ChainRule])> {
-        self.by_endpoint.iter().flat_map(|(key, (chains, rendered))| {
-            Direction::BOTH
-                .into_iter()
-                .zip(&rendered.chains)
-                .map(move |(direction, chain)| {
-                    (
-                        key.as_str(),
-                        direction,
-                        chain.0.as_str(),
-                        chains.chain(direction),
-                    )
-                })
-        })
+        self.by_endpoint
+            .iter()
+            .flat_map(|(key, (chains, rendered))| {
+                Direction::BOTH
+                    .into_iter()
+                    .zip(&rendered.chains)
+                    .map(move |(direction, chain)| {
+                        (
+                            key.as_str(),
+                            direction,
+                            chain.0.as_str(),
+                            chains.chain(direction),
+                        )
+                    })
+            })
     }
 }
 

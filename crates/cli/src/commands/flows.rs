@@ -79,10 +79,10 @@ pub fn line(record: &FlowRecord) -> String {
 
 /// `ADDR`'s `/flows?since=SINCE`, over plain HTTP/1.0.
 fn fetch(address: &str, since: u64) -> Result<FlowsAnswer, String> {
-    let host = address
-        .trim_start_matches("http://")
-        .trim_end_matches('/');
-    let target = if host.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    let host = address.trim_start_matches("http://").trim_end_matches('/');
+    let target = if host
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
         && !host.ends_with(']')
     {
         host.to_string()
