@@ -105,7 +105,12 @@ pub fn run_with(
         metrics,
         health,
     } = observability;
-    let Datapaths { enforcer, hcn, .. } = datapaths;
+    let Datapaths {
+        enforcer,
+        hcn,
+        flows,
+        ..
+    } = datapaths;
 
     let (inputs, receiver) = mpsc::sync_channel(INPUT_CAPACITY);
     let resync = Arc::new(AtomicBool::new(false));
@@ -200,7 +205,7 @@ pub fn run_with(
                 spawn_watches(&client, &sinks, watch);
             }
         }
-        health::serve(listener, health.clone(), registry, shutdown)
+        health::serve_with_flows(listener, health.clone(), registry, flows, shutdown)
             .await
             .context("serving HTTP")
     });

@@ -12,6 +12,7 @@ use netpol_hcn::sim::{HcnSim, SimSession};
 use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer, IpSetMode};
 
 use crate::config::{DatapathKind, DatapathOptions};
+use crate::flows::FlowLog;
 use crate::health::Health;
 use crate::instrumented::Instrumented;
 use crate::metrics::Metrics;
@@ -23,6 +24,8 @@ pub struct Datapaths {
     pub enforcer: Box<dyn Enforcer>,
     pub hcn: Option<Arc<dyn HcnApi>>,
     pub sim: Option<Arc<HcnDatapath<HcnSim>>>,
+    /// The datapath's logged decisions (`/flows`); HCN logs none.
+    pub flows: Arc<FlowLog>,
 }
 
 impl Datapaths {
@@ -39,6 +42,7 @@ impl Datapaths {
             )),
             hcn: Some(datapath),
             sim,
+            flows: Arc::new(FlowLog::default()),
         }
     }
 }
@@ -120,10 +124,27 @@ fn nftables(
     }
     let backend = crate::instrumented::InstrumentedNft::new(node_backend(), metrics.clone())
         .with_health(health.clone());
+    let enforcer = NftEnforcer::new(Box::new(backend), Backoff::default());
+    let book = enforcer.rule_book();
+    // Counters are read at each scrape through a context of their own, not the enforcer's.
+    let reader = crate::instrumented::InstrumentedNft::new(node_backend(), metrics.clone());
+    metrics
+        .rule_counters
+        .install(Box::new(reader), book.clone());
+    let flows = Arc::new(FlowLog::default());
+    if let Err(error) = crate::flows::follow_drop_log(flows.clone(), book) {
+        let reason = format!(
+            "the drop log cannot be read (NFLOG group {}): {error}",
+            netpol_nft::droplog::LOG_GROUP
+        );
+        tracing::warn!("{reason}; packets are still counted and dropped");
+        flows.set_unavailable(Some(reason));
+    }
     Ok(Datapaths {
-        enforcer: Box::new(NftEnforcer::new(Box::new(backend), Backoff::default())),
+        enforcer: Box::new(enforcer),
         hcn: None,
         sim: None,
+        flows,
     })
 }
 

@@ -1,19 +1,23 @@
 //! The agent's HTTP endpoints: `/metrics` (Prometheus text), `/healthz` (the reconcile loop is
-//! alive and nothing panicked) and `/readyz` (a first full sync completed, every source is
-//! complete, the datapath answers and every endpoint holds its rules).
+//! alive and nothing panicked), `/readyz` (a first full sync completed, every source is
+//! complete, the datapath answers and every endpoint holds its rules) and `/flows` (the
+//! datapath's last logged decisions as JSON, `?since=SEQ` for those after a sequence number;
+//! see [`crate::flows`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{header, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use netpol_datapath::{ApplyReport, Outcome};
 use prometheus_client::registry::Registry;
+
+use crate::flows::FlowLog;
 
 /// How long the reconcile loop may go without a heartbeat before the agent counts as wedged.
 /// The loop beats at least every second; a slow HCN call under load can hold it much longer.
@@ -225,15 +229,59 @@ pub async fn fatal_if_task_panics(
 struct AppState {
     health: Arc<Health>,
     registry: Arc<Registry>,
+    flows: Arc<FlowLog>,
 }
 
-/// The router serving the three endpoints.
+/// The router serving the endpoints, with a drop log that logs nothing.
 pub fn router(health: Arc<Health>, registry: Arc<Registry>) -> Router {
+    router_with_flows(health, registry, Arc::default())
+}
+
+/// The router serving the endpoints, `/flows` from `flows`.
+pub fn router_with_flows(
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+    flows: Arc<FlowLog>,
+) -> Router {
     Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .with_state(AppState { health, registry })
+        .route("/flows", get(flows_since))
+        .with_state(AppState {
+            health,
+            registry,
+            flows,
+        })
+}
+
+/// `/flows?since=SEQ`: the records after SEQ (all kept without it), as JSON.
+async fn flows_since(
+    State(state): State<AppState>,
+    RawQuery(query): RawQuery,
+) -> impl IntoResponse {
+    let since = query
+        .as_deref()
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("since="))
+        .map(str::parse::<u64>);
+    let since = match since {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(_)) => {
+            return (StatusCode::BAD_REQUEST, "since: not a number\n").into_response();
+        }
+    };
+    match serde_json::to_string(&state.flows.since(since)) {
+        Ok(body) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response(),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "encoding flows failed").into_response(),
+    }
 }
 
 async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
@@ -274,7 +322,18 @@ pub async fn serve(
     registry: Arc<Registry>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(health, registry))
+    serve_with_flows(listener, health, registry, Arc::default(), shutdown).await
+}
+
+/// [`serve`], `/flows` from `flows`.
+pub async fn serve_with_flows(
+    listener: tokio::net::TcpListener,
+    health: Arc<Health>,
+    registry: Arc<Registry>,
+    flows: Arc<FlowLog>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router_with_flows(health, registry, flows))
         .with_graceful_shutdown(shutdown)
         .await
 }

@@ -151,4 +151,8 @@ impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         self.timed(DatapathCall::NftList, || self.inner.sets(), nft)
     }
+
+    fn rules_json(&self) -> Result<String, NftError> {
+        self.timed(DatapathCall::NftList, || self.inner.rules_json(), nft)
+    }
 }

@@ -20,7 +20,8 @@
 //! | [`coexistence`] | at start on HCN, other owners' ACLs evaluated before netpol's (warning, metric) |
 //! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
 //! | [`refusals`] | Events on refused objects, posted by the one agent holding a Lease |
-//! | [`health`], [`metrics`] | `/healthz`, `/readyz`, `/metrics` |
+//! | [`health`], [`metrics`], [`rule_metrics`] | `/healthz`, `/readyz`, `/metrics` (with the datapath's per-rule counters) |
+//! | [`flows`] | the drop log: the datapath's last decisions, naming their rules, on `/flows` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
 
 pub mod coexistence;
@@ -28,6 +29,7 @@ pub mod config;
 pub mod daemon;
 pub mod datapaths;
 pub mod driver;
+pub mod flows;
 pub mod follow_files;
 pub mod health;
 pub mod indexes;
@@ -39,6 +41,7 @@ pub mod once;
 pub mod reconciler;
 pub mod reconnect;
 pub mod refusals;
+pub mod rule_metrics;
 pub mod sources;
 pub mod usage;
 

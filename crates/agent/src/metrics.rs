@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 
 use super::indexes::PolicyCounts;
 use super::kind::SourceKind;
+use super::rule_metrics::RuleCounters;
 
 /// Label values as Prometheus spells them: snake case.
 macro_rules! label_values {
@@ -112,6 +113,8 @@ pub struct Metrics {
     /// 1 while this node's own Node object is missing (its last known addresses are kept).
     pub own_node_missing: Gauge,
     pub foreign_acls_evaluated_first: Gauge,
+    /// Per-rule counters, read from the datapath at each scrape.
+    pub rule_counters: RuleCounters,
 }
 
 fn call_histogram() -> Histogram {
@@ -147,6 +150,7 @@ impl Metrics {
             watch_stalls: Family::default(),
             own_node_missing: Gauge::default(),
             foreign_acls_evaluated_first: Gauge::default(),
+            rule_counters: RuleCounters::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
@@ -260,6 +264,7 @@ impl Metrics {
             "Other owners' ACLs on this node's endpoints that HCN evaluates before netpol's rules they overlap, found at start (each also logged as a warning)",
             metrics.foreign_acls_evaluated_first.clone(),
         );
+        r.register_collector(Box::new(metrics.rule_counters.clone()));
         metrics
     }
 

@@ -4,7 +4,9 @@
 
 use clap::{Parser, Subcommand};
 
-use crate::commands::{acls, agent, check, cleanup, crds, diff, explain, lint, matrix, version};
+use crate::commands::{
+    acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
+};
 use crate::synth;
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
@@ -33,6 +35,8 @@ pub enum Command {
     Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
     Agent(agent::Args),
+    /// Follow a running agent's drop log: each denied connection with the rule that denied it.
+    Flows(flows::Args),
     /// Remove everything netpol programmed on this node (its nftables table, or its HCN ACLs
     /// and IP sets), and nothing of any other owner.
     Cleanup(cleanup::Args),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use netpol_cli::cli::{Cli, Command};
 use netpol_cli::commands::{
-    acls, agent, check, cleanup, crds, diff, explain, lint, matrix, version,
+    acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
 };
 use netpol_cli::{synth, Outcome};
 
@@ -60,6 +60,7 @@ fn main() -> ExitCode {
         Command::Cleanup(args) => cleanup::run(args, &mut out, &mut err),
         Command::Crds(args) => crds::run(args, &mut out, &mut err),
         Command::Version(args) => version::run(args, &mut out),
+        Command::Flows(args) => flows::run(args, &mut out, &mut err),
         Command::Synth(args) => match synth::run(args, &mut out) {
             Ok(()) => Ok(Outcome::Success),
             Err(error) => {

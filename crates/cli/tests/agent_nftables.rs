@@ -441,8 +441,17 @@ fn the_longest_names_and_hostile_names_are_programmed_safely() {
         listing.contains("comment \"ingress of shop/plain\""),
         "{listing}"
     );
-    // Every pod is isolated for ingress, as its namespace's policy says: its chain ends in drop.
-    assert_eq!(listing.matches("\t\tdrop\n").count(), pods, "{listing}");
+    // Every pod is isolated for ingress, as its namespace's policy says: its chain ends in a
+    // counted drop (through the policy's log chain, which logs and drops).
+    let ending_in_drop = listing
+        .split("\n\t}")
+        .filter(|chain| {
+            chain.rsplit('\n').next().is_some_and(|last| {
+                last.trim_start().starts_with("counter ") && last.contains(" jump log_")
+            })
+        })
+        .count();
+    assert_eq!(ending_in_drop, pods, "{listing}");
     // The names' words stay inside comments, never statements of their own.
     assert!(
         listing
@@ -521,5 +530,232 @@ fn cleanup_deletes_netpols_table_and_leaves_another_table_intact() {
     assert_eq!(
         read("second.txt").trim(),
         "no table inet netpol: nothing to remove"
+    );
+}
+
+/// `GET path` from the agent listening on `port` inside `netns`, through bash's `/dev/tcp`.
+fn try_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> std::io::Result<String> {
+    let script = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
+    );
+    netns.run("bash", &["-c", &script], "")
+}
+
+fn http_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> String {
+    try_get(netns, port, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `netpol flows --once --json` against the agent on `port` inside `netns`: its records.
+fn flows(netns: &netpol_testbed::netns::Netns, port: u16) -> Vec<serde_json::Value> {
+    let output = netns
+        .command(env!("CARGO_BIN_EXE_netpol"))
+        .args(["flows", "--once", "--json", "--node"])
+        .arg(format!("127.0.0.1:{port}"))
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The value of the `netpol_rule_packets_total` series whose labels include every one of
+/// `labels` (`name="value"`), in a /metrics answer.
+fn rule_packets(metrics: &str, labels: &[&str]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("netpol_rule_packets_total{"))
+        .filter(|l| labels.iter().all(|label| l.contains(label)))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum()
+}
+
+/// Waits (up to `limit` tries, 100 ms apart) for `check`.
+fn eventually<T>(limit: usize, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    for _ in 0..limit {
+        if let Some(found) = check() {
+            return Some(found);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    None
+}
+
+/// Real packets through the running agent: a denied connection appears in the drop log naming
+/// the rule `netpol explain` names for that flow; a flood of denied connections is logged under
+/// the node's rate limit while the rule's counter counts every packet.
+#[test]
+fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood() {
+    use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+    use netpol_testbed::topology::{Host, Topology};
+    if netpol_testbed::netns::skip_kernel_test(
+        "the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-nftables-drop-log");
+    let pods = [
+        pod("web", "node-1", "web", "10.244.1.10", false),
+        pod("client", "node-1", "client", "10.244.1.11", false),
+        pod("remote", "node-2", "other", "10.244.2.10", false),
+    ]
+    .concat();
+    cluster(
+        &dir,
+        &[
+            ("cluster.yaml", NODES.to_string()),
+            ("pods.yaml", pods),
+            ("web.yaml", WEB_POLICY.to_string()),
+        ],
+    );
+    let host = |name: &str, address: &str| Host {
+        name: name.into(),
+        addresses: vec![address.parse().unwrap()],
+    };
+    let topology = Topology::build_node(
+        vec!["10.0.0.1".parse().unwrap()],
+        vec![
+            host("web", "10.244.1.10"),
+            host("client", "10.244.1.11"),
+            host("remote", "10.244.2.10"),
+        ],
+    )
+    .expect("the network builds");
+    let router = topology.router();
+    let port = 9591;
+    let agent = router
+        .command(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "agent",
+            "--from-dir",
+            "cluster",
+            "--node",
+            "node-1",
+            "--datapath",
+            "nftables",
+            "--listen",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .current_dir(&dir)
+        .env("RUST_LOG", "netpol_agent=info,netpol::flows=info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let _agent = KillOnDrop(agent);
+    let log = || without_colours(&std::fs::read_to_string(dir.join("agent.log")).unwrap());
+    let ready = eventually(300, || {
+        try_get(router, port, "/readyz")
+            .is_ok_and(|answer| answer.starts_with("HTTP/1.0 200"))
+            .then_some(())
+    });
+    if ready.is_none() {
+        panic!("the agent never became ready:\n{}", log());
+    }
+
+    // A denied connection, and an allowed one.
+    let options = ProbeOptions {
+        timeout: std::time::Duration::from_millis(1000),
+        parallel: 2,
+    };
+    let probes = [("10.244.2.10", 81), ("10.244.1.11", 80)].map(|(from, port)| Probe {
+        from: from.parse().unwrap(),
+        to: "10.244.1.10".parse().unwrap(),
+        transport: Transport::Tcp,
+        port,
+    });
+    let results = probe::run(&topology, &probes, options);
+    assert_eq!(results, vec![ProbeResult::Dropped, ProbeResult::Passed]);
+    let denied = eventually(100, || {
+        flows(router, port)
+            .into_iter()
+            .find(|r| r["source"] == "10.244.2.10" && r["port"] == 81)
+    });
+    let Some(denied) = denied else {
+        panic!("the denied connection was not logged:\n{}", log());
+    };
+    assert_eq!(denied["destination"], "shop/web (10.244.1.10)", "{denied}");
+    assert_eq!(denied["protocol"], "TCP");
+    assert_eq!(
+        (&denied["verdict"], &denied["direction"]),
+        (&"deny".into(), &"ingress".into())
+    );
+    // `explain` names the same rule, in the same words.
+    let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "explain",
+            "-f",
+            "cluster",
+            "shop/remote",
+            "shop/web",
+            "TCP/81",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let explained = String::from_utf8_lossy(&explain.stdout);
+    let reason = denied["reason"].as_str().unwrap();
+    assert!(
+        explained.contains(reason),
+        "explain:\n{explained}\ndrop log: {denied}"
+    );
+    assert!(log().contains("datapath decision"), "{}", log());
+
+    // A flood of new connections to the denied port (UDP: each from a new socket).
+    let labels = [
+        "policy=\"web\"",
+        "rule=\"default-deny\"",
+        "direction=\"ingress\"",
+        "verdict=\"deny\"",
+    ];
+    let before_count = rule_packets(&http_get(router, port, "/metrics"), &labels);
+    let before_logged = flows(router, port).last().unwrap()["seq"].as_u64().unwrap();
+    let flood = 3000;
+    topology
+        .host_at("10.244.2.10".parse().unwrap())
+        .unwrap()
+        .run(
+            "bash",
+            &[
+                "-c",
+                &format!("for i in $(seq {flood}); do echo x > /dev/udp/10.244.1.10/81; done"),
+            ],
+            "",
+        )
+        .unwrap();
+    let after_count = rule_packets(&http_get(router, port, "/metrics"), &labels);
+    // Wait for the log to go quiet, then count what it logged of the flood.
+    let mut last = before_logged;
+    let _ = eventually(50, || {
+        let now = flows(router, port).last().unwrap()["seq"].as_u64().unwrap();
+        let quiet = now == last;
+        last = now;
+        quiet.then_some(())
+    });
+    let logged = last - before_logged;
+    assert!(
+        after_count - before_count >= flood,
+        "the counter saw {} of {flood} packets",
+        after_count - before_count
+    );
+    assert!(logged > 0, "nothing of the flood was logged");
+    assert!(
+        logged < flood / 2,
+        "{logged} of {flood} denied connections logged: the rate limit did not hold"
     );
 }

@@ -12,6 +12,7 @@ use netpol_datapath::{
 
 use netpol_engine::Direction;
 
+use crate::counters::{RuleBook, SharedRuleBook};
 use crate::isolate::{program_isolating, Programmed};
 use crate::naming::endpoint_prefix;
 use crate::programmer::{Known, NftBackend};
@@ -51,6 +52,8 @@ pub struct NftEnforcer {
     /// list alive, so its address is not reused meanwhile): replicas share a list, and a list
     /// kept in use is not built again.
     lists: HashMap<usize, (Arc<CompiledRules>, EndpointChains)>,
+    /// Which policy rule each programmed chain rule is, for counters and the drop log.
+    book: SharedRuleBook,
 }
 
 impl NftEnforcer {
@@ -66,6 +69,20 @@ impl NftEnforcer {
             known: None,
             cache: SetCache::default(),
             lists: HashMap::new(),
+            book: SharedRuleBook::default(),
+        }
+    }
+
+    /// The book of the table programmed last, kept up to date as the table changes.
+    pub fn rule_book(&self) -> SharedRuleBook {
+        self.book.clone()
+    }
+
+    /// Records the chains of the table just programmed in the book.
+    fn publish_book(&self, ruleset: &Ruleset) {
+        if let Some(known) = &self.known {
+            self.book
+                .set(RuleBook::build(known.renders.chains(), ruleset.addresses()));
         }
     }
 
@@ -313,6 +330,9 @@ impl Enforcer for NftEnforcer {
                     isolated = ruleset.isolated.len(),
                     "nftables table programmed"
                 );
+                if before.is_none() || !done.added.is_empty() || !done.deleted.is_empty() {
+                    self.publish_book(&ruleset);
+                }
                 self.programmed = Some(ruleset);
                 Ok(outcomes)
             }

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use crate::bypass::{HostFacts, Link};
-use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
+use crate::programmer::{chains_via, sets_via, NftBackend, NftError, LIST_RULES_JSON};
 
 /// The kernel of the network namespace the agent runs in (the node's), through libnftables in
 /// this process where it is installed ([`crate::libnft::LibNft`], a transaction is one call),
@@ -44,6 +44,10 @@ impl NftBackend for HostNft {
 
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         sets_via(|args| run_nft(Command::new("nft"), args, ""))
+    }
+
+    fn rules_json(&self) -> Result<String, NftError> {
+        run_nft(Command::new("nft"), &LIST_RULES_JSON, "")
     }
 }
 

@@ -43,15 +43,19 @@
 
 pub mod bypass;
 pub mod cleanup;
+pub mod counters;
+pub mod droplog;
 pub mod enforcer;
 pub mod eval;
 pub mod fake;
 #[cfg(target_os = "linux")]
 pub mod host;
 pub mod isolate;
+pub mod labels;
 #[cfg(target_os = "linux")]
 pub mod libnft;
 pub mod naming;
+pub mod nflog;
 pub mod programmer;
 pub mod ruleset;
 pub mod script;

@@ -23,6 +23,9 @@ pub const LIBRARY: &str = "libnftables.so.1";
 /// `NFT_CTX_OUTPUT_TERSE`: listings without set elements (`nft -t`).
 const OUTPUT_TERSE: c_uint = 1 << 11;
 
+/// `NFT_CTX_OUTPUT_JSON`: listings as JSON (`nft -j`).
+const OUTPUT_JSON: c_uint = 1 << 4;
+
 /// A script at least this long (a start or a resync, sets with all their elements) leaves the
 /// library's C heap holding what it parsed: given back to the system after it runs.
 const LARGE_SCRIPT: usize = 1 << 20;
@@ -134,6 +137,12 @@ impl LibNft {
     /// Runs `commands` (what `nft -f` reads) as one transaction, checked only (`nft -c`) when
     /// `dry_run`, listing without set elements when `terse`; returns what it printed.
     fn run(&self, commands: &str, dry_run: bool, terse: bool) -> Result<String, NftError> {
+        let flags = if terse { OUTPUT_TERSE } else { 0 };
+        self.run_with(commands, dry_run, flags)
+    }
+
+    /// [`LibNft::run`] with output `flags` added for this command.
+    fn run_with(&self, commands: &str, dry_run: bool, extra: c_uint) -> Result<String, NftError> {
         let commands =
             CString::new(commands).map_err(|_| NftError::refused("the script holds a NUL byte"))?;
         let context = self
@@ -145,8 +154,8 @@ impl LibNft {
         // before the next command replaces them, and copied out.
         unsafe {
             let flags = (api.get_flags)(context.ctx);
-            if terse {
-                (api.set_flags)(context.ctx, flags | OUTPUT_TERSE);
+            if extra != 0 {
+                (api.set_flags)(context.ctx, flags | extra);
             }
             (api.set_dry_run)(context.ctx, dry_run);
             let status = (api.run)(context.ctx, commands.as_ptr());
@@ -199,5 +208,9 @@ impl NftBackend for LibNft {
 
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         sets_via(|args| self.command(args))
+    }
+
+    fn rules_json(&self) -> Result<String, NftError> {
+        self.run_with("list table inet netpol", false, OUTPUT_TERSE | OUTPUT_JSON)
     }
 }

@@ -60,6 +60,15 @@ pub trait NftBackend {
     fn chains(&self) -> Result<Option<Vec<String>>, NftError>;
     /// The set names of table `inet netpol`, or None if the table does not exist.
     fn sets(&self) -> Result<Option<Vec<String>>, NftError>;
+    /// Table `inet netpol` as JSON without set elements (`nft -j -t list table inet netpol`):
+    /// its rules with their counters ([`crate::counters`]). A backend that cannot list them
+    /// says so.
+    fn rules_json(&self) -> Result<String, NftError> {
+        Err(NftError::Unavailable(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this backend does not list rules",
+        )))
+    }
 }
 
 impl<T: NftBackend + ?Sized> NftBackend for &T {
@@ -78,7 +87,15 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         (**self).sets()
     }
+
+    fn rules_json(&self) -> Result<String, NftError> {
+        (**self).rules_json()
+    }
 }
+
+/// The arguments of `nft` that list netpol's table with its counters, as JSON, without set
+/// elements.
+pub const LIST_RULES_JSON: [&str; 6] = ["-j", "-t", "list", "table", "inet", "netpol"];
 
 /// What the kernel holds, as the programmer knows it: every chain name, and every set with what
 /// is known of its contents.

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
 
+use crate::droplog::{is_log_chain, limit_declaration, log_chain};
+use crate::labels::RuleLabels;
 use crate::naming::{chain_name, comment_line, hash};
 use crate::ruleset::{AddressSet, ChainRule, ChainVerdict, EndpointChains, Ruleset};
 
@@ -82,8 +84,8 @@ pub struct Table {
 }
 
 /// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
-/// which jumps to endpoint chains (2). A chain must be added after what it jumps to and deleted
-/// before it.
+/// which jumps to endpoint chains (2), which jump to log chains (3). A chain must be added after
+/// what it jumps to and deleted before it.
 pub fn stage(name: &str) -> u8 {
     let base = HOOKS.iter().any(|h| {
         name.strip_prefix(h.name)
@@ -93,6 +95,8 @@ pub fn stage(name: &str) -> u8 {
         0
     } else if name.starts_with(DISPATCH_PREFIX) {
         1
+    } else if is_log_chain(name) {
+        3
     } else {
         2
     }
@@ -104,11 +108,18 @@ pub fn stage(name: &str) -> u8 {
 /// third of an nftables change at 150,000 pods.
 #[derive(Clone, Default)]
 pub struct RenderMemo {
-    by_endpoint: HashMap<String, (EndpointChains, [RenderedChain; 2])>,
+    by_endpoint: HashMap<String, (EndpointChains, Rendered)>,
 }
 
 /// A chain's name and lines.
 type RenderedChain = Arc<(String, Vec<String>)>;
+
+/// One endpoint's two chains, and the log chains their drop rules jump to.
+#[derive(Clone)]
+struct Rendered {
+    chains: [RenderedChain; 2],
+    logs: Arc<[(String, Vec<String>)]>,
+}
 
 /// A cache says nothing about the kernel: two [`crate::programmer::Known`]s that differ only in
 /// their memos describe the same table.
@@ -127,21 +138,54 @@ impl std::fmt::Debug for RenderMemo {
 }
 
 impl RenderMemo {
-    /// The name and lines of the ingress and egress chains of endpoint `key`.
-    fn render(&mut self, key: &str, chains: &EndpointChains) -> [Arc<(String, Vec<String>)>; 2] {
+    /// The name and lines of the ingress and egress chains of endpoint `key`, and of the log
+    /// chains they jump to.
+    fn render(&mut self, key: &str, chains: &EndpointChains) -> Rendered {
         if let Some((known, rendered)) = self.by_endpoint.get(key) {
             if known.same_chains(chains) {
                 return rendered.clone();
             }
         }
+        let mut logs = BTreeMap::new();
         let rendered = Direction::BOTH.map(|direction| {
             let mut lines = vec![comment_line(key, direction)];
-            lines.extend(chains.chain(direction).iter().map(render_rule));
+            for rule in chains.chain(direction).iter() {
+                let log = (rule.verdict == ChainVerdict::Drop).then(|| {
+                    let (name, lines) =
+                        log_chain(&RuleLabels::of(&rule.reason, direction, rule.verdict));
+                    logs.insert(name.clone(), lines);
+                    name
+                });
+                lines.push(render_rule_logged(rule, log.as_deref()));
+            }
             Arc::new((chain_name(key, direction, &lines), lines))
         });
+        let rendered = Rendered {
+            chains: rendered,
+            logs: logs.into_iter().collect(),
+        };
         self.by_endpoint
             .insert(key.to_owned(), (chains.clone(), rendered.clone()));
         rendered
+    }
+
+    /// Every endpoint chain as last rendered: (endpoint key, direction, chain name, its rules).
+    pub fn chains(&self) -> impl Iterator<Item = (&str, Direction, &str, &[ChainRule])> {
+        self.by_endpoint
+            .iter()
+            .flat_map(|(key, (chains, rendered))| {
+                Direction::BOTH
+                    .into_iter()
+                    .zip(&rendered.chains)
+                    .map(move |(direction, chain)| {
+                        (
+                            key.as_str(),
+                            direction,
+                            chain.0.as_str(),
+                            chains.chain(direction),
+                        )
+                    })
+            })
     }
 }
 
@@ -159,7 +203,12 @@ impl Table {
         let mut names: BTreeMap<(&str, Direction), String> = BTreeMap::new();
         for (key, chains) in &ruleset.endpoints {
             let rendered = memo.render(key, chains);
-            for (direction, rendered) in Direction::BOTH.into_iter().zip(rendered) {
+            for (name, lines) in rendered.logs.iter() {
+                if !table.chains.contains_key(name) {
+                    table.chains.insert(name.clone(), lines.clone());
+                }
+            }
+            for (direction, rendered) in Direction::BOTH.into_iter().zip(rendered.chains) {
                 for rule in chains.chain(direction) {
                     if let Some(remote) = &rule.remote {
                         if !table.sets.contains_key(&remote.set.name) {
@@ -367,6 +416,9 @@ pub fn render_changes(
     let mut add: Vec<&str> = add.to_vec();
     add.sort_by_key(|n| std::cmp::Reverse(stage(n)));
     let mut block = String::new();
+    if add.iter().any(|n| is_log_chain(n)) {
+        block.push_str(&limit_declaration());
+    }
     for set in &sets.create {
         block.push_str(&set_block(set));
     }
@@ -394,6 +446,7 @@ pub fn render_changes(
 /// refuses.
 pub fn render_check(table: &Table, names: &[&str]) -> String {
     let mut sets: BTreeMap<&str, &AddressSet> = BTreeMap::new();
+    let mut logs: BTreeMap<&str, &[String]> = BTreeMap::new();
     let mut chains = String::new();
     for name in names {
         if let Some(lines) = table.lines(name) {
@@ -402,12 +455,23 @@ pub fn render_check(table: &Table, names: &[&str]) -> String {
                     if let Some(set) = word.strip_prefix('@').and_then(|n| table.sets.get(n)) {
                         sets.insert(&*set.name, set);
                     }
+                    if let Some(log) = table.chains.get_key_value(word) {
+                        if is_log_chain(word) {
+                            logs.insert(log.0, log.1);
+                        }
+                    }
                 }
             }
             chains.push_str(&chain_block(name, lines));
         }
     }
     let mut block: String = sets.values().map(|s| set_block(s)).collect();
+    if !logs.is_empty() {
+        block.push_str(&limit_declaration());
+    }
+    for (name, lines) in logs {
+        block.push_str(&chain_block(name, lines));
+    }
     block.push_str(&chains);
     format!("add table {CHECK_TABLE}\ntable {CHECK_TABLE} {{\n{block}}}\n")
 }
@@ -468,8 +532,15 @@ fn dispatch_chain(
     Ok(lines)
 }
 
-/// One chain rule, e.g. `ip saddr { 10.0.0.0/8, 10.1.0.1 } meta l4proto tcp th dport { 80, 8000-8080 } return`.
+/// One chain rule, with a counter, e.g. `ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } counter return`;
+/// a drop rule drops at once.
 pub fn render_rule(rule: &ChainRule) -> String {
+    render_rule_logged(rule, None)
+}
+
+/// [`render_rule`], a drop rule jumping to the log chain `log` instead of dropping itself where
+/// one is given (the log chain drops).
+pub fn render_rule_logged(rule: &ChainRule, log: Option<&str>) -> String {
     let mut parts: Vec<String> = Vec::new();
     if let Some(remote) = &rule.remote {
         let family = if remote.is_v6() { "ip6" } else { "ip" };
@@ -493,13 +564,13 @@ pub fn render_rule(rule: &ChainRule) -> String {
             .collect();
         parts.push(format!("th dport {}", set_or_single(ports)));
     }
-    parts.push(
-        match rule.verdict {
-            ChainVerdict::Return => "return",
-            ChainVerdict::Drop => "drop",
-        }
-        .to_string(),
-    );
+    // Every rule counts what it decides (`crate::counters` reads them back).
+    parts.push("counter".to_string());
+    parts.push(match (rule.verdict, log) {
+        (ChainVerdict::Return, _) => "return".to_string(),
+        (ChainVerdict::Drop, None) => "drop".to_string(),
+        (ChainVerdict::Drop, Some(chain)) => format!("jump {chain}"),
+    });
     parts.join(" ")
 }
 
@@ -563,7 +634,7 @@ mod tests {
         };
         assert_eq!(
             render_rule(&rule),
-            "ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } return"
+            "ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } counter return"
         );
         let v6 = ChainRule {
             remote: Some(RemoteMatch {
@@ -575,7 +646,10 @@ mod tests {
             verdict: ChainVerdict::Drop,
             reason: Arc::new(Reason::Default),
         };
-        assert_eq!(render_rule(&v6), "ip6 daddr @a6i_2 meta l4proto 58 drop");
+        assert_eq!(
+            render_rule(&v6),
+            "ip6 daddr @a6i_2 meta l4proto 58 counter drop"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod cleanup;
 pub mod crds;
 pub mod diff;
 pub mod explain;
+pub mod flows;
 pub mod lint;
 pub mod matrix;
 pub mod version;

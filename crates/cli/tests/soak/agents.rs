@@ -152,6 +152,7 @@ pub fn nft_agent(kubeconfig: &Path, backend: Refusing) -> RunningAgent {
         enforcer: Box::new(NftEnforcer::new(Box::new(backend), soak_backoff())),
         hcn: None,
         sim: None,
+        flows: Default::default(),
     })
 }
 

@@ -1,0 +1,103 @@
+//! The drop log in the table: every drop rule counts its packets, then jumps to the log chain of
+//! its policy rule, which logs the packet to netlink log group [`LOG_GROUP`] (NFLOG) under one
+//! rate limit for the whole node ([`LOG_LIMIT`]) and drops it.
+//!
+//! *Why a chain of its own:* `limit` is a match in nftables: over the rate, a rule holding it
+//! does not match, and its `drop` would not run. In a chain of its own the limit only decides
+//! whether the packet is logged (the first rule), and the second rule drops it whatever the
+//! rate; the counter, in the endpoint chain's rule, counts every packet. A log chain is shared by
+//! every endpoint one policy rule applies to, so there are as many as the policies have deny
+//! rules, not as many as endpoints.
+//!
+//! The dispatch chain accepts established and related packets before any endpoint chain, so
+//! what a drop rule sees is the first packet of a connection (and its retransmissions): the log
+//! names connections denied, not every packet of a flood. The prefix carries the labels' id
+//! ([`RuleLabels::id`]), which the agent maps back to the policy rule: names may be longer than
+//! the 127 bytes a prefix holds.
+
+use crate::labels::RuleLabels;
+use crate::naming::hash;
+
+/// The netlink log group drop-log packets are sent to (one per node: the agent binds it).
+pub const LOG_GROUP: u16 = 7741;
+
+/// The named limit object every log chain shares: the node's rate for the drop log.
+pub const LOG_LIMIT: &str = "drop_log";
+
+/// The drop log's rate: at most this many log lines a second for the node, after a burst.
+pub const LOG_RATE: &str = "rate 100/second burst 100 packets";
+
+/// What log chains' names start with.
+pub const LOG_CHAIN_PREFIX: &str = "log_";
+
+/// The first word of every drop-log prefix.
+const PREFIX_WORD: &str = "netpol";
+
+/// The name and lines of the log chain of rules with `labels`.
+pub fn log_chain(labels: &RuleLabels) -> (String, Vec<String>) {
+    let lines = vec![
+        format!(
+            "limit name \"{LOG_LIMIT}\" log group {LOG_GROUP} prefix \"{PREFIX_WORD} {} {}\"",
+            labels.verdict,
+            labels.id()
+        ),
+        "drop".to_string(),
+    ];
+    let name = format!(
+        "{LOG_CHAIN_PREFIX}{}",
+        hash(lines.iter().map(String::as_str))
+    );
+    (name, lines)
+}
+
+/// The declaration of the rate limit inside a table block (`add` semantics: declaring it again
+/// leaves it as it is).
+pub fn limit_declaration() -> String {
+    format!("\tlimit {LOG_LIMIT} {{ {LOG_RATE}; }}\n")
+}
+
+/// Whether chain `name` is a log chain.
+pub fn is_log_chain(name: &str) -> bool {
+    name.starts_with(LOG_CHAIN_PREFIX)
+}
+
+/// (verdict, labels id) of a drop-log prefix netpol wrote; None for any other prefix.
+pub fn parse_prefix(prefix: &str) -> Option<(&str, &str)> {
+    let mut words = prefix.trim_end_matches('\0').split(' ');
+    if words.next()? != PREFIX_WORD {
+        return None;
+    }
+    let verdict = words.next()?;
+    let id = words.next()?;
+    words.next().is_none().then_some((verdict, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_chain_logs_under_the_node_limit_then_drops_and_its_prefix_reads_back() {
+        let labels = RuleLabels {
+            kind: "NetworkPolicy".into(),
+            namespace: "shop".into(),
+            policy: "web".into(),
+            rule: "default-deny".into(),
+            direction: "ingress",
+            verdict: "deny",
+        };
+        let (name, lines) = log_chain(&labels);
+        assert!(is_log_chain(&name));
+        assert_eq!(
+            lines[0],
+            format!(
+                "limit name \"drop_log\" log group 7741 prefix \"netpol deny {}\"",
+                labels.id()
+            )
+        );
+        assert_eq!(lines[1], "drop");
+        let prefix = format!("netpol deny {}\0", labels.id());
+        assert_eq!(parse_prefix(&prefix), Some(("deny", labels.id().as_str())));
+        assert_eq!(parse_prefix("other deny x"), None);
+    }
+}
