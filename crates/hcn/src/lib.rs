@@ -21,9 +21,11 @@
 pub mod aggregate;
 pub mod api;
 pub mod client;
+pub mod conventions;
 pub mod diff;
 pub mod discovery;
 pub mod enforcer;
+pub mod host_rules;
 pub mod hresult;
 pub mod ipsets;
 pub mod matcher;
@@ -36,11 +38,13 @@ pub mod resync;
 pub mod schema;
 pub mod sim;
 pub mod version;
+pub mod writes;
 #[cfg(windows)]
 pub mod windows;
 
 pub use api::HcnApi;
 pub use client::{HcnCalls, HcnDatapath};
+pub use conventions::{AclRemoval, IngressSetField, WriteOptions, DEFAULT_MAX_ACLS_PER_REQUEST};
 pub use enforcer::HcnEnforcer;
 pub use oracle::SimOracle;
 pub use programmer::Programmer;

@@ -12,7 +12,8 @@ use std::io::{self, Write};
 use std::net::IpAddr;
 
 use netpol_datapath::EndpointInfo;
-use netpol_hcn::diff::{diff, Altered, RuleDiff};
+use netpol_hcn::diff::{diff, ingress_sets_in, Altered, RuleDiff};
+use netpol_hcn::IngressSetField;
 use netpol_hcn::discovery::match_pods;
 use netpol_hcn::schema::{AclDirection, AclPolicySetting, EndpointPolicy};
 use serde::Serialize;
@@ -35,6 +36,9 @@ pub struct EndpointComparison<'a> {
     pub diff: RuleDiff,
     /// Foreign ACLs HCN evaluates before every netpol rule of their direction.
     pub foreign_acls_first: usize,
+    /// Ingress ACLs (any owner's) naming a peer set in the field of the other HNS convention
+    /// than netpol's default ([`IngressSetField`]).
+    pub other_set_field: usize,
 }
 
 impl EndpointComparison<'_> {
@@ -80,11 +84,14 @@ pub fn compare<'a>(
             let wanted = pod.as_ref().map_or(&[][..], |p| pods[p].rules.as_slice());
             let diff = diff(&endpoint.policies, wanted);
             let foreign_acls_first = foreign_acls_first(&diff.foreign, wanted);
+            let other_set_field =
+                ingress_sets_in(&endpoint.policies, IngressSetField::default().other());
             Some(EndpointComparison {
                 endpoint,
                 pod,
                 diff,
                 foreign_acls_first,
+                other_set_field,
             })
         })
         .collect()
@@ -232,6 +239,17 @@ pub fn write_text(out: &mut dyn Write, comparisons: &[EndpointComparison<'_>]) -
                 c.foreign_acls_first
             )?;
         }
+        if c.other_set_field > 0 {
+            let convention = IngressSetField::default();
+            writeln!(
+                out,
+                "  note: {} ingress ACLs name a peer IP set in {}, the other HNS convention than netpol's {}: if that is the one this node's HNS matches, run the agent with --hcn-ingress-set-field {}",
+                c.other_set_field,
+                convention.other(),
+                convention,
+                if convention.other() == IngressSetField::Remote { "remote" } else { "local" },
+            )?;
+        }
     }
     let differing = comparisons.iter().filter(|c| c.differs()).count();
     writeln!(
@@ -270,6 +288,13 @@ struct EndpointJson<'a> {
     altered: Vec<AlteredJson<'a>>,
     extra: &'a [EndpointPolicy],
     foreign: ForeignJson,
+    /// Ingress ACLs naming a peer set in the other HNS convention's field.
+    #[serde(skip_serializing_if = "is_zero")]
+    ingress_sets_in_other_field: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -317,6 +342,7 @@ pub fn to_json(node: Option<&str>, comparisons: &[EndpointComparison<'_>]) -> Va
                 types: foreign_types(&c.diff.foreign),
                 acls_evaluated_first: c.foreign_acls_first,
             },
+            ingress_sets_in_other_field: c.other_set_field,
         })
         .collect();
     let summary = SummaryJson {
