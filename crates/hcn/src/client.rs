@@ -13,12 +13,12 @@ use serde_json::Value;
 use netpol_datapath::{DatapathError, EndpointInfo};
 
 use crate::api::{EndpointListing, HcnApi};
+use crate::conventions::IngressSetField;
 use crate::resync::ResyncSignal;
 use crate::schema::{
     EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest,
     ModifyNetworkRequest, NetworkProperties, RequestType, SetPolicySetting,
 };
-use crate::conventions::IngressSetField;
 use crate::version::{Capabilities, IpSetMode};
 
 /// A raw HCN call failure.

@@ -26,8 +26,8 @@ use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::api::HcnApi;
 use crate::conventions::WriteOptions;
-use crate::host_rules::HostRules;
 use crate::discovery::{match_pods, EndpointDiscovery};
+use crate::host_rules::HostRules;
 use crate::ipsets::{SetChanges, SetSync, SetTable, WantedSet};
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
@@ -512,10 +512,15 @@ impl RenderCache {
             for (list, acls) in self.by_list.values_mut() {
                 *acls = Arc::new(HcnAcls::render_with(list, store, &mut Remotes::Sets(table)));
             }
-        } else if step.changed.iter().any(|(slot, _)| table.inlines_slot(*slot)) {
+        } else if step
+            .changed
+            .iter()
+            .any(|(slot, _)| table.inlines_slot(*slot))
+        {
             // An inlined (IPv6) set changed: the rules naming it carry its addresses.
             for (list, acls) in self.by_list.values_mut() {
-                let rerendered = acls.rerender_with(list, store, changed, &mut Remotes::Sets(table));
+                let rerendered =
+                    acls.rerender_with(list, store, changed, &mut Remotes::Sets(table));
                 if let Some(new) = rerendered {
                     *acls = Arc::new(new);
                 }

@@ -84,7 +84,9 @@ mod tests {
         assert_eq!(HostRules::On.rules_for(None).len(), 2);
         assert!(HostRules::Off.rules_for(Some("L2Bridge")).is_empty());
         let rules = host_rules();
-        assert!(rules.iter().all(|r| r.is_netpol_owned() && r.rule_type == Some(RuleType::Host)));
+        assert!(rules
+            .iter()
+            .all(|r| r.is_netpol_owned() && r.rule_type == Some(RuleType::Host)));
         assert_ne!(rules[0].id, rules[1].id);
     }
 }

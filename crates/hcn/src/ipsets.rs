@@ -429,8 +429,11 @@ impl SetSync {
         datapath: &dyn HcnApi,
         wanted: &BTreeMap<&str, WantedSet<'_>>,
     ) -> Result<SetChanges, DatapathError> {
-        self.refused
-            .retain(|id, (revision, _)| wanted.get(id.as_str()).is_some_and(|w| w.revision == *revision));
+        self.refused.retain(|id, (revision, _)| {
+            wanted
+                .get(id.as_str())
+                .is_some_and(|w| w.revision == *revision)
+        });
         let refused = std::mem::take(&mut self.refused);
         let known = self.known(datapath)?;
         let (mut add, mut update) = (Vec::new(), Vec::new());
@@ -467,7 +470,9 @@ impl SetSync {
                         changes.calls += 1;
                         match datapath.modify_sets(request, vec![set.setting.clone()]) {
                             Ok(()) => taken.push(set),
-                            Err(e) if e.refusal() == Some(netpol_datapath::Refusal::InvalidPolicy) => {
+                            Err(e)
+                                if e.refusal() == Some(netpol_datapath::Refusal::InvalidPolicy) =>
+                            {
                                 tracing::warn!(set = %set.setting.id, error = %e, "HNS refuses an IP set; only the endpoints naming it are held back");
                                 self.refused
                                     .insert(set.setting.id.clone(), (set.revision, e.to_string()));

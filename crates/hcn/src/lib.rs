@@ -30,6 +30,7 @@ pub mod hresult;
 pub mod ipsets;
 pub mod matcher;
 pub mod naive;
+pub mod options;
 pub mod oracle;
 pub mod programmer;
 pub mod render;
@@ -38,14 +39,15 @@ pub mod resync;
 pub mod schema;
 pub mod sim;
 pub mod version;
-pub mod writes;
 #[cfg(windows)]
 pub mod windows;
+pub mod writes;
 
 pub use api::HcnApi;
 pub use client::{HcnCalls, HcnDatapath};
 pub use conventions::{AclRemoval, IngressSetField, WriteOptions, DEFAULT_MAX_ACLS_PER_REQUEST};
 pub use enforcer::HcnEnforcer;
+pub use options::HcnOptions;
 pub use oracle::SimOracle;
 pub use programmer::Programmer;
 pub use render::{

@@ -18,12 +18,12 @@ use netpol_datapath::{
 
 use crate::api::HcnApi;
 use crate::client::HcnDatapath;
+use crate::host_rules::HostRules;
 use crate::ipsets::{SetSync, SetTable};
 use crate::matcher::Packet;
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
 use crate::schema::{AclAction, AclDirection};
-use crate::host_rules::HostRules;
 use crate::sim::{Evaluation, HcnSim, SimMode};
 use crate::version::IpSetMode;
 

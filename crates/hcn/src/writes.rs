@@ -149,10 +149,16 @@ impl EndpointWriter<'_> {
         policies: Vec<EndpointPolicy>,
     ) -> Result<bool, DatapathError> {
         let acls: Vec<String> = match request {
-            RequestType::Add => policies.iter().filter_map(EndpointPolicy::netpol_id).collect(),
+            RequestType::Add => policies
+                .iter()
+                .filter_map(EndpointPolicy::netpol_id)
+                .collect(),
             _ => Vec::new(),
         };
-        match self.datapath.modify_policies(self.endpoint, request, policies) {
+        match self
+            .datapath
+            .modify_policies(self.endpoint, request, policies)
+        {
             Ok(()) => Ok(false),
             Err(error) => match error.refusal() {
                 Some(Refusal::AlreadyExists | Refusal::PolicyNotFound) => {
@@ -179,8 +185,9 @@ impl EndpointWriter<'_> {
             let new: Vec<EndpointPolicy> = live
                 .iter()
                 .filter(|p| {
-                    p.netpol_id()
-                        .is_some_and(|id| !before.contains(&id) && wanted.iter().any(|w| w.id == id))
+                    p.netpol_id().is_some_and(|id| {
+                        !before.contains(&id) && wanted.iter().any(|w| w.id == id)
+                    })
                 })
                 .cloned()
                 .collect();
@@ -245,7 +252,9 @@ fn refused_rules(request: RequestType, acls: &[String], error: &DatapathError) -
             if many.len() > SHOWN { ", ..." } else { "" }
         ),
     };
-    format!("HNS refuses {named} as an invalid policy (not retried until the rules change): {error}")
+    format!(
+        "HNS refuses {named} as an invalid policy (not retried until the rules change): {error}"
+    )
 }
 
 #[cfg(test)]

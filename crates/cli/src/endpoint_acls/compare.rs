@@ -13,9 +13,9 @@ use std::net::IpAddr;
 
 use netpol_datapath::EndpointInfo;
 use netpol_hcn::diff::{diff, ingress_sets_in, Altered, RuleDiff};
-use netpol_hcn::IngressSetField;
 use netpol_hcn::discovery::match_pods;
 use netpol_hcn::schema::{AclDirection, AclPolicySetting, EndpointPolicy};
+use netpol_hcn::IngressSetField;
 use serde::Serialize;
 use serde_json::Value;
 

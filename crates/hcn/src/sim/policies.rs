@@ -12,7 +12,9 @@ use netpol_datapath::Refusal;
 use super::quirks::{MissingSetQuirk, RemoveQuirk, SimQuirks};
 use crate::client::RawError;
 use crate::matcher::{AclMatcher, AclParseError};
-use crate::schema::{EndpointPolicy, ModifyEndpointRequest, RequestType, ResourceType, SetPolicySetting};
+use crate::schema::{
+    EndpointPolicy, ModifyEndpointRequest, RequestType, ResourceType, SetPolicySetting,
+};
 
 /// A network IP set as the simulator holds it: the setting and its parsed values.
 pub(super) type SimSet = (SetPolicySetting, Vec<IpNet>);
@@ -51,7 +53,10 @@ pub(super) struct MatcherCache {
 impl MatcherCache {
     const LIMIT: usize = 20_000;
 
-    pub(super) fn parse(&mut self, policy: &EndpointPolicy) -> Result<Option<AclMatcher>, PolicyError> {
+    pub(super) fn parse(
+        &mut self,
+        policy: &EndpointPolicy,
+    ) -> Result<Option<AclMatcher>, PolicyError> {
         if policy.policy_type != crate::schema::ACL_POLICY_TYPE {
             return Ok(None);
         }
@@ -71,7 +76,10 @@ impl MatcherCache {
         Ok(Some(matcher))
     }
 
-    pub(super) fn parse_acls(&mut self, policies: &[EndpointPolicy]) -> Result<Vec<AclMatcher>, PolicyError> {
+    pub(super) fn parse_acls(
+        &mut self,
+        policies: &[EndpointPolicy],
+    ) -> Result<Vec<AclMatcher>, PolicyError> {
         let mut rules = Vec::new();
         for policy in policies {
             rules.extend(self.parse(policy)?);
@@ -219,7 +227,10 @@ fn refuse_duplicate_ids(
     let given = matchers
         .parse_acls(given)
         .map_err(|e| invalid(e.to_string()))?;
-    match given.iter().find(|r| !r.id.is_empty() && held.contains(&r.id)) {
+    match given
+        .iter()
+        .find(|r| !r.id.is_empty() && held.contains(&r.id))
+    {
         Some(rule) => Err(RawError::Refused {
             refusal: Refusal::AlreadyExists,
             message: format!(
