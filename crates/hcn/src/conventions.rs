@@ -44,6 +44,13 @@ impl fmt::Display for IngressSetField {
     }
 }
 
+/// How the HNS reads IP sets, from its [`crate::Capabilities`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetConventions {
+    pub ingress_field: IngressSetField,
+    pub ipv6_sets: bool,
+}
+
 /// How netpol's stale ACLs leave an endpoint (`--hcn-acl-removal`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum AclRemoval {

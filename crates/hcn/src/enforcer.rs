@@ -8,7 +8,10 @@
 //! Where the datapath has IP sets ([`Capabilities::ip_sets`](crate::Capabilities)), ACLs name
 //! network sets ([`crate::ipsets`]) and a change of addresses updates the sets holding them:
 //! sets are added and updated first, then endpoints programmed, then netpol's sets no ACL names
-//! removed once every endpoint is programmed. A failed set add or update fails the whole step
+//! removed once every endpoint is programmed. A set HNS refuses as invalid holds back only the
+//! endpoints whose rules name it (reported refused, keeping their rules). Host-scope rules
+//! ([`crate::host_rules`]) go to every endpoint with rules where the network's type needs them.
+//! Any other failed set add or update fails the whole step
 //! before any endpoint is touched (retried with backoff): endpoints keep their previous rules,
 //! which name sets still on the network, so nothing opens that was closed; a new address is
 //! not admitted (nor a removed one dropped) until the retry succeeds, as with a failed

@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::aggregate::Aggregated;
 use crate::api::HcnApi;
+pub use crate::conventions::SetConventions;
 use crate::schema::{RequestType, SetPolicySetting, IPSET, NETPOL_SET_PREFIX};
 
 /// The comma-separated `Values` of addresses, hosts without a prefix length.
@@ -169,13 +170,6 @@ pub struct SetTable {
     /// How this HNS reads sets: which field names an ingress peer's set, and whether it takes
     /// IPv6 members (rules of IPv6 sets are inlined where it does not).
     conventions: SetConventions,
-}
-
-/// How the HNS reads IP sets, from its [`crate::Capabilities`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetConventions {
-    pub ingress_field: crate::conventions::IngressSetField,
-    pub ipv6_sets: bool,
 }
 
 impl SetTable {

@@ -143,8 +143,8 @@ impl Capabilities {
     }
 
     /// How ACLs name sets on this HNS.
-    pub fn set_conventions(&self) -> crate::ipsets::SetConventions {
-        crate::ipsets::SetConventions {
+    pub fn set_conventions(&self) -> crate::conventions::SetConventions {
+        crate::conventions::SetConventions {
             ingress_field: self.ingress_set_field,
             ipv6_sets: self.ipv6_sets,
         }

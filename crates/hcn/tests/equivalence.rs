@@ -124,11 +124,7 @@ fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> En
 /// Every local endpoint, every probe address (each identity's own, both ends of every prefix,
 /// the engine tests' outside addresses), both directions, every probe port; ACLs naming network
 /// IP sets (`ip_sets`) or inlining addresses.
-fn first_engine_mismatch(engine: &Engine, ip_sets: bool) -> Option<String> {
-    first_engine_mismatch_in(engine, ip_sets, SimMode::Ideal)
-}
-
-/// [`first_engine_mismatch`] on a simulator of the build `mode` models.
+/// On a simulator of the build `mode` models.
 fn first_engine_mismatch_in(engine: &Engine, ip_sets: bool, mode: SimMode) -> Option<String> {
     let store = engine.identities();
     let oracle = match SimOracle::build_in(engine, &CompileOptions::default(), ip_sets, mode) {

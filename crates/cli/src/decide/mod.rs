@@ -265,25 +265,25 @@ mod tests {
             engine: EngineKind::Reference,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
-            hcn_sim_mode: Default::default(),
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
-            hcn_sim_mode: Default::default(),
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::On,
-            hcn_sim_mode: Default::default(),
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::Off,
-            hcn_sim_mode: Default::default(),
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
     ];
 
@@ -353,7 +353,7 @@ mod tests {
             engine: EngineKind::Reference,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::Auto,
-            hcn_sim_mode: Default::default(),
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         assert!(matches!(
             oracle(args, &cluster()),

@@ -15,6 +15,11 @@
 //! - `Add` appends, `Remove` takes away the policies equal to the given ones, `Update` replaces
 //!   the whole list: other owners' policies survive `Add` and `Remove` whatever happens between
 //!   a client's read and its write.
+//! - What real builds may do otherwise are quirks ([`SimQuirks`], one [`SimMode`] per Windows
+//!   Server build): a loose or ignored `Remove`, the field an ingress set is matched in, an
+//!   l2bridge host layer denying by default (`RuleType: Host` rules are evaluated there only),
+//!   a bound on new ACLs per request, IPv6 sets and duplicate ids refused, a missing set matching
+//!   nothing.
 //! - The network holds IP sets (`SetPolicy` of type `IPSET`, by `Id`). A network `Add` creates
 //!   sets and refuses an `Id` already there; `Update` replaces the values of existing sets and
 //!   refuses a missing one; `Remove` deletes sets and refuses one an endpoint's ACL still names.
