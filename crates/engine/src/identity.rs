@@ -428,6 +428,9 @@ impl IdentityStore {
                     members.join(",")
                 )
             }
+            IdentityKind::Node(n) if stored.members.len() > 1 => {
+                format!("node {} [{}]", n.name, members.join(","))
+            }
             _ if stored.members.len() > 1 => {
                 format!("{} [{}]", stored.representative, members.join(","))
             }

@@ -3,9 +3,8 @@
 //! then every selector, and only then any MapState.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 
-use super::identities::IdentityChanges;
+use super::identities::{IdentityChanges, StagedClaim, Touched};
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
 use crate::identity::{Identity, IdentityId, PodInfo};
@@ -76,7 +75,9 @@ impl Engine {
         // when memory peaks (at an initial sync, the peers of 36,000 policies).
         drop(peers);
 
-        self.update_local(staged_pods);
+        // Pods that gained or lost an address to another claimant can start or stop being
+        // endpoints too (`changed_pods` holds them).
+        self.update_local(staged_pods.into_iter().chain(changed_pods.iter().cloned()));
         let mut out = self.remove_gone_endpoints();
         out.extend(self.update_endpoints(
             policies_changed,
@@ -122,14 +123,16 @@ impl Engine {
     /// new cluster CIDRs when they arrive. Also returns the pods whose identities changed.
     fn apply_identities(
         &mut self,
-        pods: BTreeMap<String, Arc<[Identity]>>,
-        nodes: BTreeMap<String, Arc<[Identity]>>,
+        pods: BTreeMap<String, StagedClaim>,
+        nodes: BTreeMap<String, StagedClaim>,
         policies_changed: bool,
     ) -> (IdentityChanges, HashSet<String>) {
         let mut changes = IdentityChanges::default();
         let mut arrivals: Vec<Identity> = Vec::new();
-        let changed_pods = self.replace_pods(pods, &mut changes, &mut arrivals);
-        self.replace_nodes(nodes, &mut changes, &mut arrivals);
+        let mut touched = Touched::default();
+        let mut changed_pods = self.replace_pods(pods, &mut touched);
+        self.replace_nodes(nodes, &mut touched);
+        changed_pods.extend(self.settle_addresses(touched, &mut changes, &mut arrivals));
         if policies_changed {
             self.sync_policy_identities(&mut changes, &mut arrivals);
         }
@@ -168,8 +171,8 @@ impl Engine {
     }
 
     /// Phase 4: only the staged pods can have become local endpoints or stopped being ones.
-    fn update_local(&mut self, staged_pods: Vec<String>) {
-        for key in staged_pods {
+    fn update_local(&mut self, pods: impl Iterator<Item = String>) {
+        for key in pods {
             if self.is_local_pod(&key) {
                 self.local.insert(key);
             } else {

@@ -27,12 +27,19 @@ impl Engine {
         {
             return false;
         }
-        let pod = self
-            .pods
-            .get(key)
-            .and_then(|identities| identities.first())
-            .and_then(Identity::as_pod);
-        pod.is_some_and(|p| self.config.local_node.is_none() || p.node == self.config.local_node)
+        let Some(identities) = self.pods.get(key) else {
+            return false;
+        };
+        let pod = identities.first().and_then(Identity::as_pod);
+        // A pod that owns none of its addresses any more (a newer pod was given them: its
+        // sandbox is gone) is no endpoint.
+        let owns_one = identities
+            .iter()
+            .any(|i| self.pod_owns(key, i.prefix.addr()));
+        owns_one
+            && pod.is_some_and(|p| {
+                self.config.local_node.is_none() || p.node == self.config.local_node
+            })
     }
 
     /// Recomputes endpoint `key` in full, or copies the state a twin got earlier in the same
@@ -73,7 +80,7 @@ impl Engine {
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
-        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let addresses = self.owned_addresses(key, identities);
         let Some(source) = self.endpoints.get(twin) else {
             return self.recompute_endpoint(key);
         };
@@ -140,10 +147,22 @@ impl Engine {
         }
     }
 
+    /// The addresses of pod `key` that it owns: an address a newer pod was given is that pod's.
+    fn owned_addresses(&self, key: &str, identities: &[Identity]) -> Vec<IpAddr> {
+        identities
+            .iter()
+            .map(|i| i.prefix.addr())
+            .filter(|address| self.pod_owns(key, *address))
+            .collect()
+    }
+
     /// Points the endpoint's addresses, and no longer its old ones, at it.
     fn readdress_endpoint(&mut self, key: &str, old: Option<&[IpAddr]>, new: &[IpAddr]) {
         for address in old.unwrap_or_default() {
-            self.endpoint_addresses.remove(address);
+            // Unless another endpoint took it over first in this commit.
+            if self.endpoint_addresses.get(address).map(String::as_str) == Some(key) {
+                self.endpoint_addresses.remove(address);
+            }
         }
         for address in new {
             self.endpoint_addresses.insert(*address, key.to_owned());
@@ -156,7 +175,7 @@ impl Engine {
         let Some(pod) = identities.first().and_then(Identity::as_pod).cloned() else {
             return Vec::new();
         };
-        let addresses: Vec<IpAddr> = identities.iter().map(|i| i.prefix.addr()).collect();
+        let addresses = self.owned_addresses(key, identities);
         let policy = self.resolve_policy(&pod);
         let mut state = self.endpoints.remove(key).unwrap_or_else(|| EndpointState {
             pod: pod.clone(),

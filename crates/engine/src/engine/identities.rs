@@ -5,12 +5,13 @@
 //! Nothing here touches a selector or a MapState: it only records, in [`IdentityChanges`], what
 //! the selectors and endpoints must hear about afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use super::claims::Claimant;
 use super::keys_in_use::KeysInUse;
 use super::Engine;
 use crate::identity::{Identity, IdentityId};
@@ -29,25 +30,38 @@ pub(super) struct IdentityChanges {
     pub(super) moved: Vec<IpAddr>,
 }
 
+/// A staged pod's or node's identities (one per address; none: the object is gone) and its
+/// creation time in seconds, which orders its claims on addresses (see [`super::claims`]).
+pub(super) type StagedClaim = (Arc<[Identity]>, Option<i64>);
+
+/// The addresses a commit's claims touched, each with its owner and the owner's identity before
+/// the commit (`None`: no one held it), in the order they were first touched: identities are
+/// numbered in the order their addresses arrive, which must not depend on a hash.
+#[derive(Debug, Default)]
+pub(super) struct Touched {
+    order: Vec<IpAddr>,
+    before: HashMap<IpAddr, Option<(Claimant, Identity)>>,
+}
+
 impl Engine {
-    /// Replaces the identities of the staged pods. Addresses they no longer have leave the store
-    /// now; new ones are queued in `arrivals`, to enter only after every departure of the commit.
-    /// Returns the keys of the pods whose identities changed: if local, they need a full
-    /// recompute, since their own labels, node or ports may be what changed.
+    /// Replaces the identities of the staged pods and records their claims on addresses; the
+    /// store follows in [`Engine::settle_addresses`]. Returns the keys of the pods whose
+    /// identities changed: if local, they need a full recompute, since their own labels, node or
+    /// ports may be what changed.
     pub(super) fn replace_pods(
         &mut self,
-        staged: BTreeMap<String, Arc<[Identity]>>,
-        changes: &mut IdentityChanges,
-        arrivals: &mut Vec<Identity>,
+        staged: BTreeMap<String, StagedClaim>,
+        touched: &mut Touched,
     ) -> HashSet<String> {
         let mut changed_pods = HashSet::new();
-        for (key, identities) in staged {
-            let old = self.pods.remove(&key).unwrap_or_default();
+        for (key, (identities, created)) in staged {
+            let claimant = Claimant::Pod(key.as_str().into());
+            let old = self.pods.get(&key).cloned().unwrap_or_default();
             if old != identities {
                 changed_pods.insert(key.clone());
             }
-            self.leave(&old, &identities, changes);
-            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+            self.reclaim(&claimant, &old, &identities, created, touched);
+            self.pods.remove(&key);
             if !identities.is_empty() {
                 self.pods.insert(key, identities);
             }
@@ -59,18 +73,137 @@ impl Engine {
     /// endpoints, so no node needs a full recompute.
     pub(super) fn replace_nodes(
         &mut self,
-        staged: BTreeMap<String, Arc<[Identity]>>,
-        changes: &mut IdentityChanges,
-        arrivals: &mut Vec<Identity>,
+        staged: BTreeMap<String, StagedClaim>,
+        touched: &mut Touched,
     ) {
-        for (name, identities) in staged {
-            let old = self.nodes.remove(&name).unwrap_or_default();
-            self.leave(&old, &identities, changes);
-            arrivals.extend(identities.iter().filter(|i| !old.contains(i)).cloned());
+        for (name, (identities, created)) in staged {
+            let claimant = Claimant::Node(name.as_str().into());
+            let old = self.nodes.get(&name).cloned().unwrap_or_default();
+            self.reclaim(&claimant, &old, &identities, created, touched);
+            self.nodes.remove(&name);
             if !identities.is_empty() {
                 self.nodes.insert(name, identities);
             }
         }
+    }
+
+    /// Moves `claimant`'s claims from the addresses of `old` to those of `new`, noting in
+    /// `touched` what held each address before the commit touched it. The claimant keeps the
+    /// rank it first claimed with, so an update of an older pod does not make it the newest;
+    /// unless its creation time changed: then it is another object under the same name (a
+    /// StatefulSet pod made again), claiming anew.
+    fn reclaim(
+        &mut self,
+        claimant: &Claimant,
+        old: &[Identity],
+        new: &[Identity],
+        created: Option<i64>,
+        touched: &mut Touched,
+    ) {
+        let addresses = old.iter().chain(new).map(|i| i.prefix.addr());
+        for address in addresses {
+            if !touched.before.contains_key(&address) {
+                touched.before.insert(address, self.owner(address));
+                touched.order.push(address);
+            }
+        }
+        let kept = old
+            .iter()
+            .find_map(|i| self.claims.rank_of(i.prefix.addr(), claimant))
+            .filter(|rank| rank.created() == created);
+        for identity in old {
+            self.claims.release(identity.prefix.addr(), claimant);
+        }
+        if new.is_empty() {
+            return;
+        }
+        let rank = kept.unwrap_or_else(|| self.claims.new_rank(created));
+        for identity in new {
+            self.claims
+                .claim(identity.prefix.addr(), claimant.clone(), rank);
+        }
+    }
+
+    /// The object that owns `address`, with its identity as staged.
+    pub(super) fn owner(&self, address: IpAddr) -> Option<(Claimant, Identity)> {
+        let owner = self.claims.owner(address)?;
+        let identity = self.claimed_identity(owner, address)?;
+        Some((owner.clone(), identity.clone()))
+    }
+
+    /// The identity at each address of its owner, pods' then nodes', by key: identities are
+    /// numbered in the order addresses arrive, which must not depend on a hash.
+    pub(super) fn owned_identities(&self) -> impl Iterator<Item = &Identity> {
+        let pods = self
+            .pods
+            .iter()
+            .map(|(k, i)| (Claimant::Pod(k.as_str().into()), i));
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|(k, i)| (Claimant::Node(k.as_str().into()), i));
+        pods.chain(nodes).flat_map(move |(claimant, identities)| {
+            identities
+                .iter()
+                .filter(move |i| self.claims.owner(i.prefix.addr()) == Some(&claimant))
+        })
+    }
+
+    /// `claimant`'s identity at `address`, as staged.
+    pub(super) fn claimed_identity(
+        &self,
+        claimant: &Claimant,
+        address: IpAddr,
+    ) -> Option<&Identity> {
+        let identities = match claimant {
+            Claimant::Pod(key) => self.pods.get(&**key)?,
+            Claimant::Node(name) => self.nodes.get(&**name)?,
+        };
+        identities.iter().find(|i| i.prefix.addr() == address)
+    }
+
+    /// Whether the pod `key` owns `address`.
+    pub(super) fn pod_owns(&self, key: &str, address: IpAddr) -> bool {
+        self.claims
+            .owner(address)
+            .and_then(Claimant::pod_key)
+            .is_some_and(|owner| owner == key)
+    }
+
+    /// Brings the store up to date with the touched addresses' owners: an address whose owning
+    /// identity changed leaves the store now and its new owner's identity joins `arrivals`, to
+    /// enter only after every departure of the commit. Returns the pods that gained or lost an
+    /// address to another claimant: their endpoints change although their own objects did not.
+    pub(super) fn settle_addresses(
+        &mut self,
+        touched: Touched,
+        changes: &mut IdentityChanges,
+        arrivals: &mut Vec<Identity>,
+    ) -> HashSet<String> {
+        let mut owners_changed = HashSet::new();
+        let Touched { order, mut before } = touched;
+        for address in order {
+            let before = before.remove(&address).flatten();
+            let after = self.owner(address);
+            let identity =
+                |owner: &Option<(Claimant, Identity)>| owner.as_ref().map(|o| o.1.clone());
+            if identity(&before) == identity(&after) {
+                continue;
+            }
+            let claimant =
+                |owner: &Option<(Claimant, Identity)>| owner.as_ref().map(|o| o.0.clone());
+            if claimant(&before) != claimant(&after) {
+                let pods = [&before, &after].into_iter().flatten();
+                owners_changed.extend(pods.filter_map(|(c, _)| c.pod_key().map(str::to_owned)));
+            }
+            if before.is_some() {
+                self.depart(address, changes);
+            }
+            if let Some((_, identity)) = after {
+                arrivals.push(identity);
+            }
+        }
+        owners_changed
     }
 
     /// Brings the identities that follow the policies' peers up to date: world prefixes, and the
@@ -170,13 +303,13 @@ impl Engine {
         arrivals: &mut Vec<Identity>,
         all: bool,
     ) {
-        // Arrivals are not in the store yet: they get their CIDRs when they arrive.
+        // Arrivals are not in the store yet: they get their CIDRs when they arrive. Only an
+        // address's owner is in the store.
         let staying: Vec<(IdentityId, Identity)> = self
-            .pods
-            .values()
-            .chain(self.nodes.values())
-            .flat_map(|i| i.iter())
-            .filter_map(|i| Some((self.store.host(i.prefix.addr())?, i.clone())))
+            .owned_identities()
+            .filter_map(|identity| {
+                Some((self.store.host(identity.prefix.addr())?, identity.clone()))
+            })
             .collect();
         for (id, identity) in staying {
             let address = identity.prefix.addr();
@@ -184,13 +317,6 @@ impl Engine {
                 self.depart(address, changes);
                 arrivals.push(identity);
             }
-        }
-    }
-
-    /// Takes the addresses of `old` identities that `new` does not keep out of the store.
-    fn leave(&mut self, old: &[Identity], new: &[Identity], changes: &mut IdentityChanges) {
-        for identity in old.iter().filter(|i| !new.contains(i)) {
-            self.depart(identity.prefix.addr(), changes);
         }
     }
 

@@ -12,6 +12,7 @@
 //! `endpoints` the MapStates' side (full and per-class recomputes, twins).
 
 mod budget;
+mod claims;
 mod commit;
 mod endpoints;
 mod identities;
@@ -107,8 +108,8 @@ struct EndpointState {
 #[derive(Debug, Default)]
 struct Staged {
     policies: BTreeMap<String, Option<Vec<PolicyEntry>>>,
-    pods: BTreeMap<String, Arc<[Identity]>>,
-    nodes: BTreeMap<String, Arc<[Identity]>>,
+    pods: BTreeMap<String, identities::StagedClaim>,
+    nodes: BTreeMap<String, identities::StagedClaim>,
 }
 
 impl Staged {
@@ -132,6 +133,8 @@ pub struct Engine {
     /// that staged them ([`Engine::set_pod_shared`]): the agent's pod index holds the same copy.
     pods: BTreeMap<String, Arc<[Identity]>>,
     nodes: BTreeMap<String, Arc<[Identity]>>,
+    /// Which pod or node owns each address, when several claim one (a reused pod address).
+    claims: claims::ClaimBook,
     world: BTreeMap<IpNet, IdentityId>,
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
@@ -170,6 +173,7 @@ impl Engine {
             levels: Levels::default(),
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
+            claims: claims::ClaimBook::default(),
             world: BTreeMap::new(),
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
@@ -220,12 +224,37 @@ impl Engine {
     /// [`Engine::set_pod`] with identities the caller keeps too: the engine holds the same
     /// allocation rather than a copy of its own.
     pub fn set_pod_shared(&mut self, key: impl Into<String>, identities: Arc<[Identity]>) {
-        self.staged.pods.insert(key.into(), identities);
+        self.set_pod_created(key, identities, None);
+    }
+
+    /// [`Engine::set_pod_shared`] for a pod created at `created` (seconds since the epoch, from
+    /// its `creationTimestamp`): when pods claim the same address (a CNI reuses a freed address
+    /// before the old pod's delete arrives), the newest owns it, whatever order their events
+    /// arrive in; among equal or unknown creation times, the claim that arrived last.
+    pub fn set_pod_created(
+        &mut self,
+        key: impl Into<String>,
+        identities: Arc<[Identity]>,
+        created: Option<i64>,
+    ) {
+        self.staged.pods.insert(key.into(), (identities, created));
     }
 
     /// Stages a node's identities; an empty list removes the node.
     pub fn set_node(&mut self, name: impl Into<String>, identities: Vec<Identity>) {
-        self.staged.nodes.insert(name.into(), identities.into());
+        self.set_node_created(name, identities, None);
+    }
+
+    /// [`Engine::set_node`] for a node created at `created` (see [`Engine::set_pod_created`]).
+    pub fn set_node_created(
+        &mut self,
+        name: impl Into<String>,
+        identities: Vec<Identity>,
+        created: Option<i64>,
+    ) {
+        self.staged
+            .nodes
+            .insert(name.into(), (identities.into(), created));
     }
 
     /// The identities whose member addresses the last [`Engine::commit`] changed: new and
@@ -280,12 +309,9 @@ impl Engine {
         for prefix in self.world.keys() {
             store.insert(Identity::world(*prefix));
         }
-        for identity in self
-            .pods
-            .values()
-            .chain(self.nodes.values())
-            .flat_map(|i| i.iter())
-        {
+        // Only an address's owner: a pod still listing an address a newer one was given holds
+        // it no longer.
+        for identity in self.owned_identities() {
             store.insert(identity.clone());
         }
         store

@@ -34,6 +34,23 @@ pub fn namespace_labels(ns: usize, relabelled: bool) -> Labels {
 pub const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
 
 pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<Identity> {
+    let v4: IpAddr = format!("10.0.{}.{}", index % 3, 10 + index)
+        .parse()
+        .unwrap();
+    let mut addresses = vec![v4];
+    if spec.ipv6 {
+        addresses.push(format!("fd00::{}", 10 + index).parse().unwrap());
+    }
+    pod_identities_at(index, spec, ns_relabelled, &addresses)
+}
+
+/// The identities of pod `index` at the given addresses.
+pub fn pod_identities_at(
+    index: usize,
+    spec: &PodSpec,
+    ns_relabelled: bool,
+    addresses: &[IpAddr],
+) -> Vec<Identity> {
     let info = PodInfo {
         namespace: NAMESPACES[spec.namespace].into(),
         name: format!("pod{index}"),
@@ -60,17 +77,10 @@ pub fn pod_identities(index: usize, spec: &PodSpec, ns_relabelled: bool) -> Vec<
             },
         ],
     };
-    let v4: IpAddr = format!("10.0.{}.{}", index % 3, 10 + index)
-        .parse()
-        .unwrap();
-    let mut ids = vec![Identity::pod(info.clone(), v4)];
-    if spec.ipv6 {
-        ids.push(Identity::pod(
-            info,
-            format!("fd00::{}", 10 + index).parse().unwrap(),
-        ));
-    }
-    ids
+    addresses
+        .iter()
+        .map(|address| Identity::pod(info.clone(), *address))
+        .collect()
 }
 
 pub fn node_identities(i: usize) -> Vec<Identity> {
