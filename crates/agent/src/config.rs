@@ -25,7 +25,7 @@ pub enum DatapathKind {
 }
 
 /// What the chosen datapath is told beyond its kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DatapathOptions {
     /// nftables: program the table even on a node whose dataplane was found to carry pod traffic
     /// past netfilter (`netpol_nft::bypass`), where it would enforce nothing. For a node the
@@ -41,6 +41,9 @@ pub struct DatapathOptions {
     /// HCN: whether ACLs name network IP sets (`--hcn-ip-sets`); `Auto` uses them where the HNS
     /// has them (HNS 13.0 and later, and the simulator, which is HNS 15.0).
     pub hcn_ip_sets: netpol_hcn::IpSetMode,
+    /// HCN: how ACLs are written, host-scope rules, the ingress set convention, the network, and
+    /// the simulator's mode.
+    pub hcn: netpol_hcn::HcnOptions,
 }
 
 /// Everything the agent needs to run.

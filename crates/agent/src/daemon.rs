@@ -66,7 +66,7 @@ pub fn run(config: &AgentConfig) -> anyhow::Result<()> {
     exit_on_panic(observability.health.clone());
     let datapaths = datapaths::build(
         config.datapath,
-        config.datapath_options,
+        config.datapath_options.clone(),
         &observability.metrics,
         &observability.health,
     )?;

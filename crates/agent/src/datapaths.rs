@@ -9,7 +9,7 @@ use netpol_datapath::{Backoff, Enforcer};
 use netpol_hcn::discovery::HostEndpoints;
 use netpol_hcn::discovery::{EndpointDiscovery, SimulatedCni};
 use netpol_hcn::sim::{HcnSim, SimSession};
-use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer, IpSetMode};
+use netpol_hcn::{HcnApi, HcnDatapath, HcnEnforcer, HcnOptions, IpSetMode};
 
 use crate::config::{DatapathKind, DatapathOptions};
 use crate::flows::FlowLog;
@@ -33,13 +33,13 @@ impl Datapaths {
         datapath: Arc<dyn HcnApi>,
         discovery: Box<dyn EndpointDiscovery>,
         sim: Option<Arc<HcnDatapath<HcnSim>>>,
+        options: &HcnOptions,
     ) -> Self {
         Datapaths {
-            enforcer: Box::new(HcnEnforcer::new(
-                datapath.clone(),
-                discovery,
-                Backoff::default(),
-            )),
+            enforcer: Box::new(
+                HcnEnforcer::new(datapath.clone(), discovery, Backoff::default())
+                    .with_writes(options.writes, options.host_rules),
+            ),
             hcn: Some(datapath),
             sim,
             flows: Arc::new(FlowLog::default()),
@@ -56,12 +56,15 @@ pub fn build(
 ) -> anyhow::Result<Datapaths> {
     match kind {
         DatapathKind::HcnSim => hcn_sim_with(
-            Arc::new(HcnDatapath::new(HcnSim::new())),
+            Arc::new(HcnDatapath::new(HcnSim::with_mode(options.hcn.sim_mode))),
             options.hcn_ip_sets,
+            &options.hcn,
             metrics,
             health,
         ),
-        DatapathKind::Hcn => host_hcn(options.hcn_ip_sets, |raw| instrument(raw, metrics, health)),
+        DatapathKind::Hcn => host_hcn(options.hcn_ip_sets, &options.hcn, |raw| {
+            instrument(raw, metrics, health)
+        }),
         DatapathKind::Nftables => nftables(options, metrics, health),
     }
 }
@@ -78,24 +81,33 @@ pub fn hcn_sim(
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
-    hcn_sim_with(sim, IpSetMode::Auto, metrics, health)
+    hcn_sim_with(
+        sim,
+        IpSetMode::Auto,
+        &HcnOptions::default(),
+        metrics,
+        health,
+    )
 }
 
 /// [`hcn_sim`] with IP sets used as `ip_sets` says.
 pub fn hcn_sim_with(
     sim: Arc<HcnDatapath<HcnSim>>,
     ip_sets: IpSetMode,
+    options: &HcnOptions,
     metrics: &Metrics,
     health: &Arc<Health>,
 ) -> anyhow::Result<Datapaths> {
     let host = sim.clone();
+    let (network, field) = (options.network.clone(), options.ingress_set_field);
     // The agent talks to the simulator through sessions an HNS restart invalidates, as it
     // talks to the real HNS; the stand-in CNI plugin keeps its own view.
     let sessions = Reconnecting::new(Box::new(move || {
-        Ok(Arc::new(HcnDatapath::with_ip_sets(
-            SimSession::connect(&host),
-            ip_sets,
-        )) as Arc<dyn HcnApi>)
+        Ok(Arc::new(
+            HcnDatapath::with_ip_sets(SimSession::connect(&host), ip_sets)
+                .with_network(network.clone())
+                .with_ingress_set_field(field),
+        ) as Arc<dyn HcnApi>)
     }))?;
     ip_sets
         .check(&sessions.capabilities())
@@ -104,6 +116,7 @@ pub fn hcn_sim_with(
         instrument(Arc::new(sessions), metrics, health),
         Box::new(SimulatedCni::new(sim.clone())),
         Some(sim),
+        options,
     ))
 }
 
@@ -180,8 +193,10 @@ fn nftables(_: DatapathOptions, _: &Metrics, _: &Arc<Health>) -> anyhow::Result<
 #[cfg(windows)]
 fn host_hcn(
     ip_sets: IpSetMode,
+    options: &HcnOptions,
     instrument: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>,
 ) -> anyhow::Result<Datapaths> {
+    let (network, field) = (options.network.clone(), options.ingress_set_field);
     // Re-created (registering for notifications again) after every HNS restart. Fails at once,
     // saying why, where HNS is missing or too old.
     let client = Reconnecting::new(Box::new(move || {
@@ -192,27 +207,38 @@ fn host_hcn(
                 message: e.to_string(),
             }
         })?;
-        Ok(Arc::new(HcnDatapath::with_ip_sets(client, ip_sets)) as Arc<dyn HcnApi>)
+        Ok(Arc::new(
+            HcnDatapath::with_ip_sets(client, ip_sets)
+                .with_network(network.clone())
+                .with_ingress_set_field(field),
+        ) as Arc<dyn HcnApi>)
     }))?;
     // `on` refuses an HNS without IP sets; `auto` inlines addresses there.
     ip_sets
         .check(&client.capabilities())
         .map_err(anyhow::Error::msg)?;
+    let capabilities = client.capabilities();
     tracing::info!(
-        ip_sets = client.capabilities().ip_sets,
+        ip_sets = capabilities.ip_sets,
         mode = ?ip_sets,
-        "HCN ACLs name network IP sets where this is true, inline addresses otherwise"
+        ingress_set_field = %capabilities.ingress_set_field,
+        acl_removal = ?options.writes.removal,
+        max_acls_per_request = options.writes.max_acls_per_request,
+        host_rules = ?options.host_rules,
+        "HCN ACLs name network IP sets where ip_sets is true, inline addresses otherwise"
     );
     Ok(Datapaths::hcn(
         instrument(Arc::new(client)),
         Box::new(HostEndpoints::default()),
         None,
+        options,
     ))
 }
 
 #[cfg(not(windows))]
 fn host_hcn(
     _: IpSetMode,
+    _: &HcnOptions,
     _: impl Fn(Arc<dyn HcnApi>) -> Arc<dyn HcnApi>,
 ) -> anyhow::Result<Datapaths> {
     bail!("the HCN datapath exists only on Windows; use --datapath hcn-sim")

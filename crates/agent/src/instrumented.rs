@@ -126,6 +126,10 @@ impl<H: HcnApi + ?Sized> HcnApi for Instrumented<Arc<H>> {
         )
     }
 
+    fn network_type(&self) -> Result<Option<String>, DatapathError> {
+        self.inner.network_type()
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.inner.capabilities()
     }

@@ -58,7 +58,8 @@ pub fn sync(
     let mut registry = Registry::default();
     let metrics = Metrics::register(&mut registry);
     let health = Arc::new(Health::default());
-    let Datapaths { enforcer, sim, .. } = datapaths::build(datapath, options, &metrics, &health)?;
+    let Datapaths { enforcer, sim, .. } =
+        datapaths::build(datapath, options.clone(), &metrics, &health)?;
     let mut pipeline = Pipeline::with_enforcer(node, enforcer, metrics.clone());
     if let Some(limit) = options.max_policy_entries {
         pipeline.set_max_policy_entries(limit);

@@ -152,6 +152,10 @@ impl HcnApi for Reconnecting {
         self.call(|d| d.modify_sets(request, sets.clone()))
     }
 
+    fn network_type(&self) -> Result<Option<String>, DatapathError> {
+        self.call(|d| d.network_type())
+    }
+
     fn capabilities(&self) -> Capabilities {
         self.capabilities
     }

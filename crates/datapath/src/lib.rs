@@ -31,6 +31,6 @@ pub use compile::{
     CompiledRules, PatchMemo, RuleCount,
 };
 pub use enforcer::{CompiledPods, Desired, EndpointInfo, Enforcer, LocalPods};
-pub use error::DatapathError;
+pub use error::{DatapathError, Refusal};
 pub use ordered::{Family, OrderedRule, RemoteSet, RuleAction, ALL_PORTS};
 pub use report::{ApplyReport, Outcome};

@@ -31,8 +31,8 @@ pub trait HcnApi: Send + Sync {
     fn read_policies(&self, endpoint: &str) -> Result<Vec<EndpointPolicy>, DatapathError>;
 
     /// Sends one policy request to the endpoint: `Add` the given policies, `Remove` them (each
-    /// exactly as read back), or `Update` (replace the whole list, which loses what another
-    /// owner adds meanwhile: netpol's programmer never sends it).
+    /// exactly as read back), or `Update` (replace the whole list: netpol's programmer sends it
+    /// with the list just read back, see [`crate::writes`]).
     fn modify_policies(
         &self,
         endpoint: &str,
@@ -54,6 +54,12 @@ pub trait HcnApi: Send + Sync {
     ) -> Result<(), DatapathError> {
         let _ = (request, sets);
         Err(unsupported("HcnModifyNetwork"))
+    }
+
+    /// The `Type` of the network the endpoints are on (`L2Bridge`, `Overlay`, ...), if known:
+    /// whether endpoints need host-scope rules ([`crate::host_rules`]).
+    fn network_type(&self) -> Result<Option<String>, DatapathError> {
+        Ok(None)
     }
 
     /// What the HNS on this host supports.

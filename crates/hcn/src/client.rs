@@ -13,6 +13,7 @@ use serde_json::Value;
 use netpol_datapath::{DatapathError, EndpointInfo};
 
 use crate::api::{EndpointListing, HcnApi};
+use crate::conventions::IngressSetField;
 use crate::resync::ResyncSignal;
 use crate::schema::{
     EndpointPolicy, EndpointProperties, HostComputeQuery, ModifyEndpointRequest,
@@ -31,6 +32,12 @@ pub enum RawError {
     /// HNS answers, and everything read again.
     #[error("HNS is not answering or restarted: the client must reconnect")]
     Disconnected,
+    /// HNS refused a policy request for a reason it named (an `HCN_E_POLICY_*` code).
+    #[error("{message}")]
+    Refused {
+        refusal: netpol_datapath::Refusal,
+        message: String,
+    },
     /// Any other failure, with HCN's error record where it gave one.
     #[error("{message}")]
     Failed { message: String },
@@ -77,8 +84,15 @@ pub struct HcnDatapath<C> {
     calls: C,
     /// Whether ACLs name IP sets where the HNS has them.
     ip_sets: IpSetMode,
-    /// The network IP sets go on: the network of the most endpoints in the last listing.
+    /// The network IP sets go on: the configured one, or the network of the most endpoints in
+    /// the last listing.
     network: Mutex<Option<String>>,
+    /// The network configured (`--hcn-network`), by id or name.
+    configured_network: Option<String>,
+    /// Networks' names and types by id, as queried (a network keeps both for its life).
+    network_props: Mutex<BTreeMap<String, (String, String)>>,
+    /// Overrides the HNS version's ingress set convention (`--hcn-ingress-set-field`).
+    ingress_set_field: Option<IngressSetField>,
 }
 
 impl<C: HcnCalls> HcnDatapath<C> {
@@ -93,7 +107,59 @@ impl<C: HcnCalls> HcnDatapath<C> {
             calls,
             ip_sets: mode,
             network: Mutex::new(None),
+            configured_network: None,
+            network_props: Mutex::new(BTreeMap::new()),
+            ingress_set_field: None,
         }
+    }
+
+    /// IP sets go on the network with this id or name rather than on the one most endpoints
+    /// are on.
+    pub fn with_network(self, network: Option<String>) -> Self {
+        HcnDatapath {
+            configured_network: network.filter(|n| !n.is_empty()),
+            ..self
+        }
+    }
+
+    /// Ingress ACLs name a peer's set in this field, whatever the HNS version's convention.
+    pub fn with_ingress_set_field(self, field: Option<IngressSetField>) -> Self {
+        HcnDatapath {
+            ingress_set_field: field,
+            ..self
+        }
+    }
+
+    /// A network's name and type, queried once.
+    fn network_props(&self, id: &str) -> Result<(String, String), DatapathError> {
+        if let Some(props) = self.network_props.lock().expect("props lock").get(id) {
+            return Ok(props.clone());
+        }
+        let props = self.query_network(Some(id))?;
+        let kind = match props.other.get("Type") {
+            Some(Value::String(kind)) => kind.clone(),
+            _ => String::new(),
+        };
+        let entry = (props.name, kind);
+        self.network_props
+            .lock()
+            .expect("props lock")
+            .insert(id.to_string(), entry.clone());
+        Ok(entry)
+    }
+
+    fn query_network(&self, network: Option<&str>) -> Result<NetworkProperties, DatapathError> {
+        let query = serde_json::to_string(&HostComputeQuery::default())
+            .expect("an HCN query serializes to JSON");
+        let text = self
+            .calls
+            .query_network(network, &query)
+            .map_err(|e| classify("HcnQueryNetworkProperties", None, e))?;
+        serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
+            call: "HcnQueryNetworkProperties",
+            endpoint: None,
+            message: e.to_string(),
+        })
     }
 
     /// The network IP sets go on, as the last endpoint listing found it.
@@ -101,8 +167,22 @@ impl<C: HcnCalls> HcnDatapath<C> {
         self.network.lock().expect("network lock").clone()
     }
 
-    /// Remembers the network most listed endpoints are on; warns when they are on several.
+    /// Remembers the network IP sets go on: the configured one, or the one most listed
+    /// endpoints are on (with a warning when they are on several).
     fn note_networks(&self, networks: &BTreeMap<String, usize>) {
+        if let Some(wanted) = &self.configured_network {
+            let found = networks.keys().find(|id| {
+                id.eq_ignore_ascii_case(wanted)
+                    || self
+                        .network_props(id)
+                        .is_ok_and(|(name, _)| name.eq_ignore_ascii_case(wanted))
+            });
+            if found.is_none() && !networks.is_empty() {
+                tracing::warn!(network = %wanted, "no listed endpoint is on the configured HNS network (--hcn-network): it holds no pod netpol programs");
+            }
+            *self.network.lock().expect("network lock") = found.cloned();
+            return;
+        }
         let Some((network, _)) = networks
             .iter()
             .max_by_key(|(id, n)| (**n, std::cmp::Reverse(*id)))
@@ -113,7 +193,7 @@ impl<C: HcnCalls> HcnDatapath<C> {
             tracing::warn!(
                 networks = networks.len(),
                 chosen = %network,
-                "endpoints are on several HNS networks; netpol's IP sets go on the network of the most endpoints, and ACLs of endpoints elsewhere that name them will be refused (use --hcn-ip-sets off on such a host)"
+                "endpoints are on several HNS networks; netpol's IP sets go on the network of the most endpoints, and ACLs of endpoints elsewhere that name them will be refused (name the pods' network with --hcn-network, or use --hcn-ip-sets off on such a host)"
             );
         }
         *self.network.lock().expect("network lock") = Some(network.clone());
@@ -145,6 +225,12 @@ fn classify(call: &'static str, endpoint: Option<&str>, error: RawError) -> Data
             endpoint: endpoint.to_string(),
         },
         (RawError::Disconnected, _) => DatapathError::Disconnected { call },
+        (RawError::Refused { refusal, message }, endpoint) => DatapathError::Refused {
+            call,
+            endpoint: endpoint.map(str::to_string),
+            refusal,
+            message,
+        },
         (error, endpoint) => DatapathError::Call {
             call,
             endpoint: endpoint.map(str::to_string),
@@ -241,18 +327,7 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             // No endpoint listed names a network: no ACL can name a set, none is netpol's to read.
             return Ok(Vec::new());
         }
-        let query = serde_json::to_string(&HostComputeQuery::default())
-            .expect("an HCN query serializes to JSON");
-        let text = self
-            .calls
-            .query_network(network.as_deref(), &query)
-            .map_err(|e| classify("HcnQueryNetworkProperties", None, e))?;
-        let props: NetworkProperties =
-            serde_json::from_str(&text).map_err(|e| DatapathError::BadResponse {
-                call: "HcnQueryNetworkProperties",
-                endpoint: None,
-                message: e.to_string(),
-            })?;
+        let props = self.query_network(network.as_deref())?;
         // Another owner's set netpol cannot read is not netpol's business: skipped, not fatal.
         Ok(props
             .policies
@@ -288,8 +363,19 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             .map_err(|e| classify("HcnModifyNetwork", None, e))
     }
 
+    fn network_type(&self) -> Result<Option<String>, DatapathError> {
+        // No listed endpoint names a network: there is nothing to program on one.
+        match self.network() {
+            Some(id) => Ok(Some(self.network_props(&id)?.1).filter(|t| !t.is_empty())),
+            None => Ok(None),
+        }
+    }
+
     fn capabilities(&self) -> Capabilities {
-        let capabilities = self.calls.capabilities();
+        let mut capabilities = self.calls.capabilities();
+        if let Some(field) = self.ingress_set_field {
+            capabilities.ingress_set_field = field;
+        }
         match self.ip_sets {
             IpSetMode::Off => capabilities.with_ip_sets(false),
             IpSetMode::Auto | IpSetMode::On => capabilities,

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 
+use crate::conventions::IngressSetField;
 use crate::matcher::AclMatcher;
 use crate::schema::{AclAction, AclDirection, AclPolicySetting, EndpointPolicy};
 
@@ -96,7 +97,22 @@ fn differences(live: &Result<AclPolicySetting, String>, wanted: &AclPolicySettin
     let parsed = AclMatcher::parse(live).map_err(|e| e.to_string());
     let wanted_parsed = AclMatcher::parse(wanted).map_err(|e| e.to_string());
     let mut out: Vec<String> = match (parsed, wanted_parsed) {
-        (Ok(l), Ok(w)) => l.differences(&w).into_iter().map(String::from).collect(),
+        (Ok(l), Ok(w)) => {
+            let fields = l.differences(&w);
+            let swapped = live.direction == AclDirection::In
+                && fields == ["LocalAddresses", "RemoteAddresses"]
+                && l.local_sets() == w.remote_sets()
+                && l.remote_sets() == w.local_sets();
+            if swapped {
+                vec![format!(
+                    "ingress set field: live names the peer set in {}, wanted in {} (the other HNS convention, see --hcn-ingress-set-field)",
+                    if l.local_sets().is_empty() { "RemoteAddresses" } else { "LocalAddresses" },
+                    if w.local_sets().is_empty() { "RemoteAddresses" } else { "LocalAddresses" },
+                )]
+            } else {
+                fields.into_iter().map(String::from).collect()
+            }
+        }
         (Err(e), _) | (_, Err(e)) => vec![format!("unreadable settings: {e}")],
     };
     // An absent RuleType is HCN's default; only two different explicit ones differ.
@@ -106,6 +122,22 @@ fn differences(live: &Result<AclPolicySetting, String>, wanted: &AclPolicySettin
         }
     }
     out
+}
+
+/// How many `In` ACLs of `policies` (any owner's: netpol's, Azure NPM's) name an IP set in
+/// `field`. On a node, ACLs naming ingress peer sets in the field other than netpol's
+/// convention are a sign the node's dataplane followed the other one (`acls --compare` says so).
+pub fn ingress_sets_in(policies: &[EndpointPolicy], field: IngressSetField) -> usize {
+    policies
+        .iter()
+        .filter_map(|p| p.as_acl()?.ok())
+        .filter(|acl| acl.direction == AclDirection::In)
+        .filter_map(|acl| AclMatcher::parse(&acl).ok())
+        .filter(|m| match field {
+            IngressSetField::Local => !m.local_sets().is_empty(),
+            IngressSetField::Remote => !m.remote_sets().is_empty(),
+        })
+        .count()
 }
 
 /// Compares `policies` (an endpoint's whole list, as read) with the `wanted` netpol rules.
@@ -280,6 +312,25 @@ mod tests {
                 EndpointPolicy::acl(&stale)
             ]
         );
+    }
+
+    #[test]
+    fn a_set_in_the_other_ingress_field_is_named_as_the_other_convention() {
+        let mut local = rule(AclAction::Allow, 1000, "", "80");
+        local.local_addresses = "netpol-set-00ff".into();
+        local.id = rule_id(&local);
+        let mut remote = rule(AclAction::Allow, 1000, "netpol-set-00ff", "80");
+        remote.id = rule_id(&remote);
+        let live = [EndpointPolicy::acl(&remote)];
+        let d = diff(&live, std::slice::from_ref(&local));
+        assert_eq!(d.altered.len(), 1);
+        assert!(
+            d.altered[0].differences[0].starts_with("ingress set field: live names the peer set in RemoteAddresses, wanted in LocalAddresses"),
+            "{:?}",
+            d.altered[0].differences
+        );
+        assert_eq!(ingress_sets_in(&live, IngressSetField::Remote), 1);
+        assert_eq!(ingress_sets_in(&live, IngressSetField::Local), 0);
     }
 
     #[test]

@@ -8,7 +8,10 @@
 //! Where the datapath has IP sets ([`Capabilities::ip_sets`](crate::Capabilities)), ACLs name
 //! network sets ([`crate::ipsets`]) and a change of addresses updates the sets holding them:
 //! sets are added and updated first, then endpoints programmed, then netpol's sets no ACL names
-//! removed once every endpoint is programmed. A failed set add or update fails the whole step
+//! removed once every endpoint is programmed. A set HNS refuses as invalid holds back only the
+//! endpoints whose rules name it (reported refused, keeping their rules). Host-scope rules
+//! ([`crate::host_rules`]) go to every endpoint with rules where the network's type needs them.
+//! Any other failed set add or update fails the whole step
 //! before any endpoint is touched (retried with backoff): endpoints keep their previous rules,
 //! which name sets still on the network, so nothing opens that was closed; a new address is
 //! not admitted (nor a removed one dropped) until the retry succeeds, as with a failed
@@ -25,7 +28,9 @@ use netpol_datapath::{
 use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::api::HcnApi;
+use crate::conventions::WriteOptions;
 use crate::discovery::{match_pods, EndpointDiscovery};
+use crate::host_rules::HostRules;
 use crate::ipsets::{SetChanges, SetSync, SetTable, WantedSet};
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
@@ -51,6 +56,8 @@ pub struct HcnEnforcer {
     set_retry: Option<Instant>,
     /// What the last step sent to the network's sets.
     last_sets: SetChanges,
+    /// Whether endpoints get host-scope rules.
+    host_rules: HostRules,
 }
 
 impl HcnEnforcer {
@@ -59,13 +66,14 @@ impl HcnEnforcer {
         discovery: Box<dyn EndpointDiscovery>,
         backoff: Backoff,
     ) -> Self {
-        let ip_sets = datapath.capabilities().ip_sets;
+        let capabilities = datapath.capabilities();
+        let ip_sets = capabilities.ip_sets;
         HcnEnforcer {
             datapath,
             discovery,
             programmer: Programmer::new(backoff),
             rendered: RenderCache {
-                sets: ip_sets.then(SetTable::default),
+                sets: ip_sets.then(|| SetTable::with_conventions(capabilities.set_conventions())),
                 ..RenderCache::default()
             },
             sets: ip_sets.then(SetSync::default),
@@ -77,7 +85,62 @@ impl HcnEnforcer {
             discovery_failures: 0,
             discovery_retry: None,
             unreadable: BTreeMap::new(),
+            host_rules: HostRules::default(),
         }
+    }
+
+    /// The enforcer writing endpoints as `writes` says, with host-scope rules as `host_rules`
+    /// says.
+    pub fn with_writes(mut self, writes: WriteOptions, host_rules: HostRules) -> Self {
+        self.programmer = Programmer::with_writes(self.backoff, writes);
+        self.host_rules = host_rules;
+        self
+    }
+
+    /// Gives the programmer the host-scope rules the network needs; on a failure to read its
+    /// type the rules stay as they were.
+    fn update_host_rules(&mut self) {
+        let network_type = match self.host_rules {
+            HostRules::Auto => match self.datapath.network_type() {
+                Ok(kind) => kind,
+                Err(error) => {
+                    tracing::warn!(%error, "reading the HNS network's type failed; host-scope rules stay as they were");
+                    return;
+                }
+            },
+            HostRules::On | HostRules::Off => None,
+        };
+        self.programmer
+            .set_host_rules(self.host_rules.rules_for(network_type.as_deref()));
+    }
+
+    /// Takes the endpoints whose rules name a set HNS refused out of `rules`, reporting each
+    /// refused: they keep their rules, the others are programmed.
+    fn hold_back_refused(
+        sync: &SetSync,
+        rules: &mut BTreeMap<String, Arc<HcnAcls>>,
+        report: &mut ApplyReport,
+    ) {
+        let refused: BTreeMap<&str, &str> = sync.refused().collect();
+        if refused.is_empty() {
+            return;
+        }
+        rules.retain(|endpoint, acls| {
+            let Some((set, why)) = acls
+                .sets
+                .iter()
+                .find_map(|s| refused.get_key_value(s.as_str()))
+            else {
+                return true;
+            };
+            report.outcomes.insert(
+                endpoint.clone(),
+                Outcome::Refused {
+                    rule: format!("its rules name IP set {set}, which HNS refuses: {why}"),
+                },
+            );
+            false
+        });
     }
 
     /// Records the endpoints that could not be read, and reports each as failed.
@@ -272,13 +335,16 @@ impl HcnEnforcer {
                 return Err(error);
             }
         };
-        let rules = self.desired(desired, refresh);
+        let mut rules = self.desired(desired, refresh);
+        self.update_host_rules();
+        let mut held_back = ApplyReport::default();
         let wanted = match (&mut self.sets, &self.rendered.sets) {
             (Some(sync), Some(table)) => {
                 let wanted = Self::wanted_sets(table, &rules);
                 match sync.add_and_update(self.datapath.as_ref(), &wanted) {
                     Ok(changes) => {
                         self.last_sets = changes;
+                        Self::hold_back_refused(sync, &mut rules, &mut held_back);
                         Some(
                             wanted
                                 .into_keys()
@@ -292,6 +358,7 @@ impl HcnEnforcer {
             _ => None,
         };
         let mut report = self.programmer.apply(self.datapath.as_ref(), &rules, now);
+        report.outcomes.extend(held_back.outcomes);
         let mut retired_removed = false;
         if let (Some(wanted), Some(sync), Some(table)) =
             (wanted, &mut self.sets, &self.rendered.sets)
@@ -447,6 +514,19 @@ impl RenderCache {
         if flipped {
             for (list, acls) in self.by_list.values_mut() {
                 *acls = Arc::new(HcnAcls::render_with(list, store, &mut Remotes::Sets(table)));
+            }
+        } else if step
+            .changed
+            .iter()
+            .any(|(slot, _)| table.inlines_slot(*slot))
+        {
+            // An inlined (IPv6) set changed: the rules naming it carry its addresses.
+            for (list, acls) in self.by_list.values_mut() {
+                let rerendered =
+                    acls.rerender_with(list, store, changed, &mut Remotes::Sets(table));
+                if let Some(new) = rerendered {
+                    *acls = Arc::new(new);
+                }
             }
         }
     }

@@ -8,8 +8,12 @@
 //! - **Unavailable** ([`HcnFailure::Unavailable`]): HNS is not answering. Nothing about the
 //!   object is known; the client is re-created once HNS answers again, and every endpoint is read
 //!   back then, because a restarted HNS may have dropped every policy.
-//! - **Other** ([`HcnFailure::Other`]): a refusal (an invalid policy, say) or a failure netpol
-//!   cannot classify: retried with backoff, the message kept for the log.
+//! - **Policy refusals** ([`HcnFailure::Policy`]): `HCN_E_POLICY_ALREADY_EXISTS` (read the list
+//!   back and reconcile), `HCN_E_POLICY_NOT_FOUND` (re-read: the list is not as believed) and
+//!   `HCN_E_INVALID_POLICY` (HNS cannot take the policy: refused, not retried as if transient).
+//!   Codes from hcsshim's `hcn/hcnerrors.go`.
+//! - **Other** ([`HcnFailure::Other`]): a failure netpol cannot classify: retried with backoff,
+//!   the message kept for the log.
 //!
 //! Codes arrive as full HRESULTs (`0x800706BA`) from the `windows` crate; Go tools (hcsshim,
 //! kube-proxy) log the same codes with facility 7 stripped (`0x6ba`), so a bare Win32 code is
@@ -22,6 +26,8 @@ pub enum HcnFailure {
     NotFound,
     /// HNS is stopped, restarting or unreachable: the client must reconnect.
     Unavailable,
+    /// HNS refused a policy request, saying why.
+    Policy(netpol_datapath::Refusal),
     /// Any other failure.
     Other,
 }
@@ -69,6 +75,25 @@ const UNAVAILABLE: [(u32, &str); 17] = [
     (hcn(0x31), "HCN_E_OBJECT_USED_AFTER_UNLOAD"),
 ];
 
+/// Codes that refuse a policy request, and what each means for netpol.
+const POLICY: [(u32, &str, netpol_datapath::Refusal); 3] = [
+    (
+        hcn(0x12),
+        "HCN_E_POLICY_ALREADY_EXISTS",
+        netpol_datapath::Refusal::AlreadyExists,
+    ),
+    (
+        hcn(0x08),
+        "HCN_E_POLICY_NOT_FOUND",
+        netpol_datapath::Refusal::PolicyNotFound,
+    ),
+    (
+        hcn(0x0D),
+        "HCN_E_INVALID_POLICY",
+        netpol_datapath::Refusal::InvalidPolicy,
+    ),
+];
+
 /// The HRESULT a code stands for: itself, or a bare Win32 code (facility stripped) as
 /// `HRESULT_FROM_WIN32`.
 fn as_hresult(code: u32) -> u32 {
@@ -86,6 +111,8 @@ pub fn classify(code: u32) -> HcnFailure {
         HcnFailure::NotFound
     } else if UNAVAILABLE.iter().any(|(c, _)| *c == code) {
         HcnFailure::Unavailable
+    } else if let Some((_, _, refusal)) = POLICY.iter().find(|(c, _, _)| *c == code) {
+        HcnFailure::Policy(*refusal)
     } else {
         HcnFailure::Other
     }
@@ -99,6 +126,12 @@ pub fn name(code: u32) -> Option<&'static str> {
         .chain(UNAVAILABLE.iter())
         .find(|(c, _)| *c == code)
         .map(|(_, name)| *name)
+        .or_else(|| {
+            POLICY
+                .iter()
+                .find(|(c, _, _)| *c == code)
+                .map(|(_, name, _)| *name)
+        })
 }
 
 #[cfg(test)]
@@ -142,7 +175,6 @@ mod tests {
     #[test]
     fn refusals_and_unknown_codes_are_other_failures() {
         for code in [
-            0x803B_000D, // invalid policy: netpol's bug, never "HNS restarted"
             0x803B_001B, // invalid JSON
             0x803B_0007, // switch port not found
             0x8007_0005, // access denied
@@ -151,6 +183,25 @@ mod tests {
         ] {
             assert_eq!(classify(code), HcnFailure::Other, "{code:#x}");
         }
-        assert_eq!(name(0x803B_000D), None);
+        assert_eq!(name(0x803B_001B), None);
+    }
+
+    #[test]
+    fn policy_refusals_say_what_to_do() {
+        use netpol_datapath::Refusal;
+        assert_eq!(
+            classify(0x803B_0012),
+            HcnFailure::Policy(Refusal::AlreadyExists)
+        );
+        assert_eq!(
+            classify(0x803B_0008),
+            HcnFailure::Policy(Refusal::PolicyNotFound)
+        );
+        // Never "HNS restarted", never a transient failure to retry as is.
+        assert_eq!(
+            classify(0x803B_000D),
+            HcnFailure::Policy(Refusal::InvalidPolicy)
+        );
+        assert_eq!(name(0x803B_000D), Some("HCN_E_INVALID_POLICY"));
     }
 }

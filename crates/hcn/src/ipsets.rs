@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 
 use crate::aggregate::Aggregated;
 use crate::api::HcnApi;
+pub use crate::conventions::SetConventions;
 use crate::schema::{RequestType, SetPolicySetting, IPSET, NETPOL_SET_PREFIX};
 
 /// The comma-separated `Values` of addresses, hosts without a prefix length.
@@ -166,9 +167,35 @@ pub struct SetTable {
     digests: IdentityDigests,
     /// The values of sets dropped from the book and not yet removed from the network, by id.
     retired: HashMap<String, String>,
+    /// How this HNS reads sets: which field names an ingress peer's set, and whether it takes
+    /// IPv6 members (rules of IPv6 sets are inlined where it does not).
+    conventions: SetConventions,
 }
 
 impl SetTable {
+    /// An empty table for an HNS reading sets as `conventions` say.
+    pub fn with_conventions(conventions: SetConventions) -> SetTable {
+        SetTable {
+            conventions,
+            ..SetTable::default()
+        }
+    }
+
+    pub fn conventions(&self) -> SetConventions {
+        self.conventions
+    }
+
+    /// Whether rules of `set` name a network set (rather than inlining its addresses): every
+    /// set but an IPv6 one on an HNS not known to take IPv6 members.
+    pub fn names(&self, set: &RemoteSet) -> bool {
+        set.family != Family::V6 || self.conventions.ipv6_sets
+    }
+
+    /// Whether the set in `slot` is inlined in the rules naming it.
+    pub fn inlines_slot(&self, slot: SlotId) -> bool {
+        !self.names(&self.book.get(slot).set)
+    }
+
     /// The HNS set of `set`, booked on first use: for callers that render lists one at a time
     /// (`netpol acls`, the simulator's oracle). The enforcer books sets by [`SetTable::step`].
     pub fn get(&mut self, set: &RemoteSet, store: &IdentityStore) -> &SetPolicySetting {
@@ -320,6 +347,9 @@ pub struct SetSync {
     /// netpol's sets on the network by id; None: read them back first.
     known: Option<BTreeMap<String, KnownSet>>,
     generation: Option<u64>,
+    /// Sets HNS refused as invalid (`HCN_E_INVALID_POLICY`, an IPv6 member say), with the
+    /// revision refused and why: not sent again until their values change or a resync.
+    refused: BTreeMap<String, (u64, String)>,
 }
 
 /// What the network holds of one set, as far as netpol knows.
@@ -336,6 +366,15 @@ impl SetSync {
     /// Forgets what is known, so the next step reads the network's sets back.
     pub fn resync(&mut self) {
         self.known = None;
+        self.refused.clear();
+    }
+
+    /// The wanted sets HNS refuses, by id, with why: the endpoints whose rules name one are not
+    /// programmed (they keep their rules), the others are.
+    pub fn refused(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.refused
+            .iter()
+            .map(|(id, (_, why))| (id.as_str(), why.as_str()))
     }
 
     fn known(
@@ -384,9 +423,18 @@ impl SetSync {
         datapath: &dyn HcnApi,
         wanted: &BTreeMap<&str, WantedSet<'_>>,
     ) -> Result<SetChanges, DatapathError> {
+        self.refused.retain(|id, (revision, _)| {
+            wanted
+                .get(id.as_str())
+                .is_some_and(|w| w.revision == *revision)
+        });
+        let refused = std::mem::take(&mut self.refused);
         let known = self.known(datapath)?;
         let (mut add, mut update) = (Vec::new(), Vec::new());
         for (id, set) in wanted {
+            if refused.contains_key(*id) {
+                continue;
+            }
             match known.get_mut(*id) {
                 None => add.push(*set),
                 Some(k) if k.revision == Some(set.revision) => {}
@@ -405,13 +453,34 @@ impl SetSync {
             if sets.is_empty() {
                 continue;
             }
-            let count = sets.len();
             let settings = sets.iter().map(|s| s.setting.clone()).collect();
-            datapath.modify_sets(request, settings)?;
             changes.calls += 1;
+            let sets = match datapath.modify_sets(request, settings) {
+                Ok(()) => sets,
+                // One set HNS cannot take must not hold back the others: each alone.
+                Err(e) if e.refusal() == Some(netpol_datapath::Refusal::InvalidPolicy) => {
+                    let mut taken = Vec::new();
+                    for set in sets {
+                        changes.calls += 1;
+                        match datapath.modify_sets(request, vec![set.setting.clone()]) {
+                            Ok(()) => taken.push(set),
+                            Err(e)
+                                if e.refusal() == Some(netpol_datapath::Refusal::InvalidPolicy) =>
+                            {
+                                tracing::warn!(set = %set.setting.id, error = %e, "HNS refuses an IP set; only the endpoints naming it are held back");
+                                self.refused
+                                    .insert(set.setting.id.clone(), (set.revision, e.to_string()));
+                            }
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    taken
+                }
+                Err(e) => return Err(e),
+            };
             match request {
-                RequestType::Add => changes.added += count,
-                _ => changes.updated += count,
+                RequestType::Add => changes.added += sets.len(),
+                _ => changes.updated += sets.len(),
             }
             let known = self.known.as_mut().expect("read above");
             for set in sets {
@@ -422,6 +491,7 @@ impl SetSync {
                 known.insert(set.setting.id.clone(), written);
             }
         }
+        self.refused.extend(refused);
         Ok(changes)
     }
 

@@ -27,13 +27,16 @@ pub mod api;
 pub mod cleanup;
 pub mod client;
 pub mod coexistence;
+pub mod conventions;
 pub mod diff;
 pub mod discovery;
 pub mod enforcer;
+pub mod host_rules;
 pub mod hresult;
 pub mod ipsets;
 pub mod matcher;
 pub mod naive;
+pub mod options;
 pub mod oracle;
 pub mod programmer;
 pub mod render;
@@ -44,10 +47,13 @@ pub mod sim;
 pub mod version;
 #[cfg(windows)]
 pub mod windows;
+pub mod writes;
 
 pub use api::HcnApi;
 pub use client::{HcnCalls, HcnDatapath};
+pub use conventions::{AclRemoval, IngressSetField, WriteOptions, DEFAULT_MAX_ACLS_PER_REQUEST};
 pub use enforcer::HcnEnforcer;
+pub use options::HcnOptions;
 pub use oracle::SimOracle;
 pub use programmer::Programmer;
 pub use render::{

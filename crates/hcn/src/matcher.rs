@@ -6,7 +6,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::schema::{AclAction, AclDirection, AclPolicySetting};
+use crate::conventions::IngressSetField;
+use crate::schema::{AclAction, AclDirection, AclPolicySetting, RuleType};
 
 /// A field HCN would reject.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -39,6 +40,8 @@ pub struct AclMatcher {
     pub priority: u16,
     pub action: AclAction,
     pub direction: AclDirection,
+    /// `RuleType: Host`: evaluated at the host layer, not the switch port.
+    pub host_scope: bool,
     /// None matches every protocol.
     protocols: Option<Vec<u8>>,
     local_addresses: Option<Vec<IpNet>>,
@@ -46,6 +49,8 @@ pub struct AclMatcher {
     /// The ids of network IP sets (`SetPolicy` of type `IPSET`) named in `RemoteAddresses`, as
     /// Azure NPM's ACLs name them. Empty once [`AclMatcher::resolve`]d.
     remote_sets: Vec<String>,
+    /// The ids of IP sets named in `LocalAddresses`. Empty once resolved.
+    local_sets: Vec<String>,
     local_ports: Option<Vec<(u16, u16)>>,
     remote_ports: Option<Vec<(u16, u16)>>,
 }
@@ -58,19 +63,22 @@ impl AclMatcher {
             value: value.to_string(),
             problem,
         };
-        let (remote_addresses, remote_sets) = parse_remote(&acl.remote_addresses)
+        let (remote_addresses, remote_sets) = parse_with_sets(&acl.remote_addresses)
             .map_err(|p| err("RemoteAddresses", &acl.remote_addresses, p))?;
+        let (local_addresses, local_sets) = parse_with_sets(&acl.local_addresses)
+            .map_err(|p| err("LocalAddresses", &acl.local_addresses, p))?;
         Ok(AclMatcher {
             id: acl.id.clone(),
             priority: acl.priority,
             action: acl.action,
             direction: acl.direction,
+            host_scope: acl.rule_type == Some(RuleType::Host),
             protocols: parse_protocols(&acl.protocols)
                 .map_err(|p| err("Protocols", &acl.protocols, p))?,
-            local_addresses: parse_addresses(&acl.local_addresses)
-                .map_err(|p| err("LocalAddresses", &acl.local_addresses, p))?,
+            local_addresses,
             remote_addresses,
             remote_sets,
+            local_sets,
             local_ports: parse_ports(&acl.local_ports)
                 .map_err(|p| err("LocalPorts", &acl.local_ports, p))?,
             remote_ports: parse_ports(&acl.remote_ports)
@@ -83,28 +91,61 @@ impl AclMatcher {
         &self.remote_sets
     }
 
+    /// The network IP sets the rule names in `LocalAddresses`.
+    pub fn local_sets(&self) -> &[String] {
+        &self.local_sets
+    }
+
+    /// Every network IP set the rule names, in either field.
+    pub fn named_sets(&self) -> impl Iterator<Item = &String> {
+        self.remote_sets.iter().chain(&self.local_sets)
+    }
+
     /// The rule with the IP sets it names replaced by their members (`sets` gives a set's
-    /// members by id), as HNS evaluates it. An error names a set that does not exist.
+    /// members by id), as an HNS following `convention` evaluates it: a set named in the
+    /// convention's field of an `In` rule (and in `RemoteAddresses` of an `Out` rule) is matched
+    /// against the peer, a set in the other field against the endpoint's own address. An error
+    /// names a set that does not exist.
     pub fn resolve<'a>(
         &self,
         sets: impl Fn(&str) -> Option<&'a [IpNet]>,
+        convention: IngressSetField,
     ) -> Result<AclMatcher, String> {
-        if self.remote_sets.is_empty() {
+        if self.remote_sets.is_empty() && self.local_sets.is_empty() {
             return Ok(self.clone());
         }
-        let mut nets = self.remote_addresses.clone().unwrap_or_default();
-        for set in &self.remote_sets {
-            let members = sets(set).ok_or_else(|| {
-                format!(
-                    "ACL {:?} names IP set {set:?}, which the network does not hold",
-                    self.id
-                )
-            })?;
-            nets.extend_from_slice(members);
-        }
+        let members = |names: &[String]| -> Result<Vec<IpNet>, String> {
+            let mut nets = Vec::new();
+            for set in names {
+                let members = sets(set).ok_or_else(|| {
+                    format!(
+                        "ACL {:?} names IP set {set:?}, which the network does not hold",
+                        self.id
+                    )
+                })?;
+                nets.extend_from_slice(members);
+            }
+            Ok(nets)
+        };
+        let swapped = self.direction == AclDirection::In && convention == IngressSetField::Local;
+        let (peer_sets, own_sets) = if swapped {
+            (&self.local_sets, &self.remote_sets)
+        } else {
+            (&self.remote_sets, &self.local_sets)
+        };
+        let with = |fixed: &Option<Vec<IpNet>>, names: &[String]| -> Result<_, String> {
+            if names.is_empty() {
+                return Ok(fixed.clone());
+            }
+            let mut nets = fixed.clone().unwrap_or_default();
+            nets.extend(members(names)?);
+            Ok(Some(nets))
+        };
         Ok(AclMatcher {
-            remote_addresses: Some(nets),
+            remote_addresses: with(&self.remote_addresses, peer_sets)?,
+            local_addresses: with(&self.local_addresses, own_sets)?,
             remote_sets: Vec::new(),
+            local_sets: Vec::new(),
             ..self.clone()
         })
     }
@@ -112,7 +153,10 @@ impl AclMatcher {
     /// Whether the rule matches `packet` on an endpoint with addresses `local`. A rule naming IP
     /// sets must be [`AclMatcher::resolve`]d first: unresolved, its sets match nothing.
     pub fn matches(&self, packet: &Packet, local: &[IpAddr]) -> bool {
-        self.direction == packet.direction
+        // Unresolved, a set matches no address rather than every one.
+        self.remote_sets.is_empty()
+            && self.local_sets.is_empty()
+            && self.direction == packet.direction
             && self
                 .protocols
                 .as_ref()
@@ -174,7 +218,9 @@ impl AclMatcher {
         );
         differ(
             "LocalAddresses",
-            sorted(&self.local_addresses) == sorted(&other.local_addresses),
+            sorted(&self.local_addresses) == sorted(&other.local_addresses)
+                && sorted(&Some(self.local_sets.clone()))
+                    == sorted(&Some(other.local_sets.clone())),
         );
         differ(
             "RemoteAddresses",
@@ -255,17 +301,17 @@ fn is_set_name(item: &str) -> bool {
         && item.parse::<IpAddr>().is_err()
 }
 
-/// `RemoteAddresses`: addresses and CIDRs, and the ids of IP sets.
+/// `RemoteAddresses` or `LocalAddresses`: addresses and CIDRs, and the ids of IP sets.
 #[allow(clippy::type_complexity)]
-fn parse_remote(field: &str) -> Result<(Option<Vec<IpNet>>, Vec<String>), String> {
+fn parse_with_sets(field: &str) -> Result<(Option<Vec<IpNet>>, Vec<String>), String> {
     if field.is_empty() {
         return Ok((None, Vec::new()));
     }
     let (sets, addresses): (Vec<&str>, Vec<&str>) = items(field).partition(|i| is_set_name(i));
     let sets: Vec<String> = sets.into_iter().map(str::to_string).collect();
     if addresses.is_empty() {
-        // Only sets: until resolved, the rule matches no address (never every address).
-        return Ok((Some(Vec::new()), sets));
+        // Only sets: no literal address (until resolved, `matches` matches nothing).
+        return Ok((None, sets));
     }
     Ok((parse_addresses(&addresses.join(","))?, sets))
 }
@@ -371,11 +417,33 @@ mod tests {
         assert!(!m.matches(&packet("10.1.0.1", 6, 80), &[]));
         let members: Vec<IpNet> = vec!["10.1.0.1/32".parse().unwrap()];
         let resolved = m
-            .resolve(|id| (id == "netpol-set-00ff").then_some(members.as_slice()))
+            .resolve(
+                |id| (id == "netpol-set-00ff").then_some(members.as_slice()),
+                IngressSetField::Remote,
+            )
             .unwrap();
         assert!(resolved.matches(&packet("10.1.0.1", 6, 80), &[]));
         assert!(!resolved.matches(&packet("10.1.0.2", 6, 80), &[]));
-        assert!(m.resolve(|_| None).unwrap_err().contains("netpol-set-00ff"));
+        assert!(m
+            .resolve(|_| None, IngressSetField::Remote)
+            .unwrap_err()
+            .contains("netpol-set-00ff"));
+        // On an HNS that matches an ingress set named in LocalAddresses against the peer, a set
+        // in RemoteAddresses is matched against the endpoint's own address instead.
+        let swapped = m
+            .resolve(|_| Some(members.as_slice()), IngressSetField::Local)
+            .unwrap();
+        let own: std::net::IpAddr = "10.1.0.9".parse().unwrap();
+        assert!(!swapped.matches(&packet("10.1.0.1", 6, 80), &[own]));
+        let mut local = acl("6", "", "80");
+        local.local_addresses = "netpol-set-00ff".into();
+        let local = AclMatcher::parse(&local).unwrap();
+        assert_eq!(local.local_sets(), ["netpol-set-00ff"]);
+        let resolved = local
+            .resolve(|_| Some(members.as_slice()), IngressSetField::Local)
+            .unwrap();
+        assert!(resolved.matches(&packet("10.1.0.1", 6, 80), &[own]));
+        assert!(!resolved.matches(&packet("10.1.0.2", 6, 80), &[own]));
         let other = AclMatcher::parse(&acl("6", "netpol-set-0100", "80")).unwrap();
         assert_eq!(m.differences(&other), ["RemoteAddresses"]);
     }

@@ -18,12 +18,14 @@ use netpol_datapath::{
 
 use crate::api::HcnApi;
 use crate::client::HcnDatapath;
+use crate::host_rules::HostRules;
 use crate::ipsets::{SetSync, SetTable};
 use crate::matcher::Packet;
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
 use crate::schema::{AclAction, AclDirection};
-use crate::sim::{Evaluation, HcnSim};
+use crate::sim::{Evaluation, HcnSim, SimMode};
+use crate::version::IpSetMode;
 
 /// The source port the simulator gives flows (netpol's rules never match source ports).
 pub const EPHEMERAL_PORT: u16 = 49152;
@@ -70,8 +72,28 @@ impl SimOracle {
         options: &CompileOptions,
         ip_sets: bool,
     ) -> Result<Self, SimOracleError> {
-        let sim = HcnSim::new();
-        let mut table = SetTable::default();
+        Self::build_in(engine, options, ip_sets, SimMode::Ideal)
+    }
+
+    /// Like [`SimOracle::build`], on a simulator of the Windows Server build `mode` models:
+    /// rules rendered and written as the agent does there (its HNS version's set conventions,
+    /// IP sets only where it has them, host-scope rules where its network needs them).
+    pub fn build_in(
+        engine: &Engine,
+        options: &CompileOptions,
+        ip_sets: bool,
+        mode: SimMode,
+    ) -> Result<Self, SimOracleError> {
+        let set_mode = if ip_sets {
+            IpSetMode::Auto
+        } else {
+            IpSetMode::Off
+        };
+        let datapath = HcnDatapath::with_ip_sets(HcnSim::with_mode(mode), set_mode);
+        let sim = datapath.calls();
+        let capabilities = datapath.capabilities();
+        let ip_sets = capabilities.ip_sets;
+        let mut table = SetTable::with_conventions(capabilities.set_conventions());
         let mut endpoints = HashMap::new();
         let mut compiled = BTreeMap::new();
         let all = compile_engine(engine, options)
@@ -103,22 +125,37 @@ impl SimOracle {
                 HcnAcls::render_with(&rules, engine.identities(), &mut remotes),
             );
         }
-        let datapath = HcnDatapath::new(sim);
+        // The network the endpoints are on, and so its type.
+        datapath.list_endpoints().map_err(SimOracleError::Sets)?;
         if ip_sets {
             let wanted = compiled
                 .values()
                 .flat_map(|acls| acls.sets.iter())
                 .filter_map(|id| table.wanted(id).map(|s| (s.setting.id.as_str(), s)))
                 .collect();
-            SetSync::default()
-                .add_and_update(&datapath, &wanted)
+            let mut sync = SetSync::default();
+            sync.add_and_update(&datapath, &wanted)
                 .map_err(SimOracleError::Sets)?;
+            let refused = sync
+                .refused()
+                .next()
+                .map(|(set, why)| format!("set {set} refused: {why}"));
+            if let Some(message) = refused {
+                return Err(SimOracleError::Sets(netpol_datapath::DatapathError::Call {
+                    call: "HcnModifyNetwork",
+                    endpoint: None,
+                    message,
+                }));
+            }
         }
         let desired = compiled
             .iter()
             .map(|(k, c)| (k.clone(), c.rules.clone()))
             .collect();
-        let report = Programmer::default().apply(&datapath, &desired, Instant::now());
+        let mut programmer = Programmer::default();
+        let network_type = datapath.network_type().map_err(SimOracleError::Sets)?;
+        programmer.set_host_rules(HostRules::Auto.rules_for(network_type.as_deref()));
+        let report = programmer.apply(&datapath, &desired, Instant::now());
         if let Some((endpoint, outcome)) = report
             .outcomes
             .into_iter()

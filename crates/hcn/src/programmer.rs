@@ -4,18 +4,18 @@
 //! whose rules this programmer installed and has not been told to doubt costs no call at all.
 //!
 //! - **Ownership.** Only ACLs whose `Id` starts with `netpol-` are netpol's. Every other policy is
-//!   left alone: netpol never sends `Update` (which replaces the whole list, and so loses a policy
-//!   another owner adds between netpol's read and its write), only `Add` of its own rules and
-//!   `Remove` of its own rules exactly as read back.
+//!   left as read, byte for byte and in its place, through every write ([`crate::writes`]).
 //! - **Diffs** ([`crate::diff`]) match rules by id, which hashes the whole rule content, and then
 //!   compare meanings, so HCN normalising fields on read-back is no difference but a rule edited
 //!   in place is.
-//! - **Make before break.** The rules a change brings are added before the stale ones are
-//!   removed, so that while the endpoint holds both, every packet gets either its old or its new
-//!   verdict (the first matching rule is an old or a new one), never one neither list gives.
-//! - **Read back.** After writing, the endpoint is read again. If its netpol rules are not the
-//!   wanted ones, another writer replaced the list meanwhile: the repair is computed and written
-//!   again, up to [`ATTEMPTS`] times, and then reported as a failure (retried with backoff).
+//! - **Writes** ([`crate::writes`]): the rules a change brings are added, in bounded batches,
+//!   before the stale ones are taken away (by an `Update` of the list as read back, or `Remove`
+//!   where configured), so that every packet meanwhile gets its old or its new verdict; the
+//!   endpoint is read back after, and repaired again if another writer changed it.
+//! - **Host-scope rules** ([`Programmer::set_host_rules`]): rules every endpoint gets after its
+//!   own (the `RuleType: Host` allows an l2bridge network needs), part of what is wanted.
+//! - **Refusals.** An endpoint whose rules HNS refuses as invalid keeps its previous rules and is
+//!   reported refused; it is not retried until its rules change or everything is re-read.
 //! - **Failures** are per endpoint: a failed endpoint is retried with exponential backoff on
 //!   later [`Programmer::apply`] calls and never holds others back. An endpoint that no longer
 //!   exists is reported as gone and not retried (HCN endpoint ids are never reused).
@@ -29,13 +29,13 @@ use std::time::Instant;
 
 use netpol_datapath::{ApplyReport, Backoff, DatapathError, Outcome};
 
-use crate::api::HcnApi;
-use crate::diff::diff;
-use crate::schema::{AclPolicySetting, EndpointPolicy, RequestType};
+use netpol_datapath::Refusal;
 
-/// How many times one apply writes an endpoint and reads it back before it gives up on a
-/// conflict with another writer (and retries after backoff).
-pub const ATTEMPTS: u32 = 3;
+use crate::api::HcnApi;
+use crate::conventions::WriteOptions;
+use crate::schema::AclPolicySetting;
+use crate::writes::EndpointWriter;
+pub use crate::writes::ATTEMPTS;
 
 /// A list of netpol's rules for one endpoint, however the caller holds it.
 pub trait RuleList {
@@ -83,6 +83,8 @@ impl IdsDigest {
 enum Known {
     /// The endpoint holds exactly the netpol rules of this digest.
     Programmed(IdsDigest),
+    /// HNS refused the rules of this digest as invalid: why, for the report.
+    Refused(IdsDigest, String),
     Gone,
 }
 
@@ -99,6 +101,9 @@ pub struct Programmer {
     known: HashMap<String, Known>,
     failures: HashMap<String, Failure>,
     generation: Option<u64>,
+    writes: WriteOptions,
+    /// Rules every endpoint gets after its own (host-scope allows).
+    host_rules: Vec<AclPolicySetting>,
 }
 
 impl Programmer {
@@ -106,6 +111,28 @@ impl Programmer {
         Programmer {
             backoff,
             ..Programmer::default()
+        }
+    }
+
+    /// A programmer writing as `writes` says.
+    pub fn with_writes(backoff: Backoff, writes: WriteOptions) -> Self {
+        Programmer {
+            backoff,
+            writes,
+            ..Programmer::default()
+        }
+    }
+
+    pub fn writes(&self) -> WriteOptions {
+        self.writes
+    }
+
+    /// Sets the rules every endpoint gets after its own; endpoints are read back when they
+    /// change.
+    pub fn set_host_rules(&mut self, rules: Vec<AclPolicySetting>) {
+        if rules != self.host_rules {
+            self.host_rules = rules;
+            self.known.clear();
         }
     }
 
@@ -175,10 +202,20 @@ impl Programmer {
                 };
             }
         }
+        let owned;
+        let rules = if self.host_rules.is_empty() {
+            rules
+        } else {
+            owned = [rules, &self.host_rules].concat();
+            &owned
+        };
         let digest = IdsDigest::of(rules);
         match self.known.get(endpoint) {
             Some(Known::Gone) => return Outcome::Gone,
             Some(Known::Programmed(known)) if *known == digest => return Outcome::Unchanged,
+            Some(Known::Refused(known, why)) if *known == digest => {
+                return Outcome::Refused { rule: why.clone() }
+            }
             _ => {}
         }
         if let Some(rule) = rules.iter().find(|r| !r.is_netpol_owned()) {
@@ -186,16 +223,27 @@ impl Programmer {
                 rule: rule.id.clone(),
             };
         }
-        let mut wanted: Vec<String> = rules.iter().map(|r| r.id.clone()).collect();
-        wanted.sort();
 
-        let result = self.sync(datapath, endpoint, rules);
-        match result {
+        let writer = EndpointWriter {
+            datapath,
+            endpoint,
+            options: self.writes,
+        };
+        match writer.sync(rules) {
             Ok(outcome) => {
                 self.failures.remove(endpoint);
                 self.known
                     .insert(endpoint.to_string(), Known::Programmed(digest));
                 outcome
+            }
+            Err(error) if error.refusal() == Some(Refusal::InvalidPolicy) => {
+                // The same request would be refused again: not a failure to back off from.
+                tracing::warn!(%endpoint, %error, "HNS refuses the endpoint's rules; it keeps its previous rules");
+                self.failures.remove(endpoint);
+                let why = error.to_string();
+                self.known
+                    .insert(endpoint.to_string(), Known::Refused(digest, why.clone()));
+                Outcome::Refused { rule: why }
             }
             Err(DatapathError::NotFound { .. }) => {
                 self.failures.remove(endpoint);
@@ -216,57 +264,5 @@ impl Programmer {
                 }
             }
         }
-    }
-
-    /// Reads the endpoint back and repairs its netpol rules if they differ, reading back after
-    /// every write.
-    fn sync(
-        &self,
-        datapath: &dyn HcnApi,
-        endpoint: &str,
-        rules: &[AclPolicySetting],
-    ) -> Result<Outcome, DatapathError> {
-        let mut current = diff(&datapath.read_policies(endpoint)?, rules);
-        if current.is_clean() {
-            return Ok(Outcome::Unchanged);
-        }
-        let (mut added, mut removed) = (0, 0);
-        for attempt in 1..=ATTEMPTS {
-            let add: Vec<EndpointPolicy> =
-                current.to_add().iter().map(EndpointPolicy::acl).collect();
-            let remove = current.to_remove();
-            if !add.is_empty() {
-                added += add.len();
-                datapath.modify_policies(endpoint, RequestType::Add, add)?;
-            }
-            if !remove.is_empty() {
-                removed += remove.len();
-                datapath.modify_policies(endpoint, RequestType::Remove, remove)?;
-            }
-            current = diff(&datapath.read_policies(endpoint)?, rules);
-            if current.is_clean() {
-                return Ok(Outcome::Updated { added, removed });
-            }
-            tracing::warn!(
-                %endpoint,
-                attempt,
-                missing = current.missing.len(),
-                altered = current.altered.len(),
-                extra = current.extra.len(),
-                "the endpoint's netpol rules are not as just written: another writer changed its policy list meanwhile"
-            );
-        }
-        Err(DatapathError::Call {
-            call: "HcnModifyEndpoint",
-            endpoint: Some(endpoint.to_string()),
-            message: format!(
-                "after {ATTEMPTS} writes the endpoint still lacks {} netpol rules, holds {} \
-                 altered and {} it should not: another writer keeps replacing its policy list, \
-                 or HNS does not apply netpol's Add and Remove requests",
-                current.missing.len(),
-                current.altered.len(),
-                current.extra.len()
-            ),
-        })
     }
 }

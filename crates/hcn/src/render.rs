@@ -19,6 +19,7 @@ use netpol_engine::reference::Reason;
 use netpol_engine::{Direction, IdentityId, IdentityStore, MapState};
 use sha2::{Digest, Sha256};
 
+use crate::conventions::IngressSetField;
 use crate::ipsets::SetTable;
 use crate::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, ModifyEndpointRequest, RuleType,
@@ -49,7 +50,8 @@ pub struct HcnAcls {
 pub enum Remotes<'a> {
     /// Every address inlined in `RemoteAddresses`, split at [`MAX_ADDRESSES_PER_RULE`].
     Inline,
-    /// `RemoteAddresses` names the rule's network IP set ([`crate::ipsets`]).
+    /// The rule names its network IP set ([`crate::ipsets`]) in the field the table's
+    /// conventions give it; IPv6 sets are inlined where the HNS is not known to take them.
     Sets(&'a mut SetTable),
 }
 
@@ -122,8 +124,9 @@ impl HcnAcls {
                 if matches!(remotes, Remotes::Sets(_)) {
                     out.sets.extend(
                         kept.iter()
-                            .filter(|s| s.remote_addresses.starts_with(NETPOL_SET_PREFIX))
-                            .map(|s| s.remote_addresses.clone()),
+                            .flat_map(|s| [&s.remote_addresses, &s.local_addresses])
+                            .filter(|field| field.starts_with(NETPOL_SET_PREFIX))
+                            .cloned(),
                     );
                 }
                 kept
@@ -207,26 +210,44 @@ fn render_rule(
     named: &mut BTreeSet<String>,
 ) -> Vec<AclPolicySetting> {
     let Some(set) = &rule.remotes else {
-        return vec![to_setting(rule, String::new())];
+        return vec![to_setting(rule, Peers::Addresses(String::new()))];
     };
     match remotes {
-        Remotes::Inline => {
-            let addresses = IpNet::aggregate(&sets::addresses(set, store));
-            addresses
-                .chunks(MAX_ADDRESSES_PER_RULE)
-                .map(|chunk| to_setting(rule, crate::ipsets::render_values(chunk.iter())))
-                .collect()
-        }
-        Remotes::Sets(table) => {
+        Remotes::Sets(table) if table.names(set) => {
+            let ingress_field = table.conventions().ingress_field;
             let setting = table.get(set, store);
             if setting.values.is_empty() {
                 return Vec::new();
             }
             let id = setting.id.clone();
             named.insert(id.clone());
-            vec![to_setting(rule, id)]
+            vec![to_setting(rule, Peers::Set { id, ingress_field })]
+        }
+        // Inline, or an IPv6 set on an HNS not known to take IPv6 members.
+        _ => {
+            let addresses = IpNet::aggregate(&sets::addresses(set, store));
+            addresses
+                .chunks(MAX_ADDRESSES_PER_RULE)
+                .map(|chunk| {
+                    to_setting(
+                        rule,
+                        Peers::Addresses(crate::ipsets::render_values(chunk.iter())),
+                    )
+                })
+                .collect()
         }
     }
+}
+
+/// How one ACL names its peers.
+enum Peers {
+    /// Addresses and CIDRs, comma-separated, in `RemoteAddresses` (every HNS reads them so).
+    Addresses(String),
+    /// A network IP set, in the field the HNS's convention gives it.
+    Set {
+        id: String,
+        ingress_field: IngressSetField,
+    },
 }
 
 fn render_ports(ranges: &[(u16, u16)]) -> String {
@@ -246,14 +267,20 @@ fn render_ports(ranges: &[(u16, u16)]) -> String {
         .join(",")
 }
 
-/// The HCN setting of one neutral rule, carrying `remote_addresses` (a chunk of its remotes, or
-/// the id of its set).
-fn to_setting(rule: &OrderedRule, remote_addresses: String) -> AclPolicySetting {
+/// The HCN setting of one neutral rule, naming `peers` (a chunk of its remotes, or its set).
+fn to_setting(rule: &OrderedRule, peers: Peers) -> AclPolicySetting {
     let ports = render_ports(&rule.ports);
     let (acl_direction, local_ports, remote_ports) = match rule.direction {
         // Ingress: the remote is the source, the port is the endpoint's own.
         Direction::Ingress => (AclDirection::In, ports, String::new()),
         Direction::Egress => (AclDirection::Out, String::new(), ports),
+    };
+    let (local_addresses, remote_addresses) = match peers {
+        Peers::Set {
+            id,
+            ingress_field: IngressSetField::Local,
+        } if acl_direction == AclDirection::In => (id, String::new()),
+        Peers::Set { id, .. } | Peers::Addresses(id) => (String::new(), id),
     };
     let mut setting = AclPolicySetting {
         id: String::new(),
@@ -262,7 +289,7 @@ fn to_setting(rule: &OrderedRule, remote_addresses: String) -> AclPolicySetting 
             .map_or(PROTOCOL_ANY.to_string(), |p| p.number().to_string()),
         action: rule.action.into(),
         direction: acl_direction,
-        local_addresses: String::new(),
+        local_addresses,
         remote_addresses,
         local_ports,
         remote_ports,

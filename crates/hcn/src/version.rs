@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use crate::conventions::IngressSetField;
+
 /// An HNS version, as the globals query reports it.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize,
@@ -81,6 +83,13 @@ pub struct Capabilities {
     /// ([`HnsVersion::SET_POLICY`]), the client makes network calls, and [`IpSetMode`] is not
     /// `Off`. Without it every address is inlined.
     pub ip_sets: bool,
+    /// Which field of an ingress ACL names the peer's set on this HNS. No HNS version is known
+    /// to differ from Azure NPM's Windows Server 2022 finding ([`IngressSetField::Local`]);
+    /// `--hcn-ingress-set-field` overrides it where a node shows otherwise.
+    pub ingress_set_field: IngressSetField,
+    /// Whether sets may hold IPv6 members. No HNS version is known to take them (neither Azure
+    /// NPM nor Calico ever sends one), so rules of IPv6 sets inline their addresses.
+    pub ipv6_sets: bool,
 }
 
 impl Capabilities {
@@ -114,6 +123,8 @@ impl Capabilities {
             version,
             dual_stack,
             ip_sets: false,
+            ingress_set_field: IngressSetField::default(),
+            ipv6_sets: false,
         })
     }
 
@@ -128,6 +139,14 @@ impl Capabilities {
         Capabilities {
             ip_sets: wanted && self.set_policy_supported(),
             ..self
+        }
+    }
+
+    /// How ACLs name sets on this HNS.
+    pub fn set_conventions(&self) -> crate::conventions::SetConventions {
+        crate::conventions::SetConventions {
+            ingress_field: self.ingress_set_field,
+            ipv6_sets: self.ipv6_sets,
         }
     }
 

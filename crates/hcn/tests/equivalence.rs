@@ -20,6 +20,7 @@ use netpol_datapath::CompileOptions;
 use netpol_engine::flow::AddressOracle;
 use netpol_engine::*;
 use netpol_hcn::schema::AclAction;
+use netpol_hcn::sim::SimMode;
 use netpol_hcn::SimOracle;
 use proptest::prelude::*;
 
@@ -45,9 +46,9 @@ proptest! {
         entries in engine_common::entries(8),
     ) {
         let engine = engine_with(&pods, entries);
-        for ip_sets in [false, true] {
-            if let Some(m) = first_engine_mismatch(&engine, ip_sets) {
-                prop_assert!(false, "ip_sets {}: {}", ip_sets, m);
+        for (ip_sets, mode) in [(false, SimMode::Ideal), (true, SimMode::Ideal), (true, SimMode::Ws2022)] {
+            if let Some(m) = first_engine_mismatch_in(&engine, ip_sets, mode) {
+                prop_assert!(false, "ip_sets {} {}: {}", ip_sets, mode, m);
             }
         }
     }
@@ -71,11 +72,37 @@ fn simulator_equals_engine_on_a_synthetic_cluster() {
     cluster.stage_into(&mut engine);
     engine.commit();
     assert!(engine.endpoints().count() >= 20);
-    assert_eq!(first_engine_mismatch(&engine, false), None);
-    assert_eq!(first_engine_mismatch(&engine, true), None);
+    // Under every Windows Server build the simulator models, with sets and inline.
+    for mode in SimMode::ALL {
+        for ip_sets in [false, true] {
+            assert_eq!(
+                first_engine_mismatch_in(&engine, ip_sets, mode),
+                None,
+                "{mode}"
+            );
+        }
+    }
     // With sets on, the ACLs do name sets (the comparison above is not vacuous).
     let oracle = SimOracle::build(&engine, &CompileOptions::default(), true).unwrap();
     assert!(oracle.compiled().values().any(|acls| !acls.sets.is_empty()));
+    // On Windows Server 2022's l2bridge, the ingress peer sets are in LocalAddresses and the
+    // endpoints hold host-scope allows (without which its host layer blocks everything).
+    let oracle =
+        SimOracle::build_in(&engine, &CompileOptions::default(), true, SimMode::Ws2022).unwrap();
+    assert!(oracle.compiled().values().any(|acls| acls
+        .rules
+        .iter()
+        .any(|r| r.local_addresses.starts_with("netpol-set-"))));
+    let (key, acls) = oracle
+        .compiled()
+        .iter()
+        .find(|(_, acls)| !acls.rules.is_empty())
+        .unwrap();
+    let held = oracle.sim().endpoint(key).unwrap().policies;
+    assert!(
+        held.len() > acls.rules.len(),
+        "host-scope rules are held too"
+    );
 }
 
 fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> Engine {
@@ -97,9 +124,10 @@ fn engine_with(pods: &[engine_common::PodSpec], entries: Vec<PolicyEntry>) -> En
 /// Every local endpoint, every probe address (each identity's own, both ends of every prefix,
 /// the engine tests' outside addresses), both directions, every probe port; ACLs naming network
 /// IP sets (`ip_sets`) or inlining addresses.
-fn first_engine_mismatch(engine: &Engine, ip_sets: bool) -> Option<String> {
+/// On a simulator of the build `mode` models.
+fn first_engine_mismatch_in(engine: &Engine, ip_sets: bool, mode: SimMode) -> Option<String> {
     let store = engine.identities();
-    let oracle = match SimOracle::build(engine, &CompileOptions::default(), ip_sets) {
+    let oracle = match SimOracle::build_in(engine, &CompileOptions::default(), ip_sets, mode) {
         Ok(o) => o,
         Err(e) => return Some(e.to_string()),
     };

@@ -174,7 +174,8 @@ fn only_endpoints_whose_rules_changed_are_updated() {
         calls.iter().all(|c| c.endpoint() == Some("ep-b")),
         "{calls:?}"
     );
-    // A read, the new rule added, the stale one removed, a read back.
+    // A read, the new rule added, the list read again and written back without the stale rule
+    // (every other policy as read), a read back.
     let kinds: Vec<&str> = calls
         .iter()
         .map(|c| match c {
@@ -182,13 +183,16 @@ fn only_endpoints_whose_rules_changed_are_updated() {
             Call::Modify { request, .. } if request.contains(r#""RequestType":"Remove""#) => {
                 "remove"
             }
+            Call::Modify { request, .. } if request.contains(r#""RequestType":"Update""#) => {
+                "update"
+            }
             Call::Modify { .. } => "other modify",
             Call::Query { .. } => "read",
             Call::Enumerate => "enumerate",
             Call::QueryNetwork | Call::ModifyNetwork { .. } => "network",
         })
         .collect();
-    assert_eq!(kinds, ["read", "add", "remove", "read"]);
+    assert_eq!(kinds, ["read", "add", "read", "update", "read"]);
     assert_converged(&dp, &want);
 }
 

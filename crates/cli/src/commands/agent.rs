@@ -123,6 +123,55 @@ pub struct Args {
     /// the HNS has them (13.0 and later) and inlines addresses elsewhere.
     #[arg(long, value_enum, default_value_t = HcnIpSets::Auto)]
     pub hcn_ip_sets: HcnIpSets,
+    /// HCN: how netpol's stale ACLs leave an endpoint. `replace` (as Azure NPM and Calico): one
+    /// `Update` of the endpoint's list as just read back, every other owner's policy kept byte
+    /// for byte. `remove`: `Remove` requests, only for HNS builds where `Remove` is verified.
+    #[arg(long, value_enum, default_value_t = HcnAclRemoval::Replace)]
+    pub hcn_acl_removal: HcnAclRemoval,
+    /// HCN: at most this many new ACLs per request (`Add` batches), as Azure NPM's 30.
+    #[arg(long, value_name = "ACLS", default_value_t = netpol_hcn::DEFAULT_MAX_ACLS_PER_REQUEST as u32,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub hcn_max_acls_per_request: u32,
+    /// HCN: `RuleType: Host` allows on every endpoint netpol programs: `auto` where the
+    /// network's type needs them (L2Bridge), `on` everywhere, `off` never.
+    #[arg(long, value_enum, default_value_t = HcnHostRules::Auto)]
+    pub hcn_host_rules: HcnHostRules,
+    /// HCN: which field of an ingress ACL names the peer's IP set. `auto`: the HNS version's
+    /// (LocalAddresses, as Azure NPM found on Windows Server 2022); `remote` where
+    /// `netpol acls --compare` and traffic show the node matches RemoteAddresses.
+    #[arg(long, value_enum, default_value_t = HcnSetField::Auto)]
+    pub hcn_ingress_set_field: HcnSetField,
+    /// HCN: the HNS network (id or name) netpol's IP sets go on. Default: the network most
+    /// endpoints are on (with a warning when they are on several).
+    #[arg(long, value_name = "NETWORK")]
+    pub hcn_network: Option<String>,
+    /// hcn-sim: the Windows Server build the simulator models (ideal, ws2019, ws2022, ws2025,
+    /// ws2022-remote-sets).
+    #[arg(long, default_value = "ideal")]
+    pub hcn_sim_mode: netpol_hcn::sim::SimMode,
+}
+
+/// `--hcn-acl-removal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HcnAclRemoval {
+    Replace,
+    Remove,
+}
+
+/// `--hcn-host-rules`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HcnHostRules {
+    Auto,
+    On,
+    Off,
+}
+
+/// `--hcn-ingress-set-field`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum HcnSetField {
+    Auto,
+    Local,
+    Remote,
 }
 
 impl Args {
@@ -137,6 +186,27 @@ impl Args {
                 prefixes_per_namespace: self.max_namespace_prefixes,
             },
             hcn_ip_sets: self.hcn_ip_sets.into(),
+            hcn: netpol_hcn::HcnOptions {
+                writes: netpol_hcn::WriteOptions {
+                    removal: match self.hcn_acl_removal {
+                        HcnAclRemoval::Replace => netpol_hcn::AclRemoval::Replace,
+                        HcnAclRemoval::Remove => netpol_hcn::AclRemoval::Remove,
+                    },
+                    max_acls_per_request: self.hcn_max_acls_per_request as usize,
+                },
+                host_rules: match self.hcn_host_rules {
+                    HcnHostRules::Auto => netpol_hcn::host_rules::HostRules::Auto,
+                    HcnHostRules::On => netpol_hcn::host_rules::HostRules::On,
+                    HcnHostRules::Off => netpol_hcn::host_rules::HostRules::Off,
+                },
+                ingress_set_field: match self.hcn_ingress_set_field {
+                    HcnSetField::Auto => None,
+                    HcnSetField::Local => Some(netpol_hcn::IngressSetField::Local),
+                    HcnSetField::Remote => Some(netpol_hcn::IngressSetField::Remote),
+                },
+                network: self.hcn_network.clone(),
+                sim_mode: self.hcn_sim_mode,
+            },
         }
     }
 

@@ -43,6 +43,7 @@ fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
         engine,
         datapath,
         hcn_ip_sets,
+        hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
     };
     for args in [
         args(EngineKind::Mapstate, None, HcnIpSets::Auto),
@@ -323,6 +324,7 @@ fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
             engine: args,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         let oracles = clusters.map(|c| oracle(args, c).expect("a decider"));
         for (protocol, port) in ProbeArgs::default().ports(&clusters) {

@@ -58,6 +58,10 @@ pub struct EngineArgs {
     /// `auto` is `on`) or inline every address, as the agent's flag of the same name.
     #[arg(long, value_enum, default_value_t)]
     pub hcn_ip_sets: HcnIpSets,
+    /// `--datapath hcn-sim`: the Windows Server build the simulator models (its HNS version
+    /// and quirks: ideal, ws2019, ws2022, ws2025, ws2022-remote-sets; docs/windows.md).
+    #[arg(long, default_value = "ideal")]
+    pub hcn_sim_mode: netpol_hcn::sim::SimMode,
 }
 
 /// Whether HCN ACLs name network IP sets (`SetPolicy` of type `IPSET`) instead of inlining
@@ -128,10 +132,11 @@ pub fn oracle_at<'a>(
                 None => Box::new(ByAddress::new(store, engine)),
                 Some(DatapathKind::HcnSim) => Box::new(ByAddress::new(
                     store,
-                    SimOracle::build(
+                    SimOracle::build_in(
                         &engine,
                         &Default::default(),
                         args.hcn_ip_sets != HcnIpSets::Off,
+                        args.hcn_sim_mode,
                     )?,
                 )),
                 Some(DatapathKind::Nftables) => return Err(OracleError::PacketsOnly),
@@ -260,21 +265,25 @@ mod tests {
             engine: EngineKind::Reference,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::On,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
         EngineArgs {
             engine: EngineKind::Mapstate,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::Off,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         },
     ];
 
@@ -344,6 +353,7 @@ mod tests {
             engine: EngineKind::Reference,
             datapath: Some(DatapathKind::HcnSim),
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         assert!(matches!(
             oracle(args, &cluster()),

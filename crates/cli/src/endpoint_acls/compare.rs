@@ -13,9 +13,10 @@ use std::net::IpAddr;
 
 use netpol_datapath::EndpointInfo;
 use netpol_hcn::coexistence::{evaluated_first, EvaluatedFirst};
-use netpol_hcn::diff::{diff, Altered, RuleDiff};
+use netpol_hcn::diff::{diff, ingress_sets_in, Altered, RuleDiff};
 use netpol_hcn::discovery::match_pods;
 use netpol_hcn::schema::{AclPolicySetting, EndpointPolicy, SetPolicySetting};
+use netpol_hcn::IngressSetField;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -48,6 +49,9 @@ pub struct EndpointComparison<'a> {
     pub evaluated_first: Vec<EvaluatedFirst>,
     /// IP sets the endpoint's netpol ACLs name that the file does not record.
     pub unknown_sets: Vec<String>,
+    /// Ingress ACLs (any owner's) naming a peer set in the field of the other HNS convention
+    /// than netpol's default ([`IngressSetField`]).
+    pub other_set_field: usize,
 }
 
 impl EndpointComparison<'_> {
@@ -126,12 +130,15 @@ pub fn compare<'a>(
             let evaluated_first = evaluated_first(&diff.foreign, &rules, &members);
             unknown_sets.sort();
             unknown_sets.dedup();
+            let other_set_field =
+                ingress_sets_in(&endpoint.policies, IngressSetField::default().other());
             Some(EndpointComparison {
                 endpoint,
                 pod,
                 diff,
                 evaluated_first,
                 unknown_sets,
+                other_set_field,
             })
         })
         .collect()
@@ -292,6 +299,17 @@ pub fn write_text(out: &mut dyn Write, comparisons: &[EndpointComparison<'_>]) -
                 writeln!(out, "    {}", describe_first(first))?;
             }
         }
+        if c.other_set_field > 0 {
+            let convention = IngressSetField::default();
+            writeln!(
+                out,
+                "  note: {} ingress ACLs name a peer IP set in {}, the other HNS convention than netpol's {}: if that is the one this node's HNS matches, run the agent with --hcn-ingress-set-field {}",
+                c.other_set_field,
+                convention.other(),
+                convention,
+                if convention.other() == IngressSetField::Remote { "remote" } else { "local" },
+            )?;
+        }
     }
     let differing = comparisons.iter().filter(|c| c.differs()).count();
     writeln!(
@@ -341,6 +359,13 @@ struct EndpointJson<'a> {
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     unknown_sets: &'a [String],
     foreign: ForeignJson<'a>,
+    /// Ingress ACLs naming a peer set in the other HNS convention's field.
+    #[serde(skip_serializing_if = "is_zero")]
+    ingress_sets_in_other_field: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -398,6 +423,7 @@ pub fn to_json(node: Option<&str>, comparisons: &[EndpointComparison<'_>]) -> Va
                     })
                     .collect(),
             },
+            ingress_sets_in_other_field: c.other_set_field,
         })
         .collect();
     let summary = SummaryJson {

@@ -248,6 +248,7 @@ spec:
             engine: EngineKind::Mapstate,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         let oracle = oracle(args, cluster).expect("the engine decides");
         let classes = std::rc::Rc::new(crate::decide::matrix::pod_classes(

@@ -15,6 +15,11 @@
 //! - `Add` appends, `Remove` takes away the policies equal to the given ones, `Update` replaces
 //!   the whole list: other owners' policies survive `Add` and `Remove` whatever happens between
 //!   a client's read and its write.
+//! - What real builds may do otherwise are quirks ([`SimQuirks`], one [`SimMode`] per Windows
+//!   Server build): a loose or ignored `Remove`, the field an ingress set is matched in, an
+//!   l2bridge host layer denying by default (`RuleType: Host` rules are evaluated there only),
+//!   a bound on new ACLs per request, IPv6 sets and duplicate ids refused, a missing set matching
+//!   nothing.
 //! - The network holds IP sets (`SetPolicy` of type `IPSET`, by `Id`). A network `Add` creates
 //!   sets and refuses an `Id` already there; `Update` replaces the values of existing sets and
 //!   refuses a missing one; `Remove` deletes sets and refuses one an endpoint's ACL still names.
@@ -31,23 +36,25 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use crate::client::{HcnCalls, RawError};
 use netpol_datapath::EndpointInfo;
 
-use crate::matcher::{AclMatcher, AclParseError, Packet};
+use crate::matcher::{AclMatcher, Packet};
 use crate::resync::ResyncSignal;
 use crate::schema::{
     AclAction, EndpointPolicy, EndpointProperties, IpConfig, ModifyEndpointRequest,
-    ModifyNetworkRequest, NetworkProperties, RequestType, ResourceType, SetPolicySetting, IPSET,
+    ModifyNetworkRequest, NetworkProperties, RequestType, SetPolicySetting, IPSET,
 };
-use crate::version::{Capabilities, HnsVersion};
-use ipnet::IpNet;
+use crate::version::Capabilities;
 
 mod log;
+mod policies;
+mod quirks;
 mod session;
 
 use log::CallLog;
+use policies::{apply_request, has_ipv6, parse_set_values, resolve_sets, MatcherCache, SimSet};
+pub use policies::{check_priorities, PolicyError};
+pub use quirks::{MissingSetQuirk, RemoveQuirk, SimMode, SimQuirks};
 pub use session::SimSession;
 
-/// A network IP set as the simulator holds it: the setting and its parsed values.
-type SimSet = (SetPolicySetting, Vec<IpNet>);
 pub use log::{Call, CallCounts, CallKind, DEFAULT_LOG_BYTES, DEFAULT_LOG_CALLS};
 
 /// A fault to inject. Each fires once, on the first call it applies to.
@@ -83,24 +90,6 @@ pub enum Fault {
 pub struct SimEndpoint {
     pub info: EndpointInfo,
     pub policies: Vec<EndpointPolicy>,
-}
-
-/// Why the simulator refused a policy list.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    #[error(transparent)]
-    Unreadable(#[from] AclParseError),
-    #[error("ACL settings do not parse: {0}")]
-    Malformed(String),
-    #[error(
-        "ACLs {first:?} and {second:?} overlap with different actions at the same priority \
-         {priority}: HCN's order between them is undefined"
-    )]
-    PriorityConflict {
-        priority: u16,
-        first: String,
-        second: String,
-    },
 }
 
 /// The outcome of evaluating one packet.
@@ -142,6 +131,7 @@ struct State {
     registrations: Vec<Weak<ResyncSignal>>,
     /// Sessions connect without a callback registration (as when registering fails).
     refuse_registrations: bool,
+    quirks: SimQuirks,
 }
 
 impl Default for State {
@@ -156,6 +146,7 @@ impl Default for State {
             service: 0,
             registrations: Vec::new(),
             refuse_registrations: false,
+            quirks: SimQuirks::default(),
         }
     }
 }
@@ -164,8 +155,13 @@ impl State {
     /// Applies a modify request to an endpoint's policy list.
     fn apply(&mut self, endpoint: &str, request: &ModifyEndpointRequest) -> Result<(), RawError> {
         let ep = self.endpoints.get_mut(endpoint).ok_or(RawError::NotFound)?;
-        ep.policies = apply_request(&ep.policies, request, &mut self.matchers, &self.sets)
-            .map_err(|message| RawError::Failed { message })?;
+        ep.policies = apply_request(
+            &ep.policies,
+            request,
+            &mut self.matchers,
+            &self.sets,
+            &self.quirks,
+        )?;
         self.parsed.remove(endpoint);
         Ok(())
     }
@@ -213,6 +209,15 @@ impl State {
                     }
                     let values = parse_set_values(&set.values)
                         .map_err(|e| failed(format!("set {:?}: {e}", set.id)))?;
+                    if self.quirks.ipv6_sets_refused && has_ipv6(&values) {
+                        return Err(RawError::Refused {
+                            refusal: netpol_datapath::Refusal::InvalidPolicy,
+                            message: format!(
+                                "HCN_E_INVALID_POLICY: set {:?} holds an IPv6 member",
+                                set.id
+                            ),
+                        });
+                    }
                     changes.insert(set.id.clone(), Some((set, values)));
                 }
                 RequestType::Remove => {
@@ -256,7 +261,7 @@ impl State {
             let rules = matchers.parse_acls(&ep.policies).ok()?;
             rules
                 .iter()
-                .any(|r| r.remote_sets().iter().any(|s| s == set))
+                .any(|r| r.named_sets().any(|s| s == set))
                 .then(|| id.clone())
         })
     }
@@ -271,7 +276,7 @@ impl State {
             .matchers
             .parse_acls(&ep.policies)
             .map_err(|e| e.to_string())
-            .and_then(|rules| resolve_sets(&rules, &self.sets))
+            .and_then(|rules| resolve_sets(&rules, &self.sets, &self.quirks))
             .map_err(|message| RawError::Failed { message })?;
         let rules = Arc::new(rules);
         self.parsed.insert(endpoint.to_string(), rules.clone());
@@ -294,21 +299,44 @@ impl Default for HcnSim {
 }
 
 impl HcnSim {
-    /// A simulator of a current HNS (15.0, every feature).
+    /// A simulator of a current HNS (15.0, every feature) reading the schema plainly
+    /// ([`SimMode::Ideal`]).
     pub fn new() -> Self {
-        HcnSim::with_capabilities(Capabilities {
-            version: HnsVersion::new(15, 0),
-            dual_stack: true,
-            ip_sets: true,
-        })
+        HcnSim::with_mode(SimMode::Ideal)
     }
 
+    /// A simulator of the Windows Server build `mode` models: its HNS version and quirks.
+    pub fn with_mode(mode: SimMode) -> Self {
+        HcnSim::with_capabilities(mode.capabilities()).with_quirks(mode.quirks())
+    }
+
+    /// The simulator with these quirks.
+    pub fn with_quirks(self, quirks: SimQuirks) -> Self {
+        let mut state = self.lock();
+        state.quirks = quirks;
+        state.parsed.clear();
+        drop(state);
+        self
+    }
+
+    pub fn quirks(&self) -> SimQuirks {
+        self.lock().quirks
+    }
+
+    /// A simulator reporting `capabilities`, whose sets behave as they say (the ingress set
+    /// convention, IPv6 members refused where they are not taken), otherwise
+    /// [`SimMode::Ideal`]. [`HcnSim::with_quirks`] makes it behave otherwise.
     pub fn with_capabilities(capabilities: Capabilities) -> Self {
-        HcnSim {
+        let sim = HcnSim {
             state: Mutex::default(),
             capabilities,
             resync: ResyncSignal::default(),
-        }
+        };
+        sim.with_quirks(SimQuirks {
+            ingress_set_field: capabilities.ingress_set_field,
+            ipv6_sets_refused: !capabilities.ipv6_sets,
+            ..SimMode::Ideal.quirks()
+        })
     }
 
     /// Keeps at most `calls` calls, and modify requests of at most `bytes` bytes, in the log
@@ -421,9 +449,15 @@ impl HcnSim {
     }
 
     /// Evaluates `packet` on an endpoint with HCN semantics.
+    ///
+    /// A packet crosses the switch port, where every rule but `RuleType: Host` ones is
+    /// evaluated. With [`SimQuirks::host_layer_default_deny`] it then crosses the host layer,
+    /// where only `Host` rules are, and which blocks what none allows once the endpoint holds
+    /// any ACL. Without it `Host` rules decide nothing.
     pub fn evaluate(&self, endpoint: &str, packet: &Packet) -> Result<Evaluation, RawError> {
         let mut state = self.lock();
         let rules = state.rules(endpoint)?;
+        let host_layer = state.quirks.host_layer_default_deny;
         let local = &state.endpoints[endpoint].info.addresses;
         if rules.is_empty() {
             return Ok(Evaluation {
@@ -431,16 +465,37 @@ impl HcnSim {
                 rule: None,
             });
         }
-        Ok(rules.iter().find(|r| r.matches(packet, local)).map_or(
+        let first_match = |host_scope: bool| {
+            rules
+                .iter()
+                .filter(|r| r.host_scope == host_scope)
+                .find(|r| r.matches(packet, local))
+                .map_or(
+                    Evaluation {
+                        action: AclAction::Block,
+                        rule: None,
+                    },
+                    |r| Evaluation {
+                        action: r.action,
+                        rule: Some((r.id.clone(), r.priority)),
+                    },
+                )
+        };
+        let switch = if rules.iter().any(|r| !r.host_scope) {
+            first_match(false)
+        } else {
             Evaluation {
-                action: AclAction::Block,
+                action: AclAction::Allow,
                 rule: None,
-            },
-            |r| Evaluation {
-                action: r.action,
-                rule: Some((r.id.clone(), r.priority)),
-            },
-        ))
+            }
+        };
+        if host_layer && switch.action == AclAction::Allow {
+            let host = first_match(true);
+            if host.action == AclAction::Block {
+                return Ok(host);
+            }
+        }
+        Ok(switch)
     }
 
     /// Checks a fault matching the call, consuming it.
@@ -474,130 +529,6 @@ impl HcnSim {
             message: format!("injected {kind:?} failure"),
         }
     }
-}
-
-/// Parsed ACLs by their settings text, dropped wholesale once it holds [`MatcherCache::LIMIT`].
-#[derive(Debug, Default)]
-struct MatcherCache {
-    by_text: HashMap<String, AclMatcher>,
-}
-
-impl MatcherCache {
-    const LIMIT: usize = 20_000;
-
-    fn parse(&mut self, policy: &EndpointPolicy) -> Result<Option<AclMatcher>, PolicyError> {
-        if policy.policy_type != crate::schema::ACL_POLICY_TYPE {
-            return Ok(None);
-        }
-        let text = policy.settings_text();
-        if let Some(matcher) = self.by_text.get(text) {
-            return Ok(Some(matcher.clone()));
-        }
-        let Some(acl) = policy.as_acl() else {
-            return Ok(None);
-        };
-        let acl = acl.map_err(|e| PolicyError::Malformed(e.to_string()))?;
-        let matcher = AclMatcher::parse(&acl)?;
-        if self.by_text.len() >= Self::LIMIT {
-            self.by_text.clear();
-        }
-        self.by_text.insert(text.to_owned(), matcher.clone());
-        Ok(Some(matcher))
-    }
-
-    fn parse_acls(&mut self, policies: &[EndpointPolicy]) -> Result<Vec<AclMatcher>, PolicyError> {
-        let mut rules = Vec::new();
-        for policy in policies {
-            rules.extend(self.parse(policy)?);
-        }
-        rules.sort_by_key(|r| r.priority);
-        Ok(rules)
-    }
-}
-
-/// Refuses lists where HCN's evaluation order would be undefined.
-pub fn check_priorities(policies: &[EndpointPolicy]) -> Result<(), PolicyError> {
-    check_parsed_priorities(&MatcherCache::default().parse_acls(policies)?)
-}
-
-fn check_parsed_priorities(rules: &[AclMatcher]) -> Result<(), PolicyError> {
-    for group in rules.chunk_by(|a, b| a.priority == b.priority) {
-        for (i, a) in group.iter().enumerate() {
-            if let Some(b) = group[i + 1..]
-                .iter()
-                .find(|b| b.action != a.action && a.overlaps(b))
-            {
-                return Err(PolicyError::PriorityConflict {
-                    priority: a.priority,
-                    first: a.id.clone(),
-                    second: b.id.clone(),
-                });
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The rules with the sets they name resolved to the network's values; an error names a
-/// missing set.
-fn resolve_sets(
-    rules: &[AclMatcher],
-    sets: &BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
-) -> Result<Vec<AclMatcher>, String> {
-    rules
-        .iter()
-        .map(|r| r.resolve(|id| sets.get(id).map(|(_, v)| v.as_slice())))
-        .collect()
-}
-
-/// A set's `Values`: addresses and CIDRs, comma-separated; empty is an empty set.
-fn parse_set_values(values: &str) -> Result<Vec<IpNet>, String> {
-    values
-        .split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|item| {
-            item.parse::<IpNet>()
-                .map(|n| n.trunc())
-                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("{item:?} is not an address or CIDR"))
-        })
-        .collect()
-}
-
-fn apply_request(
-    current: &[EndpointPolicy],
-    request: &ModifyEndpointRequest,
-    matchers: &mut MatcherCache,
-    sets: &BTreeMap<String, (SetPolicySetting, Vec<IpNet>)>,
-) -> Result<Vec<EndpointPolicy>, String> {
-    let ResourceType::Policy = request.resource_type;
-    let given = &request.settings.policies;
-    // What one request sends must have a defined order (judged with the sets it names as they
-    // are now), and may name only sets the network holds; rules of other owners already on the
-    // endpoint are theirs to order.
-    let check_given = |matchers: &mut MatcherCache| {
-        let rules = matchers.parse_acls(given).map_err(|e| e.to_string())?;
-        let rules = resolve_sets(&rules, sets)?;
-        check_parsed_priorities(&rules).map_err(|e| e.to_string())
-    };
-    let next = match request.request_type {
-        RequestType::Update => {
-            check_given(matchers)?;
-            given.clone()
-        }
-        RequestType::Add => {
-            check_given(matchers)?;
-            current.iter().chain(given).cloned().collect()
-        }
-        RequestType::Remove => current
-            .iter()
-            .filter(|p| !given.contains(p))
-            .cloned()
-            .collect(),
-        RequestType::Refresh => current.to_vec(),
-    };
-    Ok(next)
 }
 
 impl HcnCalls for HcnSim {
@@ -701,12 +632,15 @@ impl HcnCalls for HcnSim {
         let props = NetworkProperties {
             id: SIM_NETWORK_ID.to_string(),
             name: "netpol-sim".to_string(),
+            other: serde_json::Map::from_iter([(
+                "Type".to_string(),
+                state.quirks.network_type.into(),
+            )]),
             policies: state
                 .sets
                 .values()
                 .map(|(set, _)| EndpointPolicy::set(set))
                 .collect(),
-            other: serde_json::Map::new(),
         };
         Ok(serde_json::to_string(&props).expect("network properties serialize"))
     }

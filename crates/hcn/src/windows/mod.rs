@@ -203,13 +203,16 @@ fn raw_error(call: &str, result: HRESULT, record: Option<String>) -> RawError {
             );
             RawError::Disconnected
         }
-        HcnFailure::Other => {
+        failure @ (HcnFailure::Policy(_) | HcnFailure::Other) => {
             let message = result.message();
-            RawError::Failed {
-                message: match record.filter(|r| !r.is_empty()) {
-                    Some(r) => format!("{call}: {code:#010x} {message}: {r}"),
-                    None => format!("{call}: {code:#010x} {message}"),
-                },
+            let name = hresult::name(code).unwrap_or("");
+            let message = match record.filter(|r| !r.is_empty()) {
+                Some(r) => format!("{call}: {code:#010x} {name} {message}: {r}"),
+                None => format!("{call}: {code:#010x} {name} {message}"),
+            };
+            match failure {
+                HcnFailure::Policy(refusal) => RawError::Refused { refusal, message },
+                _ => RawError::Failed { message },
             }
         }
     }

@@ -13,7 +13,7 @@ use netpol_hcn::ipsets::SetTable;
 use netpol_hcn::oracle::packet;
 use netpol_hcn::schema::AclAction;
 use netpol_hcn::schema::{RequestType, SetPolicySetting};
-use netpol_hcn::sim::check_priorities;
+use netpol_hcn::sim::{check_priorities, SimMode, SimQuirks};
 use netpol_hcn::{HcnAcls, HcnDatapath, HcnSim, Remotes};
 
 /// Loads compiled rules into a fresh simulator endpoint, checking HCN's priority rule.
@@ -41,7 +41,23 @@ pub fn simulate_with_sets(
     table: &SetTable,
     local: &[IpAddr],
 ) -> HcnDatapath<HcnSim> {
-    let sim = HcnSim::new();
+    simulate_with_sets_in(acls, table, local, SimMode::Ideal)
+}
+
+/// [`simulate_with_sets`] on a simulator reading sets as `mode`'s build does (its ingress set
+/// convention, IPv6 sets refused). The list goes in one request and holds no host-scope rule, so
+/// the mode's request bound and host layer are left out: these tests are about set conventions.
+pub fn simulate_with_sets_in(
+    acls: &HcnAcls,
+    table: &SetTable,
+    local: &[IpAddr],
+    mode: SimMode,
+) -> HcnDatapath<HcnSim> {
+    let sim = HcnSim::with_mode(mode).with_quirks(SimQuirks {
+        max_new_acls_per_request: None,
+        host_layer_default_deny: false,
+        ..mode.quirks()
+    });
     sim.add_endpoint(
         EndpointInfo {
             id: "ep".into(),
@@ -85,15 +101,34 @@ pub fn first_mismatch_with(
     options: &CompileOptions,
     ip_sets: bool,
 ) -> Option<String> {
+    // With sets, both ingress set conventions: the plain reading, and Windows Server 2022's
+    // (ingress sets in LocalAddresses, IPv6 members inlined).
+    let modes: &[SimMode] = if ip_sets {
+        &[SimMode::Ideal, SimMode::Ws2022]
+    } else {
+        &[SimMode::Ideal]
+    };
+    modes.iter().find_map(|mode| {
+        first_mismatch_in(map, store, options, ip_sets, *mode).map(|m| format!("{mode}: {m}"))
+    })
+}
+
+fn first_mismatch_in(
+    map: &MapState,
+    store: &IdentityStore,
+    options: &CompileOptions,
+    ip_sets: bool,
+    mode: SimMode,
+) -> Option<String> {
     let compiled = match netpol_datapath::compile_entries(map.iter(), store, options) {
         Ok(c) => c,
         Err(e) => return Some(format!("compile failed: {e}")),
     };
     let local: [IpAddr; 1] = ["10.99.0.1".parse().unwrap()];
-    let mut table = SetTable::default();
+    let mut table = SetTable::with_conventions(mode.capabilities().set_conventions());
     let (acls, datapath) = if ip_sets {
         let acls = HcnAcls::render_with(&compiled, store, &mut Remotes::Sets(&mut table));
-        let datapath = simulate_with_sets(&acls, &table, &local);
+        let datapath = simulate_with_sets_in(&acls, &table, &local, mode);
         (acls, datapath)
     } else {
         let acls = HcnAcls::render(&compiled, store);
