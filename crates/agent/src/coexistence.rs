@@ -58,7 +58,7 @@ fn find(api: &dyn HcnApi) -> Result<usize, netpol_datapath::DatapathError> {
     for endpoint in &listing.endpoints {
         let policies = match api.read_policies(&endpoint.id) {
             Ok(policies) => policies,
-            Err(e) if matches!(e, netpol_datapath::DatapathError::NotFound { .. }) => continue,
+            Err(netpol_datapath::DatapathError::NotFound { .. }) => continue,
             Err(e) => return Err(e),
         };
         let netpol: Vec<_> = policies

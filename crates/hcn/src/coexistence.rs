@@ -84,12 +84,11 @@ fn resolved(
     sets: &dyn Fn(&str) -> Option<Vec<IpNet>>,
 ) -> Option<(AclMatcher, bool)> {
     let matcher = AclMatcher::parse(rule).ok()?;
-    if matcher.remote_sets().is_empty() {
+    if matcher.named_sets().next().is_none() {
         return Some((matcher, false));
     }
     let members: Vec<(String, Vec<IpNet>)> = matcher
-        .remote_sets()
-        .iter()
+        .named_sets()
         .filter_map(|id| Some((id.clone(), sets(id)?)))
         .collect();
     let lookup = |id: &str| {
@@ -98,7 +97,8 @@ fn resolved(
             .find(|(set, _)| set == id)
             .map(|(_, nets)| nets.as_slice())
     };
-    match matcher.resolve(lookup) {
+    // Sets are matched as netpol programs them (the default ingress set field).
+    match matcher.resolve(lookup, crate::IngressSetField::default()) {
         Ok(matcher) => Some((matcher, false)),
         Err(_) => {
             let any_remote = AclPolicySetting {

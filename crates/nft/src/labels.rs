@@ -31,6 +31,9 @@ pub struct RuleLabels {
     pub verdict: &'static str,
 }
 
+/// The rule label of a pod reaching its own address (not subject to policy).
+pub const OWN_ADDRESS: &str = "own-address";
+
 impl RuleLabels {
     /// The labels of a rule of `direction` that `reason` put there with `verdict`.
     pub fn of(reason: &Reason, direction: Direction, verdict: ChainVerdict) -> RuleLabels {
@@ -52,6 +55,14 @@ impl RuleLabels {
                 String::new(),
                 String::new(),
                 DEFAULT_ALLOW.to_string(),
+            ),
+            // No compiled rule carries it (a pod's own address never reaches the filter), but
+            // its words are kept should one.
+            Reason::OwnAddress => (
+                String::new(),
+                String::new(),
+                String::new(),
+                OWN_ADDRESS.to_string(),
             ),
         };
         RuleLabels {

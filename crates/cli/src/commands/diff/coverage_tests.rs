@@ -132,6 +132,7 @@ proptest! {
             engine: EngineKind::Reference,
             datapath: None,
             hcn_ip_sets: HcnIpSets::Auto,
+            hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         // What brute force finds, before the clusters go to `diff`.
         let parties: Vec<Party> = (0..pods.len())
