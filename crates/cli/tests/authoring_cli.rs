@@ -42,9 +42,9 @@ const AFTER_MATRIX: &str = "\
   port: 80
   matrix: |
     -           ops/prober  shop/db     shop/web
-    ops/prober  -           X           X
-    shop/db     .           -           X
-    shop/web    .           X           -
+    ops/prober  .           X           X
+    shop/db     .           .           X
+    shop/web    .           X           .
 - protocol: TCP
   port: 5432
   matrix: |

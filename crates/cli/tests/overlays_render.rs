@@ -93,7 +93,11 @@ fn render(dir: &Path) -> Vec<Value> {
             }
         }
         for image in k["images"].as_array().into_iter().flatten() {
-            let containers = doc["spec"]["template"]["spec"]["containers"].as_array_mut();
+            // Through a pointer: indexing a `Value` mutably would insert the path into every
+            // object that has no containers.
+            let containers = doc
+                .pointer_mut("/spec/template/spec/containers")
+                .and_then(Value::as_array_mut);
             for container in containers.into_iter().flatten() {
                 if container["image"] == image["name"] {
                     container["image"] = json!(format!(
