@@ -6,11 +6,15 @@
 //!
 //! An ACL is evaluated before a netpol rule when its priority number is lower, or equal (HCN's
 //! order between equal priorities is undefined), and some packet could match both. IP sets are
-//! resolved to their members where the caller knows them; an ACL naming a set nobody can resolve
-//! is taken to match any remote address (reported, never hidden).
+//! resolved to their members where the caller knows them: in netpol's rules as netpol programs
+//! them (the default [`IngressSetField`] convention: an ingress rule's peer sets in
+//! `LocalAddresses`), in other owners' rules as written (a set in `RemoteAddresses` is the
+//! peer's). A field naming a set nobody can resolve is taken to match any address (reported,
+//! never hidden).
 
 use ipnet::IpNet;
 
+use crate::conventions::IngressSetField;
 use crate::matcher::AclMatcher;
 use crate::schema::{AclDirection, AclPolicySetting, EndpointPolicy};
 
@@ -33,14 +37,14 @@ pub fn evaluated_first(
 ) -> Vec<EvaluatedFirst> {
     let ours: Vec<(AclMatcher, &AclPolicySetting)> = netpol
         .iter()
-        .filter_map(|rule| Some((resolved(rule, sets)?.0, rule)))
+        .filter_map(|rule| Some((resolved(rule, sets, IngressSetField::default())?.0, rule)))
         .collect();
     policies
         .iter()
         .filter(|p| p.netpol_id().is_none())
         .filter_map(|p| p.as_acl()?.ok())
         .filter_map(|acl| {
-            let (matcher, unresolved_sets) = resolved(&acl, sets)?;
+            let (matcher, unresolved_sets) = resolved(&acl, sets, IngressSetField::Remote)?;
             let netpol_rules: Vec<String> = ours
                 .iter()
                 .filter(|(rule, _)| matcher.priority <= rule.priority && matcher.overlaps(rule))
@@ -77,11 +81,13 @@ pub fn catch_all(priority: u16) -> Vec<AclPolicySetting> {
         .collect()
 }
 
-/// The rule parsed with its sets resolved, and whether some set could not be (then its
-/// `RemoteAddresses` is taken as any address). None if it does not parse at all.
+/// The rule parsed with its sets resolved as HNS following `convention` evaluates it, and
+/// whether some set could not be (then each field naming an unknown set is taken as any
+/// address). None if it does not parse at all.
 fn resolved(
     rule: &AclPolicySetting,
     sets: &dyn Fn(&str) -> Option<Vec<IpNet>>,
+    convention: IngressSetField,
 ) -> Option<(AclMatcher, bool)> {
     let matcher = AclMatcher::parse(rule).ok()?;
     if matcher.named_sets().next().is_none() {
@@ -97,17 +103,25 @@ fn resolved(
             .find(|(set, _)| set == id)
             .map(|(_, nets)| nets.as_slice())
     };
-    // Sets are matched as netpol programs them (the default ingress set field).
-    match matcher.resolve(lookup, crate::IngressSetField::default()) {
-        Ok(matcher) => Some((matcher, false)),
-        Err(_) => {
-            let any_remote = AclPolicySetting {
-                remote_addresses: String::new(),
-                ..rule.clone()
-            };
-            Some((AclMatcher::parse(&any_remote).ok()?, true))
-        }
+    if let Ok(resolved) = matcher.resolve(lookup, convention) {
+        return Some((resolved, false));
     }
+    let known = |names: &[String]| names.iter().all(|id| lookup(id).is_some());
+    let any_where_unknown = AclPolicySetting {
+        remote_addresses: if known(matcher.remote_sets()) {
+            rule.remote_addresses.clone()
+        } else {
+            String::new()
+        },
+        local_addresses: if known(matcher.local_sets()) {
+            rule.local_addresses.clone()
+        } else {
+            String::new()
+        },
+        ..rule.clone()
+    };
+    let matcher = AclMatcher::parse(&any_where_unknown).ok()?;
+    Some((matcher.resolve(lookup, convention).ok()?, true))
 }
 
 #[cfg(test)]
@@ -177,6 +191,7 @@ mod tests {
     #[test]
     fn sets_are_resolved_and_an_unknown_set_is_taken_as_any_address() {
         let netpol = vec![acl("netpol-a", AclDirection::In, 1000, "10.0.0.0/24", "80")];
+        // Another owner's ACL as written: a set in `RemoteAddresses` is the peer's.
         let named = |remote: &str| {
             vec![EndpointPolicy::acl(&acl(
                 "npm",
@@ -186,12 +201,43 @@ mod tests {
                 "80",
             ))]
         };
-        let members =
-            |id: &str| (id == "azure-npm-1").then(|| vec!["192.168.0.0/16".parse().unwrap()]);
-        // A known set outside netpol's addresses: no overlap.
+        let members = |id: &str| match id {
+            "azure-npm-1" => Some(vec!["192.168.0.0/16".parse().unwrap()]),
+            "azure-npm-3" => Some(vec!["10.0.0.5/32".parse().unwrap()]),
+            "netpol-set-1" => Some(vec!["10.0.0.0/24".parse().unwrap()]),
+            _ => None,
+        };
+        // A known set outside netpol's peers: no overlap.
         assert!(evaluated_first(&named("azure-npm-1"), &netpol, &members).is_empty());
+        // A known set among netpol's peers: evaluated first, resolved.
+        let found = evaluated_first(&named("azure-npm-3"), &netpol, &members);
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].unresolved_sets);
         // An unknown set: it may hold anything, so it is reported, flagged.
         let found = evaluated_first(&named("azure-npm-2"), &netpol, &members);
+        assert_eq!(found.len(), 1);
+        assert!(found[0].unresolved_sets);
+
+        // netpol's own rule with its peers in a set, programmed in `LocalAddresses` as the
+        // default convention has it: the set is the peer's, not the endpoint's own address.
+        let set_rule = AclPolicySetting {
+            local_addresses: "netpol-set-1".into(),
+            ..acl("netpol-s", AclDirection::In, 1000, "", "80")
+        };
+        assert_eq!(IngressSetField::default(), IngressSetField::Local);
+        let netpol = vec![set_rule];
+        assert!(evaluated_first(&named("azure-npm-1"), &netpol, &members).is_empty());
+        assert_eq!(
+            evaluated_first(&named("azure-npm-3"), &netpol, &members)[0].netpol_rules,
+            ["netpol-s".to_string()]
+        );
+        // Another owner's ACL naming an unknown set in `LocalAddresses`: that field is any
+        // address, so it is reported, flagged.
+        let local_unknown = vec![EndpointPolicy::acl(&AclPolicySetting {
+            local_addresses: "azure-npm-2".into(),
+            ..acl("npm", AclDirection::In, 100, "10.0.0.5", "80")
+        })];
+        let found = evaluated_first(&local_unknown, &netpol, &members);
         assert_eq!(found.len(), 1);
         assert!(found[0].unresolved_sets);
     }
