@@ -189,6 +189,34 @@ fn a_clean_set_has_no_findings_and_exits_0() {
 fn scenarios_lint_without_false_findings() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let known: Vec<(&str, (String, String, String))> = vec![
+        // The hairpin scenario allows ingress from every entity (open to the world) and denies
+        // everything over it, on purpose: its allow and its egress deny decide nothing the
+        // ingress deny and the isolation do not (the only flow left, the pod to itself, is not
+        // subject to policy).
+        (
+            "hairpin-cilium-deny.yaml",
+            owned(
+                "open-to-world",
+                "CiliumNetworkPolicy z/deny-everything",
+                "spec.ingress[0]",
+            ),
+        ),
+        (
+            "hairpin-cilium-deny.yaml",
+            owned(
+                "shadowed-rule",
+                "CiliumNetworkPolicy z/deny-everything",
+                "spec.egressDeny[0]",
+            ),
+        ),
+        (
+            "hairpin-cilium-deny.yaml",
+            owned(
+                "shadowed-rule",
+                "CiliumNetworkPolicy z/deny-everything",
+                "spec.ingress[0]",
+            ),
+        ),
         // allow-all is the only NetworkPolicy of x: allowing all ingress changes nothing (the
         // admin deny decides y -> x either way).
         (

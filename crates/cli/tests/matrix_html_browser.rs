@@ -268,7 +268,9 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
             &dom[text_at..text_at + dom[text_at..].find('<').unwrap()]
         })
         .collect();
-    assert_eq!(tabs, ["TCP/5432", "TCP/8080"]);
+    // The ports the rules name, and one probe each for every other TCP port and for the
+    // protocols no rule names (labelled so in the JSON's `stands_for`).
+    assert_eq!(tabs, ["TCP/80", "TCP/5432", "TCP/8080", "UDP/80"]);
     assert_eq!(drawn_cells(&dom), expected);
     let titles: Vec<String> = tags(&dom, "td")
         .iter()
@@ -295,7 +297,8 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
             )
         })
         .collect();
-    assert_eq!(namespace_headers, ["opsx1", "shopx2", "opsx1", "shopx2"]);
+    // One run of namespace headers per probe (four tabs).
+    assert_eq!(namespace_headers, ["opsx1", "shopx2"].repeat(tabs.len()));
 }
 
 /// What `matrix --output json` says about the pairs of groups, for comparing the page with.
