@@ -201,8 +201,9 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let created = program(router, &mut None, &first).unwrap();
     assert_eq!(
         created.added.len(),
-        8,
-        "two chains per endpoint, the dispatch chain and a base chain per hook"
+        9,
+        "two chains per endpoint, the dispatch chain, a base chain per hook and the log chain of \
+         x/a's deny rule"
     );
     assert!(created.deleted.is_empty());
     assert_eq!(
@@ -215,7 +216,8 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     let restart = program(router, &mut None, &first).unwrap();
     assert!(restart.added.is_empty() && restart.deleted.is_empty());
     assert_eq!(restart.sets_added + restart.sets_deleted, 0);
-    assert_eq!(restart.unchanged, 8);
+    // The eight chains and the log chain.
+    assert_eq!(restart.unchanged, 9);
     let script = restart.script.unwrap_or_default();
     assert!(
         script
@@ -234,9 +236,10 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         vec!["ep_0000000000000000_in_0000000000000000"]
     );
     assert!(cleaned.added.is_empty());
-    assert_eq!(router.chains().unwrap().unwrap().len(), 8);
+    assert_eq!(router.chains().unwrap().unwrap().len(), 9);
 
-    // One pod's change replaces its chain, the dispatch chain and the base chains, nothing else.
+    // One pod's change replaces its chain, the dispatch chain and the base chains, nothing else:
+    // its deny rule is the same policy rule, so its log chain stays.
     let before: Vec<String> = router.chains().unwrap().unwrap();
     let mut second = ruleset_with_ports(&[80, 81]);
     second.add("x/b", vec![ip("10.1.0.2")], &[], &IdentityStore::new());
@@ -247,11 +250,12 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         assert!(changed.added.iter().any(|n| n.starts_with(prefix)));
     }
     assert!(changed.added.iter().any(|n| n.contains("_in_")));
+    assert!(!changed.added.iter().any(|n| n.starts_with("log_")));
     let after: Vec<String> = router.chains().unwrap().unwrap();
     let kept = before.iter().filter(|n| after.contains(n)).count();
     assert_eq!(
-        kept, 3,
-        "x/b's two chains and x/a's egress chain are untouched"
+        kept, 4,
+        "x/b's two chains, x/a's egress chain and the log chain are untouched"
     );
     assert_eq!(
         tcp(&topology, "10.1.0.2", "10.1.0.1", 81),
@@ -269,7 +273,8 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
         6,
         "x/b's chains, the old dispatch and base chains: {gone:?}"
     );
-    assert_eq!(router.chains().unwrap().unwrap().len(), 6);
+    // x/a's two chains, the dispatch chain, three base chains and the log chain of its deny rule.
+    assert_eq!(router.chains().unwrap().unwrap().len(), 7);
 }
 
 /// A replica of the workload a policy admits: one element added to the set in the kernel, no
@@ -375,7 +380,17 @@ fn libnftables_in_process_programs_the_table_the_command_would() {
     });
     let first = ruleset();
     let created = program(&library, &mut None, &first).unwrap();
-    assert_eq!(created.added.len(), 6, "{created:?}");
+    // Two chains of x/a, the dispatch chain, three base chains and the log chain of its deny rule.
+    assert_eq!(created.added.len(), 7, "{created:?}");
+    assert_eq!(
+        created
+            .added
+            .iter()
+            .filter(|n| n.starts_with("log_"))
+            .count(),
+        1,
+        "{created:?}"
+    );
     let mut through_command = router.chains().unwrap().unwrap();
     let mut through_library = library.chains().unwrap().unwrap();
     through_command.sort();

@@ -59,12 +59,16 @@ pub fn example(path: &str) -> String {
 }
 
 /// Node `node-1` with six pods, each isolated for ingress by its namespace's policy, named at the
-/// API's limits (63-character namespace, 253-character name), with the 201-character name that
-/// once turned the nftables datapath off, and with names only a file can hold (quotes, newlines,
-/// semicolons, braces, non-ASCII, in names and label values). Returns the manifests and the
-/// number of pods.
+/// API's limits (63-character namespace, 253-character name, 63-character label value), with the
+/// 201-character name that once turned the nftables datapath off, and with names only a file can
+/// hold (quotes, newlines, semicolons, braces, non-ASCII). Label values are checked as the API
+/// server checks them (a pod with a quote or a brace in one is refused as invalid), so the
+/// longest value the API allows, with every character it allows, stands in for them. Returns
+/// the manifests and the number of pods.
 pub fn names_at_the_limits() -> (String, usize) {
     let namespace = "n".repeat(63);
+    let longest_value = format!("a{}9z", "-_.Z".repeat(15));
+    assert_eq!(longest_value.len(), 63);
     let mut docs = format!(
         "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {{type: InternalIP, address: 10.0.0.1}}\n---\n\
          apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n---\n\
@@ -75,7 +79,11 @@ pub fn names_at_the_limits() -> (String, usize) {
         ("q".repeat(201), "shop", "web"),
         (r#""evil\"; flush ruleset; {""#.to_string(), "shop", "web"),
         (r#""new\nline\" drop""#.to_string(), "shop", "web"),
-        ("\"ünïcødé-名前\"".to_string(), "shop", r#""we\"b; }""#),
+        (
+            "\"ünïcødé-名前\"".to_string(),
+            "shop",
+            longest_value.as_str(),
+        ),
         ("plain".to_string(), "shop", "web"),
     ];
     for (i, (name, namespace, app)) in pods.iter().enumerate() {

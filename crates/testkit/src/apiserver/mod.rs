@@ -376,14 +376,20 @@ impl ApiServer {
     }
 
     /// Answers the next `codes.len()` watch requests of `kind` with these status codes (a code
-    /// of 0 hangs the request).
+    /// of 0 hangs the request). A streaming list (`sendInitialEvents`) is a watch request: the
+    /// first of these answers a client that lists by streaming.
     pub fn fail_watches(&self, kind: &str, codes: &[u16]) {
+        self.fail_watches_saying(kind, codes, "scripted failure");
+    }
+
+    /// [`ApiServer::fail_watches`] with `message` in each failure's Status.
+    pub fn fail_watches_saying(&self, kind: &str, codes: &[u16], message: &str) {
         let path = resource_of(kind).2;
         self.store()
             .watch_failures
             .entry(path)
             .or_default()
-            .extend(codes.iter().map(|c| (*c, "scripted failure".to_owned())));
+            .extend(codes.iter().map(|c| (*c, message.to_owned())));
     }
 
     /// Answers each list page of `kind` after `delay` (a busy API server).
