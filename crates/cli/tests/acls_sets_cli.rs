@@ -108,7 +108,11 @@ fn the_set_form_names_sets_the_network_document_holds() {
         .unwrap()
         .iter()
         .flat_map(|e| e["policies"].as_array().unwrap())
-        .filter_map(|p| p["Settings"]["RemoteAddresses"].as_str())
+        .flat_map(|p| {
+            ["RemoteAddresses", "LocalAddresses"]
+                .into_iter()
+                .filter_map(move |field| p["Settings"][field].as_str())
+        })
         .filter(|r| r.starts_with("netpol-set-"))
         .collect();
     assert!(!named.is_empty());
@@ -164,17 +168,16 @@ fn a_set_whose_members_drifted_is_an_altered_rule_naming_the_members() {
         .collect();
     assert!(!altered.is_empty(), "{report}");
     for a in &altered {
-        assert_eq!(a["differences"], json!(["RemoteAddresses"]), "{a}");
-        assert_eq!(
-            a["live"]["Settings"]["RemoteAddresses"],
-            json!(drifted),
-            "{a}"
-        );
-        assert_eq!(
-            a["wanted"]["Settings"]["RemoteAddresses"],
-            json!(values),
-            "{a}"
-        );
+        // netpol names an ingress rule's peer set in `LocalAddresses` (the default
+        // convention), an egress rule's in `RemoteAddresses`.
+        let field = if a["live"]["Settings"]["Direction"] == "In" {
+            "LocalAddresses"
+        } else {
+            "RemoteAddresses"
+        };
+        assert_eq!(a["differences"], json!([field]), "{a}");
+        assert_eq!(a["live"]["Settings"][field], json!(drifted), "{a}");
+        assert_eq!(a["wanted"]["Settings"][field], json!(values), "{a}");
     }
     assert_eq!(report["summary"]["missing"], 0);
     assert_eq!(report["summary"]["extra"], 0);

@@ -129,9 +129,10 @@ impl LiveDocument {
     pub fn shows_netpol_sets(&self) -> bool {
         let named = self.endpoints.iter().flat_map(|e| &e.policies).any(|p| {
             p.netpol_id().is_some()
-                && p.as_acl()
-                    .and_then(Result::ok)
-                    .is_some_and(|acl| acl.remote_addresses.contains(NETPOL_SET_PREFIX))
+                && p.as_acl().and_then(Result::ok).is_some_and(|acl| {
+                    acl.remote_addresses.contains(NETPOL_SET_PREFIX)
+                        || acl.local_addresses.contains(NETPOL_SET_PREFIX)
+                })
         });
         named || self.sets.as_ref().is_some_and(LiveSets::holds_netpol_sets)
     }

@@ -95,36 +95,47 @@ fn members(values: &str) -> Result<Vec<IpNet>, String> {
         .collect()
 }
 
-/// A netpol ACL with each netpol set id in its `RemoteAddresses` replaced by the set's values
-/// (`values` by id), and the ids it names that `values` does not know. Other owners' policies
-/// and rules naming no set come back unchanged.
+/// A netpol ACL with each netpol set id in its `RemoteAddresses` or `LocalAddresses` replaced
+/// by the set's values (`values` by id) in the same field, and the ids it names that `values`
+/// does not know. netpol names ingress peer sets in the field of the default
+/// [`netpol_hcn::IngressSetField`] convention (`LocalAddresses`), egress ones in
+/// `RemoteAddresses`. Other owners' policies and rules naming no set come back unchanged.
 pub fn resolve_rule<'v>(
     rule: &AclPolicySetting,
     values: impl Fn(&str) -> Option<&'v str>,
 ) -> (AclPolicySetting, Vec<String>) {
-    if !rule.is_netpol_owned() || !rule.remote_addresses.contains(NETPOL_SET_PREFIX) {
+    if !rule.is_netpol_owned()
+        || !(rule.remote_addresses.contains(NETPOL_SET_PREFIX)
+            || rule.local_addresses.contains(NETPOL_SET_PREFIX))
+    {
         return (rule.clone(), Vec::new());
     }
     let mut unknown = Vec::new();
-    let items: Vec<String> = rule
-        .remote_addresses
-        .split(',')
-        .map(str::trim)
-        .map(|item| {
-            if !item.starts_with(NETPOL_SET_PREFIX) {
-                return item.to_string();
-            }
-            match values(item) {
-                Some(values) => values.to_string(),
-                None => {
-                    unknown.push(item.to_string());
-                    item.to_string()
+    let mut resolve_field = |field: &str| -> String {
+        if !field.contains(NETPOL_SET_PREFIX) {
+            return field.to_string();
+        }
+        let items: Vec<String> = field
+            .split(',')
+            .map(str::trim)
+            .map(|item| {
+                if !item.starts_with(NETPOL_SET_PREFIX) {
+                    return item.to_string();
                 }
-            }
-        })
-        .collect();
+                match values(item) {
+                    Some(values) => values.to_string(),
+                    None => {
+                        unknown.push(item.to_string());
+                        item.to_string()
+                    }
+                }
+            })
+            .collect();
+        items.join(",")
+    };
     let resolved = AclPolicySetting {
-        remote_addresses: items.join(","),
+        remote_addresses: resolve_field(&rule.remote_addresses),
+        local_addresses: resolve_field(&rule.local_addresses),
         ..rule.clone()
     };
     (resolved, unknown)
@@ -181,6 +192,15 @@ mod tests {
         let mut foreign = rule("netpol-set-aa");
         foreign.id = "azure-npm-1".into();
         assert_eq!(resolve_rule(&foreign, values).0, foreign);
+        // An ingress peer set in `LocalAddresses` (the default convention) resolves in place.
+        let local = AclPolicySetting {
+            local_addresses: "netpol-set-aa".into(),
+            ..rule("")
+        };
+        let (resolved, unknown) = resolve_rule(&local, values);
+        assert_eq!(resolved.local_addresses, "10.0.0.1,10.0.1.0/24");
+        assert_eq!(resolved.remote_addresses, "");
+        assert!(unknown.is_empty());
     }
 
     #[test]
