@@ -20,7 +20,9 @@ use netpol_hcn::discovery::SimulatedCni;
 use netpol_hcn::ipsets::SetTable;
 use netpol_hcn::render::Remotes;
 use netpol_hcn::sim::{Call, CallKind, HcnSim};
-use netpol_hcn::{HcnAcls, HcnDatapath, IpSetMode};
+use netpol_hcn::{
+    AclRemoval, HcnAcls, HcnDatapath, IpSetMode, WriteOptions, DEFAULT_MAX_ACLS_PER_REQUEST,
+};
 use serde_json::{json, Value};
 
 const NAMESPACES: usize = 50;
@@ -130,24 +132,29 @@ fn rule_changes(
             .count()
 }
 
-/// The requests the programmer sends for a change: per endpoint that stays, one `Add` if it
-/// gains rules and one `Remove` if it loses some; and the endpoints that stay and change.
+/// The calls the programmer makes for a change, under the default write protocol
+/// ([`netpol_hcn::WriteOptions::default`]): per endpoint whose ACLs change, a read, the rules it
+/// gains in `Add`s of at most [`DEFAULT_MAX_ACLS_PER_REQUEST`], then, if it loses some, a read of
+/// the list and one `Update` carrying it without them, and a read back. Returns the `Modify`
+/// and `Query` calls.
 fn requests(
     before: &BTreeMap<String, Vec<String>>,
     after: &BTreeMap<String, Vec<String>>,
 ) -> (usize, usize) {
+    assert_eq!(WriteOptions::default().removal, AclRemoval::Replace);
     let mut modifies = 0;
-    let mut changed = 0;
+    let mut queries = 0;
     for (pod, ids) in after {
         let old = before.get(pod).cloned().unwrap_or_default();
         if old == *ids {
             continue;
         }
-        changed += 1;
-        modifies += usize::from(ids.iter().any(|id| !old.contains(id)));
-        modifies += usize::from(old.iter().any(|id| !ids.contains(id)));
+        let added = ids.iter().filter(|id| !old.contains(id)).count();
+        let removes = old.iter().any(|id| !ids.contains(id));
+        modifies += added.div_ceil(DEFAULT_MAX_ACLS_PER_REQUEST) + usize::from(removes);
+        queries += 2 + usize::from(removes);
     }
-    (modifies, changed)
+    (modifies, queries)
 }
 
 /// What the enforcer writes, rendered as it renders: per local pod its ACL ids (with sets, an
@@ -296,7 +303,7 @@ fn one_pod_changes(mode: IpSetMode) {
         let calls = sim.calls().take_calls();
         let after = snapshot(&pipeline, mode);
         let changed = rule_changes(&before.rules, &after.rules);
-        let (modifies, staying) = requests(&before.rules, &after.rules);
+        let (modifies, queries) = requests(&before.rules, &after.rules);
         eprintln!(
             "{mode:?}, {what}: {} MapStates changed, {changed} ACL lists changed, datapath calls: {} modify, {} query, {} enumerate, {} network modify",
             report.changed_pods.len(),
@@ -305,20 +312,16 @@ fn one_pod_changes(mode: IpSetMode) {
             count(&calls, CallKind::Enumerate),
             count(&calls, CallKind::ModifyNetwork),
         );
-        // Only the endpoints whose ACLs changed get requests: an Add of the rules they gain, a
-        // Remove of those they lose.
+        // Only the endpoints whose ACLs changed get requests: batched `Add`s of the rules they
+        // gain, one `Update` without those they lose.
         assert_eq!(
             count(&calls, CallKind::Modify),
             modifies,
             "{mode:?}, {what}"
         );
-        // Each is read before the requests and read back after them; nothing lists the
-        // endpoints again, and the network's sets are not read again either.
-        assert_eq!(
-            count(&calls, CallKind::Query),
-            2 * staying,
-            "{mode:?}, {what}"
-        );
+        // Each is read before the requests, again before an `Update`, and back after them;
+        // nothing lists the endpoints again, and the network's sets are not read again either.
+        assert_eq!(count(&calls, CallKind::Query), queries, "{mode:?}, {what}");
         assert_eq!(count(&calls, CallKind::Enumerate), 0, "{mode:?}, {what}");
         assert_eq!(count(&calls, CallKind::QueryNetwork), 0, "{mode:?}, {what}");
         assert_eq!(
