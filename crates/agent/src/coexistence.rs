@@ -34,21 +34,11 @@ pub fn report_at_start(api: &dyn HcnApi, metrics: &Metrics) -> usize {
 fn find(api: &dyn HcnApi) -> Result<usize, netpol_datapath::DatapathError> {
     let listing = api.list_endpoints()?;
     let sets: HashMap<String, Vec<IpNet>> = if api.capabilities().ip_sets {
+        // A set whose values do not read is left out: a rule naming it is then taken to match
+        // any address, which may warn too often but never too little.
         api.list_sets()?
             .into_iter()
-            .map(|s| {
-                let members = s
-                    .values
-                    .split(',')
-                    .filter_map(|v| {
-                        let v = v.trim();
-                        v.parse::<IpNet>()
-                            .ok()
-                            .or_else(|| v.parse::<std::net::IpAddr>().ok().map(IpNet::from))
-                    })
-                    .collect();
-                (s.id, members)
-            })
+            .filter_map(|s| s.members().ok().map(|members| (s.id, members)))
             .collect()
     } else {
         HashMap::new()

@@ -174,6 +174,27 @@ impl SetPolicySetting {
     pub fn is_netpol_owned(&self) -> bool {
         self.id.starts_with(NETPOL_SET_PREFIX)
     }
+
+    /// The set's members (see [`set_members`]).
+    pub fn members(&self) -> Result<Vec<ipnet::IpNet>, String> {
+        set_members(&self.values)
+    }
+}
+
+/// A set's `Values`: addresses and CIDRs, comma-separated; empty is an empty set. An error names
+/// the first item that is neither.
+pub fn set_members(values: &str) -> Result<Vec<ipnet::IpNet>, String> {
+    values
+        .split(',')
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(|item| {
+            item.parse::<ipnet::IpNet>()
+                .map(|n| n.trunc())
+                .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+                .map_err(|_| format!("{item:?} is not an address or CIDR"))
+        })
+        .collect()
 }
 
 impl EndpointPolicy {

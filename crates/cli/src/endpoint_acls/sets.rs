@@ -30,7 +30,7 @@ impl LiveSets {
                     continue;
                 };
                 let set = set.map_err(|e| format!("network {label}: policies[{i}]: {e}"))?;
-                members(&set.values)
+                netpol_hcn::schema::set_members(&set.values)
                     .map_err(|e| format!("network {label}: IP set {}: Values: {e}", set.id))?;
                 sets.insert(set.id.clone(), set);
             }
@@ -66,7 +66,7 @@ impl LiveSets {
 
     /// A set's members on `network`, else on any recorded network.
     pub fn members(&self, network: Option<&str>, id: &str) -> Option<Vec<IpNet>> {
-        members(self.values(network, id)?).ok()
+        netpol_hcn::schema::set_members(self.values(network, id)?).ok()
     }
 
     /// netpol's sets on the recorded networks that none of `named` is.
@@ -79,20 +79,6 @@ impl LiveSets {
             .flat_map(BTreeMap::values)
             .filter(move |s| s.is_netpol_owned() && !named.contains(&s.id))
     }
-}
-
-/// A set's comma-separated `Values` as networks.
-fn members(values: &str) -> Result<Vec<IpNet>, String> {
-    values
-        .split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|v| {
-            v.parse::<IpNet>()
-                .or_else(|_| v.parse::<std::net::IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("{v:?} is not an address or CIDR"))
-        })
-        .collect()
 }
 
 /// A netpol ACL with each netpol set id in its `RemoteAddresses` or `LocalAddresses` replaced

@@ -50,7 +50,7 @@ mod quirks;
 mod session;
 
 use log::CallLog;
-use policies::{apply_request, has_ipv6, parse_set_values, resolve_sets, MatcherCache, SimSet};
+use policies::{apply_request, has_ipv6, resolve_sets, MatcherCache, SimSet};
 pub use policies::{check_priorities, PolicyError};
 pub use quirks::{MissingSetQuirk, RemoveQuirk, SimMode, SimQuirks};
 pub use session::SimSession;
@@ -207,7 +207,7 @@ impl State {
                     if request.request_type == RequestType::Update && !exists {
                         return Err(failed(format!("set {:?} does not exist", set.id)));
                     }
-                    let values = parse_set_values(&set.values)
+                    let values = crate::schema::set_members(&set.values)
                         .map_err(|e| failed(format!("set {:?}: {e}", set.id)))?;
                     if self.quirks.ipv6_sets_refused && has_ipv6(&values) {
                         return Err(RawError::Refused {

@@ -135,21 +135,6 @@ pub(super) fn resolve_sets(
         .collect()
 }
 
-/// A set's `Values`: addresses and CIDRs, comma-separated; empty is an empty set.
-pub(super) fn parse_set_values(values: &str) -> Result<Vec<IpNet>, String> {
-    values
-        .split(',')
-        .map(str::trim)
-        .filter(|v| !v.is_empty())
-        .map(|item| {
-            item.parse::<IpNet>()
-                .map(|n| n.trunc())
-                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| format!("{item:?} is not an address or CIDR"))
-        })
-        .collect()
-}
-
 pub(super) fn apply_request(
     current: &[EndpointPolicy],
     request: &ModifyEndpointRequest,
