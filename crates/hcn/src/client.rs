@@ -113,8 +113,9 @@ impl<C: HcnCalls> HcnDatapath<C> {
         }
     }
 
-    /// IP sets go on the network with this id or name rather than on the one most endpoints
-    /// are on.
+    /// netpol's endpoints are those on the network with this id or name (endpoints of other
+    /// networks are left alone), and IP sets go on it, rather than on the one most endpoints are
+    /// on.
     pub fn with_network(self, network: Option<String>) -> Self {
         HcnDatapath {
             configured_network: network.filter(|n| !n.is_empty()),
@@ -168,8 +169,10 @@ impl<C: HcnCalls> HcnDatapath<C> {
     }
 
     /// Remembers the network IP sets go on: the configured one, or the one most listed
-    /// endpoints are on (with a warning when they are on several).
-    fn note_networks(&self, networks: &BTreeMap<String, usize>) {
+    /// endpoints are on (with a warning when they are on several). Returns the configured
+    /// network's id as found among the listed endpoints' (None: none is on it), when one is
+    /// configured.
+    fn note_networks(&self, networks: &BTreeMap<String, usize>) -> Option<Option<String>> {
         if let Some(wanted) = &self.configured_network {
             let found = networks.keys().find(|id| {
                 id.eq_ignore_ascii_case(wanted)
@@ -178,16 +181,16 @@ impl<C: HcnCalls> HcnDatapath<C> {
                         .is_ok_and(|(name, _)| name.eq_ignore_ascii_case(wanted))
             });
             if found.is_none() && !networks.is_empty() {
-                tracing::warn!(network = %wanted, "no listed endpoint is on the configured HNS network (--hcn-network): it holds no pod netpol programs");
+                tracing::warn!(network = %wanted, listed_networks = ?networks.keys().collect::<Vec<_>>(), "no listed endpoint is on the configured HNS network (--hcn-network), so netpol programs no endpoint: check the name or id against Get-HnsNetwork");
             }
             *self.network.lock().expect("network lock") = found.cloned();
-            return;
+            return Some(found.cloned());
         }
         let Some((network, _)) = networks
             .iter()
             .max_by_key(|(id, n)| (**n, std::cmp::Reverse(*id)))
         else {
-            return;
+            return None;
         };
         if networks.len() > 1 {
             tracing::warn!(
@@ -197,6 +200,7 @@ impl<C: HcnCalls> HcnDatapath<C> {
             );
         }
         *self.network.lock().expect("network lock") = Some(network.clone());
+        None
     }
 
     /// The raw call layer (the simulator, in tests).
@@ -276,19 +280,25 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             unreadable: Vec::new(),
         };
         let mut networks: BTreeMap<String, usize> = BTreeMap::new();
+        // Each listed endpoint's network, in listing order.
+        let mut on: Vec<Option<String>> = Vec::with_capacity(ids.len());
         for id in ids {
             match self.properties(&id) {
-                Ok(props) => out.endpoints.push(EndpointInfo {
-                    addresses: {
-                        if let Some(Value::String(network)) = props.other.get("HostComputeNetwork")
-                        {
-                            *networks.entry(network.to_lowercase()).or_default() += 1;
-                        }
-                        addresses(&props)
-                    },
-                    id,
-                    name: props.name,
-                }),
+                Ok(props) => {
+                    let network = match props.other.get("HostComputeNetwork") {
+                        Some(Value::String(network)) => Some(network.to_lowercase()),
+                        _ => None,
+                    };
+                    if let Some(network) = &network {
+                        *networks.entry(network.clone()).or_default() += 1;
+                    }
+                    on.push(network);
+                    out.endpoints.push(EndpointInfo {
+                        addresses: addresses(&props),
+                        id,
+                        name: props.name,
+                    });
+                }
                 // Deleted between the enumeration and the query: it is simply gone.
                 Err(DatapathError::NotFound { .. }) => {}
                 // HNS itself is gone: no listing at all, the caller reconnects.
@@ -300,7 +310,22 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
                 }
             }
         }
-        self.note_networks(&networks);
+        if let Some(chosen) = self.note_networks(&networks) {
+            // A configured network: endpoints of every other network are not netpol's (the
+            // host's own vNIC, another CNI's pods). One that names no network is kept.
+            let mut networks = on.into_iter();
+            let before = out.endpoints.len();
+            out.endpoints.retain(|_| match networks.next().flatten() {
+                Some(network) => chosen.as_deref() == Some(network.as_str()),
+                None => true,
+            });
+            if out.endpoints.len() < before {
+                tracing::debug!(
+                    excluded = before - out.endpoints.len(),
+                    "endpoints on other HNS networks than --hcn-network left alone"
+                );
+            }
+        }
         Ok(out)
     }
 
