@@ -106,7 +106,9 @@ mod tests {
         let deferred = Outcome::Deferred {
             retry_at: std::time::Instant::now(),
         };
-        assert!(refusals.update(&report(&[("ep-a", deferred)]), pod).is_empty());
+        assert!(refusals
+            .update(&report(&[("ep-a", deferred)]), pod)
+            .is_empty());
         assert!(refusals
             .update(&report(&[("ep-a", refused("rule 1"))]), pod)
             .is_empty());
@@ -122,7 +124,9 @@ mod tests {
             added: 1,
             removed: 0,
         };
-        assert!(refusals.update(&report(&[("ep-a", updated)]), pod).is_empty());
+        assert!(refusals
+            .update(&report(&[("ep-a", updated)]), pod)
+            .is_empty());
         assert_eq!(
             refusals
                 .update(&report(&[("ep-a", refused("rule 2"))]), pod)

@@ -20,10 +20,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::datapath_refusals::DatapathRefusals;
 use super::indexes::{Applied, Indexes, OwnNode, PolicyBudgets, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
-use super::datapath_refusals::DatapathRefusals;
 use super::refusals::Refusal;
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
