@@ -169,10 +169,8 @@ impl<C: HcnCalls> HcnDatapath<C> {
     }
 
     /// Remembers the network IP sets go on: the configured one, or the one most listed
-    /// endpoints are on (with a warning when they are on several). Returns the configured
-    /// network's id as found among the listed endpoints' (None: none is on it), when one is
-    /// configured.
-    fn note_networks(&self, networks: &BTreeMap<String, usize>) -> Option<Option<String>> {
+    /// endpoints are on (with a warning when they are on several).
+    fn note_networks(&self, networks: &BTreeMap<String, usize>) {
         if let Some(wanted) = &self.configured_network {
             let found = networks.keys().find(|id| {
                 id.eq_ignore_ascii_case(wanted)
@@ -184,13 +182,13 @@ impl<C: HcnCalls> HcnDatapath<C> {
                 tracing::warn!(network = %wanted, listed_networks = ?networks.keys().collect::<Vec<_>>(), "no listed endpoint is on the configured HNS network (--hcn-network), so netpol programs no endpoint: check the name or id against Get-HnsNetwork");
             }
             *self.network.lock().expect("network lock") = found.cloned();
-            return Some(found.cloned());
+            return;
         }
         let Some((network, _)) = networks
             .iter()
             .max_by_key(|(id, n)| (**n, std::cmp::Reverse(*id)))
         else {
-            return None;
+            return;
         };
         if networks.len() > 1 {
             tracing::warn!(
@@ -200,7 +198,6 @@ impl<C: HcnCalls> HcnDatapath<C> {
             );
         }
         *self.network.lock().expect("network lock") = Some(network.clone());
-        None
     }
 
     /// The raw call layer (the simulator, in tests).
@@ -310,7 +307,9 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
                 }
             }
         }
-        if let Some(chosen) = self.note_networks(&networks) {
+        self.note_networks(&networks);
+        if self.configured_network.is_some() {
+            let chosen = self.network();
             // A configured network: endpoints of every other network are not netpol's (the
             // host's own vNIC, another CNI's pods). One that names no network is kept.
             let mut networks = on.into_iter();
