@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use netpol_datapath::testing::*;
-use netpol_datapath::{compile_endpoint, Backoff, Desired, EndpointInfo, Enforcer, LocalPods};
+use netpol_datapath::{
+    compile_endpoint, Backoff, CompiledRules, Desired, EndpointInfo, Enforcer, LocalPods,
+};
 use netpol_engine::*;
 use netpol_hcn::client::RawError;
 use netpol_hcn::discovery::HostEndpoints;
@@ -130,6 +132,24 @@ fn pod(name: &str) -> PodInfo {
     }
 }
 
+/// The compiled rules of an endpoint denying ingress but TCP 80 from `peer`.
+fn allowing_tcp_80_from(peer: IdentityId, store: &IdentityStore) -> Arc<CompiledRules> {
+    let mut b = MapBuilder::new(Verdict::Allow);
+    b.set(
+        Direction::Ingress,
+        None,
+        key(None, 0, 0),
+        value(2, Verdict::Deny, None),
+    );
+    b.set(
+        Direction::Ingress,
+        Some(peer),
+        key(Some(Protocol::Tcp), 80, 16),
+        value(5, Verdict::Allow, None),
+    );
+    Arc::new(compile_endpoint(&b.build(), store).unwrap())
+}
+
 /// An endpoint allowing TCP 80 from the `web` workload only, enforced; then a replica of `web`
 /// added. Returns the calls the replica caused and the simulator.
 fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnDatapath<HcnSim>>) {
@@ -152,21 +172,7 @@ fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnData
         Identity::pod(pod("web-1"), "10.1.0.11".parse().unwrap()),
         vec![],
     );
-    let mut b = MapBuilder::new(Verdict::Allow);
-    b.set(
-        Direction::Ingress,
-        None,
-        key(None, 0, 0),
-        value(2, Verdict::Deny, None),
-    );
-    b.set(
-        Direction::Ingress,
-        Some(web),
-        key(Some(Protocol::Tcp), 80, 16),
-        value(5, Verdict::Allow, None),
-    );
-    let map = b.build();
-    let rules = Arc::new(compile_endpoint(&map, &store).unwrap());
+    let rules = allowing_tcp_80_from(web, &store);
     let pods: LocalPods = [("ns/local".to_string(), vec![LOCAL.parse().unwrap()])]
         .into_iter()
         .collect();
@@ -388,22 +394,7 @@ fn a_set_hns_refuses_holds_back_only_the_endpoints_naming_it() {
         vec![],
     );
     assert_ne!(v4, v6);
-    let allowing = |peer: IdentityId| {
-        let mut b = MapBuilder::new(Verdict::Allow);
-        b.set(
-            Direction::Ingress,
-            None,
-            key(None, 0, 0),
-            value(2, Verdict::Deny, None),
-        );
-        b.set(
-            Direction::Ingress,
-            Some(peer),
-            key(Some(Protocol::Tcp), 80, 16),
-            value(5, Verdict::Allow, None),
-        );
-        Arc::new(compile_endpoint(&b.build(), &store).unwrap())
-    };
+    let allowing = |peer: IdentityId| allowing_tcp_80_from(peer, &store);
     let pods: LocalPods = [
         ("ns/a".to_string(), vec!["10.1.0.2".parse().unwrap()]),
         ("ns/b".to_string(), vec!["10.1.0.3".parse().unwrap()]),
