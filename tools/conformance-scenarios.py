@@ -15,6 +15,7 @@ not guessed at: it is listed as not expressed, with the statement, and written b
 all (see docs/scenarios.md).
 """
 
+import copy
 import os
 import re
 import subprocess
@@ -83,7 +84,10 @@ POKE = re.compile(
     r'kubernetes\.PokeServer\(t, s\.ClientSet, &s\.KubeConfig, "([^"]+)", "([^"]+)", "(\w+)",\s*'
     r'(\w+)\.Status\.PodIP, int32\((\d+)\), s\.TimeoutConfig, (true|false)\)')
 GET_CNP = re.compile(r'cnp := kubernetes\.GetClusterNetworkPolicy\(t, s\.Client, "([^"]+)"')
-SAVE = re.compile(r'(\w+) := mutate\.Spec\.(Ingress|Egress)\[(\d+)\]$')
+SAVE = re.compile(r'(\w+) := mutate(?:\.DeepCopy\(\))?\.Spec\.(Ingress|Egress)\[(\d+)\]$')
+STRING = re.compile(r'(\w+) := "([\w-]+)"$')
+NAMED_PORT = re.compile(
+    r'(\w+)\.Protocols = \[\]api\.ClusterNetworkPolicyProtocol\{ \{ DestinationNamedPort: (\w+), \}, \}$')
 COPY = re.compile(r'mutate\.Spec\.(Ingress|Egress)\[(\d+)\] = mutate\.Spec\.(Ingress|Egress)\[(\d+)\]$')
 RESTORE = re.compile(r'mutate\.Spec\.(Ingress|Egress)\[(\d+)\] = (\w+)$')
 PRIORITY = re.compile(r'mutate\.Spec\.Priority = (\d+)$')
@@ -95,7 +99,8 @@ IGNORED = re.compile(
 
 
 def statements(body):
-    """The statements of a Go function body, a PokeServer call spanning lines joined."""
+    """The statements of a Go function body, one spanning lines (a call, a composite literal)
+    joined."""
     joined, depth = [], 0
     for line in body.splitlines():
         line = line.strip()
@@ -103,7 +108,8 @@ def statements(body):
             joined[-1] += " " + line
         else:
             joined.append(line)
-        depth += line.count("(") - line.count(")")
+        depth += sum(line.count(c) for c in "({") - sum(line.count(c) for c in ")}")
+        depth = max(depth, 0)
     return joined
 
 
@@ -125,7 +131,7 @@ def run_test(short, policies, runs):
     by_name = {p["metadata"]["name"]: p for p in policies}
     pods, scenarios = {}, []
     for n, (title, stmts) in enumerate(runs, start=1):
-        flows, saved = [], {}
+        flows, saved, strings = [], {}, {}
         for st in stmts:
             if m := GET_POD.search(st):
                 pods[m.group(1)] = f"{m.group(2)}/{m.group(3)}"
@@ -139,14 +145,21 @@ def run_test(short, policies, runs):
             elif m := GET_CNP.search(st):
                 current = by_name[m.group(1)]
             elif m := SAVE.match(st):
-                saved[m.group(1)] = current["spec"][m.group(2).lower()][int(m.group(3))]
+                saved[m.group(1)] = copy.deepcopy(current["spec"][m.group(2).lower()][int(m.group(3))])
+            elif m := STRING.match(st):
+                strings[m.group(1)] = m.group(2)
+            elif m := NAMED_PORT.match(st):
+                if m.group(1) not in saved or m.group(2) not in strings:
+                    return None, st
+                saved[m.group(1)]["protocols"] = [{"destinationNamedPort": strings[m.group(2)]}]
             elif m := COPY.match(st):
                 rules = current["spec"]
-                rules[m.group(1).lower()][int(m.group(2))] = rules[m.group(3).lower()][int(m.group(4))]
+                rules[m.group(1).lower()][int(m.group(2))] = copy.deepcopy(
+                    rules[m.group(3).lower()][int(m.group(4))])
             elif m := RESTORE.match(st):
                 if m.group(3) not in saved:
                     return None, st
-                current["spec"][m.group(1).lower()][int(m.group(2))] = saved[m.group(3)]
+                current["spec"][m.group(1).lower()][int(m.group(2))] = copy.deepcopy(saved[m.group(3)])
             elif m := PRIORITY.match(st):
                 current["spec"]["priority"] = int(m.group(1))
             elif m := ACTION.match(st):
