@@ -299,7 +299,12 @@ fn experimental_crd_fields_only_in_the_experimental_channel() {
     let file = fixture("cnp-nodes-peer.yaml");
     for args in [
         vec!["check", file.to_str().unwrap()],
-        vec!["check", "--crd-channel", "experimental", file.to_str().unwrap()],
+        vec![
+            "check",
+            "--crd-channel",
+            "experimental",
+            file.to_str().unwrap(),
+        ],
     ] {
         let output = netpol(&args);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

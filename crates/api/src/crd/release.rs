@@ -82,12 +82,12 @@ mod tests {
 
     #[test]
     fn netpols_types_read_every_field_of_the_experimental_crd_and_no_other() {
-        let upstream = spec_fields(&parse(cluster_network_policy_crd(
-            CrdChannel::Experimental,
-        )));
+        let upstream = spec_fields(&parse(cluster_network_policy_crd(CrdChannel::Experimental)));
         // The walk reaches the leaves (no `$ref` stops it).
         assert!(upstream.contains("spec.egress[].protocols[].udp.destinationPort.range.end"));
-        assert!(upstream.contains("spec.ingress[].from[].pods.podSelector.matchExpressions[].values"));
+        assert!(
+            upstream.contains("spec.ingress[].from[].pods.podSelector.matchExpressions[].values")
+        );
         let generated = serde_json::to_value(ClusterNetworkPolicy::crd()).unwrap();
         let ours = spec_fields(&generated);
         let missing: Vec<&String> = upstream.difference(&ours).collect();
@@ -101,9 +101,8 @@ mod tests {
     #[test]
     fn the_standard_crd_is_the_experimental_one_without_nodes_and_domain_names() {
         let standard = spec_fields(&parse(cluster_network_policy_crd(CrdChannel::Standard)));
-        let experimental = spec_fields(&parse(cluster_network_policy_crd(
-            CrdChannel::Experimental,
-        )));
+        let experimental =
+            spec_fields(&parse(cluster_network_policy_crd(CrdChannel::Experimental)));
         let only_experimental: BTreeSet<&str> = experimental
             .difference(&standard)
             .map(String::as_str)

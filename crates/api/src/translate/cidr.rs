@@ -169,7 +169,12 @@ mod tests {
         assert_eq!(sel.unwrap_err().field, "ipBlock.except[0]");
         // Leading zeros inside an IPv6 group are ordinary, as are /0 and an IPv4-compatible
         // spelling of a non-mapped IPv6 address.
-        for good in ["2001:0db8::/32", "0.0.0.0/0", "::/0", "64:ff9b::10.0.0.0/120"] {
+        for good in [
+            "2001:0db8::/32",
+            "0.0.0.0/0",
+            "::/0",
+            "64:ff9b::10.0.0.0/120",
+        ] {
             let (sel, _) = selector(good, &[]);
             assert!(sel.is_ok(), "{good}");
         }

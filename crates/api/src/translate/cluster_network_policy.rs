@@ -446,7 +446,10 @@ mod tests {
         let head = "  tier: Admin\n  priority: 1\n  subject: {namespaces: {}}\n";
         let peers = vec!["{namespaces: {}}"; 26].join(", ");
         let clauses = vec!["{tcp: {destinationPort: {number: 80}}}"; 26].join(", ");
-        let networks = (0..26).map(|i| format!("10.{i}.0.0/16")).collect::<Vec<_>>().join(", ");
+        let networks = (0..26)
+            .map(|i| format!("10.{i}.0.0/16"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let long_name = "n".repeat(101);
         let cases = [
             (
@@ -495,7 +498,9 @@ mod tests {
         let head = "  tier: Admin\n  priority: 1\n  subject: {namespaces: {}}\n";
         let nodes = cnp(
             "to-nodes",
-            &format!("{head}  egress: [{{action: Deny, to: [{{nodes: {{matchLabels: {{zone: b}}}}}}]}}]"),
+            &format!(
+                "{head}  egress: [{{action: Deny, to: [{{nodes: {{matchLabels: {{zone: b}}}}}}]}}]"
+            ),
         );
         let standard = translate_yaml_in(&nodes, CrdChannel::Standard);
         assert_eq!(standard.errors.len(), 1);
@@ -515,7 +520,10 @@ mod tests {
         assert_eq!(standard.errors[0].field, "spec.egress[0].to[0].domainNames");
         assert!(standard.errors[0].message.contains("experimental channel"));
         let experimental = translate_yaml_in(&fqdn, CrdChannel::Experimental);
-        assert_eq!(experimental.errors[0].field, "spec.egress[0].to[0].domainNames");
+        assert_eq!(
+            experimental.errors[0].field,
+            "spec.egress[0].to[0].domainNames"
+        );
         assert!(experimental.errors[0].is_unsupported());
 
         // The named-port CEL rule is the experimental CRD's only: the standard server accepts it.

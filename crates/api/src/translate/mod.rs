@@ -52,7 +52,9 @@ pub fn translate_for(object: &Object, channel: CrdChannel) -> Translation {
         Object::NetworkPolicy(p) => networkpolicy::translate(p, &mut diags),
         Object::AdminNetworkPolicy(p) => admin::translate_admin(p, &mut diags),
         Object::BaselineAdminNetworkPolicy(p) => admin::translate_baseline(p, &mut diags),
-        Object::ClusterNetworkPolicy(p) => cluster_network_policy::translate(p, channel, &mut diags),
+        Object::ClusterNetworkPolicy(p) => {
+            cluster_network_policy::translate(p, channel, &mut diags)
+        }
         Object::CiliumNetworkPolicy(p) => cilium::translate_namespaced(p, &mut diags),
         Object::CiliumClusterwideNetworkPolicy(p) => cilium::translate_clusterwide(p, &mut diags),
         Object::Namespace(_) | Object::Pod(_) | Object::Node(_) => Vec::new(),

@@ -147,7 +147,8 @@ impl Scenario {
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let built = api::build_cluster(Vec::new(), objects, rules)?;
         let label = paths
             .iter()
@@ -175,7 +176,8 @@ impl Scenario {
         own: Vec<ReadOne>,
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let built = api::build_cluster(base, own, rules)?;
         Ok(Scenario {
             file: PathBuf::from(name),
@@ -200,7 +202,8 @@ impl Scenario {
         names: [String; 2],
         flags: ReadFlags,
     ) -> [Result<Scenario, LoadErrors>; 2] {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let [before, after] = sides::build_sides(base, sides, rules);
         let [before_name, after_name] = names;
         let scenario = |built: Result<api::Built, LoadErrors>, name: String| {
