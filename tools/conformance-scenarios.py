@@ -93,9 +93,17 @@ RESTORE = re.compile(r'mutate\.Spec\.(Ingress|Egress)\[(\d+)\] = (\w+)$')
 PRIORITY = re.compile(r'mutate\.Spec\.Priority = (\d+)$')
 ACTION = re.compile(
     r'mutate\.Spec\.(Ingress|Egress)\[(\d+)\]\.Action = api\.ClusterNetworkPolicyRuleAction(\w+)$')
+MASK = re.compile(
+    r'if net\.IsIPv4String\(\w+\.Status\.PodIP\) \{ mask = "(/\d+)" \} else \{ mask = "(/\d+)" \}$')
+NEW_CIDR_RULE = re.compile(
+    r'(\w+) := \[\]api\.ClusterNetworkPolicy(Ingress|Egress)Rule\{ \{ Name: +"([\w-]+)", '
+    r'Action: +"(\w+)", To: \[\]api\.ClusterNetworkPolicyEgressPeer\{ \{ Networks: \[\]api\.CIDR\{ '
+    r'((?:api\.CIDR\(\w+\.Status\.PodIP \+ mask\), )+)\}, \}, \}, \}, \}$')
+CIDR_OF_POD = re.compile(r'api\.CIDR\((\w+)\.Status\.PodIP \+ mask\)')
+PREPEND = re.compile(r'mutate\.Spec\.(Ingress|Egress) = append\((\w+), mutate\.Spec\.(Ingress|Egress)\.\.\.\)$')
 IGNORED = re.compile(
     r'^(mutate := cnp\.DeepCopy\(\)|kubernetes\.PatchClusterNetworkPolicy\(.*\)|\}\)|\},?|\{|'
-    r'//.*|/\*.*\*/|)$')
+    r'//.*|/\*.*\*/|var mask string|)$')
 
 
 def statements(body):
@@ -129,7 +137,10 @@ def kebab(name):
 def run_test(short, policies, runs):
     """Scenarios of one test, or the statement it cannot express."""
     by_name = {p["metadata"]["name"]: p for p in policies}
-    pods, scenarios = {}, []
+    addresses = {
+        f'{o["metadata"]["namespace"]}/{o["metadata"]["name"]}': o["status"]["podIP"]
+        for o in topology()["objects"] if o["kind"] == "Pod"}
+    pods, scenarios, mask, new_rules = {}, [], None, {}
     for n, (title, stmts) in enumerate(runs, start=1):
         flows, saved, strings = [], {}, {}
         for st in stmts:
@@ -160,6 +171,20 @@ def run_test(short, policies, runs):
                 if m.group(3) not in saved:
                     return None, st
                 current["spec"][m.group(1).lower()][int(m.group(2))] = copy.deepcopy(saved[m.group(3)])
+            elif m := MASK.match(st):
+                mask = m.group(1)  # the topology is IPv4
+            elif m := NEW_CIDR_RULE.match(st):
+                if mask is None or any(v not in pods for v in CIDR_OF_POD.findall(m.group(5))):
+                    return None, st
+                new_rules[m.group(1)] = [{
+                    "name": m.group(3), "action": m.group(4),
+                    "to": [{"networks": [addresses[pods[v]] + mask
+                                         for v in CIDR_OF_POD.findall(m.group(5))]}]}]
+            elif m := PREPEND.match(st):
+                if m.group(2) not in new_rules or m.group(1) != m.group(3):
+                    return None, st
+                direction = m.group(1).lower()
+                current["spec"][direction] = copy.deepcopy(new_rules[m.group(2)]) + current["spec"][direction]
             elif m := PRIORITY.match(st):
                 current["spec"]["priority"] = int(m.group(1))
             elif m := ACTION.match(st):
