@@ -101,9 +101,13 @@ NEW_CIDR_RULE = re.compile(
     r'((?:api\.CIDR\(\w+\.Status\.PodIP \+ mask\), )+)\}, \}, \}, \}, \}$')
 CIDR_OF_POD = re.compile(r'api\.CIDR\((\w+)\.Status\.PodIP \+ mask\)')
 PREPEND = re.compile(r'mutate\.Spec\.(Ingress|Egress) = append\((\w+), mutate\.Spec\.(Ingress|Egress)\.\.\.\)$')
+FETCH = re.compile(
+    r'err := s\.Client\.Get\(ctx, client\.ObjectKey\{ Namespace: +"([\w-]+)", Name: +"([\w-]+)", \}, (\w+)\)$')
+DELETE = re.compile(r'err = s\.Client\.Delete\(ctx, (\w+)\)$')
 IGNORED = re.compile(
     r'^(mutate := cnp\.DeepCopy\(\)|kubernetes\.PatchClusterNetworkPolicy\(.*\)|\}\)|\},?|\{|'
-    r'//.*|/\*.*\*/|var mask string|)$')
+    r'//.*|/\*.*\*/|var mask string|ctx, cancel := context\.WithTimeout\(.*\)|defer cancel\(\)|'
+    r'\w+ := &networkingv1\.NetworkPolicy\{\}|require\.NoErrorf\(.*\)|)$')
 
 
 def statements(body):
@@ -140,7 +144,7 @@ def run_test(short, policies, runs):
     addresses = {
         f'{o["metadata"]["namespace"]}/{o["metadata"]["name"]}': o["status"]["podIP"]
         for o in topology()["objects"] if o["kind"] == "Pod"}
-    pods, scenarios, mask, new_rules = {}, [], None, {}
+    pods, scenarios, mask, new_rules, fetched = {}, [], None, {}, {}
     for n, (title, stmts) in enumerate(runs, start=1):
         flows, saved, strings = [], {}, {}
         for st in stmts:
@@ -171,6 +175,13 @@ def run_test(short, policies, runs):
                 if m.group(3) not in saved:
                     return None, st
                 current["spec"][m.group(1).lower()][int(m.group(2))] = copy.deepcopy(saved[m.group(3)])
+            elif m := FETCH.match(st):
+                fetched[m.group(3)] = (m.group(1), m.group(2))
+            elif m := DELETE.match(st):
+                if m.group(1) not in fetched:
+                    return None, st
+                namespace, name = fetched[m.group(1)]
+                policies[:] = [p for p in policies if (p["metadata"].get("namespace"), p["metadata"]["name"]) != (namespace, name)]
             elif m := MASK.match(st):
                 mask = m.group(1)  # the topology is IPv4
             elif m := NEW_CIDR_RULE.match(st):
