@@ -296,7 +296,8 @@ fn a_translation_warning_goes_to_stderr_without_failing() {
 
 #[test]
 fn experimental_crd_fields_only_in_the_experimental_channel() {
-    let file = fixture("cnp-nodes-peer.yaml");
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/channels/cnp-nodes-peer.yaml");
     for args in [
         vec!["check", file.to_str().unwrap()],
         vec![
