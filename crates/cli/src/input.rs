@@ -30,6 +30,11 @@ pub struct ReadArgs {
     /// instead of skipping and counting them.
     #[arg(long)]
     pub strict_kinds: bool,
+    /// The ClusterNetworkPolicy CRD channel of network-policy-api v0.2.0 the cluster serves:
+    /// `standard` refuses the experimental fields (`nodes`, `domainNames`) as that CRD lacks
+    /// them; `experimental` (the default) accepts `nodes` and applies its named-port rule.
+    #[arg(long, value_name = "CHANNEL", default_value_t = netpol_api::CrdChannel::default())]
+    pub crd_channel: netpol_api::CrdChannel,
 }
 
 impl ReadArgs {
@@ -37,6 +42,7 @@ impl ReadArgs {
         ReadFlags {
             lenient: self.lenient,
             strict_kinds: self.strict_kinds,
+            channel: self.crd_channel,
         }
     }
 }

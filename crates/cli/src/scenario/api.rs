@@ -10,7 +10,7 @@ use std::ops::Range;
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
+use netpol_api::{translate_for, CrdChannel, Diagnostic, Object, ObjectRef, Pod, ReadObject};
 use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
@@ -35,6 +35,8 @@ pub struct ReadRules {
     pub workload_pods: bool,
     /// What the input is called in messages.
     pub input_name: &'static str,
+    /// The ClusterNetworkPolicy CRD channel objects are checked against (`--crd-channel`).
+    pub channel: CrdChannel,
 }
 
 impl ReadRules {
@@ -46,6 +48,7 @@ impl ReadRules {
             skip_unsupported: false,
             workload_pods: false,
             input_name: "the scenario",
+            channel: CrdChannel::default(),
         }
     }
 
@@ -58,7 +61,13 @@ impl ReadRules {
             skip_unsupported: true,
             workload_pods: true,
             input_name: "the manifests",
+            channel: CrdChannel::default(),
         }
+    }
+
+    /// The same rules, checking ClusterNetworkPolicies against `channel`'s CRD.
+    pub fn in_channel(self, channel: CrdChannel) -> Self {
+        ReadRules { channel, ..self }
     }
 }
 
@@ -202,7 +211,7 @@ pub(super) fn translate_policy(
     reading: &mut Reading,
 ) -> Option<Translated> {
     reading.inventory.policies += 1;
-    let translation = translate(&placed.object.object);
+    let translation = translate_for(&placed.object.object, rules.channel);
     let source = &placed.origin;
     let unsupported_only =
         !translation.errors.is_empty() && translation.errors.iter().all(Diagnostic::is_unsupported);

@@ -60,6 +60,8 @@ pub struct ReadFlags {
     pub lenient: bool,
     /// Objects of kinds netpol does not read fail a manifests input.
     pub strict_kinds: bool,
+    /// The ClusterNetworkPolicy CRD channel the cluster serves.
+    pub channel: netpol_api::CrdChannel,
 }
 
 /// An expectation with both of its endpoints resolved in the scenario's cluster.
@@ -84,7 +86,7 @@ impl Scenario {
         let built = api::build_cluster(
             read(topology),
             read(own),
-            ReadRules::scenario(flags.lenient),
+            ReadRules::scenario(flags.lenient).in_channel(flags.channel),
         );
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
@@ -145,7 +147,8 @@ impl Scenario {
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let built = api::build_cluster(Vec::new(), objects, rules)?;
         let label = paths
             .iter()
@@ -173,7 +176,8 @@ impl Scenario {
         own: Vec<ReadOne>,
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let built = api::build_cluster(base, own, rules)?;
         Ok(Scenario {
             file: PathBuf::from(name),
@@ -198,7 +202,8 @@ impl Scenario {
         names: [String; 2],
         flags: ReadFlags,
     ) -> [Result<Scenario, LoadErrors>; 2] {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules =
+            ReadRules::manifests(flags.lenient, flags.strict_kinds).in_channel(flags.channel);
         let [before, after] = sides::build_sides(base, sides, rules);
         let [before_name, after_name] = names;
         let scenario = |built: Result<api::Built, LoadErrors>, name: String| {

@@ -175,6 +175,7 @@ spec: {podSelector: {matchLabels: {app: b}}, policyTypes: [Ingress]}
         ReadFlags {
             lenient: false,
             strict_kinds: false,
+            channel: Default::default(),
         }
     }
 
