@@ -10,7 +10,12 @@ pub enum SourceConfig {
     /// Embedded mode: the YAML files under a folder, followed as they change.
     Files(PathBuf),
     /// Cluster mode: watches through this kubeconfig, or the in-cluster configuration.
-    Cluster { kubeconfig: Option<PathBuf> },
+    /// `streaming_lists`: list as streaming lists where the server offers them, rather than in
+    /// gzipped pages ([`crate::sources::cluster::WatchConfig::streaming_lists`]).
+    Cluster {
+        kubeconfig: Option<PathBuf>,
+        streaming_lists: bool,
+    },
 }
 
 /// The datapath the agent programs.

@@ -179,7 +179,10 @@ pub fn run_with(
                     }
                 })?;
             }
-            SourceConfig::Cluster { kubeconfig } => {
+            SourceConfig::Cluster {
+                kubeconfig,
+                streaming_lists,
+            } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
                 // One agent of the cluster (the Lease holder) posts Events on refused objects.
                 let namespace = std::env::var("POD_NAMESPACE")
@@ -200,6 +203,7 @@ pub fn run_with(
                 };
                 let watch = WatchConfig {
                     initial_wait: config.initial_sync_timeout,
+                    streaming_lists: *streaming_lists,
                     ..WatchConfig::default()
                 };
                 spawn_watches(&client, &sinks, watch);

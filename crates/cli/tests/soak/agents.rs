@@ -82,6 +82,7 @@ impl RunningAgent {
             node: NODE.into(),
             source: SourceConfig::Cluster {
                 kubeconfig: Some(kubeconfig.to_owned()),
+                streaming_lists: false,
             },
             // Not read: the datapath is given.
             datapath: DatapathKind::HcnSim,
