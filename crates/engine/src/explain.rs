@@ -190,6 +190,7 @@ mod tests {
             })],
             ports: vec![],
             default_deny: tier == Tier::Normal,
+            enforcement: crate::entry::Enforcement::Enforce,
             auth: None,
             provenance: Provenance {
                 kind: "K".into(),
