@@ -8,9 +8,11 @@ mod admin;
 pub(crate) mod cidr;
 mod cilium;
 mod cluster_network_policy;
+mod enforcement;
 mod networkpolicy;
 pub(crate) mod ports;
 
+pub use enforcement::ENFORCEMENT_ANNOTATION;
 use netpol_engine::PolicyEntry;
 
 use crate::error::{Diagnostics, ValidationError, Warning};
@@ -38,7 +40,7 @@ impl Translation {
 /// [`crate::cluster`] for their identities.
 pub fn translate(object: &Object) -> Translation {
     let mut diags = Diagnostics::default();
-    let entries = match object {
+    let mut entries = match object {
         Object::NetworkPolicy(p) => networkpolicy::translate(p, &mut diags),
         Object::AdminNetworkPolicy(p) => admin::translate_admin(p, &mut diags),
         Object::BaselineAdminNetworkPolicy(p) => admin::translate_baseline(p, &mut diags),
@@ -47,6 +49,11 @@ pub fn translate(object: &Object) -> Translation {
         Object::CiliumClusterwideNetworkPolicy(p) => cilium::translate_clusterwide(p, &mut diags),
         Object::Namespace(_) | Object::Pod(_) | Object::Node(_) => Vec::new(),
     };
+    if object.is_policy() {
+        if let Some(mode) = diags.check(enforcement::enforcement_of(object.metadata())) {
+            entries.iter_mut().for_each(|e| e.enforcement = mode);
+        }
+    }
     let object = object.object_ref();
     let errors: Vec<ValidationError> = diags
         .errors
