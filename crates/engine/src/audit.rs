@@ -14,32 +14,9 @@
 //! ([`crate::Engine::set_view`]), and the reference evaluator decides both
 //! ([`decide_audited`]).
 
-use crate::entry::{Enforcement, PolicyEntry};
+pub use crate::entry::PolicyView;
+use crate::entry::PolicyEntry;
 use crate::reference::{self, Decision, DirectedFlow, Reason};
-
-/// Which verdict a policy set is evaluated for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum PolicyView {
-    /// What the datapath enforces: audited entries are left out.
-    #[default]
-    Enforced,
-    /// What would be enforced if audited entries were: every entry counts.
-    WouldBe,
-}
-
-impl PolicyView {
-    pub const BOTH: [PolicyView; 2] = [PolicyView::Enforced, PolicyView::WouldBe];
-
-    /// Whether `entry` takes part in this view's evaluation.
-    pub fn admits(self, entry: &PolicyEntry) -> bool {
-        self == PolicyView::WouldBe || entry.enforcement == Enforcement::Enforce
-    }
-
-    /// The entries of `entries` this view evaluates, in their order.
-    pub fn select<'a>(self, entries: &'a [PolicyEntry]) -> Vec<&'a PolicyEntry> {
-        entries.iter().filter(|e| self.admits(e)).collect()
-    }
-}
 
 /// Both verdicts of one direction of one flow.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -66,21 +43,16 @@ impl AuditedDecision {
 
 /// Decides one direction of one flow in both views (the reference evaluator, twice).
 pub fn decide_audited(entries: &[PolicyEntry], flow: &DirectedFlow<'_>) -> AuditedDecision {
-    let enforced: Vec<PolicyEntry> = PolicyView::Enforced
-        .select(entries)
-        .into_iter()
-        .cloned()
-        .collect();
     AuditedDecision {
-        enforced: reference::decide(&enforced, flow),
-        would_be: reference::decide(entries, flow),
+        enforced: reference::decide_in(PolicyView::Enforced, entries, flow),
+        would_be: reference::decide_in(PolicyView::WouldBe, entries, flow),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::entry::{Direction, Priority, Provenance, Tier, Verdict};
+    use crate::entry::{Direction, Enforcement, Priority, Provenance, Tier, Verdict};
     use crate::identity::{Identity, PodInfo};
     use crate::labels::{LabelSelector, Labels};
     use crate::ports::Protocol;

@@ -139,6 +139,26 @@ pub enum Enforcement {
     Audit,
 }
 
+/// Which verdict a policy set is evaluated for ([`crate::audit`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PolicyView {
+    /// What the datapath enforces: audited entries are left out.
+    #[default]
+    Enforced,
+    /// What would be enforced if audited entries were: every entry counts.
+    WouldBe,
+}
+
+impl PolicyView {
+    pub const BOTH: [PolicyView; 2] = [PolicyView::Enforced, PolicyView::WouldBe];
+
+    /// Whether `entry` takes part in this view's evaluation.
+    pub fn admits(self, entry: &PolicyEntry) -> bool {
+        self == PolicyView::WouldBe || entry.enforcement == Enforcement::Enforce
+    }
+
+}
+
 /// One flat rule.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PolicyEntry {

@@ -26,10 +26,10 @@ pub mod selector;
 pub mod selector_cache;
 pub mod synthetic;
 
-pub use audit::{AuditedDecision, PolicyView};
+pub use audit::AuditedDecision;
 pub use engine::{EndpointChanges, Engine, EngineConfig};
 pub use entry::{
-    AuthMode, Direction, Enforcement, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
+    AuthMode, Direction, Enforcement, PolicyView, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
 pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
 pub use labels::{
