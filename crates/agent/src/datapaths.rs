@@ -146,8 +146,7 @@ fn nftables(
         .rule_counters
         .install(Box::new(reader), book.clone());
     let flows = Arc::new(FlowLog::default());
-    if let Err(error) = crate::flows::follow_drop_log(flows.clone(), book, options.drop_log.group)
-    {
+    if let Err(error) = crate::flows::follow_drop_log(flows.clone(), book, options.drop_log.group) {
         let reason = format!(
             "the drop log cannot be read (NFLOG group {}): {error}",
             options.drop_log.group

@@ -147,7 +147,10 @@ impl Pipeline {
     /// Audits every policy (`--audit`): what it would deny is passed. Call it before the first
     /// event is ingested, as the policy index is replaced by [`Pipeline::set_policy_budgets`].
     pub fn audit_all(&mut self) {
-        debug_assert!(!self.synced && !self.staged, "audit is set before any event");
+        debug_assert!(
+            !self.synced && !self.staged,
+            "audit is set before any event"
+        );
         self.indexes.audit_all();
     }
 

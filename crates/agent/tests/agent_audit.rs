@@ -49,7 +49,10 @@ fn audited_count(indexes: &Indexes) -> usize {
 fn audit_flag_audits_every_policy_and_reports_each_once() {
     let mut indexes = synced(true);
     let apply = |indexes: &mut Indexes, object| {
-        indexes.apply(SourceEvent::new(SourceKind::NetworkPolicy, Event::Apply(object)))
+        indexes.apply(SourceEvent::new(
+            SourceKind::NetworkPolicy,
+            Event::Apply(object),
+        ))
     };
     let applied = apply(&mut indexes, deny_all(None));
     let entries = policy_entries(&applied.updates);
@@ -67,7 +70,10 @@ fn audit_flag_audits_every_policy_and_reports_each_once() {
 fn the_annotation_audits_one_policy_and_taking_it_off_enforces_it_again() {
     let mut indexes = synced(false);
     let mut apply = |object| {
-        indexes.apply(SourceEvent::new(SourceKind::NetworkPolicy, Event::Apply(object)))
+        indexes.apply(SourceEvent::new(
+            SourceKind::NetworkPolicy,
+            Event::Apply(object),
+        ))
     };
     let enforced = apply(deny_all(None));
     assert!(enforced.audited.is_empty());

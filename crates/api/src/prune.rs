@@ -7,14 +7,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::translate::ENFORCEMENT_ANNOTATION;
+use crate::annotations::READ_ANNOTATIONS;
 
 /// Metadata that can be large (`kubectl.kubernetes.io/last-applied-configuration` repeats the
 /// whole object) and that nothing in netpol reads.
 const UNREAD_METADATA: [&str; 1] = ["managedFields"];
-
-/// The annotations netpol reads; every other annotation is dropped.
-const READ_ANNOTATIONS: [&str; 1] = [ENFORCEMENT_ANNOTATION];
 
 /// Removes from `object` the metadata that netpol does not read. A metadata field of the wrong
 /// type is left for deserialization to report.

@@ -37,7 +37,10 @@ fn explain_allows_what_an_audited_policy_would_deny_and_names_it() {
         let output = explain(&format!("audit-explain-{engine}"), "audit", engine);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
         let out = stdout(&output);
-        assert!(out.starts_with("ops/prober -> shop/web TCP/8080: allow\n"), "{out}");
+        assert!(
+            out.starts_with("ops/prober -> shop/web TCP/8080: allow\n"),
+            "{out}"
+        );
         assert!(
             out.contains(
                 "would deny (audit): no Normal-tier rule matched and NetworkPolicy \
@@ -50,7 +53,10 @@ fn explain_allows_what_an_audited_policy_would_deny_and_names_it() {
     // Enforced, the same policy denies, and nothing is reported as audited.
     let output = explain("audit-explain-enforced", "enforce", "mapstate");
     let out = stdout(&output);
-    assert!(out.starts_with("ops/prober -> shop/web TCP/8080: deny\n"), "{out}");
+    assert!(
+        out.starts_with("ops/prober -> shop/web TCP/8080: deny\n"),
+        "{out}"
+    );
     assert!(!out.contains("would deny"), "{out}");
 }
 

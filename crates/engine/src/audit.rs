@@ -14,8 +14,8 @@
 //! ([`crate::Engine::set_view`]), and the reference evaluator decides both
 //! ([`decide_audited`]).
 
-pub use crate::entry::PolicyView;
 use crate::entry::PolicyEntry;
+pub use crate::entry::PolicyView;
 use crate::reference::{self, Decision, DirectedFlow, Reason};
 
 /// Both verdicts of one direction of one flow.

@@ -132,7 +132,9 @@ impl std::fmt::Display for Provenance {
 /// computed as if it did not exist, the would-be verdict as if it were enforced, and where the
 /// first allows and the second denies the datapath passes the packet and reports `would-deny`
 /// (see [`crate::audit`]). Set at translation for every kind; nothing later asks the kind.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
 pub enum Enforcement {
     #[default]
     Enforce,
@@ -156,7 +158,6 @@ impl PolicyView {
     pub fn admits(self, entry: &PolicyEntry) -> bool {
         self == PolicyView::WouldBe || entry.enforcement == Enforcement::Enforce
     }
-
 }
 
 /// One flat rule.

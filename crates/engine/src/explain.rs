@@ -5,8 +5,8 @@
 //! only the deciding entry; this walks the same order and keeps everything it met, so that a
 //! user can see why a rule they expected did not decide.
 
-use crate::entry::{PolicyEntry, Provenance, Tier, Verdict};
 use crate::audit::decide_audited;
+use crate::entry::{PolicyEntry, Provenance, Tier, Verdict};
 use crate::reference::{applicable, Decision, DirectedFlow, Reason};
 use crate::selector::Peer;
 

@@ -29,7 +29,9 @@ pub mod synthetic;
 pub use audit::AuditedDecision;
 pub use engine::{EndpointChanges, Engine, EngineConfig};
 pub use entry::{
-    AuthMode, Direction, Enforcement, PolicyView, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
+    AuthMode, Direction, Enforcement, OrderKey, PolicyEntry, PolicyView, Priority, Provenance,
+    Tier, Verdict,
+};
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
 pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
 pub use labels::{

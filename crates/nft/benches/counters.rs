@@ -79,7 +79,10 @@ fn listing(table: &Table) -> (String, usize) {
             ));
         }
     }
-    (format!(r#"{{"nftables": [{}]}}"#, items.join(", ")), counted)
+    (
+        format!(r#"{{"nftables": [{}]}}"#, items.join(", ")),
+        counted,
+    )
 }
 
 fn bench_reading_counters_150k(c: &mut Criterion) {
@@ -90,7 +93,10 @@ fn bench_reading_counters_150k(c: &mut Criterion) {
     assert_eq!(counts.len(), counted);
     let mut totals = CounterTotals::default();
     let series = totals.update(&counts, &book).len();
-    assert!(series > 0, "every counted rule is a policy rule of the book");
+    assert!(
+        series > 0,
+        "every counted rule is a policy rule of the book"
+    );
     eprintln!(
         "150k pods, node-0: built in {:.1} s; {} chains, {counted} counted rules, listing {:.1} KB, {series} series",
         started.elapsed().as_secs_f64(),

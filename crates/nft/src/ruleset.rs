@@ -9,7 +9,7 @@ use netpol_datapath::{OrderedRule, RemoteSet, RuleAction};
 use netpol_engine::reference::Reason;
 use netpol_engine::IdentityStore;
 
-use crate::droplog::DropLog;
+use crate::log_settings::DropLog;
 
 pub use crate::sets::{AddressSet, SetCache, SetRef};
 use netpol_engine::{Direction, Protocol};

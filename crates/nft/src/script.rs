@@ -154,8 +154,10 @@ impl RenderMemo {
             let mut lines = vec![comment_line(key, direction)];
             for rule in chains.chain(direction).iter() {
                 let log = (rule.verdict == ChainVerdict::Drop).then(|| {
-                    let (name, lines) =
-                        log_chain(&RuleLabels::of(&rule.reason, direction, rule.verdict), &drop_log);
+                    let (name, lines) = log_chain(
+                        &RuleLabels::of(&rule.reason, direction, rule.verdict),
+                        &drop_log,
+                    );
                     logs.insert(name.clone(), lines);
                     name
                 });

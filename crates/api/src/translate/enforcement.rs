@@ -5,10 +5,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use netpol_engine::Enforcement;
 
+pub use crate::annotations::ENFORCEMENT_ANNOTATION;
 use crate::error::{FieldError, FieldPath};
-
-/// The annotation that puts one policy in audit mode.
-pub const ENFORCEMENT_ANNOTATION: &str = "netpol.io/enforcement";
 
 /// The object's enforcement mode; an unknown value is an error naming the annotation (the
 /// object is then refused like any invalid object: guessing could enforce what its author
@@ -58,12 +56,17 @@ mod tests {
         for yaml in policies(audited) {
             let entries = entries(&yaml);
             assert!(!entries.is_empty(), "{yaml}");
-            assert!(entries.iter().all(|e| e.enforcement == Enforcement::Audit), "{yaml}");
+            assert!(
+                entries.iter().all(|e| e.enforcement == Enforcement::Audit),
+                "{yaml}"
+            );
         }
         for annotations in ["{netpol.io/enforcement: enforce}", "{}"] {
             for yaml in policies(annotations) {
                 let entries = entries(&yaml);
-                assert!(entries.iter().all(|e| e.enforcement == Enforcement::Enforce));
+                assert!(entries
+                    .iter()
+                    .all(|e| e.enforcement == Enforcement::Enforce));
             }
         }
     }
@@ -72,7 +75,10 @@ mod tests {
     fn an_unknown_mode_refuses_the_object_naming_the_annotation() {
         for yaml in policies("{netpol.io/enforcement: Audit}") {
             let error = error(&yaml);
-            assert_eq!(error.field, "metadata.annotations[\"netpol.io/enforcement\"]");
+            assert_eq!(
+                error.field,
+                "metadata.annotations[\"netpol.io/enforcement\"]"
+            );
             assert!(error.message.contains("\"Audit\""), "{}", error.message);
         }
     }

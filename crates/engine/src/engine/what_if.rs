@@ -64,10 +64,9 @@ impl Engine {
             pod: pod.clone(),
             addresses: Vec::new(),
             // Entries the engine's view leaves out (audited ones) decide nothing here either.
-            policy: std::sync::Arc::new(self.resolve_entries(
-                entries.into_iter().filter(|e| self.view.admits(e)),
-                pod,
-            )),
+            policy: std::sync::Arc::new(
+                self.resolve_entries(entries.into_iter().filter(|e| self.view.admits(e)), pod),
+            ),
             wildcard: Default::default(),
             map: Default::default(),
             over_budget: None,
