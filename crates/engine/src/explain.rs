@@ -162,6 +162,7 @@ fn exclusions<'a>(entry: &'a PolicyEntry, flow: &DirectedFlow<'_>) -> Vec<Exclus
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reference::decide;
     use crate::entry::{Direction, Priority};
     use crate::identity::{Identity, PodInfo};
     use crate::labels::Labels;

@@ -55,7 +55,6 @@ fn listing(table: &Table) -> (String, usize) {
     let chains = table
         .chains
         .iter()
-        .map(|(name, lines)| (name, lines))
         .chain(std::iter::once((&table.dispatch.0, &table.dispatch.1)));
     for (name, lines) in chains {
         items.push(format!(
