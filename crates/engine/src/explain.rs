@@ -162,11 +162,11 @@ fn exclusions<'a>(entry: &'a PolicyEntry, flow: &DirectedFlow<'_>) -> Vec<Exclus
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reference::decide;
     use crate::entry::{Direction, Priority};
     use crate::identity::{Identity, PodInfo};
     use crate::labels::Labels;
     use crate::ports::{PortRule, Protocol};
+    use crate::reference::decide;
     use crate::selector::{AddressScope, CidrSelector, PodSelector};
 
     fn pod() -> PodInfo {
