@@ -43,6 +43,11 @@ pub struct DatapathOptions {
     /// How much one policy object, and the objects of one namespace, may name before they are
     /// refused (`indexes::PolicyBudgets`); carried here beside the entry budget it guards.
     pub policy_budgets: crate::indexes::PolicyBudgets,
+    /// nftables: the drop log's netlink log group and rate (`--nflog-group`, `--drop-log-rate`).
+    pub drop_log: netpol_nft::droplog::DropLog,
+    /// `--audit`: every policy in audit mode (not enforced, whatever its annotation), for a
+    /// first rollout.
+    pub audit_all: bool,
     /// HCN: whether ACLs name network IP sets (`--hcn-ip-sets`); `Auto` uses them where the HNS
     /// has them (HNS 13.0 and later, and the simulator, which is HNS 15.0).
     pub hcn_ip_sets: netpol_hcn::IpSetMode,

@@ -132,6 +132,9 @@ pub fn run_with(
         pipeline.set_max_policy_entries(limit);
     }
     pipeline.set_policy_budgets(config.datapath_options.policy_budgets);
+    if config.datapath_options.audit_all {
+        pipeline.audit_all();
+    }
     // In cluster mode refused objects are also reported as Events (by the Lease holder).
     let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel();
     if matches!(config.source, SourceConfig::Cluster { .. }) {

@@ -91,6 +91,7 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 #[derive(Clone, Debug)]
 pub struct Metrics {
     pub policies: Family<PolicyLabels, Gauge>,
+    pub audited_policies: Family<KindLabels, Gauge>,
     pub policy_rejections: Family<KindLabels, Counter>,
     pub policies_over_budget: Family<KindLabels, Counter>,
     pub identities: Gauge,
@@ -128,6 +129,7 @@ impl Metrics {
     pub fn register(registry: &mut Registry) -> Metrics {
         let metrics = Metrics {
             policies: Family::default(),
+            audited_policies: Family::default(),
             policy_rejections: Family::default(),
             policies_over_budget: Family::default(),
             identities: Gauge::default(),
@@ -157,6 +159,12 @@ impl Metrics {
             "policies",
             "Policies known, by kind and validity (invalid ones are skipped)",
             metrics.policies.clone(),
+        );
+        r.register(
+            "audited_policies",
+            "Valid policies in audit mode (netpol.io/enforcement: audit, or --audit), by kind: \
+             not enforced, and what they would deny is passed without being reported",
+            metrics.audited_policies.clone(),
         );
         r.register(
             "policy_rejections",
@@ -309,6 +317,11 @@ impl Metrics {
                     })
                     .set(gauge_value(n));
             }
+            self.audited_policies
+                .get_or_create(&KindLabels {
+                    kind: kind.as_str().to_owned(),
+                })
+                .set(gauge_value(counts.audited));
         }
     }
 

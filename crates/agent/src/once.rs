@@ -65,6 +65,9 @@ pub fn sync(
         pipeline.set_max_policy_entries(limit);
     }
     pipeline.set_policy_budgets(options.policy_budgets);
+    if options.audit_all {
+        pipeline.audit_all();
+    }
     let mut source = FileSource::new(dir);
     // Each object goes into the pipeline as it is parsed: the list never exists as a whole.
     let problems = read_first_list(&mut source, poll, &mut |event| pipeline.ingest(event))?;

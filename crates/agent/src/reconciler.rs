@@ -148,6 +148,16 @@ impl Pipeline {
         self.indexes.set_policy_budgets(budgets);
     }
 
+    /// Audits every policy (`--audit`): what it would deny is passed. Call it before the first
+    /// event is ingested, as the policy index is replaced by [`Pipeline::set_policy_budgets`].
+    pub fn audit_all(&mut self) {
+        debug_assert!(
+            !self.synced && !self.staged,
+            "audit is set before any event"
+        );
+        self.indexes.audit_all();
+    }
+
     /// Sends every object refused from now on to `refusals` as well as to the log.
     pub fn report_refusals(&mut self, refusals: tokio::sync::mpsc::UnboundedSender<Refusal>) {
         self.refusals = Some(refusals);
@@ -238,6 +248,15 @@ impl Pipeline {
                     let _ = refusals.send(refusal);
                 }
             }
+        }
+        // Once per policy as it becomes audited, not per sync: the datapath enforces none of
+        // its entries, and no datapath reports its would-be denies yet (docs/semantics.md).
+        for policy in &applied.audited {
+            tracing::warn!(
+                policy = %policy,
+                "policy in audit mode: not enforced; what it would deny passes and is not \
+                 reported by this datapath (netpol_audited_policies)"
+            );
         }
         for warning in &applied.warnings {
             tracing::warn!(object = %warning.object, field = %warning.field, "{}", warning.message);

@@ -83,6 +83,7 @@
 //! - A CIDR with host bits set (`10.1.2.3/16`) is read as its network (`10.1.0.0/16`).
 //! - A CiliumNetworkPolicy `endpointSelector` naming another namespace is pinned to its own.
 
+pub mod annotations;
 mod block;
 pub mod cluster;
 pub mod crd;

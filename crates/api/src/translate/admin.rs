@@ -190,6 +190,7 @@ impl OrderedPolicy {
                 peers: rule.peers,
                 ports: rule.ports,
                 default_deny: false,
+                enforcement: netpol_engine::Enforcement::Enforce,
                 auth: None,
                 provenance: Provenance {
                     kind: self.kind.into(),

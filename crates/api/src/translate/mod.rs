@@ -9,9 +9,11 @@ mod channel;
 pub(crate) mod cidr;
 mod cilium;
 mod cluster_network_policy;
+mod enforcement;
 mod networkpolicy;
 pub(crate) mod ports;
 
+pub use enforcement::ENFORCEMENT_ANNOTATION;
 use netpol_engine::PolicyEntry;
 
 pub use channel::{CrdChannel, CHANNEL_ANNOTATION};
@@ -48,7 +50,7 @@ pub fn translate(object: &Object) -> Translation {
 /// CRD would refuse.
 pub fn translate_for(object: &Object, channel: CrdChannel) -> Translation {
     let mut diags = Diagnostics::default();
-    let entries = match object {
+    let mut entries = match object {
         Object::NetworkPolicy(p) => networkpolicy::translate(p, &mut diags),
         Object::AdminNetworkPolicy(p) => admin::translate_admin(p, &mut diags),
         Object::BaselineAdminNetworkPolicy(p) => admin::translate_baseline(p, &mut diags),
@@ -59,6 +61,11 @@ pub fn translate_for(object: &Object, channel: CrdChannel) -> Translation {
         Object::CiliumClusterwideNetworkPolicy(p) => cilium::translate_clusterwide(p, &mut diags),
         Object::Namespace(_) | Object::Pod(_) | Object::Node(_) => Vec::new(),
     };
+    if object.is_policy() {
+        if let Some(mode) = diags.check(enforcement::enforcement_of(object.metadata())) {
+            entries.iter_mut().for_each(|e| e.enforcement = mode);
+        }
+    }
     let object = object.object_ref();
     let errors: Vec<ValidationError> = diags
         .errors

@@ -100,6 +100,21 @@ pub struct Args {
     /// the check is wrong about.
     #[arg(long)]
     pub ignore_netfilter_bypass: bool,
+    /// Every policy in audit mode, as if annotated `netpol.io/enforcement: audit`: nothing is
+    /// enforced, for a first rollout. Logged once per policy and counted in
+    /// netpol_audited_policies.
+    #[arg(long)]
+    pub audit: bool,
+    /// nftables: the netlink log group (NFLOG) the drop log is sent to and read from. Another
+    /// process bound to it (ulogd, another agent) keeps the agent from reading the log; packets
+    /// are still counted and dropped.
+    #[arg(long, value_name = "GROUP", default_value_t = netpol_nft::droplog::LOG_GROUP)]
+    pub nflog_group: u16,
+    /// nftables: denied connections logged per second for the whole node (and the burst).
+    /// Over it, connections are still denied and counted, not logged.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = netpol_nft::droplog::LOG_RATE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub drop_log_rate: u32,
     /// MapState entries one pod's policy may need (shared identity classes counted once, plus
     /// one per remote identity). A pod over it is isolated on purpose (all traffic denied both
     /// ways except ingress from its own node), logged naming the policies responsible and
@@ -184,6 +199,11 @@ impl Args {
         DatapathOptions {
             ignore_netfilter_bypass: self.ignore_netfilter_bypass,
             max_policy_entries: Some(self.max_policy_entries),
+            audit_all: self.audit,
+            drop_log: netpol_nft::droplog::DropLog {
+                group: self.nflog_group,
+                rate: self.drop_log_rate,
+            },
             policy_budgets: PolicyBudgets {
                 prefixes_per_object: self.max_policy_prefixes,
                 selectors_per_object: self.max_policy_selectors,

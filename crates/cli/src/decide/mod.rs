@@ -253,6 +253,7 @@ mod tests {
             ))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         }]);

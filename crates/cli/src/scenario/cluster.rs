@@ -470,6 +470,7 @@ mod tests {
             })],
             ports: vec![],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         }]);
