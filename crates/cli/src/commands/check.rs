@@ -49,6 +49,8 @@ pub struct Args {
     /// instead of refusing the scenario as `kubectl apply` would refuse the policy.
     #[arg(long)]
     pub lenient: bool,
+    #[command(flatten)]
+    pub placement: crate::input::PlacementArgs,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -125,6 +127,7 @@ fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result
         let flags = ReadFlags {
             lenient: args.lenient,
             strict_kinds: true,
+            placement: args.placement.placement(),
         };
         let loaded = load_scenario(&file, flags, &mut errors)?;
         err.write_all(&errors)?;

@@ -1,12 +1,17 @@
 //! Pods that workloads will run, so that a repository's manifests (Deployments and the like,
 //! what `helm template` prints) can be checked before anything runs. Each workload gives one
 //! representative pod: its template's labels and container ports (named ports included), in
-//! the workload's namespace, named as the workload. Its address is assigned later, from
-//! [`ASSIGNED_POD_CIDR`], and shown as assigned wherever the pod is named.
+//! the workload's namespace, named as the workload. Its address and node are given by a
+//! [`Placement`], the same way by every command (the agent's files and the authoring tools),
+//! and shown as assigned wherever the pod is named.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 
+use ipnet::IpNet;
 use serde_json::{json, Map, Value};
+
+use crate::Pod;
 
 /// The kinds whose pod template gives a pod, and where the template is.
 const WORKLOAD_KINDS: [(&str, &[&str]); 6] = [
@@ -18,9 +23,116 @@ const WORKLOAD_KINDS: [(&str, &[&str]); 6] = [
     ("CronJob", &["spec", "jobTemplate", "spec", "template"]),
 ];
 
-/// Where assigned pod addresses come from: the pod network `kubeadm` and flannel use by default.
-/// An address a pod or node of the input already has is never assigned.
-pub const ASSIGNED_POD_CIDR: &str = "10.244.0.0/16";
+/// Where assigned pod addresses come from unless `--pod-cidr` says: the pod network `kubeadm`
+/// and flannel use by default.
+pub const DEFAULT_POD_CIDR: &str = "10.244.0.0/16";
+
+/// The annotation marking a pod read from a workload's template ([`Object::read`] of a workload
+/// kind): `KIND/NAME` of the workload. Such a pod has no address and no node until a
+/// [`Placement`] gives them.
+///
+/// [`Object::read`]: crate::Object::read
+pub const TEMPLATE_ANNOTATION: &str = "netpol.io/template-of";
+
+/// Where the pods of workload templates go: an address of the pod network and a node. Both are
+/// chosen from the workload's namespace and name (a stable hash), so that a workload keeps its
+/// address and node whatever else the input holds or in which order; an address already taken
+/// moves to the next free one, in the order templates are placed (the input's).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// `--pod-cidr`: where addresses come from.
+    pub pod_cidr: IpNet,
+    /// `--assign-nodes`: the nodes template pods are spread over (by the same hash); none leaves
+    /// the choice to the command (the agent: its own node; the tools: the input's nodes).
+    pub nodes: Vec<String>,
+    /// Addresses given so far, and those the caller said are taken.
+    taken: BTreeSet<IpAddr>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement::new(
+            DEFAULT_POD_CIDR.parse().expect("a valid prefix literal"),
+            Vec::new(),
+        )
+    }
+}
+
+impl Placement {
+    /// Places in `pod_cidr`, whose first host is left to the gateway (a bridge CNI's, where the
+    /// node's probes come from), on `nodes`.
+    pub fn new(pod_cidr: IpNet, nodes: Vec<String>) -> Placement {
+        let taken = pod_cidr.hosts().next().into_iter().collect();
+        Placement {
+            pod_cidr,
+            nodes,
+            taken,
+        }
+    }
+
+    /// Reserves `address` (a pod's or a node's): it is never given to a template pod.
+    pub fn reserve(&mut self, address: IpAddr) {
+        self.taken.insert(address);
+    }
+
+    /// The address for the template pod of `namespace`/`name`: the pool's host at the name's
+    /// hash (among its first [`PLACEMENT_WINDOW`] hosts), or the next free one after it. None
+    /// when every host of that window is taken.
+    pub fn address(&mut self, namespace: &str, name: &str) -> Option<IpAddr> {
+        let window = self.pod_cidr.hosts().take(PLACEMENT_WINDOW).count();
+        if window == 0 {
+            return None;
+        }
+        let start = (stable_hash(namespace, name) % window as u64) as usize;
+        let free = self
+            .pod_cidr
+            .hosts()
+            .skip(start)
+            .take(window - start)
+            .chain(self.pod_cidr.hosts().take(start))
+            .find(|a| !self.taken.contains(a))?;
+        self.taken.insert(free);
+        Some(free)
+    }
+
+    /// The node of `nodes` (sorted) for the template pod of `namespace`/`name`, by the same hash.
+    pub fn node_among<'a>(nodes: &'a [String], namespace: &str, name: &str) -> Option<&'a str> {
+        if nodes.is_empty() {
+            return None;
+        }
+        let index = (stable_hash(namespace, name) % nodes.len() as u64) as usize;
+        Some(nodes[index].as_str())
+    }
+
+    /// The node `--assign-nodes` gives the template pod of `namespace`/`name`, if any was named.
+    pub fn node(&self, namespace: &str, name: &str) -> Option<&str> {
+        Placement::node_among(&self.nodes, namespace, name)
+    }
+}
+
+/// How many of the pod network's first hosts template pods are placed among (a /16's).
+pub const PLACEMENT_WINDOW: usize = 65_534;
+
+/// FNV-1a of `namespace/name`: the same in every build and on every platform, unlike std's
+/// hasher, so that the agent and the tools place a workload alike.
+fn stable_hash(namespace: &str, name: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in namespace.bytes().chain([b'/']).chain(name.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// The pod `value` (a template pod, [`TemplatePod::pod`]) given `address` and, if any, `node`:
+/// running, as the workload's pods will be.
+pub fn placed_pod(mut value: Value, address: IpAddr, node: Option<&str>) -> Value {
+    value["status"] = json!({"phase": "Running", "podIP": address.to_string()});
+    if let Some(node) = node {
+        value["spec"]["nodeName"] = json!(node);
+    }
+    value
+}
 
 /// Whether `kind` is a workload whose template gives a pod.
 pub fn is_workload_kind(kind: &str) -> bool {
@@ -66,7 +178,7 @@ pub fn template_pod(value: &Value) -> Result<TemplatePod, (String, String)> {
         .ok_or_else(|| ("metadata.name".to_owned(), "required".to_owned()))?;
     let namespace = value["metadata"]["namespace"]
         .as_str()
-        .unwrap_or(netpol_api::DEFAULT_NAMESPACE);
+        .unwrap_or(crate::DEFAULT_NAMESPACE);
     let template_path = path.join(".");
     let template = path
         .iter()
@@ -111,6 +223,20 @@ pub fn template_pod(value: &Value) -> Result<TemplatePod, (String, String)> {
         labels,
         pod,
         template_path,
+    })
+}
+
+/// The workload a pod was read from ([`TEMPLATE_ANNOTATION`]), if it was.
+pub fn template_owner(pod: &Pod) -> Option<Owner> {
+    let text = pod
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(TEMPLATE_ANNOTATION)?;
+    let (kind, name) = text.split_once('/')?;
+    Some(Owner {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
     })
 }
 
