@@ -341,6 +341,69 @@ mod tests {
     }
 
     #[test]
+    fn placement_is_stable_moves_past_taken_addresses_and_leaves_the_gateway() {
+        let pool: IpNet = "10.9.0.0/24".parse().unwrap();
+        let mut alone = Placement::new(pool, Vec::new());
+        let web = alone.address("shop", "web").unwrap();
+        // Others placed first, in any order, do not move it (unless they hash to it).
+        let mut crowded = Placement::new(pool, Vec::new());
+        for i in 0..50 {
+            crowded.address("shop", &format!("other-{i}"));
+        }
+        let web_was_free = !crowded.taken.contains(&web);
+        let again = crowded.address("shop", "web").unwrap();
+        assert_eq!(again == web, web_was_free, "{web} {again}");
+        // Taken: the next free host.
+        let mut taken = Placement::new(pool, Vec::new());
+        taken.reserve(web);
+        let moved = taken.address("shop", "web").unwrap();
+        assert_ne!(moved, web);
+        assert!(pool.contains(&moved));
+        // Every host but the gateway is given, then none.
+        let mut full = Placement::new(pool, Vec::new());
+        let given: BTreeSet<IpAddr> = (0..253)
+            .map(|i| full.address("ns", &format!("w{i}")).unwrap())
+            .collect();
+        assert_eq!(given.len(), 253);
+        assert!(!given.contains(&"10.9.0.1".parse::<IpAddr>().unwrap()));
+        assert_eq!(full.address("ns", "one-too-many"), None);
+        // Nodes by the same hash, the same for the same name.
+        let nodes = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let placed = Placement::new(pool, nodes.clone());
+        assert_eq!(placed.node("shop", "web"), Placement::node_among(&nodes, "shop", "web"));
+        assert!(nodes.iter().any(|n| Some(n.as_str()) == placed.node("shop", "web")));
+        assert_eq!(Placement::new(pool, Vec::new()).node("shop", "web"), None);
+    }
+
+    #[test]
+    fn a_workload_is_read_as_its_pod_marked_with_its_owner() {
+        let deployment = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "main", "image": "web:1"}]}}}
+        });
+        let read = crate::Object::read(deployment).unwrap();
+        let crate::Object::Pod(pod) = read.object else {
+            panic!("a pod")
+        };
+        assert_eq!(pod.metadata.name.as_deref(), Some("web"));
+        assert_eq!(
+            template_owner(&pod),
+            Some(Owner {
+                kind: "Deployment".into(),
+                name: "web".into()
+            })
+        );
+        assert_eq!(pod.status, None, "no address until placed");
+        let broken = json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "j", "namespace": "x"}, "spec": {}});
+        let error = crate::Object::read(broken).unwrap_err();
+        assert_eq!(error.object.to_string(), "Job x/j");
+        assert_eq!(error.field, "spec.template");
+    }
+
+    #[test]
     fn a_replicaset_pod_belongs_to_its_deployment() {
         let pod = json!({"metadata": {"name": "web-7d9f-x2k", "labels": {"pod-template-hash": "7d9f"},
             "ownerReferences": [{"kind": "ReplicaSet", "name": "web-7d9f", "controller": true}]}});
