@@ -200,7 +200,7 @@ impl Pipeline {
         let refused: Vec<String> = self
             .indexes
             .refused_policies()
-            .map(ToString::to_string)
+            .map(|error| crate::logline::bounded(&error.to_string()).into_owned())
             .collect();
         if refused.is_empty() {
             return None;

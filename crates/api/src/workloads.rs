@@ -370,8 +370,13 @@ mod tests {
         // Nodes by the same hash, the same for the same name.
         let nodes = vec!["a".to_string(), "b".to_string(), "c".to_string()];
         let placed = Placement::new(pool, nodes.clone());
-        assert_eq!(placed.node("shop", "web"), Placement::node_among(&nodes, "shop", "web"));
-        assert!(nodes.iter().any(|n| Some(n.as_str()) == placed.node("shop", "web")));
+        assert_eq!(
+            placed.node("shop", "web"),
+            Placement::node_among(&nodes, "shop", "web")
+        );
+        assert!(nodes
+            .iter()
+            .any(|n| Some(n.as_str()) == placed.node("shop", "web")));
         assert_eq!(Placement::new(pool, Vec::new()).node("shop", "web"), None);
     }
 

@@ -74,7 +74,10 @@ fn app(test: &str) -> std::path::PathBuf {
 fn agent_once(dir: &Path, probe: &str) -> std::process::Output {
     let dir = dir.to_str().unwrap();
     let args = ["agent", "--once", "--node", NODE, "--from-dir", dir];
-    let args: Vec<&str> = args.into_iter().chain(["--matrix", "--probe", probe]).collect();
+    let args: Vec<&str> = args
+        .into_iter()
+        .chain(["--matrix", "--probe", probe])
+        .collect();
     std::process::Command::new(env!("CARGO_BIN_EXE_netpol"))
         .args(&args)
         .env("RUST_LOG", "info")
@@ -103,7 +106,11 @@ fn the_agent_reads_a_folder_of_workloads_as_the_tools_do() {
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let skipped = "skipped 1 objects of kinds netpol does not read: Service (1)";
     assert!(stderr(&output).contains(skipped), "{}", stderr(&output));
-    assert!(stdout(&output).contains("shop/report *"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("shop/report *"),
+        "{}",
+        stdout(&output)
+    );
 
     // A policy naming the web pod by the address the tools gave it: the agent enforces it only
     // if it gave the pod the same address.
@@ -147,7 +154,11 @@ spec:
     let dir = dir.to_str().unwrap();
     for (from, verdict) in [("shop/web", "allow"), ("shop/report", "deny")] {
         let output = netpol(&["explain", "-f", dir, from, "shop/db", "TCP/6000"]);
-        let first = stdout(&output).lines().next().unwrap_or_default().to_owned();
+        let first = stdout(&output)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         assert!(first.ends_with(verdict), "{first}");
     }
 }
@@ -168,10 +179,20 @@ fn a_workload_keeps_its_address_when_others_come_and_the_pod_cidr_says_where() {
     assert_eq!(explained_address(&dir, "shop/web"), web);
 
     let output = netpol(&[
-        "explain", "-f", dir.to_str().unwrap(), "--pod-cidr", "172.20.0.0/24",
-        "shop/web", "shop/db", "TCP/5432",
+        "explain",
+        "-f",
+        dir.to_str().unwrap(),
+        "--pod-cidr",
+        "172.20.0.0/24",
+        "shop/web",
+        "shop/db",
+        "TCP/5432",
     ]);
-    assert!(stdout(&output).contains("(172.20.0."), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("(172.20.0."),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
@@ -181,19 +202,40 @@ fn explain_takes_a_node_by_name_and_admits_its_probes_to_a_workload_pod() {
     let output = netpol(&["explain", "-f", dir, "node-1", "shop/db", "TCP/5432"]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let text = stdout(&output);
-    assert!(text.starts_with("node-1 -> shop/db TCP/5432: allow"), "{text}");
-    assert!(text.contains("source:      node node-1 (192.168.1.10)"), "{text}");
+    assert!(
+        text.starts_with("node-1 -> shop/db TCP/5432: allow"),
+        "{text}"
+    );
+    assert!(
+        text.contains("source:      node node-1 (192.168.1.10)"),
+        "{text}"
+    );
     assert!(text.contains("shop/db runs on node node-1"), "{text}");
 
     let output = netpol(&["explain", "-f", dir, "node-9", "shop/db", "TCP/5432"]);
     assert_eq!(output.status.code(), Some(2));
-    assert!(stderr(&output).contains("no node node-9 (nodes: node-1)"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("no node node-9 (nodes: node-1)"),
+        "{}",
+        stderr(&output)
+    );
 
     // Spread over other nodes on request: no longer this node's pod.
     let output = netpol(&[
-        "explain", "-f", dir, "--assign-nodes", "node-2", "node-1", "shop/db", "TCP/5432",
+        "explain",
+        "-f",
+        dir,
+        "--assign-nodes",
+        "node-2",
+        "node-1",
+        "shop/db",
+        "TCP/5432",
     ]);
-    assert!(stdout(&output).starts_with("node-1 -> shop/db TCP/5432: deny"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).starts_with("node-1 -> shop/db TCP/5432: deny"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
@@ -220,14 +262,67 @@ objects:
     // Scenario files are tests: the Service is refused there, as any kind netpol does not read.
     let output = netpol(&["check", file.to_str().unwrap()]);
     assert_eq!(output.status.code(), Some(2), "{}", stdout(&output));
-    assert!(stderr(&output).contains("unsupported kind \"Service\""), "{}", stderr(&output));
-    assert!(!stderr(&output).contains("Deployment"), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("unsupported kind \"Service\""),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        !stderr(&output).contains("Deployment"),
+        "{}",
+        stderr(&output)
+    );
 
     let without_service = std::fs::read_to_string(&file)
         .unwrap()
         .replace("- apiVersion: v1\n  kind: Service\n  metadata: {name: db, namespace: shop}\n  spec: {selector: {app: db}, ports: [{port: 5432}]}\n", "");
     std::fs::write(&file, without_service).unwrap();
     let output = netpol(&["check", file.to_str().unwrap()]);
-    assert_eq!(output.status.code(), Some(0), "{}{}", stdout(&output), stderr(&output));
-    assert!(stdout(&output).contains("2 flows: 0 mismatches"), "{}", stdout(&output));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("2 flows: 0 mismatches"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+/// On the simulated HCN the node's address and the web pod's share one ACL of the database's
+/// endpoint (both admitted on 5432); the reason given is the endpoint's MapState rule that
+/// decided the flow, not that ACL's first source.
+#[test]
+fn hcn_sim_reasons_name_the_rule_that_decided_each_remote() {
+    let dir = app("one-loader-hcn-reason");
+    let dir = dir.to_str().unwrap();
+    for (from, rule) in [
+        (
+            "shop/web",
+            "allow by NetworkPolicy shop/db-from-web rule ingress[0]",
+        ),
+        ("node-1", "allow by netpol node-probes"),
+    ] {
+        let args = [
+            "explain",
+            "-f",
+            dir,
+            "--datapath",
+            "hcn-sim",
+            from,
+            "shop/db",
+            "TCP/5432",
+        ];
+        let output = netpol(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let ingress = stdout(&output)
+            .lines()
+            .find(|l| l.trim_start().starts_with("ingress:"))
+            .map(str::to_owned)
+            .unwrap_or_default();
+        assert!(ingress.contains(rule), "{from}: {}", stdout(&output));
+    }
 }

@@ -37,7 +37,9 @@ pub fn publish_state(source: &FileSource, metrics: &Metrics, health: &Health) {
     // denied is allowed. Readiness names it until the file no longer holds it.
     let refused: Vec<String> = source
         .refused()
-        .map(|(path, error)| format!("{}: {error}", path.display()))
+        .map(|(path, error)| {
+            crate::logline::bounded(&format!("{}: {error}", path.display())).into_owned()
+        })
         .collect();
     let mut by_kind: BTreeMap<SourceKind, usize> = BTreeMap::new();
     for (_, error) in source.refused() {
