@@ -292,17 +292,29 @@ objects:
     );
 }
 
-/// On the simulated HCN the node's address and the web pod's share one ACL of the database's
-/// endpoint (both admitted on 5432); the reason given is the endpoint's MapState rule that
-/// decided the flow, not that ACL's first source.
+/// On the simulated HCN one ACL of the database's endpoint admits the node's address and the web
+/// pod's on every port (the node's probes, and a policy admitting web on every port): the reason
+/// given for each is the endpoint's MapState rule that decided it, not that ACL's first source.
 #[test]
 fn hcn_sim_reasons_name_the_rule_that_decided_each_remote() {
     let dir = app("one-loader-hcn-reason");
+    std::fs::write(
+        dir.join("all-ports.yaml"),
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db-all-from-web, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: web}}}]
+",
+    )
+    .unwrap();
     let dir = dir.to_str().unwrap();
     for (from, rule) in [
         (
             "shop/web",
-            "allow by NetworkPolicy shop/db-from-web rule ingress[0]",
+            "allow by NetworkPolicy shop/db-all-from-web rule ingress[0]",
         ),
         ("node-1", "allow by netpol node-probes"),
     ] {
@@ -314,7 +326,7 @@ fn hcn_sim_reasons_name_the_rule_that_decided_each_remote() {
             "hcn-sim",
             from,
             "shop/db",
-            "TCP/5432",
+            "TCP/7000",
         ];
         let output = netpol(&args);
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
