@@ -3,7 +3,7 @@
 #
 #   tools/bench-nca.sh [PODS...]        (default: 500 2000 10000)
 #
-# For each size: `netpol synth --workloads mixed` writes a cluster, its AdminNetworkPolicies
+# For each size: `netpol-dev synth --workloads mixed` writes a cluster, its AdminNetworkPolicies
 # (admin.yaml) are removed so that both tools read NetworkPolicy only, and each tool computes
 # the cluster's connectivity once, timed with /usr/bin/time (wall seconds, peak RSS):
 #   netpol matrix -f DIR -o json   (every port the policies mention, as NCA covers every port)
@@ -21,12 +21,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 work=${WORK:-/tmp/netpol-bench-nca}
 target=${CARGO_TARGET_DIR:-$root/target}
 netpol=${NETPOL:-$target/release/netpol}
+netpol_dev=${NETPOL_DEV:-$target/release/netpol-dev}
 sizes=("$@")
 [ ${#sizes[@]} -eq 0 ] && sizes=(500 2000 10000)
 mkdir -p "$work"
 
-if [ ! -x "$netpol" ]; then
-    (cd "$root" && cargo build --release -p netpol-cli)
+if [ ! -x "$netpol" ] || [ ! -x "$netpol_dev" ]; then
+    (cd "$root" && cargo build --release -p netpol-cli -p netpol-dev)
 fi
 
 nca=""
@@ -56,7 +57,7 @@ echo "|---|---|---|---|---|---|"
 for pods in "${sizes[@]}"; do
     dir="$work/np-$pods"
     rm -rf "$dir"
-    "$netpol" synth --pods "$pods" --workloads mixed --out "$dir" >/dev/null
+    "$netpol_dev" synth --pods "$pods" --workloads mixed --out "$dir" >/dev/null
     rm -f "$dir/admin.yaml"
     ours=$(measure "$work/netpol-$pods" "$netpol" matrix -f "$dir" -o json)
     theirs="not installed"

@@ -27,6 +27,7 @@
 pub mod coexistence;
 pub mod config;
 pub mod daemon;
+pub mod datapath_refusals;
 pub mod datapaths;
 pub mod driver;
 pub mod flows;

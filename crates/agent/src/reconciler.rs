@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use super::datapath_refusals::DatapathRefusals;
 use super::indexes::{Applied, Indexes, OwnNode, PolicyBudgets, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
@@ -83,6 +84,8 @@ pub struct Pipeline {
     synced: bool,
     /// Where refused objects go to be reported as Events ([`crate::refusals`]), if anywhere.
     refusals: Option<tokio::sync::mpsc::UnboundedSender<Refusal>>,
+    /// What each endpoint's rules were last reported refused by the datapath for.
+    datapath_refusals: DatapathRefusals,
     /// A policy event came in since the policy gauges were last set: counting every policy
     /// for each pod's change cost a tenth of a replica at 40,000 pods.
     policies_touched: bool,
@@ -124,6 +127,7 @@ impl Pipeline {
             resync_due: false,
             synced: false,
             refusals: None,
+            datapath_refusals: DatapathRefusals::default(),
             policies_touched: true,
         }
     }
@@ -335,6 +339,7 @@ impl Pipeline {
                 report.discovery_error = Some(error);
             }
         }
+        self.report_datapath_refusals(&report.apply);
         self.record(&report, started);
         self.policies_touched = false;
         if report.complete() {
@@ -486,6 +491,34 @@ impl Pipeline {
             .collect()
     }
 
+    /// Counts each new refusal of an endpoint's rules by the datapath once, and reports it as an
+    /// Event on the endpoint's pod ([`crate::datapath_refusals`]).
+    fn report_datapath_refusals(&mut self, apply: &ApplyReport) {
+        let endpoints = self.enforcer.endpoints();
+        let pod_of = |endpoint: &str| {
+            endpoints
+                .iter()
+                .find(|(info, _)| info.id == endpoint)
+                .and_then(|(_, pod)| pod.as_deref())
+        };
+        for new in self.datapath_refusals.update(apply, pod_of) {
+            tracing::warn!(endpoint = %new.endpoint, pod = ?new.pod, "the datapath refuses rules of the pod: {}", new.why);
+            self.metrics
+                .endpoint_programs
+                .get_or_create(&super::metrics::OutcomeLabels {
+                    outcome: ProgramOutcome::Refused,
+                })
+                .inc();
+            let refusal = new
+                .pod
+                .as_deref()
+                .and_then(|pod| Refusal::datapath(pod, &new.why));
+            if let (Some(refusals), Some(refusal)) = (&self.refusals, refusal) {
+                let _ = refusals.send(refusal);
+            }
+        }
+    }
+
     fn record(&self, report: &ReconcileReport, started: Instant) {
         let metrics = &self.metrics;
         if self.policies_touched {
@@ -522,8 +555,8 @@ impl Pipeline {
                 Outcome::Updated { .. } => ProgramOutcome::Updated,
                 Outcome::Failed { .. } => ProgramOutcome::Failed,
                 Outcome::Gone => ProgramOutcome::Gone,
-                Outcome::Refused { .. } => ProgramOutcome::Refused,
-                Outcome::Unchanged | Outcome::Deferred { .. } => continue,
+                // Counted once each, by `report_datapath_refusals`.
+                Outcome::Refused { .. } | Outcome::Unchanged | Outcome::Deferred { .. } => continue,
             };
             metrics
                 .endpoint_programs

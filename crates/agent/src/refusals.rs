@@ -41,6 +41,11 @@ pub const INVALID_POLICY: &str = "InvalidPolicy";
 /// The reason of the Event of a policy refused for a budget (`indexes::PolicyBudgets`).
 pub const POLICY_OVER_BUDGET: &str = "PolicyOverBudget";
 
+/// The reason of the Event on a pod some of whose rules this node's datapath refuses (HNS
+/// answering `HCN_E_INVALID_POLICY`, [`crate::datapath_refusals`]). Only this node sees it, so
+/// its agent posts it without holding the Lease.
+pub const HNS_REFUSED_RULE: &str = "HnsRefusedRule";
+
 /// One refused object, as the Event names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refusal {
@@ -82,6 +87,24 @@ impl Refusal {
         }
     }
 
+    /// Rules of the pod `pod_key` (`namespace/name`) this node's datapath refuses, saying why.
+    pub fn datapath(pod_key: &str, why: &str) -> Option<Refusal> {
+        let (namespace, name) = pod_key.split_once('/')?;
+        Some(Refusal {
+            kind: "Pod".into(),
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+            reason: HNS_REFUSED_RULE,
+            field: String::new(),
+            message: why.to_owned(),
+        })
+    }
+
+    /// Whether only this node sees the refusal (its datapath's), so that it posts it itself.
+    pub fn is_local(&self) -> bool {
+        self.reason == HNS_REFUSED_RULE
+    }
+
     /// What is remembered until posted: the object, the reason and what it says.
     fn pending_key(&self) -> String {
         format!(
@@ -95,12 +118,18 @@ impl Refusal {
         )
     }
 
-    /// What deduplicates Events: the object (by uid), the reason and the generation.
+    /// What deduplicates Events: the object (by uid), the reason and the generation; for a
+    /// datapath's refusal also what it says (a pod's rules change without a new generation).
     fn key(&self, found: &Found) -> String {
-        format!(
+        let key = format!(
             "{}/{}/{}/{}/{}",
             self.kind, self.name, found.uid, self.reason, found.generation
-        )
+        );
+        if self.is_local() {
+            format!("{key}/{}", self.message)
+        } else {
+            key
+        }
     }
 
     /// The Event's name: the object's (cut to fit) and a hash of [`Self::key`].
@@ -119,7 +148,7 @@ impl Refusal {
             format!("{}: ", self.field)
         };
         let message: String = self.message.chars().take(512).collect();
-        if self.reason == POLICY_OVER_BUDGET {
+        if self.reason == POLICY_OVER_BUDGET || self.is_local() {
             return format!("{field}{message}");
         }
         format!(
@@ -306,15 +335,17 @@ impl Reporter {
         Ok(self.holder)
     }
 
-    /// Posts every remembered refusal if this agent holds the Lease; returns how many Events it
-    /// created. An Event that exists already (posted by an earlier holder) counts as posted;
+    /// Posts every remembered refusal if this agent holds the Lease, and this node's own
+    /// ([`Refusal::is_local`]) whether it does or not; returns how many Events it created. An Event that exists already (posted by an earlier holder) counts as posted;
     /// one that fails otherwise stays remembered for the next turn.
     pub async fn post(&mut self) -> usize {
-        if !self.holder {
-            return 0;
-        }
         let mut created = 0;
         for (pending, refusal) in std::mem::take(&mut self.pending) {
+            // This node's own refusals need no Lease: no other agent sees them.
+            if !self.holder && !refusal.is_local() {
+                self.pending.insert(pending, refusal);
+                continue;
+            }
             let found = match self.find(&refusal).await {
                 Ok(Some(found)) => found,
                 Ok(None) => continue, // gone: nothing to describe
@@ -353,14 +384,17 @@ impl Reporter {
         created
     }
 
-    /// Forgets the remembered refusals: the Lease's holder posts them.
+    /// Forgets the remembered refusals the Lease's holder posts (every one but this node's own).
     pub fn hand_over(&mut self) -> usize {
-        std::mem::take(&mut self.pending).len()
+        let before = self.pending.len();
+        self.pending.retain(|_, refusal| refusal.is_local());
+        before - self.pending.len()
     }
 
     /// Runs until `refusals` closes. Idle, it makes no request. A burst of refusals is taken
     /// whole, then the Lease is read: the holder (this agent, if the Lease is free, expired or
-    /// its own) posts them; otherwise they are handed over. Posts that failed are retried every
+    /// its own) posts them; otherwise they are handed over. This node's own refusals are posted
+    /// either way, with no read of the Lease when they are all there is. Posts that failed are retried every
     /// third of the Lease's duration, renewing it, until none is left.
     pub async fn run(mut self, mut refusals: UnboundedReceiver<Refusal>) {
         let retry = self.config.lease_duration / 3;
@@ -383,15 +417,18 @@ impl Reporter {
             while let Ok(refusal) = refusals.try_recv() {
                 self.refused(refusal);
             }
-            if let Err(error) = self.elect().await {
-                tracing::warn!("the refusal reporter's Lease: {error}");
-                continue;
+            // This node's own refusals alone need no Lease (nor a read of it).
+            if self.pending.values().any(|refusal| !refusal.is_local()) {
+                match self.elect().await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.hand_over();
+                    }
+                    // Kept for the next turn; this node's own are posted all the same.
+                    Err(error) => tracing::warn!("the refusal reporter's Lease: {error}"),
+                }
             }
-            if self.holder {
-                self.post().await;
-            } else {
-                self.hand_over();
-            }
+            self.post().await;
         }
     }
 }

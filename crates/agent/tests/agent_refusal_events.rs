@@ -173,3 +173,40 @@ fn only_the_lease_holder_posts_one_event_per_refused_object_and_generation() {
     assert_eq!(b.post(), 0, "posted by the previous holder");
     assert_eq!(server.events().len(), 2);
 }
+
+/// A rule this node's HNS refuses is this node's alone: its agent posts the Event on the pod
+/// without holding the Lease (and without reading it), once per thing refused.
+#[test]
+fn a_datapath_refusal_is_posted_on_its_pod_by_its_own_agent_without_the_lease() {
+    let server = example_server();
+    let mut a = Agent::start(&server, "node-a");
+    let mut b = Agent::start(&server, "node-b");
+    assert!(a.elect(), "another agent holds the Lease");
+    assert!(!b.elect());
+    let why = "HNS refuses Allow rule netpol-00ff as an invalid policy: left out";
+    let refusal = Refusal::datapath("shop/web-1", why).unwrap();
+    assert!(refusal.is_local());
+    b.reporter.refused(refusal.clone());
+    assert_eq!(b.reporter.hand_over(), 0, "not the holder's to post");
+    assert_eq!(b.post(), 1);
+    let events = server.events();
+    assert_eq!(events.len(), 1, "{events:#?}");
+    let event = &events[0];
+    assert_eq!(event["reason"], "HnsRefusedRule");
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["involvedObject"]["kind"], "Pod");
+    assert_eq!(event["involvedObject"]["apiVersion"], "v1");
+    assert_eq!(event["involvedObject"]["namespace"], "shop");
+    assert_eq!(event["involvedObject"]["name"], "web-1");
+    assert_eq!(event["message"], why);
+    assert_eq!(event["source"]["host"], "node-b");
+
+    // The same refusal again is not posted again; another one on the same pod is.
+    b.reporter.refused(refusal);
+    assert_eq!(b.post(), 0);
+    b.reporter
+        .refused(Refusal::datapath("shop/web-1", "HNS refuses Allow rule netpol-0100").unwrap());
+    assert_eq!(b.post(), 1);
+    assert_eq!(server.events().len(), 2);
+    assert!(Refusal::datapath("no-namespace", why).is_none());
+}

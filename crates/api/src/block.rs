@@ -1,4 +1,4 @@
-//! A reader for the plain block YAML that `kubectl` and `netpol synth` print, many times faster
+//! A reader for the plain block YAML that `kubectl` and `netpol-dev synth` print, many times faster
 //! than the general parser, used only where it reads exactly what the general parser reads.
 //!
 //! YAML parsing was most of what loading a large cluster cost (serde-saphyr reads about 13 MB/s

@@ -114,4 +114,4 @@ pub use parse::{
 };
 pub use pod::Pod;
 pub use reader::{digest_of, parse_reader_each, text_digest, ReadError};
-pub use translate::{translate, Translation};
+pub use translate::{translate, translate_for, CrdChannel, Translation};

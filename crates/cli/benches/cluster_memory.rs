@@ -2,7 +2,7 @@
 //! agent once it is ready.
 //!
 //! `cargo bench -p netpol-cli --bench cluster_memory` writes a synthetic cluster with
-//! `netpol synth` (`NETPOL_MEMORY_PODS`, default 10,000 pods; `NETPOL_MEMORY_WORKLOADS`, default
+//! `netpol-dev synth` (`NETPOL_MEMORY_PODS`, default 10,000 pods; `NETPOL_MEMORY_WORKLOADS`, default
 //! `deployments`; `NETPOL_MEMORY_NODES`, default one per 100 pods), serves it from the list/watch
 //! stand-in for kube-apiserver the protocol tests use, and starts the release binary twice: once
 //! watching the stand-in through a kubeconfig, once following the cluster's files (written in
@@ -35,24 +35,14 @@ fn main() {
     let work = std::env::temp_dir().join(format!("netpol-memory-{}", std::process::id()));
     // The stand-in is loaded from JSON (fast to read here); the embedded agent reads `format`.
     let synth = |format: &str, out: &Path| {
-        let mut synth = Command::new(netpol);
-        synth.args([
-            "synth",
-            "--pods",
-            &pods.to_string(),
-            "--workloads",
-            &workloads,
-        ]);
-        synth.args(["--format", format]);
+        let pods = pods.to_string();
+        let out = out.to_str().expect("a UTF-8 scratch path");
+        let mut args = vec!["synth", "--pods", &pods, "--workloads", &workloads];
+        args.extend(["--format", format, "--out", out]);
         if let Some(nodes) = &nodes {
-            synth.args(["--nodes", nodes]);
+            args.extend(["--nodes", nodes]);
         }
-        let status = synth
-            .arg("--out")
-            .arg(out)
-            .status()
-            .expect("netpol synth runs");
-        assert!(status.success());
+        netpol_dev::run(args, &mut std::io::stdout()).expect("netpol-dev synth writes the cluster");
     };
     let served_files = work.join("served");
     synth("json", &served_files);

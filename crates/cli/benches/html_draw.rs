@@ -31,13 +31,21 @@ fn main() {
     let runs = env("NETPOL_HTML_RUNS", 5).max(1);
     let work = std::env::temp_dir().join(format!("netpol-html-draw-{}", std::process::id()));
     let cluster = work.join("cluster");
-    let synth = Command::new(netpol)
-        .args(["synth", "--pods", &pods.to_string(), "--workloads", "mixed"])
-        .arg("--out")
-        .arg(&cluster)
-        .output()
-        .expect("netpol synth runs");
-    assert!(synth.status.success());
+    netpol_dev::run(
+        [
+            "synth",
+            "--pods",
+            &pods.to_string(),
+            "--workloads",
+            "mixed",
+            "--out",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([cluster.to_str().expect("a UTF-8 scratch path").to_owned()]),
+        &mut std::io::sink(),
+    )
+    .expect("netpol-dev synth writes the cluster");
     let started = Instant::now();
     let matrix = Command::new(netpol)
         .args([

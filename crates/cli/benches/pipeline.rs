@@ -3,7 +3,7 @@
 //! compiles what changed and the enforcer programs the datapath (the simulated HCN, or real
 //! nftables in a private network namespace).
 //!
-//! `cargo bench -p netpol-cli --bench pipeline` writes a `netpol synth` cluster per size
+//! `cargo bench -p netpol-cli --bench pipeline` writes a `netpol-dev synth` cluster per size
 //! (`NETPOL_PIPELINE_PODS`, default `10000,40000`; `150000` is opt-in: it takes minutes and about
 //! 1 GB per datapath to set up), syncs node-1 once per datapath, then times each kind of change
 //! `NETPOL_PIPELINE_ROUNDS` times (default 20):
@@ -22,7 +22,7 @@
 //! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
 //! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `rolling`;
 //! default all), so that a profile (`perf record`) can hold one kind alone.
-//! `NETPOL_PIPELINE_WORKLOADS` picks the cluster's shape as `netpol synth --workloads` does
+//! `NETPOL_PIPELINE_WORKLOADS` picks the cluster's shape as `netpol-dev synth --workloads` does
 //! (`deployments`, the default, `statefulsets`, `daemonsets`, `jobs`, `mixed`).
 
 use std::path::{Path, PathBuf};
@@ -35,7 +35,7 @@ use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
 use netpol_agent::sources::files::FileSource;
 use netpol_agent::{DatapathKind, DatapathOptions};
-use netpol_cli::synth::{write_cluster, Cluster, Sizes};
+use netpol_dev::synth::{write_cluster, Cluster, Sizes};
 use netpol_hcn::sim::HcnSim;
 use netpol_hcn::{HcnDatapath, IpSetMode};
 use prometheus_client::registry::Registry;
@@ -180,7 +180,7 @@ fn settle(path: &Path) {
 fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     let workloads = std::env::var("NETPOL_PIPELINE_WORKLOADS").map_or_else(
         |_| Default::default(),
-        |w| clap::ValueEnum::from_str(&w, true).expect("a workload shape netpol synth knows"),
+        |w| clap::ValueEnum::from_str(&w, true).expect("a workload shape netpol-dev synth knows"),
     );
     let cluster = Cluster {
         sizes: Sizes::for_pods(pods),
@@ -352,7 +352,7 @@ fn timed(kind: &str) -> bool {
         .map_or(true, |kinds| kinds.split(',').any(|k| k.trim() == kind))
 }
 
-/// A pod as `netpol synth` writes them, with its own name and address.
+/// A pod as `netpol-dev synth` writes them, with its own name and address.
 fn pod_yaml(name: &str, ns: usize, app: &str, tier: &str, node: &str, k: usize) -> String {
     format!(
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: ns-{ns}\n  labels:\n    \

@@ -1,7 +1,7 @@
 //! The scale benchmark: `netpol agent --once` on synthetic clusters of every shape, form and
 //! size.
 //!
-//! `cargo bench -p netpol-cli --bench scale` writes each cluster with `netpol synth` and runs
+//! `cargo bench -p netpol-cli --bench scale` writes each cluster with `netpol-dev synth` and runs
 //! the release binary on it in a process of its own, so that peak RSS is the run's own, and
 //! prints one table row per run (the tables in docs/performance.md): the sync's own figures as
 //! `--once` prints them, and the whole process's peak RSS and CPU (which add the summary's
@@ -97,14 +97,14 @@ fn main() {
 }
 
 fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
-    let synth = Command::new(netpol)
-        .args(synth_args)
-        .arg("--out")
-        .arg(dir)
-        .output()
-        .expect("netpol synth runs");
-    assert!(synth.status.success(), "netpol synth failed: {synth:?}");
-    let wrote = String::from_utf8_lossy(&synth.stdout).into_owned();
+    let mut report = Vec::new();
+    let out = dir.to_str().expect("a UTF-8 scratch path").to_owned();
+    netpol_dev::run(
+        synth_args.iter().cloned().chain(["--out".to_owned(), out]),
+        &mut report,
+    )
+    .expect("netpol-dev synth writes the cluster");
+    let wrote = String::from_utf8_lossy(&report).into_owned();
     // Files modified in the last 2 s are looked at twice, a poll apart, before they are read (a
     // writer may still be at work): let them age, so that the curve measures the sync alone.
     std::thread::sleep(netpol_agent::sources::files::SETTLE_AGE + Duration::from_millis(100));

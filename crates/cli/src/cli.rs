@@ -7,7 +7,6 @@ use clap::{Parser, Subcommand};
 use crate::commands::{
     acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
 };
-use crate::synth;
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
 /// AdminNetworkPolicy, ClusterNetworkPolicy and Cilium policies.
@@ -42,8 +41,6 @@ pub enum Command {
     Cleanup(cleanup::Args),
     /// Print the CustomResourceDefinitions of the policy kinds netpol owns or needs.
     Crds(crds::Args),
-    /// Write a synthetic cluster of the usual shape as YAML files (for scale tests).
-    Synth(synth::Args),
     /// Print netpol's version, the commit it was built from, its target and build date.
     Version(version::Args),
 }

@@ -32,6 +32,11 @@ pub struct ReadArgs {
     pub strict_kinds: bool,
     #[command(flatten)]
     pub placement: PlacementArgs,
+    /// The ClusterNetworkPolicy CRD channel of network-policy-api v0.2.0 the cluster serves:
+    /// `standard` refuses the experimental fields (`nodes`, `domainNames`) as that CRD lacks
+    /// them; `experimental` (the default) accepts `nodes` and applies its named-port rule.
+    #[arg(long, value_name = "CHANNEL", default_value_t = netpol_api::CrdChannel::default())]
+    pub crd_channel: netpol_api::CrdChannel,
 }
 
 impl ReadArgs {
@@ -40,6 +45,7 @@ impl ReadArgs {
             lenient: self.lenient,
             strict_kinds: self.strict_kinds,
             placement: self.placement.placement(),
+            channel: self.crd_channel,
         }
     }
 }

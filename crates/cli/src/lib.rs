@@ -1,6 +1,6 @@
 //! The `netpol` command: the authoring tools (`check`, `matrix`, `explain`, `diff`, `acls`), the
-//! node agent's command line (`agent`, over the `netpol-agent` library), `cleanup`, `crds`,
-//! `synth` and `version`.
+//! node agent's command line (`agent`, over the `netpol-agent` library), `cleanup`, `crds`
+//! and `version`. Development tools (the synthetic cluster generator) are in `netpol-dev`.
 //! `main.rs` only parses arguments and dispatches to [`commands`].
 //!
 //! | module | job |
@@ -16,7 +16,6 @@
 //! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
 //! | [`probes`] | which ports a matrix or diff probes |
 //! | [`summary`] | the agent's `--once` summary |
-//! | [`synth`] | the synthetic cluster generator for scale runs |
 
 pub mod checked;
 pub mod cli;
@@ -32,6 +31,5 @@ pub mod output;
 pub mod probes;
 pub mod scenario;
 pub mod summary;
-pub mod synth;
 
 pub use outcome::Outcome;

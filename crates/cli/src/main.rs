@@ -8,7 +8,7 @@ use netpol_cli::cli::{Cli, Command};
 use netpol_cli::commands::{
     acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
 };
-use netpol_cli::{synth, Outcome};
+use netpol_cli::Outcome;
 
 /// mimalloc rather than glibc's allocator on Linux: the engine makes millions of small
 /// allocations (label maps, class entries, identities), and at 150,000 pods glibc's malloc and
@@ -61,13 +61,6 @@ fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args, &mut out, &mut err),
         Command::Version(args) => version::run(args, &mut out),
         Command::Flows(args) => flows::run(args, &mut out, &mut err),
-        Command::Synth(args) => match synth::run(args, &mut out) {
-            Ok(()) => Ok(Outcome::Success),
-            Err(error) => {
-                let _ = writeln!(err, "netpol synth: {error:#}");
-                Ok(Outcome::Invalid)
-            }
-        },
         Command::Agent(_) => Ok(Outcome::Success), // ran above
     };
     match result.and_then(|outcome| out.flush().map(|()| outcome)) {

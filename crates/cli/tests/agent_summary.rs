@@ -22,15 +22,19 @@ fn netpol(args: &[&str]) -> String {
 fn large_cluster() -> PathBuf {
     let dir = std::env::temp_dir().join(format!("netpol-summary-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    netpol(&[
-        "synth",
-        "--pods",
-        "232",
-        "--nodes",
-        "2",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    netpol_dev::run(
+        [
+            "synth",
+            "--pods",
+            "232",
+            "--nodes",
+            "2",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &mut std::io::sink(),
+    )
+    .expect("netpol-dev synth writes the cluster");
     dir
 }
 

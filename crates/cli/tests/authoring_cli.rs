@@ -661,8 +661,11 @@ fn check_junit_has_a_testcase_per_expectation_and_failures_carry_the_rule() {
 fn diff_of_policy_folders_over_shared_manifests_finds_what_whole_inputs_find() {
     let dir = support::scratch_dir("diff-shared-manifests");
     let synth = dir.join("synth");
-    let made = netpol(&["synth", "--pods", "300", "--out", synth.to_str().unwrap()]);
-    assert!(made.status.success(), "{}", stderr(&made));
+    netpol_dev::run(
+        ["synth", "--pods", "300", "--out", synth.to_str().unwrap()],
+        &mut std::io::sink(),
+    )
+    .expect("netpol-dev synth writes the cluster");
     let folder = |name: &str, files: &[(&str, String)]| {
         let path = dir.join(name);
         std::fs::create_dir_all(&path).unwrap();

@@ -161,8 +161,11 @@ fn grouped_json_of_the_example_names_groups_others_and_decisions_once() {
 fn synthetic_diff(dir: &Path) -> [String; 3] {
     let synth = dir.join("synth");
     let out = synth.to_str().unwrap();
-    let made = netpol(&["synth", "--pods", "300", "--nodes", "7", "--out", out]);
-    assert!(made.status.success(), "{}", stderr(&made));
+    netpol_dev::run(
+        ["synth", "--pods", "300", "--nodes", "7", "--out", out],
+        &mut std::io::sink(),
+    )
+    .expect("netpol-dev synth writes the cluster");
     let folder = |name: &str, files: &[(&str, String)]| {
         let path = dir.join(name);
         std::fs::create_dir_all(&path).unwrap();

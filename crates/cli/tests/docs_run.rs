@@ -350,18 +350,29 @@ fn invocations(code: &Code) -> Vec<Vec<String>> {
 /// The arguments netpol gets from `command`, if it runs netpol.
 fn netpol_args(command: &[String], fenced: bool) -> Option<Vec<String>> {
     let first = command.first()?;
-    let args: Vec<String> = if matches!(first.as_str(), "netpol" | "netpol.exe" | "./netpol") {
-        command[1..].to_vec()
-    } else if first == "cargo"
-        && command.get(1).is_some_and(|w| w == "run")
-        && command.iter().any(|w| w == "netpol-cli")
-    {
-        let dashes = command.iter().position(|w| w == "--")?;
-        command[dashes + 1..].to_vec()
-    } else {
-        return None;
+    let cargo_run_of = |package: &str| {
+        first == "cargo"
+            && command.get(1).is_some_and(|w| w == "run")
+            && command.iter().any(|w| w == package)
     };
-    let mut out = vec!["netpol".to_string()];
+    // The development binary's invocations are parsed by its own parser (see the test).
+    let (program, args): (&str, Vec<String>) =
+        if matches!(first.as_str(), "netpol" | "netpol.exe" | "./netpol") {
+            ("netpol", command[1..].to_vec())
+        } else if first == "netpol-dev" {
+            ("netpol-dev", command[1..].to_vec())
+        } else if cargo_run_of("netpol-cli") || cargo_run_of("netpol-dev") {
+            let dashes = command.iter().position(|w| w == "--")?;
+            let program = if cargo_run_of("netpol-dev") {
+                "netpol-dev"
+            } else {
+                "netpol"
+            };
+            (program, command[dashes + 1..].to_vec())
+        } else {
+            return None;
+        };
+    let mut out = vec![program.to_string()];
     for arg in args {
         let mut arg = arg;
         if !fenced {
@@ -414,7 +425,12 @@ fn every_netpol_invocation_parses() {
         for code in code_of(&text) {
             for args in invocations(&code) {
                 parsed += 1;
-                match Cli::try_parse_from(&args) {
+                let parsed_args = if args[0] == "netpol-dev" {
+                    netpol_dev::cli::Cli::try_parse_from(&args).map(drop)
+                } else {
+                    Cli::try_parse_from(&args).map(drop)
+                };
+                match parsed_args {
                     Ok(_) => {}
                     Err(e)
                         if matches!(

@@ -66,15 +66,19 @@ impl Scratch {
     fn synth(&self, pods: usize) -> String {
         let cluster = self.0.join("cluster");
         let cluster = cluster.to_str().unwrap();
-        netpol(&[
-            "synth",
-            "--pods",
-            &pods.to_string(),
-            "--workloads",
-            "mixed",
-            "--out",
-            cluster,
-        ]);
+        netpol_dev::run(
+            [
+                "synth",
+                "--pods",
+                &pods.to_string(),
+                "--workloads",
+                "mixed",
+                "--out",
+                cluster,
+            ],
+            &mut std::io::sink(),
+        )
+        .expect("netpol-dev synth writes the cluster");
         cluster.to_owned()
     }
 }

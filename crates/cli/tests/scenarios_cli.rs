@@ -65,18 +65,38 @@ fn yaml_files_outside_topologies(dir: &Path) -> usize {
         .sum()
 }
 
-/// Every way of deciding flows `check` offers.
-const DECIDERS: [[&str; 2]; 3] = [
-    ["--engine", "reference"],
-    ["--engine", "mapstate"],
-    ["--datapath", "hcn-sim"],
-];
+/// Every way of deciding flows `check` offers: both engines, and the simulator under every
+/// Windows Server build it models (`--hcn-sim-mode`), with IP sets where the build has them and
+/// every address inline.
+fn deciders() -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = [["--engine", "reference"], ["--engine", "mapstate"]]
+        .iter()
+        .map(|d| d.iter().map(|a| a.to_string()).collect())
+        .collect();
+    for mode in netpol_hcn::sim::SimMode::ALL {
+        for ip_sets in ["auto", "off"] {
+            out.push(
+                [
+                    "--datapath",
+                    "hcn-sim",
+                    "--hcn-sim-mode",
+                    mode.name(),
+                    "--hcn-ip-sets",
+                    ip_sets,
+                ]
+                .map(String::from)
+                .to_vec(),
+            );
+        }
+    }
+    out
+}
 
 fn check_passes(dir: &Path) {
     let scenarios = yaml_files_outside_topologies(dir);
-    for decider in DECIDERS {
+    for decider in deciders() {
         let mut args = vec!["check", dir.to_str().unwrap()];
-        args.extend(decider);
+        args.extend(decider.iter().map(String::as_str));
         let output = netpol(&args);
         assert_eq!(
             output.status.code(),
@@ -292,4 +312,35 @@ fn a_translation_warning_goes_to_stderr_without_failing() {
         )
     );
     assert_eq!(summary(&output), (1, 2, 0));
+}
+
+#[test]
+fn experimental_crd_fields_only_in_the_experimental_channel() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/channels/cnp-nodes-peer.yaml");
+    for args in [
+        vec!["check", file.to_str().unwrap()],
+        vec![
+            "check",
+            "--crd-channel",
+            "experimental",
+            file.to_str().unwrap(),
+        ],
+    ] {
+        let output = netpol(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+    let output = netpol(&["check", "--crd-channel", "standard", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "(ClusterNetworkPolicy to-nodes): spec.egress[0].to[0].nodes: nodes is a field of the \
+             experimental channel"
+        ),
+        "{err}"
+    );
+    let output = netpol(&["check", "--crd-channel", "beta", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("unknown CRD channel \"beta\""));
 }

@@ -4,11 +4,13 @@
 //! IP sets whose `Id` starts with [`crate::schema::NETPOL_SET_PREFIX`]. Every other policy (the CNI plugin's
 //! `OutBoundNAT` and ACLs, kube-proxy's, another enforcer's ACLs and sets) stays as it is.
 //!
-//! Each endpoint gets one `Remove` of its netpol ACLs exactly as read back (never an `Update`,
-//! which would replace the list and lose what another owner adds meanwhile), and is read again
-//! to confirm. The sets go last, and only when every endpoint lost its netpol ACLs: a set an
-//! endpoint still names is in use (the simulator refuses its removal; what a real HNS does is
-//! not documented), so a failed endpoint keeps the sets and the run reports it.
+//! Each endpoint's netpol ACLs go as the agent takes stale rules away ([`crate::writes`]): by
+//! default one `Update` of the endpoint's list as read, less netpol's ACLs (every other owner's
+//! policy byte for byte and in its place), then read again to confirm; `Remove` requests only
+//! where [`WriteOptions::removal`] says so (a build where `Remove` is verified). The sets go
+//! last, and only when every endpoint lost its netpol ACLs: a set an endpoint still names is in
+//! use (the simulator refuses its removal; what a real HNS does is not documented), so a failed
+//! endpoint keeps the sets and the run reports it.
 //!
 //! Run it only once the agent is gone from the node: an agent still running would program its
 //! rules again at its next change or resync.
@@ -16,7 +18,9 @@
 use netpol_datapath::DatapathError;
 
 use crate::api::HcnApi;
+use crate::conventions::WriteOptions;
 use crate::schema::RequestType;
+use crate::writes::EndpointWriter;
 
 /// What one cleanup removed, left alone, and could not remove.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,7 +53,10 @@ impl CleanupReport {
 /// Removes netpol's ACLs from every endpoint of `api`, then netpol's IP sets. Fails as a whole
 /// only when the endpoints cannot be listed; one endpoint that fails is reported, the others
 /// are cleaned.
-pub fn remove_netpol_state(api: &dyn HcnApi) -> Result<CleanupReport, DatapathError> {
+pub fn remove_netpol_state(
+    api: &dyn HcnApi,
+    writes: WriteOptions,
+) -> Result<CleanupReport, DatapathError> {
     let listing = api.list_endpoints()?;
     let mut report = CleanupReport {
         endpoints: listing.endpoints.len() + listing.unreadable.len(),
@@ -59,7 +66,7 @@ pub fn remove_netpol_state(api: &dyn HcnApi) -> Result<CleanupReport, DatapathEr
         report.failures.push((id.clone(), error.to_string()));
     }
     for endpoint in &listing.endpoints {
-        match clean_endpoint(api, &endpoint.id) {
+        match clean_endpoint(api, &endpoint.id, writes) {
             Ok(Cleaned::Nothing { kept }) => report.other_policies_kept += kept,
             Ok(Cleaned::Removed { removed, kept }) => {
                 report.endpoints_cleaned += 1;
@@ -97,33 +104,26 @@ enum Cleaned {
     Removed { removed: usize, kept: usize },
 }
 
-fn clean_endpoint(api: &dyn HcnApi, endpoint: &str) -> Result<Cleaned, DatapathError> {
+fn clean_endpoint(
+    api: &dyn HcnApi,
+    endpoint: &str,
+    writes: WriteOptions,
+) -> Result<Cleaned, DatapathError> {
     let policies = api.read_policies(endpoint)?;
-    let (netpol, other): (Vec<_>, Vec<_>) =
-        policies.into_iter().partition(|p| p.netpol_id().is_some());
-    if netpol.is_empty() {
-        return Ok(Cleaned::Nothing { kept: other.len() });
+    let netpol = policies.iter().filter(|p| p.netpol_id().is_some()).count();
+    let kept = policies.len() - netpol;
+    if netpol == 0 {
+        return Ok(Cleaned::Nothing { kept });
     }
-    let removed = netpol.len();
-    api.modify_policies(endpoint, RequestType::Remove, netpol)?;
-    let left = api
-        .read_policies(endpoint)?
-        .iter()
-        .filter_map(|p| p.netpol_id())
-        .collect::<Vec<_>>();
-    if !left.is_empty() {
-        return Err(DatapathError::Call {
-            call: "HcnModifyEndpoint",
-            endpoint: Some(endpoint.to_string()),
-            message: format!(
-                "{} netpol ACLs are still there after their Remove (first: {})",
-                left.len(),
-                left[0]
-            ),
-        });
-    }
+    // No rule wanted: the writer takes every netpol ACL away and reads back to confirm.
+    let writer = EndpointWriter {
+        datapath: api,
+        endpoint,
+        options: writes,
+    };
+    writer.sync(&[])?;
     Ok(Cleaned::Removed {
-        removed,
-        kept: other.len(),
+        removed: netpol,
+        kept,
     })
 }

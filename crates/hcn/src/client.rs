@@ -113,8 +113,9 @@ impl<C: HcnCalls> HcnDatapath<C> {
         }
     }
 
-    /// IP sets go on the network with this id or name rather than on the one most endpoints
-    /// are on.
+    /// netpol's endpoints are those on the network with this id or name (endpoints of other
+    /// networks are left alone), and IP sets go on it, rather than on the one most endpoints are
+    /// on.
     pub fn with_network(self, network: Option<String>) -> Self {
         HcnDatapath {
             configured_network: network.filter(|n| !n.is_empty()),
@@ -178,7 +179,7 @@ impl<C: HcnCalls> HcnDatapath<C> {
                         .is_ok_and(|(name, _)| name.eq_ignore_ascii_case(wanted))
             });
             if found.is_none() && !networks.is_empty() {
-                tracing::warn!(network = %wanted, "no listed endpoint is on the configured HNS network (--hcn-network): it holds no pod netpol programs");
+                tracing::warn!(network = %wanted, listed_networks = ?networks.keys().collect::<Vec<_>>(), "no listed endpoint is on the configured HNS network (--hcn-network), so netpol programs no endpoint: check the name or id against Get-HnsNetwork");
             }
             *self.network.lock().expect("network lock") = found.cloned();
             return;
@@ -276,19 +277,25 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             unreadable: Vec::new(),
         };
         let mut networks: BTreeMap<String, usize> = BTreeMap::new();
+        // Each listed endpoint's network, in listing order.
+        let mut on: Vec<Option<String>> = Vec::with_capacity(ids.len());
         for id in ids {
             match self.properties(&id) {
-                Ok(props) => out.endpoints.push(EndpointInfo {
-                    addresses: {
-                        if let Some(Value::String(network)) = props.other.get("HostComputeNetwork")
-                        {
-                            *networks.entry(network.to_lowercase()).or_default() += 1;
-                        }
-                        addresses(&props)
-                    },
-                    id,
-                    name: props.name,
-                }),
+                Ok(props) => {
+                    let network = match props.other.get("HostComputeNetwork") {
+                        Some(Value::String(network)) => Some(network.to_lowercase()),
+                        _ => None,
+                    };
+                    if let Some(network) = &network {
+                        *networks.entry(network.clone()).or_default() += 1;
+                    }
+                    on.push(network);
+                    out.endpoints.push(EndpointInfo {
+                        addresses: addresses(&props),
+                        id,
+                        name: props.name,
+                    });
+                }
                 // Deleted between the enumeration and the query: it is simply gone.
                 Err(DatapathError::NotFound { .. }) => {}
                 // HNS itself is gone: no listing at all, the caller reconnects.
@@ -301,6 +308,23 @@ impl<C: HcnCalls> HcnApi for HcnDatapath<C> {
             }
         }
         self.note_networks(&networks);
+        if self.configured_network.is_some() {
+            let chosen = self.network();
+            // A configured network: endpoints of every other network are not netpol's (the
+            // host's own vNIC, another CNI's pods). One that names no network is kept.
+            let mut networks = on.into_iter();
+            let before = out.endpoints.len();
+            out.endpoints.retain(|_| match networks.next().flatten() {
+                Some(network) => chosen.as_deref() == Some(network.as_str()),
+                None => true,
+            });
+            if out.endpoints.len() < before {
+                tracing::debug!(
+                    excluded = before - out.endpoints.len(),
+                    "endpoints on other HNS networks than --hcn-network left alone"
+                );
+            }
+        }
         Ok(out)
     }
 

@@ -14,8 +14,10 @@
 //!   endpoint is read back after, and repaired again if another writer changed it.
 //! - **Host-scope rules** ([`Programmer::set_host_rules`]): rules every endpoint gets after its
 //!   own (the `RuleType: Host` allows an l2bridge network needs), part of what is wanted.
-//! - **Refusals.** An endpoint whose rules HNS refuses as invalid keeps its previous rules and is
-//!   reported refused; it is not retried until its rules change or everything is re-read.
+//! - **Refusals.** An endpoint with an Allow HNS refuses as invalid gets its other rules (the
+//!   refused Allow alone left out, [`crate::writes`]); one with a refused Block keeps its previous
+//!   rules. Either is reported refused and not retried until its rules change or everything is
+//!   re-read.
 //! - **Failures** are per endpoint: a failed endpoint is retried with exponential backoff on
 //!   later [`Programmer::apply`] calls and never holds others back. An endpoint that no longer
 //!   exists is reported as gone and not retried (HCN endpoint ids are never reused).
@@ -230,6 +232,13 @@ impl Programmer {
             options: self.writes,
         };
         match writer.sync(rules) {
+            // Programmed without the Allows HNS refuses: not retried until the rules change.
+            Ok(Outcome::Refused { rule: why }) => {
+                self.failures.remove(endpoint);
+                self.known
+                    .insert(endpoint.to_string(), Known::Refused(digest, why.clone()));
+                Outcome::Refused { rule: why }
+            }
             Ok(outcome) => {
                 self.failures.remove(endpoint);
                 self.known

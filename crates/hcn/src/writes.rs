@@ -16,9 +16,14 @@
 //! - **Refusals** ([`Refusal`]): a rule already there (`HCN_E_POLICY_ALREADY_EXISTS`) or one to
 //!   remove not there (`HCN_E_POLICY_NOT_FOUND`) means the list is not as read: it is read again
 //!   and reconciled, as another attempt. A policy HNS cannot take (`HCN_E_INVALID_POLICY`) would be
-//!   refused again: the rules this sync added are taken back (the endpoint keeps its previous
-//!   rules, as after any failure) and the refusal is returned, naming the refused request's rules.
+//!   refused again, so the rules of a refused `Add` are sent again each alone, to find the ones
+//!   HNS refuses: a refused **Allow** is left out alone (leaving an Allow out can only turn an
+//!   allowed packet into a blocked one, never open anything), the endpoint gets its other rules
+//!   and is reported [`Outcome::Refused`] naming it. A refused **Block** cannot be left out
+//!   without opening what it closes: the rules this sync added are taken back (the endpoint keeps
+//!   its previous rules, as after any failure) and the refusal is returned as an error.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use netpol_datapath::{DatapathError, Outcome, Refusal};
@@ -26,7 +31,7 @@ use netpol_datapath::{DatapathError, Outcome, Refusal};
 use crate::api::HcnApi;
 use crate::conventions::{AclRemoval, WriteOptions};
 use crate::diff::{diff, RuleDiff};
-use crate::schema::{AclPolicySetting, EndpointPolicy, RequestType};
+use crate::schema::{AclAction, AclPolicySetting, EndpointPolicy, RequestType};
 
 /// How many times one apply writes an endpoint and reads it back before it gives up on a
 /// conflict with another writer (and retries after backoff).
@@ -50,17 +55,30 @@ impl EndpointWriter<'_> {
         }
         let before: BTreeSet<String> = live.iter().filter_map(EndpointPolicy::netpol_id).collect();
         let (mut added, mut removed) = (0, 0);
+        // Allows HNS refused alone, left out of what is wanted from then on.
+        let mut refused: Vec<(String, String)> = Vec::new();
+        let mut wanted = Cow::Borrowed(wanted);
         for attempt in 1..=ATTEMPTS {
-            match self.pass(wanted, &current, &mut added, &mut removed) {
+            let mut left_out = Vec::new();
+            match self.pass(&wanted, &current, &mut added, &mut removed, &mut left_out) {
                 Ok(()) => {}
                 Err(error) if error.refusal() == Some(Refusal::InvalidPolicy) => {
-                    self.take_back(wanted, &before);
+                    self.take_back(&wanted, &before);
                     return Err(error);
                 }
                 Err(error) => return Err(error),
             }
-            current = diff(&self.read()?, wanted);
+            if !left_out.is_empty() {
+                wanted = Cow::Owned(without_ids(&wanted, &left_out));
+                refused.extend(left_out);
+            }
+            current = diff(&self.read()?, &wanted);
             if current.is_clean() {
+                if !refused.is_empty() {
+                    return Ok(Outcome::Refused {
+                        rule: left_out_rules(self.endpoint, &refused),
+                    });
+                }
                 return Ok(Outcome::Updated { added, removed });
             }
             tracing::warn!(
@@ -87,33 +105,50 @@ impl EndpointWriter<'_> {
     }
 
     /// One pass: the adds in batches, then the stale rules away. Ends early, for the caller to
-    /// read the list again, when HNS says the list is not as read.
+    /// read the list again, when HNS says the list is not as read. Allows HNS refuses go to
+    /// `left_out` (id, why); their stale versions are not taken away in this pass.
     fn pass(
         &self,
         wanted: &[AclPolicySetting],
         current: &RuleDiff,
         added: &mut usize,
         removed: &mut usize,
+        left_out: &mut Vec<(String, String)>,
     ) -> Result<(), DatapathError> {
         let batch = self.options.max_acls_per_request.max(1);
         let add = current.to_add();
         for chunk in add.chunks(batch) {
             let policies = chunk.iter().map(EndpointPolicy::acl).collect();
-            if self.send(RequestType::Add, policies)? {
-                return Ok(());
+            match self.send(RequestType::Add, policies) {
+                Ok(true) => return Ok(()),
+                Ok(false) => *added += chunk.len(),
+                Err(error) if error.refusal() == Some(Refusal::InvalidPolicy) => {
+                    if self.add_each_alone(chunk, error, added, left_out)? {
+                        return Ok(());
+                    }
+                }
+                Err(error) => return Err(error),
             }
-            *added += chunk.len();
         }
-        // What the adds made of the list, and whatever another owner did meanwhile.
-        let (live, stale) = if add.is_empty() || current.to_remove().is_empty() {
-            // Nothing was stale before the adds: what another writer does meanwhile is for the
-            // read-back to find.
-            (None, current.to_remove())
+        // A refused Allow is no longer wanted: what stood for it (a previous version) is stale.
+        let reduced;
+        let wanted = if left_out.is_empty() {
+            wanted
         } else {
-            let live = self.read()?;
-            let stale = diff(&live, wanted).to_remove();
-            (Some(live), stale)
+            reduced = without_ids(wanted, left_out);
+            &reduced[..]
         };
+        // What the adds made of the list, and whatever another owner did meanwhile.
+        let (live, stale) =
+            if left_out.is_empty() && (add.is_empty() || current.to_remove().is_empty()) {
+                // Nothing was stale before the adds: what another writer does meanwhile is for the
+                // read-back to find.
+                (None, current.to_remove())
+            } else {
+                let live = self.read()?;
+                let stale = diff(&live, wanted).to_remove();
+                (Some(live), stale)
+            };
         if stale.is_empty() {
             return Ok(());
         }
@@ -140,6 +175,40 @@ impl EndpointWriter<'_> {
             }
         }
         Ok(())
+    }
+
+    /// After HNS refused an `Add` of `chunk` as invalid: each rule alone, to find the ones it
+    /// refuses. A refused Allow goes to `left_out`; a refused Block is the error returned (it
+    /// cannot be left out without opening what it closes). True when HNS said the list is not
+    /// as read (read it again).
+    fn add_each_alone(
+        &self,
+        chunk: &[AclPolicySetting],
+        refusal: DatapathError,
+        added: &mut usize,
+        left_out: &mut Vec<(String, String)>,
+    ) -> Result<bool, DatapathError> {
+        let mut refusal = Some(refusal);
+        for rule in chunk {
+            // A batch of one was refused already: no need to send it again.
+            let result = match (chunk.len(), refusal.take()) {
+                (1, Some(error)) => Err(error),
+                _ => self.send(RequestType::Add, vec![EndpointPolicy::acl(rule)]),
+            };
+            match result {
+                Ok(true) => return Ok(true),
+                Ok(false) => *added += 1,
+                Err(error)
+                    if error.refusal() == Some(Refusal::InvalidPolicy)
+                        && rule.action == AclAction::Allow =>
+                {
+                    tracing::warn!(endpoint = %self.endpoint, rule = %rule.id, %error, "HNS refuses an Allow; it is left out alone (what it allows stays blocked)");
+                    left_out.push((rule.id.clone(), error.to_string()));
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(false)
     }
 
     /// Sends one request: true when HNS said the list is not as read (read it again).
@@ -237,6 +306,33 @@ fn without(live: &[EndpointPolicy], stale: &[EndpointPolicy]) -> Vec<EndpointPol
         })
         .cloned()
         .collect()
+}
+
+/// `wanted` less the rules of `left_out` (id, why).
+fn without_ids(
+    wanted: &[AclPolicySetting],
+    left_out: &[(String, String)],
+) -> Vec<AclPolicySetting> {
+    wanted
+        .iter()
+        .filter(|rule| !left_out.iter().any(|(id, _)| *id == rule.id))
+        .cloned()
+        .collect()
+}
+
+/// What an endpoint holding all but the Allows HNS refused is reported with.
+fn left_out_rules(endpoint: &str, refused: &[(String, String)]) -> String {
+    let ids: Vec<&str> = refused.iter().map(|(id, _)| id.as_str()).collect();
+    format!(
+        "HNS refuses {} as an invalid policy: left out, endpoint {endpoint} holds its other rules \
+         (what {} allows stays blocked; not retried until the rules change): {}",
+        match ids.as_slice() {
+            [one] => format!("Allow rule {one}"),
+            many => format!("{} Allow rules ({})", many.len(), many.join(", ")),
+        },
+        if ids.len() == 1 { "it" } else { "they" },
+        refused[0].1
+    )
 }
 
 /// Why an endpoint is refused, naming the rules of the refused request.

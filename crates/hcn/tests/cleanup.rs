@@ -9,8 +9,8 @@ use netpol_hcn::schema::{
     AclAction, AclDirection, AclPolicySetting, EndpointPolicy, RequestType, RuleType,
     SetPolicySetting, IPSET,
 };
-use netpol_hcn::sim::{CallKind, Fault, HcnSim};
-use netpol_hcn::{HcnApi, HcnDatapath};
+use netpol_hcn::sim::{CallKind, Fault, HcnSim, RemoveQuirk, SimMode};
+use netpol_hcn::{AclRemoval, HcnApi, HcnDatapath, WriteOptions};
 use serde_json::json;
 
 fn set(id: &str, values: &str) -> SetPolicySetting {
@@ -108,7 +108,7 @@ fn netpols_acls_and_sets_go_and_every_other_owners_stay() {
     );
     sim.take_calls();
 
-    let report = remove_netpol_state(&dp).unwrap();
+    let report = remove_netpol_state(&dp, WriteOptions::default()).unwrap();
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.endpoints, 2);
     assert_eq!(report.endpoints_cleaned, 2);
@@ -131,15 +131,18 @@ fn netpols_acls_and_sets_go_and_every_other_owners_stay() {
     assert_eq!(first.rule, Some(("azure-npm-acl".to_string(), 200)));
     assert_eq!(first.action, AclAction::Block);
     assert_eq!(sim.evaluate("ep-a", &from("10.1.0.11")).unwrap().rule, None);
-    // Only Removes were sent, never an Update of a whole list.
+    // The ACLs went by an Update of each list (as the agent's default), never a Remove.
     let calls = sim.take_calls();
     assert!(
-        calls.iter().all(|c| !format!("{c:?}").contains("Update")),
+        calls
+            .iter()
+            .all(|c| !format!("{c:?}").contains("Remove")
+                || matches!(c.kind(), CallKind::ModifyNetwork)),
         "{calls:?}"
     );
 
     // A second run finds nothing to do and sends no modify.
-    let again = remove_netpol_state(&dp).unwrap();
+    let again = remove_netpol_state(&dp, WriteOptions::default()).unwrap();
     assert_eq!((again.acls_removed, again.sets_removed), (0, 0));
     assert!(sim
         .take_calls()
@@ -154,7 +157,7 @@ fn an_endpoint_that_cannot_be_cleaned_is_reported_and_keeps_netpols_sets() {
         kind: CallKind::Modify,
         endpoint: Some("ep-b".into()),
     });
-    let report = remove_netpol_state(&dp).unwrap();
+    let report = remove_netpol_state(&dp, WriteOptions::default()).unwrap();
     assert!(!report.complete());
     assert_eq!(report.failures.len(), 1, "{report:?}");
     assert_eq!(report.failures[0].0, "ep-b");
@@ -168,8 +171,57 @@ fn an_endpoint_that_cannot_be_cleaned_is_reported_and_keeps_netpols_sets() {
     );
 
     // Run again once the endpoint answers: everything of netpol's goes.
-    let report = remove_netpol_state(&dp).unwrap();
+    let report = remove_netpol_state(&dp, WriteOptions::default()).unwrap();
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.sets_removed, 1);
     assert_eq!(policy_ids(&dp, "ep-b"), ["OutBoundNAT", "azure-npm-acl"]);
+}
+
+/// Under every build the simulator models, the default cleanup takes netpol's ACLs and leaves
+/// every other owner's policy byte for byte and in place; `Remove` requests (the option) fail
+/// where HNS ignores them, and are reported rather than claimed done.
+#[test]
+fn cleanup_keeps_other_owners_policies_under_every_mode() {
+    for mode in SimMode::ALL {
+        let dp = HcnDatapath::new(HcnSim::with_mode(mode));
+        let foreign = vec![
+            EndpointPolicy::other("OutBoundNAT", &json!({"Exceptions": ["10.0.0.0/8"]})),
+            acl("azure-wireserver", AclAction::Block, "168.63.129.16", 200),
+        ];
+        dp.calls().add_endpoint(
+            EndpointInfo {
+                id: "ep".into(),
+                name: "ep".into(),
+                addresses: vec!["10.1.0.2".parse().unwrap()],
+            },
+            foreign.clone(),
+        );
+        dp.list_endpoints().unwrap();
+        dp.modify_policies(
+            "ep",
+            RequestType::Add,
+            vec![
+                acl("netpol-0001", AclAction::Allow, "10.1.0.11", 1000),
+                acl("netpol-0002", AclAction::Block, "", 1001),
+            ],
+        )
+        .unwrap();
+        let remove = WriteOptions {
+            removal: AclRemoval::Remove,
+            ..WriteOptions::default()
+        };
+        let by_remove = remove_netpol_state(&dp, remove).unwrap();
+        if mode.quirks().remove == RemoveQuirk::Ignored {
+            assert!(!by_remove.complete(), "{mode}: {by_remove:?}");
+        }
+        let report = remove_netpol_state(&dp, WriteOptions::default()).unwrap();
+        assert!(report.complete(), "{mode}: {report:?}");
+        let left = dp.read_policies("ep").unwrap();
+        if mode.quirks().remove == RemoveQuirk::Loose {
+            // A loose Remove took the wireserver Block with netpol's: why it is not the default.
+            assert_eq!(left, foreign[..1], "{mode}");
+        } else {
+            assert_eq!(left, foreign, "{mode}");
+        }
+    }
 }

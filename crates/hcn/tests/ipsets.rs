@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use netpol_datapath::testing::*;
-use netpol_datapath::{compile_endpoint, Backoff, Desired, EndpointInfo, Enforcer, LocalPods};
+use netpol_datapath::{
+    compile_endpoint, Backoff, CompiledRules, Desired, EndpointInfo, Enforcer, LocalPods,
+};
 use netpol_engine::*;
 use netpol_hcn::client::RawError;
 use netpol_hcn::discovery::HostEndpoints;
@@ -130,6 +132,24 @@ fn pod(name: &str) -> PodInfo {
     }
 }
 
+/// The compiled rules of an endpoint denying ingress but TCP 80 from `peer`.
+fn allowing_tcp_80_from(peer: IdentityId, store: &IdentityStore) -> Arc<CompiledRules> {
+    let mut b = MapBuilder::new(Verdict::Allow);
+    b.set(
+        Direction::Ingress,
+        None,
+        key(None, 0, 0),
+        value(2, Verdict::Deny, None),
+    );
+    b.set(
+        Direction::Ingress,
+        Some(peer),
+        key(Some(Protocol::Tcp), 80, 16),
+        value(5, Verdict::Allow, None),
+    );
+    Arc::new(compile_endpoint(&b.build(), store).unwrap())
+}
+
 /// An endpoint allowing TCP 80 from the `web` workload only, enforced; then a replica of `web`
 /// added. Returns the calls the replica caused and the simulator.
 fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnDatapath<HcnSim>>) {
@@ -152,21 +172,7 @@ fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnData
         Identity::pod(pod("web-1"), "10.1.0.11".parse().unwrap()),
         vec![],
     );
-    let mut b = MapBuilder::new(Verdict::Allow);
-    b.set(
-        Direction::Ingress,
-        None,
-        key(None, 0, 0),
-        value(2, Verdict::Deny, None),
-    );
-    b.set(
-        Direction::Ingress,
-        Some(web),
-        key(Some(Protocol::Tcp), 80, 16),
-        value(5, Verdict::Allow, None),
-    );
-    let map = b.build();
-    let rules = Arc::new(compile_endpoint(&map, &store).unwrap());
+    let rules = allowing_tcp_80_from(web, &store);
     let pods: LocalPods = [("ns/local".to_string(), vec![LOCAL.parse().unwrap()])]
         .into_iter()
         .collect();
@@ -344,4 +350,105 @@ fn the_table_names_sets_as_set_id_does() {
         };
         assert_eq!(table.get(&set, &store).id, set_id(&set, &store));
     }
+}
+
+/// A set HNS refuses (an IPv6 member, on a build that takes netpol's word that it accepts them)
+/// holds back only the endpoint whose rules name it: reported refused with the set named, its
+/// rules as they were; the other endpoint is programmed with its set and is not held back.
+#[test]
+fn a_set_hns_refuses_holds_back_only_the_endpoints_naming_it() {
+    use netpol_datapath::Outcome;
+    use netpol_hcn::sim::{SimMode, SimQuirks};
+    let mode = SimMode::Ws2022;
+    let sim = HcnSim::with_capabilities(Capabilities {
+        ipv6_sets: true,
+        ..mode.capabilities()
+    })
+    .with_quirks(SimQuirks {
+        ipv6_sets_refused: true,
+        ..mode.quirks()
+    });
+    for (id, name, address) in [("ep-a", "a", "10.1.0.2"), ("ep-b", "b", "10.1.0.3")] {
+        sim.add_endpoint(
+            EndpointInfo {
+                id: id.into(),
+                name: name.into(),
+                addresses: vec![address.parse().unwrap()],
+            },
+            Vec::new(),
+        );
+    }
+    let dp = Arc::new(HcnDatapath::new(sim));
+    let mut store = IdentityStore::new();
+    // Two workloads (namespaces), so two identities.
+    let in_namespace = |namespace: &str| PodInfo {
+        namespace: namespace.into(),
+        ..pod("web")
+    };
+    let (v4, _) = store.insert_shared(
+        Identity::pod(in_namespace("v4"), "10.1.0.11".parse().unwrap()),
+        vec![],
+    );
+    let (v6, _) = store.insert_shared(
+        Identity::pod(in_namespace("v6"), "fd00::11".parse().unwrap()),
+        vec![],
+    );
+    assert_ne!(v4, v6);
+    let allowing = |peer: IdentityId| allowing_tcp_80_from(peer, &store);
+    let pods: LocalPods = [
+        ("ns/a".to_string(), vec!["10.1.0.2".parse().unwrap()]),
+        ("ns/b".to_string(), vec!["10.1.0.3".parse().unwrap()]),
+    ]
+    .into_iter()
+    .collect();
+    let compiled = [
+        ("ns/a".to_string(), allowing(v4)),
+        ("ns/b".to_string(), allowing(v6)),
+    ]
+    .into_iter()
+    .collect();
+    let mut enforcer = HcnEnforcer::new(
+        dp.clone(),
+        Box::new(HostEndpoints::default()),
+        Backoff::default(),
+    );
+    let desired = Desired {
+        pods: &pods,
+        compiled: &compiled,
+        identities: &store,
+        changed: &BTreeSet::new(),
+    };
+    let report = enforcer.enforce(&desired, false, Instant::now()).unwrap();
+    assert!(
+        matches!(report.outcomes["ep-a"], Outcome::Updated { .. }),
+        "{:?}",
+        report.outcomes["ep-a"]
+    );
+    match &report.outcomes["ep-b"] {
+        Outcome::Refused { rule } => assert!(rule.contains("netpol-set-"), "{rule}"),
+        other => panic!("ep-b: {other:?}"),
+    }
+    let sim = dp.calls();
+    assert_eq!(sim.sets().len(), 1, "the IPv4 set is on the network");
+    assert!(sim.endpoint("ep-b").unwrap().policies.is_empty());
+    assert_eq!(
+        sim.evaluate("ep-a", &tcp_80_from("10.1.0.11"))
+            .unwrap()
+            .action,
+        AclAction::Allow
+    );
+    assert_eq!(
+        sim.evaluate("ep-a", &tcp_80_from("10.1.0.12"))
+            .unwrap()
+            .action,
+        AclAction::Block
+    );
+    // The next step sends the refused set no more and reports the endpoint refused still.
+    sim.take_calls();
+    let again = enforcer.enforce(&desired, false, Instant::now()).unwrap();
+    assert!(matches!(again.outcomes["ep-b"], Outcome::Refused { .. }));
+    assert!(sim
+        .take_calls()
+        .iter()
+        .all(|c| c.kind() != CallKind::ModifyNetwork && c.kind() != CallKind::Modify));
 }

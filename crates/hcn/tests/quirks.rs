@@ -80,7 +80,11 @@ fn rules(n: u16, first_port: u16) -> Vec<AclPolicySetting> {
 }
 
 fn datapath(mode: SimMode) -> HcnDatapath<HcnSim> {
-    let sim = HcnSim::with_mode(mode);
+    datapath_on(HcnSim::with_mode(mode))
+}
+
+/// The endpoint with its other owners' policies on `sim`.
+fn datapath_on(sim: HcnSim) -> HcnDatapath<HcnSim> {
     sim.add_endpoint(
         EndpointInfo {
             id: EP.into(),
@@ -237,11 +241,17 @@ fn an_add_refused_as_existing_is_reconciled_from_a_fresh_read() {
     assert_holds(&dp, &wanted, "after the refusal");
 }
 
-/// A rule HNS refuses as invalid: the endpoint keeps its previous rules, is reported refused,
-/// and is not retried until its rules change.
+/// An Allow HNS refuses as invalid is left out alone: the endpoint gets its other rules (the
+/// refused request's other rules among them), is reported refused naming the rule, and is not
+/// retried until its rules change; the packets it would allow stay blocked.
 #[test]
-fn an_invalid_rule_refuses_its_endpoint_alone_and_is_not_retried() {
-    let dp = datapath(SimMode::Ws2022);
+fn an_invalid_allow_is_refused_alone_and_not_retried() {
+    // Verdicts of netpol's own rules: the host layer is another test's.
+    let quirks = SimQuirks {
+        host_layer_default_deny: false,
+        ..SimMode::Ws2022.quirks()
+    };
+    let dp = datapath_on(HcnSim::with_mode(SimMode::Ws2022).with_quirks(quirks));
     let mut programmer = Programmer::default();
     let now = Instant::now();
     let good = rules(1, 80);
@@ -251,10 +261,26 @@ fn an_invalid_rule_refuses_its_endpoint_alone_and_is_not_retried() {
     bad[35].id = rule_id(&bad[35]);
     let report = programmer.apply(&dp, &desired(bad.clone()), now);
     match &report.outcomes[EP] {
-        Outcome::Refused { rule } => assert!(rule.contains("invalid"), "{rule}"),
+        Outcome::Refused { rule } => {
+            assert!(rule.contains("invalid"), "{rule}");
+            assert!(rule.contains(&bad[35].id), "names the refused rule: {rule}");
+        }
         other => panic!("{other:?}"),
     }
-    assert_holds(&dp, &good, "after the refusal");
+    let mut held = bad.clone();
+    held.remove(35);
+    assert_holds(&dp, &held, "after the refusal");
+    let port = |i: u16| 2000 + i;
+    let allowed = dp
+        .calls()
+        .evaluate(EP, &tcp_from("10.1.0.11", port(34)))
+        .unwrap();
+    assert_eq!(allowed.action, AclAction::Allow);
+    let left_out = dp
+        .calls()
+        .evaluate(EP, &tcp_from("10.1.0.11", port(35)))
+        .unwrap();
+    assert_eq!(left_out.action, AclAction::Block, "fails closed");
     dp.calls().take_calls();
     let again = programmer.apply(&dp, &desired(bad), now);
     assert!(matches!(again.outcomes[EP], Outcome::Refused { .. }));
@@ -266,6 +292,90 @@ fn an_invalid_rule_refuses_its_endpoint_alone_and_is_not_retried() {
     // Changed rules are tried again.
     let report = programmer.apply(&dp, &desired(rules(2, 80)), now);
     assert!(matches!(report.outcomes[EP], Outcome::Updated { .. }));
+    assert_holds(&dp, &rules(2, 80), "after the change");
+}
+
+/// A Block HNS refuses cannot be left out without opening what it closes: the endpoint keeps
+/// its previous rules and is reported refused.
+#[test]
+fn an_invalid_block_keeps_the_previous_rules() {
+    let dp = datapath(SimMode::Ws2022);
+    let mut programmer = Programmer::default();
+    let now = Instant::now();
+    let good = rules(1, 80);
+    programmer.apply(&dp, &desired(good.clone()), now);
+    let mut bad = rules(3, 2000);
+    let last = bad.len() - 1;
+    bad[last].protocols = "ANY".into();
+    bad[last].id = rule_id(&bad[last]);
+    let report = programmer.apply(&dp, &desired(bad), now);
+    match &report.outcomes[EP] {
+        Outcome::Refused { rule } => assert!(rule.contains("invalid"), "{rule}"),
+        other => panic!("{other:?}"),
+    }
+    assert_holds(&dp, &good, "after the refusal");
+}
+
+/// Other owners' policies come back from every write exactly as HNS holds them: their settings'
+/// text (key order, spacing, fields netpol does not know) and their place in the list, under
+/// every mode's `Remove` and with either removal option where it converges.
+#[test]
+fn other_owners_policies_survive_every_write_byte_for_byte() {
+    let odd = [
+        r#"{"Type":"ACL","Settings":{ "Priority":200,"Id" : "npm-ingress-x","Action":"Block","Direction":"In","RuleType":"Switch","Protocols":"6","RemoteAddresses":"168.63.129.16","Extra":{"b":1,"a":[1.50,2e3]}}}"#,
+        r#"{"Type":"OutBoundNAT","Settings":{"Exceptions":["10.0.0.0/8"],"VirtualIP":""}}"#,
+        r#"{"Type":"L4WFPPROXY","Settings":{"Port":"15001","UserSID":"S-1-5-18","FilterTuple":{"Protocols":"6"}}}"#,
+    ];
+    let foreign: Vec<EndpointPolicy> = odd
+        .iter()
+        .map(|t| serde_json::from_str(t).unwrap())
+        .collect();
+    let texts = |policies: &[EndpointPolicy]| -> Vec<String> {
+        policies
+            .iter()
+            .filter(|p| p.netpol_id().is_none())
+            .map(|p| serde_json::to_string(p).unwrap())
+            .collect()
+    };
+    let expected = texts(&foreign);
+    assert_eq!(expected, odd, "the envelope keeps the settings' text");
+    for mode in SimMode::ALL {
+        for removal in [AclRemoval::Replace, AclRemoval::Remove] {
+            // Remove converges only where HNS removes exactly.
+            if removal == AclRemoval::Remove && mode.quirks().remove != RemoveQuirk::Exact {
+                continue;
+            }
+            let sim = HcnSim::with_mode(mode);
+            sim.add_endpoint(
+                EndpointInfo {
+                    id: EP.into(),
+                    name: "pod".into(),
+                    addresses: vec![LOCAL.parse().unwrap()],
+                },
+                foreign.clone(),
+            );
+            let dp = HcnDatapath::new(sim);
+            let writes = WriteOptions {
+                removal,
+                ..WriteOptions::default()
+            };
+            let mut programmer = Programmer::with_writes(Default::default(), writes);
+            let now = Instant::now();
+            for (step, wanted) in [rules(3, 80), rules(45, 1000), rules(1, 443), Vec::new()]
+                .into_iter()
+                .enumerate()
+            {
+                let report = programmer.apply(&dp, &desired(wanted), now);
+                assert!(
+                    matches!(report.outcomes[EP], Outcome::Updated { .. }),
+                    "{mode} {removal:?} step {step}: {:?}",
+                    report.outcomes[EP]
+                );
+                let policies = dp.calls().endpoint(EP).unwrap().policies;
+                assert_eq!(texts(&policies), expected, "{mode} {removal:?} step {step}");
+            }
+        }
+    }
 }
 
 /// On an l2bridge network whose host layer denies by default, endpoints need the host-scope

@@ -66,7 +66,8 @@ fn hcn(out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
         }
     };
     let datapath = netpol_hcn::HcnDatapath::new(client);
-    match netpol_hcn::cleanup::remove_netpol_state(&datapath) {
+    // Stale ACLs go by an Update of each list, as the agent's default: `Remove` is unverified.
+    match netpol_hcn::cleanup::remove_netpol_state(&datapath, netpol_hcn::WriteOptions::default()) {
         Ok(report) => write_report(&report, out),
         Err(e) => {
             writeln!(err, "error: {e}")?;

@@ -9,7 +9,7 @@ use std::ops::Range;
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
+use netpol_api::{translate_for, CrdChannel, Diagnostic, Object, ObjectRef, Pod, ReadObject};
 use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
@@ -36,6 +36,8 @@ pub struct ReadRules {
     pub input_name: &'static str,
     /// Where workloads' pods go (`--pod-cidr`, `--assign-nodes`).
     pub placement: Placement,
+    /// The ClusterNetworkPolicy CRD channel objects are checked against (`--crd-channel`).
+    pub channel: CrdChannel,
 }
 
 impl ReadRules {
@@ -49,6 +51,7 @@ impl ReadRules {
             workload_pods: true,
             input_name: "the scenario",
             placement,
+            channel: CrdChannel::default(),
         }
     }
 
@@ -62,7 +65,13 @@ impl ReadRules {
             workload_pods: true,
             input_name: "the manifests",
             placement,
+            channel: CrdChannel::default(),
         }
+    }
+
+    /// The same rules, checking ClusterNetworkPolicies against `channel`'s CRD.
+    pub fn in_channel(self, channel: CrdChannel) -> Self {
+        ReadRules { channel, ..self }
     }
 }
 
@@ -213,7 +222,7 @@ pub(super) fn translate_policy(
     reading: &mut Reading,
 ) -> Option<Translated> {
     reading.inventory.policies += 1;
-    let translation = translate(&placed.object.object);
+    let translation = translate_for(&placed.object.object, rules.channel);
     let source = &placed.origin;
     let unsupported_only =
         !translation.errors.is_empty() && translation.errors.iter().all(Diagnostic::is_unsupported);

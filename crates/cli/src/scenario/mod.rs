@@ -61,6 +61,8 @@ pub struct ReadFlags {
     pub strict_kinds: bool,
     /// Where workloads' pods go (`--pod-cidr`, `--assign-nodes`).
     pub placement: Placement,
+    /// The ClusterNetworkPolicy CRD channel the cluster serves.
+    pub channel: netpol_api::CrdChannel,
 }
 
 /// An expectation with both of its endpoints resolved in the scenario's cluster.
@@ -85,7 +87,7 @@ impl Scenario {
         let built = api::build_cluster(
             read(topology),
             read(own),
-            ReadRules::scenario(flags.lenient, flags.placement),
+            ReadRules::scenario(flags.lenient, flags.placement).in_channel(flags.channel),
         );
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
@@ -146,7 +148,8 @@ impl Scenario {
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let built = api::build_cluster(Vec::new(), objects, rules)?;
         let label = paths
             .iter()
@@ -174,7 +177,8 @@ impl Scenario {
         own: Vec<ReadOne>,
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let built = api::build_cluster(base, own, rules)?;
         Ok(Scenario {
             file: PathBuf::from(name),
@@ -199,7 +203,8 @@ impl Scenario {
         names: [String; 2],
         flags: ReadFlags,
     ) -> [Result<Scenario, LoadErrors>; 2] {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let [before, after] = sides::build_sides(base, sides, rules);
         let [before_name, after_name] = names;
         let scenario = |built: Result<api::Built, LoadErrors>, name: String| {

@@ -7,6 +7,7 @@
 //! can be written ([`crate::writable`]). Every request is logged for the tests to inspect, and
 //! requests and response bytes are counted ([`traffic`]).
 
+mod encoding;
 mod traffic;
 mod watches;
 
@@ -584,11 +585,12 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 }
 
 fn json_response(code: StatusCode, body: Value) -> Response {
-    json_text(code, body.to_string())
-}
-
-fn json_text(code: StatusCode, body: String) -> Response {
-    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
 }
 
 fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
@@ -602,6 +604,7 @@ fn query_param<'a>(query: &'a str, name: &str) -> Option<&'a str> {
 async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let path = request.uri().path().to_owned();
     let query = request.uri().query().unwrap_or_default().to_owned();
+    let gzip = encoding::accepts_gzip(request.headers());
     if let Some(target) = route(&path) {
         Traffic::count(&shared.traffic.writable, 1);
         let method = request.method().clone();
@@ -621,7 +624,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             .handle(&method, target, &body);
     }
     let Some(resource) = RESOURCES.iter().find(|r| r.2 == path) else {
-        return serve_get(&shared, &path);
+        return serve_get(&shared, &path, gzip);
     };
     let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
     let traffic = &shared.traffic;
@@ -682,13 +685,13 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             json_response(code, status(code.as_u16(), reason, &message))
         }
         None if watch => serve_watch(&shared, resource.2, &query),
-        None => serve_list(&shared, resource, &query),
+        None => serve_list(&shared, resource, &query, gzip),
     }
 }
 
 /// A `GET` of one object: `PREFIX/namespaces/NS/PLURAL/NAME`, or `PREFIX/PLURAL/NAME` for a
 /// cluster-scoped kind; 404 `NotFound` when there is no such object.
-fn serve_get(shared: &Shared, path: &str) -> Response {
+fn serve_get(shared: &Shared, path: &str, gzip: bool) -> Response {
     let found = RESOURCES.iter().find_map(|resource| {
         let (prefix, plural) = resource.2.rsplit_once('/')?;
         let rest = path.strip_prefix(prefix)?.strip_prefix('/')?;
@@ -708,8 +711,9 @@ fn serve_get(shared: &Shared, path: &str) -> Response {
     match store.objects.get(resource.2).and_then(|o| o.get(&key)) {
         Some(object) => {
             let body = as_served(object, false).to_string();
-            Traffic::count(&shared.traffic.other_bytes, body.len());
-            json_text(StatusCode::OK, body)
+            let (response, sent) = encoding::json_body(StatusCode::OK, body, gzip);
+            Traffic::count(&shared.traffic.other_bytes, sent);
+            response
         }
         None => json_response(
             StatusCode::NOT_FOUND,
@@ -726,6 +730,7 @@ fn serve_list(
     shared: &Shared,
     resource: &(&'static str, &'static str, &'static str, bool),
     query: &str,
+    gzip: bool,
 ) -> Response {
     let mut store = shared.store.lock().unwrap();
     let limit = query_param(query, "limit").and_then(|l| l.parse::<usize>().ok());
@@ -769,6 +774,7 @@ fn serve_list(
         "items": items,
     })
     .to_string();
-    Traffic::count(&shared.traffic.list_bytes, body.len());
-    json_text(StatusCode::OK, body)
+    let (response, sent) = encoding::json_body(StatusCode::OK, body, gzip);
+    Traffic::count(&shared.traffic.list_bytes, sent);
+    response
 }

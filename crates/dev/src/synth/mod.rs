@@ -1,4 +1,4 @@
-//! `netpol synth`: writes a synthetic cluster as YAML or JSON files, for scale benchmarks and for
+//! `netpol-dev synth`: writes a synthetic cluster as YAML or JSON files, for scale benchmarks and for
 //! trying the agent on a cluster of any size and shape.
 //!
 //! The shape follows what platform teams run: namespaces of one to four apps (web, api, db,

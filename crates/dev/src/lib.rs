@@ -1,0 +1,12 @@
+//! `netpol-dev`: the development tools, kept out of `netpol`, the binary the DaemonSet runs and
+//! operators use.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`synth`] | the synthetic cluster generator for scale runs and benchmarks (`netpol-dev synth`) |
+//! | [`cli`] | the `netpol-dev` command line, also callable from tests and benchmarks ([`run`]) |
+
+pub mod cli;
+pub mod synth;
+
+pub use cli::run;
