@@ -75,4 +75,7 @@ pub struct AgentConfig {
     pub initial_sync_timeout: Duration,
     /// Between polls of the files in embedded mode.
     pub poll_interval: Duration,
+    /// Embedded mode: where the pods of workloads in the files go (`--pod-cidr`,
+    /// `--assign-nodes`); with no node named, on this node.
+    pub templates: netpol_api::workloads::Placement,
 }

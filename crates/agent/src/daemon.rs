@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::reconciler::Pipeline;
 use crate::refusals::{Reporter, ReporterConfig};
 use crate::sources::cluster::{resources, spawn_watches, Sinks, WatchConfig};
-use crate::sources::files::FileSource;
+use crate::sources::files::{FileSource, TemplatePlacement};
 
 /// The exit code of an agent that panicked (`EX_SOFTWARE`).
 pub const PANIC_EXIT_CODE: i32 = 70;
@@ -172,7 +172,10 @@ pub fn run_with(
                     relist: loop_config.resync_period,
                     initial_wait: config.initial_sync_timeout,
                 };
-                let source = FileSource::new(dir);
+                let source = FileSource::new(dir).with_templates(TemplatePlacement::new(
+                    config.templates.clone(),
+                    Some(config.node.clone()),
+                ));
                 let stop = stop.clone();
                 std::thread::Builder::new().name("files".into()).spawn({
                     let health = health.clone();

@@ -207,6 +207,31 @@ impl Pipeline {
         }
     }
 
+    /// Why refused policies make the agent not ready, if any is: each is left out (invalid) or
+    /// keeps only its isolation (over budget), so the node does not enforce what was written.
+    pub fn refused_policies_problem(&self) -> Option<String> {
+        const SHOWN: usize = 3;
+        let refused: Vec<String> = self
+            .indexes
+            .refused_policies()
+            .map(|error| crate::logline::bounded(&error.to_string()).into_owned())
+            .collect();
+        if refused.is_empty() {
+            return None;
+        }
+        let more = refused.len().saturating_sub(SHOWN);
+        Some(format!(
+            "{} policy object(s) refused: {}{}",
+            refused.len(),
+            refused[..refused.len().min(SHOWN)].join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+
     /// Feeds the event of a policy its source could not read: it counts as invalid and replaces
     /// what its key held.
     pub fn ingest_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) {

@@ -103,6 +103,7 @@ mod split;
 mod stream;
 pub mod translate;
 mod validate;
+pub mod workloads;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use fields::FieldValidation;

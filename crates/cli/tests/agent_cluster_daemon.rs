@@ -50,8 +50,16 @@ fn the_daemon_keeps_its_log_lines_short_and_free_of_object_bodies() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let ready =
-        || std::net::TcpStream::connect(address).is_ok() && http_get(address, "/readyz").0 == 200;
+    // Synced, and not ready for the refused object alone, which /readyz names (bounded).
+    let ready = || {
+        std::net::TcpStream::connect(address).is_ok() && {
+            let (code, body) = http_get(address, "/readyz");
+            code == 503
+                && body.starts_with("incomplete sources: policies: 1 policy object(s) refused")
+                && body.contains("CiliumNetworkPolicy shop/huge")
+                && body.len() < 2048
+        }
+    };
     let deadline = Instant::now() + PATIENCE;
     while !ready() {
         if Instant::now() > deadline {

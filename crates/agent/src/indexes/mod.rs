@@ -247,6 +247,11 @@ impl Indexes {
         &self.pods
     }
 
+    /// Every refused policy's first error (see [`Policies::refused`]).
+    pub fn refused_policies(&self) -> impl Iterator<Item = &ValidationError> {
+        self.policies.refused()
+    }
+
     pub fn policy_counts(&self) -> PolicyCounts {
         self.policies.counts()
     }

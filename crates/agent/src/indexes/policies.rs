@@ -236,6 +236,14 @@ impl Policies {
         self.by_kind.get(&kind).is_some_and(Keyed::is_synced)
     }
 
+    /// The refused policies (invalid, or over a budget): each one's first error, in key order.
+    pub fn refused(&self) -> impl Iterator<Item = &ValidationError> {
+        self.by_kind
+            .values()
+            .flat_map(Keyed::iter)
+            .filter_map(|(_, kept)| kept.errors.first())
+    }
+
     pub fn counts(&self) -> PolicyCounts {
         SourceKind::POLICIES
             .into_iter()

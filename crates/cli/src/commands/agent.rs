@@ -169,6 +169,10 @@ pub struct Args {
     /// ws2022-remote-sets).
     #[arg(long, default_value = "ideal")]
     pub hcn_sim_mode: netpol_hcn::sim::SimMode,
+    /// Embedded mode: where the pods of workloads in the files (Deployments, StatefulSets, ...)
+    /// go, as every netpol command places them; with no --assign-nodes, on this node.
+    #[command(flatten)]
+    pub placement: crate::input::PlacementArgs,
 }
 
 /// `--hcn-acl-removal`.
@@ -253,6 +257,7 @@ impl Args {
             debounce: Duration::from_millis(self.debounce),
             initial_sync_timeout: Duration::from_secs(self.initial_sync_timeout),
             poll_interval: Duration::from_millis(self.poll_interval),
+            templates: self.placement.placement(),
         }
     }
 }
@@ -323,6 +328,7 @@ fn run_once(args: &Args, dir: &std::path::Path) -> anyhow::Result<ExitCode> {
         args.datapath.into(),
         args.datapath_options(),
         Duration::from_millis(args.poll_interval),
+        args.placement.placement(),
     )?;
     let mut out = std::io::stdout().lock();
     summary::write_sync_cost(&mut out, &synced.pipeline, synced.took)?;

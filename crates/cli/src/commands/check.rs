@@ -49,6 +49,8 @@ pub struct Args {
     /// instead of refusing the scenario as `kubectl apply` would refuse the policy.
     #[arg(long)]
     pub lenient: bool,
+    #[command(flatten)]
+    pub placement: crate::input::PlacementArgs,
     /// The ClusterNetworkPolicy CRD channel of network-policy-api v0.2.0 the scenarios are
     /// written for: `standard` refuses the experimental fields (`nodes`, `domainNames`);
     /// `experimental` (the default) accepts `nodes` and applies its named-port rule.
@@ -130,6 +132,7 @@ fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result
         let flags = ReadFlags {
             lenient: args.lenient,
             strict_kinds: true,
+            placement: args.placement.placement(),
             channel: args.crd_channel,
         };
         let loaded = load_scenario(&file, flags, &mut errors)?;

@@ -92,6 +92,7 @@ impl RunningAgent {
             debounce: Duration::from_millis(50),
             initial_sync_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_millis(200),
+            templates: Default::default(),
         };
         let observability = Observability::new();
         let datapaths = datapath(&observability);
