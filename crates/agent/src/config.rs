@@ -10,7 +10,12 @@ pub enum SourceConfig {
     /// Embedded mode: the YAML files under a folder, followed as they change.
     Files(PathBuf),
     /// Cluster mode: watches through this kubeconfig, or the in-cluster configuration.
-    Cluster { kubeconfig: Option<PathBuf> },
+    /// `streaming_lists`: list as streaming lists where the server offers them, rather than in
+    /// gzipped pages ([`crate::sources::cluster::WatchConfig::streaming_lists`]).
+    Cluster {
+        kubeconfig: Option<PathBuf>,
+        streaming_lists: bool,
+    },
 }
 
 /// The datapath the agent programs.
@@ -38,6 +43,11 @@ pub struct DatapathOptions {
     /// How much one policy object, and the objects of one namespace, may name before they are
     /// refused (`indexes::PolicyBudgets`); carried here beside the entry budget it guards.
     pub policy_budgets: crate::indexes::PolicyBudgets,
+    /// nftables: the drop log's netlink log group and rate (`--nflog-group`, `--drop-log-rate`).
+    pub drop_log: netpol_nft::droplog::DropLog,
+    /// `--audit`: every policy in audit mode (not enforced, whatever its annotation), for a
+    /// first rollout.
+    pub audit_all: bool,
     /// HCN: whether ACLs name network IP sets (`--hcn-ip-sets`); `Auto` uses them where the HNS
     /// has them (HNS 13.0 and later, and the simulator, which is HNS 15.0).
     pub hcn_ip_sets: netpol_hcn::IpSetMode,
@@ -65,4 +75,7 @@ pub struct AgentConfig {
     pub initial_sync_timeout: Duration,
     /// Between polls of the files in embedded mode.
     pub poll_interval: Duration,
+    /// Embedded mode: where the pods of workloads in the files go (`--pod-cidr`,
+    /// `--assign-nodes`); with no node named, on this node.
+    pub templates: netpol_api::workloads::Placement,
 }

@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::reconciler::Pipeline;
 use crate::refusals::{Reporter, ReporterConfig};
 use crate::sources::cluster::{resources, spawn_watches, Sinks, WatchConfig};
-use crate::sources::files::FileSource;
+use crate::sources::files::{FileSource, TemplatePlacement};
 
 /// The exit code of an agent that panicked (`EX_SOFTWARE`).
 pub const PANIC_EXIT_CODE: i32 = 70;
@@ -132,6 +132,9 @@ pub fn run_with(
         pipeline.set_max_policy_entries(limit);
     }
     pipeline.set_policy_budgets(config.datapath_options.policy_budgets);
+    if config.datapath_options.audit_all {
+        pipeline.audit_all();
+    }
     // In cluster mode refused objects are also reported as Events (by the Lease holder).
     let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel();
     if matches!(config.source, SourceConfig::Cluster { .. }) {
@@ -169,7 +172,10 @@ pub fn run_with(
                     relist: loop_config.resync_period,
                     initial_wait: config.initial_sync_timeout,
                 };
-                let source = FileSource::new(dir);
+                let source = FileSource::new(dir).with_templates(TemplatePlacement::new(
+                    config.templates.clone(),
+                    Some(config.node.clone()),
+                ));
                 let stop = stop.clone();
                 std::thread::Builder::new().name("files".into()).spawn({
                     let health = health.clone();
@@ -179,7 +185,10 @@ pub fn run_with(
                     }
                 })?;
             }
-            SourceConfig::Cluster { kubeconfig } => {
+            SourceConfig::Cluster {
+                kubeconfig,
+                streaming_lists,
+            } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
                 // One agent of the cluster (the Lease holder) posts Events on refused objects.
                 let namespace = std::env::var("POD_NAMESPACE")
@@ -200,6 +209,7 @@ pub fn run_with(
                 };
                 let watch = WatchConfig {
                     initial_wait: config.initial_sync_timeout,
+                    streaming_lists: *streaming_lists,
                     ..WatchConfig::default()
                 };
                 spawn_watches(&client, &sinks, watch);

@@ -137,7 +137,8 @@ fn nftables(
     }
     let backend = crate::instrumented::InstrumentedNft::new(node_backend(), metrics.clone())
         .with_health(health.clone());
-    let enforcer = NftEnforcer::new(Box::new(backend), Backoff::default());
+    let enforcer =
+        NftEnforcer::new(Box::new(backend), Backoff::default()).with_drop_log(options.drop_log);
     let book = enforcer.rule_book();
     // Counters are read at each scrape through a context of their own, not the enforcer's.
     let reader = crate::instrumented::InstrumentedNft::new(node_backend(), metrics.clone());
@@ -145,10 +146,10 @@ fn nftables(
         .rule_counters
         .install(Box::new(reader), book.clone());
     let flows = Arc::new(FlowLog::default());
-    if let Err(error) = crate::flows::follow_drop_log(flows.clone(), book) {
+    if let Err(error) = crate::flows::follow_drop_log(flows.clone(), book, options.drop_log.group) {
         let reason = format!(
             "the drop log cannot be read (NFLOG group {}): {error}",
-            netpol_nft::droplog::LOG_GROUP
+            options.drop_log.group
         );
         tracing::warn!("{reason}; packets are still counted and dropped");
         flows.set_unavailable(Some(reason));

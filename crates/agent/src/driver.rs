@@ -125,10 +125,11 @@ pub fn run_with_resync(
     health.stopped();
 }
 
-/// Puts a missing own Node object in `/readyz` (the pipeline logs and counts it), or takes it
-/// out once the object is back.
+/// Puts a missing own Node object and refused policies in `/readyz` (the pipeline logs and
+/// counts them), or takes them out once the object is back or the policies are fixed.
 pub fn report_own_node(pipeline: &Pipeline, health: &Health) {
     health.set_source_problem("own Node", pipeline.own_node_problem());
+    health.set_source_problem("policies", pipeline.refused_policies_problem());
 }
 
 /// Applies one input; false means stop.

@@ -187,10 +187,11 @@ fn protocol_name(number: u8) -> String {
 pub fn follow_drop_log(
     log: std::sync::Arc<FlowLog>,
     book: netpol_nft::counters::SharedRuleBook,
+    group: u16,
 ) -> std::io::Result<()> {
-    use netpol_nft::droplog::{parse_prefix, LOG_GROUP};
+    use netpol_nft::droplog::parse_prefix;
     use netpol_nft::nflog::NflogSocket;
-    let mut socket = NflogSocket::bind(LOG_GROUP, std::time::Duration::from_secs(1))?;
+    let mut socket = NflogSocket::bind(group, std::time::Duration::from_secs(1))?;
     log.set_unavailable(None);
     std::thread::Builder::new()
         .name("drop-log".into())

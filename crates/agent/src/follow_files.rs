@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use crate::driver::Input;
 use crate::health::Health;
 use crate::metrics::Metrics;
-use crate::sources::files::{publish_state, report_file_problems, FileSource};
+use crate::sources::files::report::{publish_state, report_file_problems};
+use crate::sources::files::FileSource;
 
 /// The polling loop and what it reports to.
 pub struct FollowFiles {

@@ -1,7 +1,9 @@
 //! The agent's Prometheus metrics, in a registry of its own (never a global one), so that tests
 //! and several agents in one process do not share counters.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -91,6 +93,7 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 #[derive(Clone, Debug)]
 pub struct Metrics {
     pub policies: Family<PolicyLabels, Gauge>,
+    pub audited_policies: Family<KindLabels, Gauge>,
     pub policy_rejections: Family<KindLabels, Counter>,
     pub policies_over_budget: Family<KindLabels, Counter>,
     pub identities: Gauge,
@@ -115,6 +118,16 @@ pub struct Metrics {
     pub foreign_acls_evaluated_first: Gauge,
     /// Per-rule counters, read from the datapath at each scrape.
     pub rule_counters: RuleCounters,
+    /// What `policies` is the sum of: the index's counts, and the policy objects the files
+    /// refused before they reached the index (each written by its own owner).
+    policy_tally: Arc<Mutex<PolicyTally>>,
+}
+
+/// The two parts of `netpol_policies`.
+#[derive(Debug, Default)]
+struct PolicyTally {
+    index: PolicyCounts,
+    refused_by_source: BTreeMap<SourceKind, usize>,
 }
 
 fn call_histogram() -> Histogram {
@@ -128,6 +141,7 @@ impl Metrics {
     pub fn register(registry: &mut Registry) -> Metrics {
         let metrics = Metrics {
             policies: Family::default(),
+            audited_policies: Family::default(),
             policy_rejections: Family::default(),
             policies_over_budget: Family::default(),
             identities: Gauge::default(),
@@ -151,12 +165,19 @@ impl Metrics {
             own_node_missing: Gauge::default(),
             foreign_acls_evaluated_first: Gauge::default(),
             rule_counters: RuleCounters::default(),
+            policy_tally: Arc::default(),
         };
         let r = registry.sub_registry_with_prefix("netpol");
         r.register(
             "policies",
             "Policies known, by kind and validity (invalid ones are skipped)",
             metrics.policies.clone(),
+        );
+        r.register(
+            "audited_policies",
+            "Valid policies in audit mode (netpol.io/enforcement: audit, or --audit), by kind: \
+             not enforced, and what they would deny is passed without being reported",
+            metrics.audited_policies.clone(),
         );
         r.register(
             "policy_rejections",
@@ -296,11 +317,28 @@ impl Metrics {
         self.relists.get_or_create(&Self::kind_labels(kind)).inc();
     }
 
+    /// The index's counts of valid and invalid policies.
     pub fn set_policy_counts(&self, counts: &PolicyCounts) {
-        for (kind, counts) in counts {
+        let mut tally = self.policy_tally.lock().unwrap_or_else(|p| p.into_inner());
+        tally.index = counts.clone();
+        self.publish_policy_counts(&tally);
+    }
+
+    /// The policy objects of each kind the files refused (they never reach the index): counted
+    /// as invalid with the index's.
+    pub fn set_refused_by_source(&self, refused: BTreeMap<SourceKind, usize>) {
+        let mut tally = self.policy_tally.lock().unwrap_or_else(|p| p.into_inner());
+        tally.refused_by_source = refused;
+        self.publish_policy_counts(&tally);
+    }
+
+    fn publish_policy_counts(&self, tally: &PolicyTally) {
+        for kind in SourceKind::POLICIES {
+            let counts = tally.index.get(&kind).copied().unwrap_or_default();
+            let refused = tally.refused_by_source.get(&kind).copied().unwrap_or(0);
             for (validity, n) in [
                 (Validity::Valid, counts.valid),
-                (Validity::Invalid, counts.invalid),
+                (Validity::Invalid, counts.invalid + refused),
             ] {
                 self.policies
                     .get_or_create(&PolicyLabels {
@@ -309,6 +347,11 @@ impl Metrics {
                     })
                     .set(gauge_value(n));
             }
+            self.audited_policies
+                .get_or_create(&KindLabels {
+                    kind: kind.as_str().to_owned(),
+                })
+                .set(gauge_value(counts.audited));
         }
     }
 

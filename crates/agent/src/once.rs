@@ -16,7 +16,8 @@ use crate::health::Health;
 use crate::indexes::SourceEvent;
 use crate::metrics::Metrics;
 use crate::reconciler::{Pipeline, ReconcileReport};
-use crate::sources::files::{report_file_problems, FileProblem, FileSource, SETTLE_AGE};
+use crate::sources::files::report::report_file_problems;
+use crate::sources::files::{FileProblem, FileSource, TemplatePlacement, SETTLE_AGE};
 use netpol_datapath::Outcome;
 
 /// How many reconciles `--once` tries before it reports endpoints it could not program.
@@ -53,6 +54,7 @@ pub fn sync(
     datapath: DatapathKind,
     options: DatapathOptions,
     poll: Duration,
+    templates: netpol_api::workloads::Placement,
 ) -> anyhow::Result<Synced> {
     let started = Instant::now();
     let mut registry = Registry::default();
@@ -65,7 +67,11 @@ pub fn sync(
         pipeline.set_max_policy_entries(limit);
     }
     pipeline.set_policy_budgets(options.policy_budgets);
-    let mut source = FileSource::new(dir);
+    if options.audit_all {
+        pipeline.audit_all();
+    }
+    let mut source = FileSource::new(dir)
+        .with_templates(TemplatePlacement::new(templates, Some(node.to_owned())));
     // Each object goes into the pipeline as it is parsed: the list never exists as a whole.
     let problems = read_first_list(&mut source, poll, &mut |event| pipeline.ingest(event))?;
     report_file_problems(&problems, &metrics);

@@ -148,6 +148,16 @@ impl Pipeline {
         self.indexes.set_policy_budgets(budgets);
     }
 
+    /// Audits every policy (`--audit`): what it would deny is passed. Call it before the first
+    /// event is ingested, as the policy index is replaced by [`Pipeline::set_policy_budgets`].
+    pub fn audit_all(&mut self) {
+        debug_assert!(
+            !self.synced && !self.staged,
+            "audit is set before any event"
+        );
+        self.indexes.audit_all();
+    }
+
     /// Sends every object refused from now on to `refusals` as well as to the log.
     pub fn report_refusals(&mut self, refusals: tokio::sync::mpsc::UnboundedSender<Refusal>) {
         self.refusals = Some(refusals);
@@ -197,6 +207,31 @@ impl Pipeline {
         }
     }
 
+    /// Why refused policies make the agent not ready, if any is: each is left out (invalid) or
+    /// keeps only its isolation (over budget), so the node does not enforce what was written.
+    pub fn refused_policies_problem(&self) -> Option<String> {
+        const SHOWN: usize = 3;
+        let refused: Vec<String> = self
+            .indexes
+            .refused_policies()
+            .map(|error| crate::logline::bounded(&error.to_string()).into_owned())
+            .collect();
+        if refused.is_empty() {
+            return None;
+        }
+        let more = refused.len().saturating_sub(SHOWN);
+        Some(format!(
+            "{} policy object(s) refused: {}{}",
+            refused.len(),
+            refused[..refused.len().min(SHOWN)].join("; "),
+            if more > 0 {
+                format!("; and {more} more")
+            } else {
+                String::new()
+            }
+        ))
+    }
+
     /// Feeds the event of a policy its source could not read: it counts as invalid and replaces
     /// what its key held.
     pub fn ingest_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) {
@@ -238,6 +273,15 @@ impl Pipeline {
                     let _ = refusals.send(refusal);
                 }
             }
+        }
+        // Once per policy as it becomes audited, not per sync: the datapath enforces none of
+        // its entries, and no datapath reports its would-be denies yet (docs/semantics.md).
+        for policy in &applied.audited {
+            tracing::warn!(
+                policy = %policy,
+                "policy in audit mode: not enforced; what it would deny passes and is not \
+                 reported by this datapath (netpol_audited_policies)"
+            );
         }
         for warning in &applied.warnings {
             tracing::warn!(object = %warning.object, field = %warning.field, "{}", warning.message);

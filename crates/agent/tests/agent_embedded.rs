@@ -390,7 +390,7 @@ fn sorted<const N: usize>(mut items: [String; N]) -> Vec<String> {
 
 #[test]
 fn an_unreadable_file_keeps_its_policies_and_the_node_not_ready() {
-    use netpol_agent::sources::files::publish_state;
+    use netpol_agent::sources::files::report::publish_state;
 
     let dir = scratch_dir("unreadable-file");
     copy_example_cluster(&dir);
@@ -489,4 +489,59 @@ fn an_endpoint_that_cannot_be_read_is_skipped_and_readiness_names_it() {
     assert!(report.complete(), "{report:?}");
     assert_eq!(health.readiness(), Ok(()));
     assert_converged(&dir, &sim);
+}
+
+/// docs/semantics.md: every refused policy object, whether the files refused it (a field its kind
+/// does not have) or its translation did, is counted in `netpol_policies{validity="invalid"}` and
+/// named by `/readyz` until it is fixed or removed.
+#[test]
+fn every_refused_policy_is_counted_and_keeps_the_node_not_ready() {
+    use netpol_agent::driver::report_own_node;
+    use netpol_agent::sources::files::report::publish_state;
+
+    let dir = scratch_dir("refused-readiness");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    assert!(agent.sync().complete());
+    let health = synced_health();
+    let publish = |agent: &Agent| {
+        publish_state(&agent.source, &agent.metrics, &health);
+        report_own_node(&agent.pipeline, &health);
+    };
+    publish(&agent);
+    assert_eq!(health.readiness(), Ok(()));
+
+    // Refused by the files: a misspelt field (strict field validation).
+    agent.write(
+        "policies/misspelt.yaml",
+        "apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: misspelt, namespace: shop}
+spec: {podSelector: {}, ingres: []}
+",
+    );
+    agent.sync();
+    publish(&agent);
+    let reason = health.readiness().unwrap_err();
+    assert!(reason.contains("NetworkPolicy shop/misspelt"), "{reason}");
+    let invalid = "netpol_policies{kind=\"NetworkPolicy\",validity=\"invalid\"}";
+    assert!(agent.metrics_text().contains(&format!("{invalid} 1")));
+
+    // Refused by translation too: both counted, both named.
+    agent.write("policies/broken.yaml", INVALID_POLICY);
+    agent.sync();
+    publish(&agent);
+    let reason = health.readiness().unwrap_err();
+    assert!(reason.contains("NetworkPolicy shop/misspelt"), "{reason}");
+    assert!(reason.contains("NetworkPolicy shop/broken"), "{reason}");
+    assert!(agent.metrics_text().contains(&format!("{invalid} 2")));
+
+    // Removed: counted no more, ready again.
+    agent.remove("policies/misspelt.yaml");
+    agent.remove("policies/broken.yaml");
+    agent.sync();
+    publish(&agent);
+    assert_eq!(health.readiness(), Ok(()));
+    assert!(agent.metrics_text().contains(&format!("{invalid} 0")));
 }

@@ -83,6 +83,7 @@
 //! - A CIDR with host bits set (`10.1.2.3/16`) is read as its network (`10.1.0.0/16`).
 //! - A CiliumNetworkPolicy `endpointSelector` naming another namespace is pinned to its own.
 
+pub mod annotations;
 mod block;
 pub mod cluster;
 pub mod crd;
@@ -102,6 +103,7 @@ mod split;
 mod stream;
 pub mod translate;
 mod validate;
+pub mod workloads;
 
 pub use error::{Diagnostic, FieldError, FieldPath, ObjectRef, ValidationError, Warning};
 pub use fields::FieldValidation;
@@ -113,4 +115,4 @@ pub use parse::{
 };
 pub use pod::Pod;
 pub use reader::{digest_of, parse_reader_each, text_digest, ReadError};
-pub use translate::{translate, Translation};
+pub use translate::{translate, translate_for, CrdChannel, Translation};

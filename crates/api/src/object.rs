@@ -156,7 +156,89 @@ const KINDS: [KindInfo; 9] = [
     },
 ];
 
-/// Whether netpol reads objects of `kind` (others are an error of [`Object::read`]).
+/// A workload object read as the pod of its template (see [`crate::workloads::TEMPLATE_ANNOTATION`]), errors
+/// naming the workload and the field where the user wrote it; None for other kinds.
+fn read_as_pod(value: &Value) -> Option<Result<ReadObject, ValidationError>> {
+    let kind = value.get("kind")?.as_str()?;
+    if !crate::workloads::is_workload_kind(kind) {
+        return None;
+    }
+    let workload = || {
+        let metadata = &value["metadata"];
+        ObjectRef::new(
+            kind,
+            Some(
+                metadata["namespace"]
+                    .as_str()
+                    .unwrap_or(crate::DEFAULT_NAMESPACE),
+            ),
+            metadata["name"].as_str().unwrap_or_default(),
+        )
+    };
+    let template = match crate::workloads::template_pod(value) {
+        Ok(template) => template,
+        Err((field, message)) => {
+            return Some(Err(ValidationError {
+                object: workload(),
+                field,
+                message,
+            }))
+        }
+    };
+    let read = Object::read(template.pod).map_err(|e| ValidationError {
+        object: workload(),
+        field: format!("{}.{}", template.template_path, e.field),
+        message: e.message,
+    });
+    Some(read.map(|mut read| {
+        if let Object::Pod(pod) = &mut read.object {
+            let annotations = pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            let owner = format!("{}/{}", template.owner.kind, template.owner.name);
+            annotations.insert(crate::workloads::TEMPLATE_ANNOTATION.to_owned(), owner);
+        }
+        read
+    }))
+}
+
+/// Why an object of a kind netpol does not read is refused.
+pub fn unsupported_kind(object: ObjectRef) -> ValidationError {
+    let supported: Vec<&str> = KINDS.iter().map(|k| k.kind).collect();
+    ValidationError {
+        message: format!(
+            "unsupported kind {:?} (supported: {})",
+            object.kind,
+            supported.join(", ")
+        ),
+        object,
+        field: "kind".into(),
+    }
+}
+
+/// What every command says of the objects it skipped for their kind (`kind -> count`), or None
+/// when it skipped none. Skipped objects are no error: a repository's folder holds Services and
+/// ConfigMaps beside its policies.
+pub fn skipped_kinds_summary(
+    skipped: &std::collections::BTreeMap<String, usize>,
+) -> Option<String> {
+    if skipped.is_empty() {
+        return None;
+    }
+    let kinds: Vec<String> = skipped
+        .iter()
+        .map(|(kind, n)| format!("{kind} ({n})"))
+        .collect();
+    Some(format!(
+        "skipped {} objects of kinds netpol does not read: {}",
+        skipped.values().sum::<usize>(),
+        kinds.join(", ")
+    ))
+}
+
+/// Whether netpol reads objects of `kind` (workloads are read as their template's pod by
+/// [`Object::read`]; others are an error of it).
 pub fn is_supported_kind(kind: &str) -> bool {
     KINDS.iter().any(|k| k.kind == kind)
 }
@@ -182,6 +264,10 @@ impl Object {
     /// naming the object and the field. A namespaced object without a namespace is put in
     /// `default`, as `kubectl apply` does.
     pub fn read(mut value: Value) -> Result<ReadObject, ValidationError> {
+        // A workload is read as the pod its template describes, as every command reads it.
+        if let Some(pod) = read_as_pod(&value) {
+            return pod;
+        }
         let Some(map) = value.as_object_mut() else {
             return Err(ValidationError {
                 object: ObjectRef::default(),
@@ -225,14 +311,7 @@ impl Object {
             return Err(fail("kind", "required".into()));
         }
         let Some(info) = info else {
-            let supported: Vec<&str> = KINDS.iter().map(|k| k.kind).collect();
-            return Err(fail(
-                "kind",
-                format!(
-                    "unsupported kind {kind:?} (supported: {})",
-                    supported.join(", ")
-                ),
-            ));
+            return Err(unsupported_kind(object));
         };
         if api_version != info.api_version {
             return Err(fail(

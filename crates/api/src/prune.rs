@@ -7,9 +7,11 @@
 
 use serde_json::{Map, Value};
 
+use crate::annotations::READ_ANNOTATIONS;
+
 /// Metadata that can be large (`kubectl.kubernetes.io/last-applied-configuration` repeats the
 /// whole object) and that nothing in netpol reads.
-const UNREAD_METADATA: [&str; 2] = ["managedFields", "annotations"];
+const UNREAD_METADATA: [&str; 1] = ["managedFields"];
 
 /// Removes from `object` the metadata that netpol does not read. A metadata field of the wrong
 /// type is left for deserialization to report.
@@ -17,6 +19,14 @@ pub(crate) fn drop_unread_metadata(object: &mut Map<String, Value>) {
     if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
         for field in UNREAD_METADATA {
             metadata.remove(field);
+        }
+        if let Some(Value::Object(annotations)) = metadata.get_mut("annotations") {
+            annotations.retain(|key, _| READ_ANNOTATIONS.contains(&key.as_str()));
+            if annotations.is_empty() {
+                metadata.remove("annotations");
+            }
+        } else {
+            metadata.remove("annotations");
         }
     }
 }

@@ -19,8 +19,8 @@ pub struct ManifestArgs {
     pub live: ClusterArgs,
 }
 
-/// How strictly objects are read.
-#[derive(Clone, Copy, Debug, Default, clap::Args)]
+/// How objects are read.
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct ReadArgs {
     /// Read a policy with a field its kind does not have (misspelt or misplaced), warning,
     /// instead of refusing it as `kubectl apply` does.
@@ -30,14 +30,51 @@ pub struct ReadArgs {
     /// instead of skipping and counting them.
     #[arg(long)]
     pub strict_kinds: bool,
+    #[command(flatten)]
+    pub placement: PlacementArgs,
+    /// The ClusterNetworkPolicy CRD channel of network-policy-api v0.2.0 the cluster serves:
+    /// `standard` refuses the experimental fields (`nodes`, `domainNames`) as that CRD lacks
+    /// them; `experimental` (the default) accepts `nodes` and applies its named-port rule.
+    #[arg(long, value_name = "CHANNEL", default_value_t = netpol_api::CrdChannel::default())]
+    pub crd_channel: netpol_api::CrdChannel,
 }
 
 impl ReadArgs {
-    pub fn flags(self) -> ReadFlags {
+    pub fn flags(&self) -> ReadFlags {
         ReadFlags {
             lenient: self.lenient,
             strict_kinds: self.strict_kinds,
+            placement: self.placement.placement(),
+            channel: self.crd_channel,
         }
+    }
+}
+
+/// Where the pods of workload templates go, the same in every command (the agent's too).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct PlacementArgs {
+    /// The pod network template pods (of Deployments, StatefulSets, ...) are given addresses
+    /// in, each at a stable hash of its namespace and name (its first host is left to the
+    /// gateway). Default: 10.244.0.0/16.
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr: Option<ipnet::IpNet>,
+    /// The nodes template pods are spread over (by the same hash), comma-separated. Default:
+    /// the input's nodes, or one stand-in node `assigned-node` at the pod network's first host
+    /// (the agent: its own --node).
+    #[arg(long, value_name = "NODE,...", value_delimiter = ',')]
+    pub assign_nodes: Vec<String>,
+}
+
+impl PlacementArgs {
+    pub fn placement(&self) -> netpol_api::workloads::Placement {
+        let mut nodes = self.assign_nodes.clone();
+        nodes.sort();
+        nodes.dedup();
+        let pod_cidr = match self.pod_cidr {
+            Some(cidr) => cidr.trunc(),
+            None => netpol_api::workloads::Placement::default().pod_cidr,
+        };
+        netpol_api::workloads::Placement::new(pod_cidr, nodes)
     }
 }
 

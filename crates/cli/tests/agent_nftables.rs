@@ -648,6 +648,11 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
             "node-1",
             "--datapath",
             "nftables",
+            // Not the default group: the table logs to the group the agent reads.
+            "--nflog-group",
+            "7742",
+            "--drop-log-rate",
+            "100",
             "--listen",
         ])
         .arg(format!("127.0.0.1:{port}"))

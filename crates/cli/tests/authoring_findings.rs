@@ -270,15 +270,16 @@ fn an_app_folder_is_read_with_workloads_as_pods_and_other_kinds_counted() {
         stdout(&output),
         "\
 TCP/8080 (http): 13 of 18 flows allowed
-  from \\ to                          1  2  3  4  5
-  1 ops/prober *                     .  X  .  .  .
-  2 shop/db *                        .  .  .  .  .
-  3 shop/web *                       .  X  .  .  .
-  4 0.0.0.0/0 except 192.168.0.0/16  .  X  .  -  -
-  5 192.168.0.0/16                   .  X  X  -  -
+  from \\ to                          1  2  3  4  5  6
+  1 ops/prober *                     .  X  .  -  .  .
+  2 shop/db *                        .  .  .  -  .  .
+  3 shop/web *                       .  X  .  -  .  .
+  4 node assigned-node               -  -  -  -  -  -
+  5 0.0.0.0/0 except 192.168.0.0/16  .  X  .  -  -  -
+  6 192.168.0.0/16                   .  X  X  -  -  -
 
 . allowed (a pod to itself always: it is not subject to policy), X denied, - no flow (a node or outside address to itself; between nodes and outside addresses; a pod and its own node)
-* the pod of a workload's template, its address assigned from 10.244.0.0/16
+* the pod of a workload's template, its address and node assigned (--pod-cidr, --assign-nodes)
 "
     );
     let output = netpol(&["explain", "-f", &app, "shop/web", "shop/db", "TCP/pg"]);
@@ -286,8 +287,8 @@ TCP/8080 (http): 13 of 18 flows allowed
     assert!(
         stdout(&output).starts_with(
             "shop/web -> shop/db TCP/5432 (pg): allow\n\
-             \x20 source:      pod shop/web (10.244.0.3, assigned), the pod of Deployment shop/web\n\
-             \x20 destination: pod shop/db (10.244.0.1, assigned), the pod of StatefulSet shop/db\n"
+             \x20 source:      pod shop/web (10.244.253.115, assigned), the pod of Deployment shop/web\n\
+             \x20 destination: pod shop/db (10.244.9.69, assigned), the pod of StatefulSet shop/db\n"
         ),
         "{}",
         stdout(&output)

@@ -313,3 +313,34 @@ fn a_translation_warning_goes_to_stderr_without_failing() {
     );
     assert_eq!(summary(&output), (1, 2, 0));
 }
+
+#[test]
+fn experimental_crd_fields_only_in_the_experimental_channel() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/channels/cnp-nodes-peer.yaml");
+    for args in [
+        vec!["check", file.to_str().unwrap()],
+        vec![
+            "check",
+            "--crd-channel",
+            "experimental",
+            file.to_str().unwrap(),
+        ],
+    ] {
+        let output = netpol(&args);
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
+    let output = netpol(&["check", "--crd-channel", "standard", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2));
+    let err = stderr(&output);
+    assert!(
+        err.contains(
+            "(ClusterNetworkPolicy to-nodes): spec.egress[0].to[0].nodes: nodes is a field of the \
+             experimental channel"
+        ),
+        "{err}"
+    );
+    let output = netpol(&["check", "--crd-channel", "beta", file.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("unknown CRD channel \"beta\""));
+}

@@ -77,6 +77,7 @@ fn bench_unselected_rules(c: &mut Criterion) {
             ))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         };

@@ -127,6 +127,39 @@ impl std::fmt::Display for Provenance {
     }
 }
 
+/// Whether an entry is enforced or only audited (`netpol.io/enforcement: audit`, or the agent's
+/// `--audit`). An audited entry decides nothing the datapath enforces: the enforced verdict is
+/// computed as if it did not exist, the would-be verdict as if it were enforced, and where the
+/// first allows and the second denies the datapath passes the packet and reports `would-deny`
+/// (see [`crate::audit`]). Set at translation for every kind; nothing later asks the kind.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize,
+)]
+pub enum Enforcement {
+    #[default]
+    Enforce,
+    Audit,
+}
+
+/// Which verdict a policy set is evaluated for ([`crate::audit`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum PolicyView {
+    /// What the datapath enforces: audited entries are left out.
+    #[default]
+    Enforced,
+    /// What would be enforced if audited entries were: every entry counts.
+    WouldBe,
+}
+
+impl PolicyView {
+    pub const BOTH: [PolicyView; 2] = [PolicyView::Enforced, PolicyView::WouldBe];
+
+    /// Whether `entry` takes part in this view's evaluation.
+    pub fn admits(self, entry: &PolicyEntry) -> bool {
+        self == PolicyView::WouldBe || entry.enforcement == Enforcement::Enforce
+    }
+}
+
 /// One flat rule.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PolicyEntry {
@@ -144,6 +177,9 @@ pub struct PolicyEntry {
     /// The subject is isolated in this direction within this tier: traffic no entry of the tier
     /// matches is denied instead of falling through to the next tier.
     pub default_deny: bool,
+    /// Enforced, or audited only: what it would deny is reported, not denied.
+    #[serde(default)]
+    pub enforcement: Enforcement,
     pub auth: Option<AuthMode>,
     pub provenance: Provenance,
 }
@@ -158,6 +194,10 @@ impl PolicyEntry {
         }
     }
 
+    pub fn is_audited(&self) -> bool {
+        self.enforcement == Enforcement::Audit
+    }
+
     /// The allowance the engine adds so that a pod's own node (kubelet probes, host services)
     /// can always reach it, ahead of every policy.
     pub fn node_probe_allowance() -> PolicyEntry {
@@ -170,6 +210,7 @@ impl PolicyEntry {
             peers: vec![Peer::Entity(crate::selector::Entity::Host)],
             ports: Vec::new(),
             default_deny: false,
+            enforcement: Enforcement::Enforce,
             auth: None,
             provenance: Provenance {
                 kind: "netpol".into(),

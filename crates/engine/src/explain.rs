@@ -5,8 +5,9 @@
 //! only the deciding entry; this walks the same order and keeps everything it met, so that a
 //! user can see why a rule they expected did not decide.
 
+use crate::audit::decide_audited;
 use crate::entry::{PolicyEntry, Provenance, Tier, Verdict};
-use crate::reference::{applicable, decide, Decision, DirectedFlow};
+use crate::reference::{applicable, Decision, DirectedFlow, Reason};
 use crate::selector::Peer;
 
 /// What one tier did with the flow.
@@ -51,14 +52,18 @@ pub struct TierChain<'a> {
     pub ties: Vec<&'a PolicyEntry>,
 }
 
-/// Every tier's part in one direction's decision, and the decision.
+/// Every tier's part in one direction's decision, and the decision. The chain is the enforced
+/// one: audited entries are left out of it ([`crate::audit`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chain<'a> {
     pub tiers: Vec<TierChain<'a>>,
     pub decision: Decision,
+    /// Where the decision allows and the audited policies, enforced, would deny: the reason
+    /// they would deny by (what the datapath reports as `would-deny`).
+    pub would_deny: Option<Reason>,
 }
 
-/// The chain of `flow` over `entries`, in the order [`decide`] walks them.
+/// The chain of `flow` over `entries`, in the order [`crate::reference::decide`] walks them.
 pub fn chain<'a>(entries: &'a [PolicyEntry], flow: &DirectedFlow<'_>) -> Chain<'a> {
     let mut tiers = Vec::new();
     // A pod reaching its own address is decided before any tier.
@@ -117,9 +122,11 @@ pub fn chain<'a>(entries: &'a [PolicyEntry], flow: &DirectedFlow<'_>) -> Chain<'
             ties,
         });
     }
+    let audited = decide_audited(entries, flow);
     Chain {
         tiers,
-        decision: decide(entries, flow),
+        would_deny: audited.would_deny().cloned(),
+        decision: audited.enforced,
     }
 }
 
@@ -159,6 +166,7 @@ mod tests {
     use crate::identity::{Identity, PodInfo};
     use crate::labels::Labels;
     use crate::ports::{PortRule, Protocol};
+    use crate::reference::decide;
     use crate::selector::{AddressScope, CidrSelector, PodSelector};
 
     fn pod() -> PodInfo {
@@ -190,6 +198,7 @@ mod tests {
             })],
             ports: vec![],
             default_deny: tier == Tier::Normal,
+            enforcement: crate::entry::Enforcement::Enforce,
             auth: None,
             provenance: Provenance {
                 kind: "K".into(),

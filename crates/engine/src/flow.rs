@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+use crate::audit::{self, AuditedDecision};
 use crate::entry::{Direction, PolicyEntry};
 use crate::identity::{IdentityId, IdentityStore};
 use crate::ports::Protocol;
@@ -194,6 +195,47 @@ pub struct ReferenceOracle<'a> {
     pub store: &'a IdentityStore,
 }
 
+impl ReferenceOracle<'_> {
+    /// Both verdicts of one direction ([`crate::audit`]): the entries' audit marks are read
+    /// here, by the reference itself.
+    pub fn decide_audited(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+    ) -> AuditedDecision {
+        self.with_flow(endpoint, direction, remote, protocol, port, |flow| {
+            audit::decide_audited(self.entries, flow)
+        })
+    }
+
+    fn with_flow<T>(
+        &self,
+        endpoint: IdentityId,
+        direction: Direction,
+        remote: IdentityId,
+        protocol: Protocol,
+        port: u16,
+        decide: impl FnOnce(&DirectedFlow<'_>) -> T,
+    ) -> T {
+        let endpoint = self
+            .store
+            .get(endpoint)
+            .and_then(|i| i.as_pod())
+            .expect("endpoint is a known pod identity");
+        let remote = self.store.get(remote).expect("remote is a known identity");
+        decide(&DirectedFlow {
+            endpoint,
+            direction,
+            remote,
+            protocol,
+            port,
+        })
+    }
+}
+
 impl DirectionOracle for ReferenceOracle<'_> {
     fn decide_direction(
         &self,
@@ -203,21 +245,8 @@ impl DirectionOracle for ReferenceOracle<'_> {
         protocol: Protocol,
         port: u16,
     ) -> Decision {
-        let endpoint = self
-            .store
-            .get(endpoint)
-            .and_then(|i| i.as_pod())
-            .expect("endpoint is a known pod identity");
-        let remote = self.store.get(remote).expect("remote is a known identity");
-        reference::decide(
-            self.entries,
-            &DirectedFlow {
-                endpoint,
-                direction,
-                remote,
-                protocol,
-                port,
-            },
-        )
+        self.with_flow(endpoint, direction, remote, protocol, port, |flow| {
+            reference::decide(self.entries, flow)
+        })
     }
 }

@@ -7,6 +7,7 @@
 //! [`reference`] is the independent oracle every engine result is tested against; [`explain`]
 //! walks the same order and keeps every tier's part for `netpol explain`.
 
+pub mod audit;
 pub mod engine;
 pub mod entry;
 pub mod explain;
@@ -25,8 +26,12 @@ pub mod selector;
 pub mod selector_cache;
 pub mod synthetic;
 
+pub use audit::AuditedDecision;
 pub use engine::{EndpointChanges, Engine, EngineConfig};
-pub use entry::{AuthMode, Direction, OrderKey, PolicyEntry, Priority, Provenance, Tier, Verdict};
+pub use entry::{
+    AuthMode, Direction, Enforcement, OrderKey, PolicyEntry, PolicyView, Priority, Provenance,
+    Tier, Verdict,
+};
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
 pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
 pub use labels::{

@@ -2,6 +2,9 @@
 //! semantics. It is the oracle the MapState engine is tested against, so it favours obviousness
 //! over speed and shares nothing with the engine but the model's matching predicates.
 //!
+//! Audited entries ([`crate::audit`]) are left out of the verdict [`decide`] gives (the enforced
+//! one); [`decide_in`] gives either view's.
+//!
 //! For one endpoint and one direction: walk the tiers in order; inside a tier take the first
 //! matching entry by (priority, verdict). Allow and Deny decide; Pass skips to the next tier.
 //! If nothing in a tier matched and some entry of that tier isolates the endpoint in this
@@ -12,7 +15,9 @@
 //! ClusterNetworkPolicy, and issue #343 there records, for NetworkPolicy too, the consensus that
 //! such a connection succeeds (the packets never leave the pod: no datapath could stop them).
 
-use crate::entry::{AuthMode, Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
+use crate::entry::{
+    AuthMode, Direction, PolicyEntry, PolicyView, Priority, Provenance, Tier, Verdict,
+};
 use crate::identity::{Identity, PodInfo};
 use crate::ports::Protocol;
 
@@ -126,8 +131,18 @@ impl DirectedFlow<'_> {
 }
 
 /// The entries of `tier` that apply to the flow's endpoint in its direction, in evaluation
-/// order (first match wins).
+/// order (first match wins); audited entries are left out (the enforced view).
 pub fn applicable<'a>(
+    entries: &'a [PolicyEntry],
+    tier: Tier,
+    flow: &DirectedFlow<'_>,
+) -> Vec<&'a PolicyEntry> {
+    applicable_in(PolicyView::Enforced, entries, tier, flow)
+}
+
+/// [`applicable`] in `view`: in the would-be view audited entries count as enforced.
+pub fn applicable_in<'a>(
+    view: PolicyView,
     entries: &'a [PolicyEntry],
     tier: Tier,
     flow: &DirectedFlow<'_>,
@@ -135,20 +150,29 @@ pub fn applicable<'a>(
     let mut applicable: Vec<&PolicyEntry> = entries
         .iter()
         .filter(|e| {
-            e.tier == tier && e.direction == flow.direction && e.subject.matches(flow.endpoint)
+            view.admits(e)
+                && e.tier == tier
+                && e.direction == flow.direction
+                && e.subject.matches(flow.endpoint)
         })
         .collect();
     applicable.sort_by_key(|e| e.order_key());
     applicable
 }
 
-/// Decides one direction of one flow over `entries`.
+/// Decides one direction of one flow over `entries`: the enforced verdict, audited entries left
+/// out (see [`crate::audit`]).
 pub fn decide(entries: &[PolicyEntry], flow: &DirectedFlow<'_>) -> Decision {
+    decide_in(PolicyView::Enforced, entries, flow)
+}
+
+/// [`decide`] in `view`.
+pub fn decide_in(view: PolicyView, entries: &[PolicyEntry], flow: &DirectedFlow<'_>) -> Decision {
     if flow.is_own_address() {
         return Decision::own_address();
     }
     for tier in Tier::ALL {
-        let applicable = applicable(entries, tier, flow);
+        let applicable = applicable_in(view, entries, tier, flow);
         if let Some(first) = applicable.iter().find(|e| flow.matched_by(e)) {
             if first.verdict == Verdict::Pass {
                 continue;

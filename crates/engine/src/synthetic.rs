@@ -126,6 +126,7 @@ impl SyntheticCluster {
             peers: vec![Peer::Pods(PodSelector::in_namespace(&ns, app(i + 1)))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
+            enforcement: crate::entry::Enforcement::Enforce,
             auth: None,
             provenance: provenance("NetworkPolicy"),
         };
@@ -221,6 +222,7 @@ pub fn cidr_workload(subject: &PodSelector) -> Vec<PolicyEntry> {
                 })],
                 ports: vec![PortRule::single(Protocol::Tcp, 80 + (i % 97) as u16)],
                 default_deny: true,
+                enforcement: crate::entry::Enforcement::Enforce,
                 auth: None,
                 provenance: Provenance {
                     kind: "Bench".into(),

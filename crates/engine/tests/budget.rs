@@ -33,6 +33,7 @@ fn wide(app: &str, cidrs: u32) -> Vec<PolicyEntry> {
             })],
             ports: vec![PortRule::single(Protocol::Tcp, 1000 + i as u16)],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance {
                 kind: "NetworkPolicy".into(),
@@ -202,6 +203,7 @@ fn an_identity_change_can_push_an_endpoint_over_budget_and_back() {
             .map(|i| PortRule::single(Protocol::Tcp, 2000 + i * 7))
             .collect(),
         default_deny: true,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance {
             kind: "NetworkPolicy".into(),

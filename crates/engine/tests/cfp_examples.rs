@@ -24,6 +24,7 @@ fn admin(value: u32, verdict: Verdict, peer: Peer, ports: Option<(u16, u16)>) ->
             None => PortRule::protocol(Protocol::Tcp),
         }],
         default_deny: false,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance {
             kind: "Test".into(),
@@ -228,6 +229,7 @@ fn cilium_allow(peer: Peer, ports: Vec<PortRule>, auth: Option<AuthMode>) -> Pol
         peers: vec![peer],
         ports,
         default_deny: true,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth,
         provenance: Provenance::default(),
     }

@@ -41,6 +41,7 @@ fn rule(index: u32, tier: Tier, shape: Shape, verdict: Verdict) -> PolicyEntry {
         peers: vec![peer],
         ports,
         default_deny: tier == Tier::Normal,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance {
             kind: "Table".into(),

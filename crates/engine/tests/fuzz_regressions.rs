@@ -63,6 +63,7 @@ fn ipv6_world_admin_allow_with_authentication() {
         ],
         ports: Vec::new(),
         default_deny: false,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: Some(AuthMode::Required),
         provenance: Provenance {
             kind: "Fuzz".into(),
@@ -142,6 +143,7 @@ fn admin(
         peers: Vec::new(),
         ports: Vec::new(),
         default_deny: false,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance {
             kind: "Fuzz".into(),

@@ -29,6 +29,7 @@ fn cidr_policy(app: &str, count: u32) -> Vec<PolicyEntry> {
         peers,
         ports: Vec::new(),
         default_deny: true,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance::default(),
     }]

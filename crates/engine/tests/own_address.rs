@@ -42,6 +42,7 @@ fn denied_everything() -> Engine {
         peers,
         ports: Vec::new(),
         default_deny,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance {
             kind: "Test".into(),

@@ -19,6 +19,7 @@ fn policy_for_app(app: &str) -> Vec<PolicyEntry> {
         ))],
         ports: Vec::new(),
         default_deny: true,
+        enforcement: netpol_engine::Enforcement::Enforce,
         auth: None,
         provenance: Provenance::default(),
     }]

@@ -1,6 +1,7 @@
 //! The drop log in the table: every drop rule counts its packets, then jumps to the log chain of
-//! its policy rule, which logs the packet to netlink log group [`LOG_GROUP`] (NFLOG) under one
-//! rate limit for the whole node ([`LOG_LIMIT`]) and drops it.
+//! its policy rule, which logs the packet to a netlink log group (NFLOG, [`LOG_GROUP`] unless
+//! the agent's `--nflog-group` says otherwise) under one rate limit for the whole node
+//! ([`DropLog::limit_name`], `--drop-log-rate`) and drops it.
 //!
 //! *Why a chain of its own:* `limit` is a match in nftables: over the rate, a rule holding it
 //! does not match, and its `drop` would not run. In a chain of its own the limit only decides
@@ -16,16 +17,8 @@
 //! the 127 bytes a prefix holds.
 
 use crate::labels::RuleLabels;
+pub use crate::log_settings::{DropLog, LOG_GROUP, LOG_RATE};
 use crate::naming::hash;
-
-/// The netlink log group drop-log packets are sent to (one per node: the agent binds it).
-pub const LOG_GROUP: u16 = 7741;
-
-/// The named limit object every log chain shares: the node's rate for the drop log.
-pub const LOG_LIMIT: &str = "drop_log";
-
-/// The drop log's rate: at most this many log lines a second for the node, after a burst.
-pub const LOG_RATE: &str = "rate 100/second burst 100 packets";
 
 /// What log chains' names start with.
 pub const LOG_CHAIN_PREFIX: &str = "log_";
@@ -34,10 +27,12 @@ pub const LOG_CHAIN_PREFIX: &str = "log_";
 const PREFIX_WORD: &str = "netpol";
 
 /// The name and lines of the log chain of rules with `labels`.
-pub fn log_chain(labels: &RuleLabels) -> (String, Vec<String>) {
+pub fn log_chain(labels: &RuleLabels, log: &DropLog) -> (String, Vec<String>) {
     let lines = vec![
         format!(
-            "limit name \"{LOG_LIMIT}\" log group {LOG_GROUP} prefix \"{PREFIX_WORD} {} {}\"",
+            "limit name \"{}\" log group {} prefix \"{PREFIX_WORD} {} {}\"",
+            log.limit_name(),
+            log.group,
             labels.verdict,
             labels.id()
         ),
@@ -52,8 +47,12 @@ pub fn log_chain(labels: &RuleLabels) -> (String, Vec<String>) {
 
 /// The declaration of the rate limit inside a table block (`add` semantics: declaring it again
 /// leaves it as it is).
-pub fn limit_declaration() -> String {
-    format!("\tlimit {LOG_LIMIT} {{ {LOG_RATE}; }}\n")
+pub fn limit_declaration(log: &DropLog) -> String {
+    format!(
+        "\tlimit {} {{ rate {rate}/second burst {rate} packets; }}\n",
+        log.limit_name(),
+        rate = log.rate
+    )
 }
 
 /// Whether chain `name` is a log chain.
@@ -86,15 +85,24 @@ mod tests {
             direction: "ingress",
             verdict: "deny",
         };
-        let (name, lines) = log_chain(&labels);
+        let (name, lines) = log_chain(&labels, &DropLog::default());
         assert!(is_log_chain(&name));
         assert_eq!(
             lines[0],
             format!(
-                "limit name \"drop_log\" log group 7741 prefix \"netpol deny {}\"",
+                "limit name \"drop_log_100\" log group 7741 prefix \"netpol deny {}\"",
                 labels.id()
             )
         );
+        assert_eq!(
+            limit_declaration(&DropLog::default()),
+            "\tlimit drop_log_100 { rate 100/second burst 100 packets; }\n"
+        );
+        // Another group and rate: another limit object, another chain.
+        let other = DropLog { group: 12, rate: 5 };
+        let (other_name, other_lines) = log_chain(&labels, &other);
+        assert_ne!(other_name, name);
+        assert!(other_lines[0].starts_with("limit name \"drop_log_5\" log group 12 "));
         assert_eq!(lines[1], "drop");
         let prefix = format!("netpol deny {}\0", labels.id());
         assert_eq!(parse_prefix(&prefix), Some(("deny", labels.id().as_str())));

@@ -13,6 +13,7 @@ use netpol_datapath::{
 use netpol_engine::Direction;
 
 use crate::counters::{RuleBook, SharedRuleBook};
+use crate::droplog::DropLog;
 use crate::isolate::{program_isolating, Programmed};
 use crate::naming::endpoint_prefix;
 use crate::programmer::{Known, NftBackend};
@@ -54,6 +55,8 @@ pub struct NftEnforcer {
     lists: HashMap<usize, (Arc<CompiledRules>, EndpointChains)>,
     /// Which policy rule each programmed chain rule is, for counters and the drop log.
     book: SharedRuleBook,
+    /// Where drop rules log, and how fast.
+    drop_log: DropLog,
 }
 
 impl NftEnforcer {
@@ -70,7 +73,15 @@ impl NftEnforcer {
             cache: SetCache::default(),
             lists: HashMap::new(),
             book: SharedRuleBook::default(),
+            drop_log: DropLog::default(),
         }
+    }
+
+    /// Drop rules log to `drop_log`'s group at its rate (`--nflog-group`, `--drop-log-rate`)
+    /// instead of the defaults.
+    pub fn with_drop_log(mut self, drop_log: DropLog) -> Self {
+        self.drop_log = drop_log;
+        self
     }
 
     /// The book of the table programmed last, kept up to date as the table changes.
@@ -144,6 +155,7 @@ impl NftEnforcer {
         }
         let mut ruleset = Ruleset {
             sets: self.cache.by_name().clone(),
+            drop_log: self.drop_log,
             ..Ruleset::default()
         };
         let mut claimed = HashSet::new();

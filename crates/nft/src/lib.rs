@@ -54,6 +54,7 @@ pub mod isolate;
 pub mod labels;
 #[cfg(target_os = "linux")]
 pub mod libnft;
+mod log_settings;
 pub mod naming;
 pub mod nflog;
 pub mod programmer;

@@ -9,6 +9,8 @@ use netpol_datapath::{OrderedRule, RemoteSet, RuleAction};
 use netpol_engine::reference::Reason;
 use netpol_engine::IdentityStore;
 
+use crate::log_settings::DropLog;
+
 pub use crate::sets::{AddressSet, SetCache, SetRef};
 use netpol_engine::{Direction, Protocol};
 
@@ -151,6 +153,8 @@ pub struct Ruleset {
     pub isolated: BTreeMap<String, Vec<IpAddr>>,
     /// The contents of the sets the chains name (and perhaps more), by name.
     pub sets: BTreeMap<Arc<str>, Arc<AddressSet>>,
+    /// Where drop rules log, and how fast.
+    pub drop_log: DropLog,
 }
 
 /// Where an address leads in the table.

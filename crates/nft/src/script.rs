@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use netpol_engine::{Direction, Protocol};
 
-use crate::droplog::{is_log_chain, limit_declaration, log_chain};
+use crate::droplog::{is_log_chain, limit_declaration, log_chain, DropLog};
 use crate::labels::RuleLabels;
 use crate::naming::{chain_name, comment_line, hash};
 use crate::ruleset::{AddressSet, ChainRule, ChainVerdict, EndpointChains, Ruleset};
@@ -81,6 +81,8 @@ pub struct Table {
     pub by_endpoint: BTreeMap<String, Vec<String>>,
     /// Every named address set the endpoint chains reference, by name.
     pub sets: BTreeMap<Arc<str>, Arc<AddressSet>>,
+    /// The drop log the log chains write to (its limit is declared with them).
+    pub drop_log: DropLog,
 }
 
 /// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
@@ -117,6 +119,7 @@ type RenderedChain = Arc<(String, Vec<String>)>;
 /// One endpoint's two chains, and the log chains their drop rules jump to.
 #[derive(Clone)]
 struct Rendered {
+    drop_log: DropLog,
     chains: [RenderedChain; 2],
     logs: Arc<[(String, Vec<String>)]>,
 }
@@ -140,9 +143,9 @@ impl std::fmt::Debug for RenderMemo {
 impl RenderMemo {
     /// The name and lines of the ingress and egress chains of endpoint `key`, and of the log
     /// chains they jump to.
-    fn render(&mut self, key: &str, chains: &EndpointChains) -> Rendered {
+    fn render(&mut self, key: &str, chains: &EndpointChains, drop_log: DropLog) -> Rendered {
         if let Some((known, rendered)) = self.by_endpoint.get(key) {
-            if known.same_chains(chains) {
+            if known.same_chains(chains) && rendered.drop_log == drop_log {
                 return rendered.clone();
             }
         }
@@ -151,8 +154,10 @@ impl RenderMemo {
             let mut lines = vec![comment_line(key, direction)];
             for rule in chains.chain(direction).iter() {
                 let log = (rule.verdict == ChainVerdict::Drop).then(|| {
-                    let (name, lines) =
-                        log_chain(&RuleLabels::of(&rule.reason, direction, rule.verdict));
+                    let (name, lines) = log_chain(
+                        &RuleLabels::of(&rule.reason, direction, rule.verdict),
+                        &drop_log,
+                    );
                     logs.insert(name.clone(), lines);
                     name
                 });
@@ -161,6 +166,7 @@ impl RenderMemo {
             Arc::new((chain_name(key, direction, &lines), lines))
         });
         let rendered = Rendered {
+            drop_log,
             chains: rendered,
             logs: logs.into_iter().collect(),
         };
@@ -199,10 +205,13 @@ impl Table {
     pub fn with_memo(ruleset: &Ruleset, memo: &mut RenderMemo) -> Result<Table, ScriptError> {
         memo.by_endpoint
             .retain(|key, _| ruleset.endpoints.contains_key(key));
-        let mut table = Table::default();
+        let mut table = Table {
+            drop_log: ruleset.drop_log,
+            ..Table::default()
+        };
         let mut names: BTreeMap<(&str, Direction), String> = BTreeMap::new();
         for (key, chains) in &ruleset.endpoints {
-            let rendered = memo.render(key, chains);
+            let rendered = memo.render(key, chains, ruleset.drop_log);
             for (name, lines) in rendered.logs.iter() {
                 if !table.chains.contains_key(name) {
                     table.chains.insert(name.clone(), lines.clone());
@@ -417,7 +426,7 @@ pub fn render_changes(
     add.sort_by_key(|n| std::cmp::Reverse(stage(n)));
     let mut block = String::new();
     if add.iter().any(|n| is_log_chain(n)) {
-        block.push_str(&limit_declaration());
+        block.push_str(&limit_declaration(&table.drop_log));
     }
     for set in &sets.create {
         block.push_str(&set_block(set));
@@ -467,7 +476,7 @@ pub fn render_check(table: &Table, names: &[&str]) -> String {
     }
     let mut block: String = sets.values().map(|s| set_block(s)).collect();
     if !logs.is_empty() {
-        block.push_str(&limit_declaration());
+        block.push_str(&limit_declaration(&table.drop_log));
     }
     for (name, lines) in logs {
         block.push_str(&chain_block(name, lines));

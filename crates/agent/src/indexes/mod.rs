@@ -113,6 +113,8 @@ pub struct Applied {
     pub warnings: Vec<Warning>,
     /// An event whose object is not of the event's kind; it was ignored.
     pub mismatched: Option<String>,
+    /// Keys of the policies that became audited (new, or enforced before).
+    pub audited: Vec<String>,
 }
 
 impl Applied {
@@ -164,6 +166,11 @@ impl Indexes {
     /// before any policy event.
     pub fn set_policy_budgets(&mut self, budgets: PolicyBudgets) {
         self.policies = Policies::with_budgets(budgets);
+    }
+
+    /// Audits every policy from now on (`--audit`): call it before any policy event.
+    pub fn audit_all(&mut self) {
+        self.policies.audit_all();
     }
 
     /// Feeds one event and returns the engine updates it causes.
@@ -238,6 +245,11 @@ impl Indexes {
 
     pub fn pods(&self) -> &Pods {
         &self.pods
+    }
+
+    /// Every refused policy's first error (see [`Policies::refused`]).
+    pub fn refused_policies(&self) -> impl Iterator<Item = &ValidationError> {
+        self.policies.refused()
     }
 
     pub fn policy_counts(&self) -> PolicyCounts {

@@ -11,7 +11,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use kube::runtime::watcher::Event;
 use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError, Warning};
-use netpol_engine::PolicyEntry;
+use netpol_engine::{Enforcement, PolicyEntry};
 
 use super::budget::{is_over_budget, BudgetBook, PolicyBudgets};
 use super::keyed::{Change, Keyed};
@@ -25,6 +25,8 @@ pub type PolicyCounts = BTreeMap<SourceKind, ValidityCounts>;
 pub struct ValidityCounts {
     pub valid: usize,
     pub invalid: usize,
+    /// Valid policies in audit mode (a subset of `valid`): enforced by no datapath.
+    pub audited: usize,
 }
 
 #[derive(Debug, Default)]
@@ -36,6 +38,8 @@ pub struct Policies {
     pending: BTreeMap<SourceKind, HashMap<String, Translation>>,
     /// What each namespace's admitted policies name, held to the budgets.
     budgets: BudgetBook,
+    /// `--audit`: every policy is audited, whatever its annotation (a first rollout).
+    audit_all: bool,
 }
 
 /// What the index keeps of a policy's translation: enough to tell a change of its entries from
@@ -47,11 +51,14 @@ struct Kept {
     entries: Option<(u64, u64)>,
     warnings: Vec<Warning>,
     errors: Vec<ValidationError>,
+    /// Its entries are audited (`netpol.io/enforcement: audit` or `--audit`).
+    audited: bool,
 }
 
 impl Kept {
     fn of(translation: &Translation) -> Kept {
         Kept {
+            audited: translation.entries.iter().any(PolicyEntry::is_audited),
             entries: (translation.is_ok() || !translation.entries.is_empty())
                 .then(|| entries_digest(&translation.entries)),
             warnings: translation.warnings.clone(),
@@ -101,12 +108,23 @@ impl Policies {
         }
     }
 
+    /// Audits every policy from now on (`--audit`): call it before any policy event.
+    pub fn audit_all(&mut self) {
+        self.audit_all = true;
+    }
+
     /// Feeds one event of a policy kind; every object in it is of that kind.
     pub fn apply(&mut self, kind: SourceKind, event: Event<Object>) -> Applied {
         let budgets = &mut self.budgets;
+        let audit_all = self.audit_all;
         let mut admit = |object: Object| {
             let key = policy_key(&object);
-            let translation = translate(&object);
+            let mut translation = translate(&object);
+            if audit_all {
+                for entry in &mut translation.entries {
+                    entry.enforcement = Enforcement::Audit;
+                }
+            }
             let translation = budgets.admit(kind, &key, &object.object_ref(), translation);
             (key, translation)
         };
@@ -173,6 +191,9 @@ impl Policies {
             match change {
                 Change::Set { key, old, new } => {
                     let was_enforced = old.as_ref().is_some_and(Kept::is_enforced);
+                    if new.audited && !old.as_ref().is_some_and(|old| old.audited) {
+                        applied.audited.push(key.clone());
+                    }
                     applied.warnings.extend(new.warnings.iter().cloned());
                     if !new.is_valid() {
                         applied.rejections.push(Rejection {
@@ -215,6 +236,14 @@ impl Policies {
         self.by_kind.get(&kind).is_some_and(Keyed::is_synced)
     }
 
+    /// The refused policies (invalid, or over a budget): each one's first error, in key order.
+    pub fn refused(&self) -> impl Iterator<Item = &ValidationError> {
+        self.by_kind
+            .values()
+            .flat_map(Keyed::iter)
+            .filter_map(|(_, kept)| kept.errors.first())
+    }
+
     pub fn counts(&self) -> PolicyCounts {
         SourceKind::POLICIES
             .into_iter()
@@ -223,6 +252,7 @@ impl Policies {
                 for (_, kept) in self.by_kind.get(&kind).into_iter().flat_map(Keyed::iter) {
                     if kept.is_valid() {
                         counts.valid += 1;
+                        counts.audited += usize::from(kept.audited);
                     } else {
                         counts.invalid += 1;
                     }

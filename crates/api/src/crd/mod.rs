@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod cilium;
 pub mod cluster_network_policy;
+pub mod release;
 
 pub use admin::{
     AdminNetworkPolicy, AdminNetworkPolicySpec, BaselineAdminNetworkPolicy,

@@ -19,8 +19,15 @@ use crate::selector::label_selector;
 /// The only name a BaselineAdminNetworkPolicy may have: it is a singleton.
 const BASELINE_NAME: &str = "default";
 
-/// Most rules one direction of an (Baseline)AdminNetworkPolicy may have.
+/// Most rules one direction of an (Baseline)AdminNetworkPolicy may have, and most peers one of
+/// its rules may list (v1alpha1's `MaxItems`).
 const MAX_ADMIN_RULES: usize = 100;
+const MAX_ADMIN_PEERS: usize = 100;
+
+/// Most CIDRs one `networks` peer may list, in v1alpha1 and v1alpha2 alike.
+const MAX_NETWORKS: usize = 25;
+/// The longest spelling of a CIDR the API accepts (`MaxLength` of the `CIDR` type).
+const MAX_CIDR_LENGTH: usize = 43;
 
 const ADMIN_ACTIONS: &[(&str, Verdict)] = &[
     ("Allow", Verdict::Allow),
@@ -98,7 +105,14 @@ fn admin_rules(
         Ok(TranslatedRule {
             name: rule.name.clone(),
             verdict,
-            peers: rule_peers(&rule.from, ingress_peer, action, &path.field("from"), diags)?,
+            peers: rule_peers(
+                &rule.from,
+                MAX_ADMIN_PEERS,
+                ingress_peer,
+                action,
+                &path.field("from"),
+                diags,
+            )?,
             ports: admin_ports(rule.ports.as_deref(), &path.field("ports"))?,
         })
     });
@@ -108,7 +122,14 @@ fn admin_rules(
             Ok(TranslatedRule {
                 name: rule.name.clone(),
                 verdict,
-                peers: rule_peers(&rule.to, egress_peer, action, &path.field("to"), diags)?,
+                peers: rule_peers(
+                    &rule.to,
+                    MAX_ADMIN_PEERS,
+                    egress_peer,
+                    action,
+                    &path.field("to"),
+                    diags,
+                )?,
                 ports: admin_ports(rule.ports.as_deref(), &path.field("ports"))?,
             })
         }),
@@ -169,6 +190,7 @@ impl OrderedPolicy {
                 peers: rule.peers,
                 ports: rule.ports,
                 default_deny: false,
+                enforcement: netpol_engine::Enforcement::Enforce,
                 auth: None,
                 provenance: Provenance {
                     kind: self.kind.into(),
@@ -232,20 +254,27 @@ fn namespaced_pod(pods: &NamespacedPod, path: &FieldPath) -> Result<PodSelector,
 }
 
 /// What one peer object selects, or `None` when it sets no field this version knows.
-type PeerResult = Result<Option<Vec<Peer>>, FieldError>;
+pub(super) type PeerResult = Result<Option<Vec<Peer>>, FieldError>;
 
-/// The peers of a rule. At least one is required. A peer that sets no known field comes from a
+/// The peers of a rule: at least one, at most `max`. A peer that sets no known field comes from a
 /// newer API version: as the API prescribes, it fails closed (matching nothing for Allow and
 /// Accept rules, everything for Deny and Pass rules), with a warning.
 pub(super) fn rule_peers<P>(
     peers: &[P],
-    translate_peer: fn(&P, &FieldPath, &mut Diagnostics) -> PeerResult,
+    max: usize,
+    translate_peer: impl Fn(&P, &FieldPath, &mut Diagnostics) -> PeerResult,
     action: &str,
     path: &FieldPath,
     diags: &mut Diagnostics,
 ) -> Result<Vec<Peer>, FieldError> {
     if peers.is_empty() {
         return Err(path.error("a rule needs at least one peer"));
+    }
+    if peers.len() > max {
+        return Err(path.error(format!(
+            "{} peers, but at most {max} are allowed per rule",
+            peers.len()
+        )));
     }
     let fails_open_if_ignored = !matches!(action, "Allow" | "Accept");
     let mut out = Vec::new();
@@ -326,9 +355,23 @@ pub(super) fn egress_peer(
         if networks.is_empty() {
             return Err(networks_path.error("networks must list at least one CIDR"));
         }
+        if networks.len() > MAX_NETWORKS {
+            return Err(networks_path.error(format!(
+                "{} CIDRs, but at most {MAX_NETWORKS} are allowed",
+                networks.len()
+            )));
+        }
         let mut out = Vec::with_capacity(networks.len());
         for (i, text) in networks.iter().enumerate() {
-            let net = parse_cidr(text, Notation::Cidr, &networks_path.index(i), diags)?;
+            let path = networks_path.index(i);
+            if text.len() > MAX_CIDR_LENGTH {
+                return Err(path.error(format!(
+                    "{:?} is {} characters long, but at most {MAX_CIDR_LENGTH} are allowed",
+                    text,
+                    text.len()
+                )));
+            }
+            let net = parse_cidr(text, Notation::Cidr, &path, diags)?;
             // Networks match pod and node addresses too, not only outside ones.
             out.push(Peer::Cidr(CidrSelector {
                 net,

@@ -14,14 +14,22 @@ pub(crate) enum Notation {
     CidrOrAddress,
 }
 
-/// Parses an address block. A prefix with host bits set (`10.1.2.3/16`) is accepted, as the API
-/// server accepts it, but truncated with a warning since it rarely means what it says.
+/// Parses an address block strictly, as the API server does for new objects: the CEL `isCIDR()`
+/// of the network-policy API and KEP-4858's validation of `ipBlock` both parse with Go's
+/// `netip.ParsePrefix` and refuse an IPv4-mapped IPv6 address, so an IPv4 octet or a prefix
+/// length with a leading zero (`010.0.0.0/8`, `10.0.0.0/08`), a zone (`fe80::%eth0/64`) and
+/// `::ffff:10.0.0.0/104` are errors. A prefix with host bits set (`10.1.2.3/16`) is accepted,
+/// as v0.2.0's `isCIDR()` and `ipBlock` accept it, but truncated with a warning since it rarely
+/// means what it says.
 pub(crate) fn parse_cidr(
     text: &str,
     notation: Notation,
     path: &FieldPath,
     diags: &mut Diagnostics,
 ) -> Result<IpNet, FieldError> {
+    if let Some(problem) = non_canonical_spelling(text) {
+        return Err(path.error(format!("invalid CIDR {text:?}: {problem}")));
+    }
     let net = match text.parse::<IpNet>() {
         Ok(net) => net,
         Err(_) if notation == Notation::CidrOrAddress => match text.parse::<std::net::IpAddr>() {
@@ -37,6 +45,40 @@ pub(crate) fn parse_cidr(
         )));
     }
     Ok(net.trunc())
+}
+
+/// What strict parsing refuses that a lax parser would read; `None` for anything else (which
+/// the parser then accepts or refuses on its own).
+fn non_canonical_spelling(text: &str) -> Option<&'static str> {
+    let (address, length) = match text.split_once('/') {
+        Some((address, length)) => (address, Some(length)),
+        None => (text, None),
+    };
+    if let Some(length) = length {
+        if length.len() > 1 && length.starts_with('0') {
+            return Some("the prefix length has a leading zero");
+        }
+        if !length.bytes().all(|b| b.is_ascii_digit()) {
+            return Some("the prefix length is not a decimal number");
+        }
+    }
+    if address.contains('%') {
+        return Some("a zone is not allowed in a CIDR");
+    }
+    if address.contains('.') && !address.contains(':') {
+        let leading_zero = address
+            .split('.')
+            .any(|octet| octet.len() > 1 && octet.starts_with('0'));
+        if leading_zero {
+            return Some("an IPv4 octet has a leading zero");
+        }
+    }
+    match address.parse::<std::net::Ipv6Addr>() {
+        Ok(v6) if v6.to_ipv4_mapped().is_some() => {
+            Some("an IPv4-mapped IPv6 address is not allowed; write the IPv4 CIDR")
+        }
+        _ => None,
+    }
 }
 
 /// A CIDR peer with exceptions. Each exception must be of the same address family as the prefix
@@ -104,6 +146,37 @@ mod tests {
             let err = sel.unwrap_err();
             assert_eq!(err.field, "ipBlock.cidr");
             assert!(err.message.starts_with("invalid CIDR"), "{err}");
+        }
+    }
+
+    #[test]
+    fn strict_spelling_as_the_api_server() {
+        let cases = [
+            ("010.1.0.0/16", "leading zero"),
+            ("10.1.0.0/016", "leading zero"),
+            ("10.1.0.0/+16", "not a decimal"),
+            ("::ffff:10.1.0.0/112", "IPv4-mapped"),
+            ("::ffff:a01:0/112", "IPv4-mapped"),
+            ("fe80::%eth0/64", "zone"),
+        ];
+        for (bad, problem) in cases {
+            let (sel, _) = selector(bad, &[]);
+            let err = sel.unwrap_err();
+            assert_eq!(err.field, "ipBlock.cidr", "{bad}");
+            assert!(err.message.contains(problem), "{bad}: {err}");
+        }
+        let (sel, _) = selector("10.1.0.0/16", &["010.1.1.0/24"]);
+        assert_eq!(sel.unwrap_err().field, "ipBlock.except[0]");
+        // Leading zeros inside an IPv6 group are ordinary, as are /0 and an IPv4-compatible
+        // spelling of a non-mapped IPv6 address.
+        for good in [
+            "2001:0db8::/32",
+            "0.0.0.0/0",
+            "::/0",
+            "64:ff9b::10.0.0.0/120",
+        ] {
+            let (sel, _) = selector(good, &[]);
+            assert!(sel.is_ok(), "{good}");
         }
     }
 

@@ -5,13 +5,18 @@
 //! naming its field.
 
 mod admin;
+mod channel;
 pub(crate) mod cidr;
 mod cilium;
 mod cluster_network_policy;
+mod enforcement;
 mod networkpolicy;
 pub(crate) mod ports;
 
+pub use enforcement::ENFORCEMENT_ANNOTATION;
 use netpol_engine::PolicyEntry;
+
+pub use channel::{CrdChannel, CHANNEL_ANNOTATION};
 
 use crate::error::{Diagnostics, ValidationError, Warning};
 use crate::object::Object;
@@ -34,19 +39,33 @@ impl Translation {
     }
 }
 
-/// Translates one object. Namespaces, pods and nodes translate to nothing; see
-/// [`crate::cluster`] for their identities.
+/// Translates one object, checked against the experimental CRD channel (a superset of the
+/// standard one). Namespaces, pods and nodes translate to nothing; see [`crate::cluster`] for
+/// their identities.
 pub fn translate(object: &Object) -> Translation {
+    translate_for(object, CrdChannel::default())
+}
+
+/// Translates one object, refusing what the API server serving `channel`'s ClusterNetworkPolicy
+/// CRD would refuse.
+pub fn translate_for(object: &Object, channel: CrdChannel) -> Translation {
     let mut diags = Diagnostics::default();
-    let entries = match object {
+    let mut entries = match object {
         Object::NetworkPolicy(p) => networkpolicy::translate(p, &mut diags),
         Object::AdminNetworkPolicy(p) => admin::translate_admin(p, &mut diags),
         Object::BaselineAdminNetworkPolicy(p) => admin::translate_baseline(p, &mut diags),
-        Object::ClusterNetworkPolicy(p) => cluster_network_policy::translate(p, &mut diags),
+        Object::ClusterNetworkPolicy(p) => {
+            cluster_network_policy::translate(p, channel, &mut diags)
+        }
         Object::CiliumNetworkPolicy(p) => cilium::translate_namespaced(p, &mut diags),
         Object::CiliumClusterwideNetworkPolicy(p) => cilium::translate_clusterwide(p, &mut diags),
         Object::Namespace(_) | Object::Pod(_) | Object::Node(_) => Vec::new(),
     };
+    if object.is_policy() {
+        if let Some(mode) = diags.check(enforcement::enforcement_of(object.metadata())) {
+            entries.iter_mut().for_each(|e| e.enforcement = mode);
+        }
+    }
     let object = object.object_ref();
     let errors: Vec<ValidationError> = diags
         .errors

@@ -85,6 +85,7 @@ pub(crate) fn translate(policy: &NetworkPolicy, diags: &mut Diagnostics) -> Vec<
             peers,
             ports,
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance {
                 kind: "NetworkPolicy".into(),

@@ -7,16 +7,21 @@ use netpol_engine::{
     NAMESPACE_NAME_LABEL,
 };
 
-use super::{translate, Translation};
+use super::{translate_for, CrdChannel, Translation};
 use crate::error::{ValidationError, Warning};
 use crate::object::Object;
 
 pub fn translate_yaml(yaml: &str) -> Translation {
+    translate_yaml_in(yaml, CrdChannel::default())
+}
+
+/// An object translated against one CRD channel.
+pub fn translate_yaml_in(yaml: &str, channel: CrdChannel) -> Translation {
     let value: serde_json::Value =
         serde_saphyr::from_str_with_options(yaml, crate::parse::yaml_options())
             .expect("test YAML parses");
     let object = Object::from_value(value).expect("test object reads");
-    translate(&object)
+    translate_for(&object, channel)
 }
 
 /// The entries of an object that must translate without errors.

@@ -55,6 +55,11 @@ pub struct Args {
     /// configuration.
     #[arg(long, value_name = "PATH")]
     pub kubeconfig: Option<PathBuf>,
+    /// Cluster mode: list each kind as a streaming list (`sendInitialEvents`) where the server
+    /// offers one, instead of in pages. Streaming lists spare the API server's memory on huge
+    /// lists, but are never gzipped: with realistic pods they cost several times the bytes.
+    #[arg(long, conflicts_with = "from_dir")]
+    pub streaming_lists: bool,
     /// This node's name: its pods are the local endpoints.
     #[arg(long, env = "NODE_NAME")]
     pub node: String,
@@ -95,6 +100,21 @@ pub struct Args {
     /// the check is wrong about.
     #[arg(long)]
     pub ignore_netfilter_bypass: bool,
+    /// Every policy in audit mode, as if annotated `netpol.io/enforcement: audit`: nothing is
+    /// enforced, for a first rollout. Logged once per policy and counted in
+    /// netpol_audited_policies.
+    #[arg(long)]
+    pub audit: bool,
+    /// nftables: the netlink log group (NFLOG) the drop log is sent to and read from. Another
+    /// process bound to it (ulogd, another agent) keeps the agent from reading the log; packets
+    /// are still counted and dropped.
+    #[arg(long, value_name = "GROUP", default_value_t = netpol_nft::droplog::LOG_GROUP)]
+    pub nflog_group: u16,
+    /// nftables: denied connections logged per second for the whole node (and the burst).
+    /// Over it, connections are still denied and counted, not logged.
+    #[arg(long, value_name = "PER_SECOND", default_value_t = netpol_nft::droplog::LOG_RATE,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub drop_log_rate: u32,
     /// MapState entries one pod's policy may need (shared identity classes counted once, plus
     /// one per remote identity). A pod over it is isolated on purpose (all traffic denied both
     /// ways except ingress from its own node), logged naming the policies responsible and
@@ -149,6 +169,10 @@ pub struct Args {
     /// ws2022-remote-sets).
     #[arg(long, default_value = "ideal")]
     pub hcn_sim_mode: netpol_hcn::sim::SimMode,
+    /// Embedded mode: where the pods of workloads in the files (Deployments, StatefulSets, ...)
+    /// go, as every netpol command places them; with no --assign-nodes, on this node.
+    #[command(flatten)]
+    pub placement: crate::input::PlacementArgs,
 }
 
 /// `--hcn-acl-removal`.
@@ -179,6 +203,11 @@ impl Args {
         DatapathOptions {
             ignore_netfilter_bypass: self.ignore_netfilter_bypass,
             max_policy_entries: Some(self.max_policy_entries),
+            audit_all: self.audit,
+            drop_log: netpol_nft::droplog::DropLog {
+                group: self.nflog_group,
+                rate: self.drop_log_rate,
+            },
             policy_budgets: PolicyBudgets {
                 prefixes_per_object: self.max_policy_prefixes,
                 selectors_per_object: self.max_policy_selectors,
@@ -215,6 +244,7 @@ impl Args {
             Some(dir) => SourceConfig::Files(dir.clone()),
             None => SourceConfig::Cluster {
                 kubeconfig: self.kubeconfig.clone(),
+                streaming_lists: self.streaming_lists,
             },
         };
         AgentConfig {
@@ -227,6 +257,7 @@ impl Args {
             debounce: Duration::from_millis(self.debounce),
             initial_sync_timeout: Duration::from_secs(self.initial_sync_timeout),
             poll_interval: Duration::from_millis(self.poll_interval),
+            templates: self.placement.placement(),
         }
     }
 }
@@ -297,6 +328,7 @@ fn run_once(args: &Args, dir: &std::path::Path) -> anyhow::Result<ExitCode> {
         args.datapath.into(),
         args.datapath_options(),
         Duration::from_millis(args.poll_interval),
+        args.placement.placement(),
     )?;
     let mut out = std::io::stdout().lock();
     summary::write_sync_cost(&mut out, &synced.pipeline, synced.took)?;

@@ -49,6 +49,13 @@ pub struct Args {
     /// instead of refusing the scenario as `kubectl apply` would refuse the policy.
     #[arg(long)]
     pub lenient: bool,
+    #[command(flatten)]
+    pub placement: crate::input::PlacementArgs,
+    /// The ClusterNetworkPolicy CRD channel of network-policy-api v0.2.0 the scenarios are
+    /// written for: `standard` refuses the experimental fields (`nodes`, `domainNames`);
+    /// `experimental` (the default) accepts `nodes` and applies its named-port rule.
+    #[arg(long, value_name = "CHANNEL", default_value_t = netpol_api::CrdChannel::default())]
+    pub crd_channel: netpol_api::CrdChannel,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -125,6 +132,8 @@ fn evaluate(args: &Args, files: Vec<PathBuf>, err: &mut dyn Write) -> io::Result
         let flags = ReadFlags {
             lenient: args.lenient,
             strict_kinds: true,
+            placement: args.placement.placement(),
+            channel: args.crd_channel,
         };
         let loaded = load_scenario(&file, flags, &mut errors)?;
         err.write_all(&errors)?;

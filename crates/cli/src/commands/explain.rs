@@ -54,8 +54,8 @@ enum PortSpec {
 #[derive(Debug, PartialEq, Eq)]
 struct Query {
     file: Option<PathBuf>,
-    from: Endpoint,
-    to: Endpoint,
+    from: Party,
+    to: Party,
     protocol: Protocol,
     port: PortSpec,
 }
@@ -88,11 +88,54 @@ fn parse_query(positional: &[String], has_manifests: bool) -> Result<Query, Stri
     let (protocol, port) = parse_port_spec(port)?;
     Ok(Query {
         file,
-        from: from.parse()?,
-        to: to.parse()?,
+        from: Party::parse(from)?,
+        to: Party::parse(to)?,
         protocol,
         port,
     })
+}
+
+/// FROM or TO as given: a pod, workload or address, or a node by name (looked up once the
+/// cluster is read).
+#[derive(Debug, PartialEq, Eq)]
+enum Party {
+    Endpoint(Endpoint),
+    Node(String),
+}
+
+impl Party {
+    fn parse(s: &str) -> Result<Party, String> {
+        match s.parse::<Endpoint>() {
+            Ok(endpoint) => Ok(Party::Endpoint(endpoint)),
+            Err(_) if is_node_name(s) => Ok(Party::Node(s.to_owned())),
+            Err(_) => Err(format!(
+                "`{s}` is neither `namespace/pod`, a node's name nor an IP address"
+            )),
+        }
+    }
+
+    /// The endpoint in `cluster`: a node stands for its first address.
+    fn resolve(&self, cluster: &Cluster) -> Result<Endpoint, String> {
+        match self {
+            Party::Endpoint(endpoint) => cluster.resolve_endpoint(endpoint),
+            Party::Node(name) => cluster.node_endpoint(name),
+        }
+    }
+}
+
+impl std::fmt::Display for Party {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Party::Endpoint(endpoint) => write!(f, "{endpoint}"),
+            Party::Node(name) => f.write_str(name),
+        }
+    }
+}
+
+/// A node's name is a DNS subdomain: lowercase letters, digits, `-` and `.`.
+fn is_node_name(s: &str) -> bool {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.');
+    !s.is_empty() && s.chars().all(allowed) && !s.starts_with(['-', '.'])
 }
 
 fn parse_port_spec(s: &str) -> Result<(Protocol, PortSpec), String> {
@@ -160,10 +203,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         writeln!(err, "error: {}: {e}", scenario.file.display())?;
         Ok(Outcome::Invalid)
     };
-    let (from, to) = match (
-        cluster.resolve_endpoint(&query.from),
-        cluster.resolve_endpoint(&query.to),
-    ) {
+    let (from, to) = match (query.from.resolve(cluster), query.to.resolve(cluster)) {
         (Ok(from), Ok(to)) => (from, to),
         (Err(e), _) | (_, Err(e)) => return fail(err, e),
     };
@@ -212,7 +252,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         PortSpec::Number(_) => format!("{protocol}/{port}"),
     };
     if args.output == TextOrJson::Json {
-        let mut flow = FlowJson::new(&query.from, &query.to, protocol, port, decision.as_ref());
+        let mut flow = FlowJson::new(&from, &to, protocol, port, decision.as_ref());
         flow.source = Some(source);
         flow.destination = Some(destination);
         let json = ExplainJson {
@@ -406,7 +446,7 @@ mod tests {
     fn the_file_is_given_exactly_when_no_manifests_are() {
         let query = parse_query(&words("s.yaml x/a 10.0.0.1 UDP/53"), false).unwrap();
         assert_eq!(query.file, Some(PathBuf::from("s.yaml")));
-        assert_eq!(query.to, "10.0.0.1".parse().unwrap());
+        assert_eq!(query.to, Party::Endpoint("10.0.0.1".parse().unwrap()));
         assert_eq!(
             (query.protocol, query.port),
             (Protocol::Udp, PortSpec::Number(53))
@@ -421,6 +461,8 @@ mod tests {
             parse_query(&words("s.yaml x/a x/b TCP/80"), true).unwrap_err(),
             "with -f or --cluster, give FROM TO PROTO/PORT (4 given: s.yaml x/a x/b TCP/80)"
         );
-        assert!(parse_query(&words("s.yaml x/a nowhere TCP/80"), false).is_err());
+        let query = parse_query(&words("s.yaml x/a node-1 TCP/80"), false).unwrap();
+        assert_eq!(query.to, Party::Node("node-1".into()));
+        assert!(parse_query(&words("s.yaml x/a 10.0.0.0/8 TCP/80"), false).is_err());
     }
 }

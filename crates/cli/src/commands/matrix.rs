@@ -27,7 +27,7 @@ use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
 use crate::output::report::FlowJson;
 use crate::probes::{port_names, probe_labels, PortPlan, ProbeArgs};
-use crate::scenario::{Cluster, ASSIGNED_POD_CIDR};
+use crate::scenario::Cluster;
 use netpol_engine::flow::DirectionOracle;
 
 #[derive(Debug, clap::Args)]
@@ -203,16 +203,22 @@ fn write_text(
     if groups.iter().any(|g| g.derived) {
         writeln!(
             out,
-            "* the pod of a workload's template, its address assigned from {ASSIGNED_POD_CIDR}"
+            "* the pod of a workload's template, its address and node assigned (--pod-cidr, \
+             --assign-nodes)"
         )?;
     }
     Ok(())
 }
 
+/// The version of `matrix --output json`, changed when a field changes meaning or shape.
+pub const FORMAT: &str = "netpol.matrix/v1";
+
 /// `matrix --output json`, written as it is made: the groups and other parties once, then per
 /// protocol and port the flows between groups, one row at a time.
 #[derive(Serialize)]
 pub struct MatricesJson<'a> {
+    /// [`FORMAT`].
+    pub format: &'static str,
     /// The pods in rows: by workload (pods that decide alike), or one per pod with `--per-pod`.
     pub groups: Vec<GroupJson>,
     /// Nodes (`node NAME`) and regions outside the cluster (`0.0.0.0/0 except 10.0.0.0/8`).
@@ -320,6 +326,7 @@ fn write_matrices_json(
 ) -> io::Result<()> {
     let plan = PortPlan::new(&[cluster]);
     let value = MatricesJson {
+        format: FORMAT,
         groups: groups
             .iter()
             .filter(|g| parties[g.members[0]].is_pod())

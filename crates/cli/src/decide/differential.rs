@@ -269,6 +269,7 @@ fn random_cluster_keeping(
                     vec![]
                 },
                 default_deny: tier == 1,
+                enforcement: netpol_engine::Enforcement::Enforce,
                 auth: None,
                 provenance: Provenance::default(),
             }

@@ -20,7 +20,9 @@ pub mod what_if;
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use netpol_engine::flow::{ByAddress, DirectionOracle, ReferenceOracle};
+use netpol_engine::flow::{AddressOracle, ByAddress, DirectionOracle, ReferenceOracle};
+use netpol_engine::reference::Decision;
+use netpol_engine::{Direction, Protocol};
 use netpol_engine::{Engine, EngineConfig};
 use netpol_hcn::oracle::{SimOracle, SimOracleError};
 
@@ -130,17 +132,57 @@ pub fn oracle_at<'a>(
             let store = cluster.store();
             Ok(match datapath {
                 None => Box::new(ByAddress::new(store, engine)),
-                Some(DatapathKind::HcnSim) => Box::new(ByAddress::new(
-                    store,
-                    SimOracle::build_in(
+                Some(DatapathKind::HcnSim) => {
+                    let datapath = SimOracle::build_in(
                         &engine,
                         &Default::default(),
                         args.hcn_ip_sets != HcnIpSets::Off,
                         args.hcn_sim_mode,
-                    )?,
-                )),
+                    )?;
+                    let mapstate = engine;
+                    Box::new(ByAddress::new(
+                        store,
+                        MapStateReasons { datapath, mapstate },
+                    ))
+                }
                 Some(DatapathKind::Nftables) => return Err(OracleError::PacketsOnly),
             })
+        }
+    }
+}
+
+/// A datapath's verdicts, each with the reason of the endpoint's MapState entry that decided it.
+/// One HCN ACL may merge several MapState entries (the node's address with pods', allowed by
+/// different rules), and what it was compiled from names only its first source; the MapState
+/// says which rule decided this remote. Where the two disagree on the verdict (a datapath bug),
+/// the datapath's own reason is kept, and `explain` says they differ.
+struct MapStateReasons<D, M> {
+    datapath: D,
+    mapstate: M,
+}
+
+impl<D: AddressOracle, M: AddressOracle> AddressOracle for MapStateReasons<D, M> {
+    fn decide_address(
+        &self,
+        endpoint: std::net::IpAddr,
+        direction: Direction,
+        remote: std::net::IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> Decision {
+        let decided = self
+            .datapath
+            .decide_address(endpoint, direction, remote, protocol, port);
+        let mapstate = self
+            .mapstate
+            .decide_address(endpoint, direction, remote, protocol, port);
+        if mapstate.verdict == decided.verdict {
+            Decision {
+                reason: mapstate.reason,
+                ..decided
+            }
+        } else {
+            decided
         }
     }
 }
@@ -253,6 +295,7 @@ mod tests {
             ))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         }]);

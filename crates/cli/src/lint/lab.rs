@@ -48,6 +48,9 @@ impl<'c> Lab<'c> {
             local_node: None,
             allow_node_probes: true,
         });
+        // Lint reads what policies mean, audited ones too (a smell is worth knowing before a
+        // policy is enforced), and positions entries by the policies' own lists: every entry in.
+        engine.set_view(netpol_engine::PolicyView::WouldBe);
         for (i, indexes) in policies.iter().enumerate() {
             engine.set_policy(
                 format!("lint/{i}"),

@@ -134,7 +134,7 @@ pub fn build_sides(
     stdin: &mut dyn Read,
     flags: ReadFlags,
 ) -> [Result<Scenario, LoadErrors>; 2] {
-    let before = || build(snapshot, &[], &[], &mut [].as_slice(), flags);
+    let before = || build(snapshot, &[], &[], &mut [].as_slice(), flags.clone());
     let (deleted, applied) = match plan(snapshot, apply, deletes, stdin) {
         Ok(plan) => plan,
         Err(errors) => return [before(), Err(errors)],
@@ -153,7 +153,7 @@ pub fn build_sides(
     ];
     if differ_in_policies_only(&base, &sides) {
         let names = [snapshot.label.clone(), after_name(snapshot, apply, deletes)];
-        return Scenario::from_sides(base, sides, names, flags);
+        return Scenario::from_sides(base, sides, names, flags.clone());
     }
     drop(base);
     let [_, SideObjects { deleted, own }] = sides;
@@ -164,7 +164,12 @@ pub fn build_sides(
         .filter(|(_, deleted)| !deleted)
         .map(|(object, _)| ReadOne::of(object.clone()))
         .collect();
-    let after = Scenario::from_objects(&after_name(snapshot, apply, deletes), base, own, flags);
+    let after = Scenario::from_objects(
+        &after_name(snapshot, apply, deletes),
+        base,
+        own,
+        flags.clone(),
+    );
     [before(), after]
 }
 

@@ -126,6 +126,9 @@ pub fn lines(chain: &Chain<'_>, remote: &str) -> Vec<String> {
             ));
         }
     }
+    if let Some(reason) = &chain.would_deny {
+        lines.push(super::describe::would_deny(reason));
+    }
     lines
 }
 

@@ -61,6 +61,15 @@ pub fn decision(decision: &Decision) -> String {
     }
 }
 
+/// What audited policies would do to an allowed direction (`netpol.io/enforcement: audit`):
+/// `would deny (audit) by <rule>`, in [`decision`]'s words, as the datapath reports it.
+pub fn would_deny(would_deny: &Reason) -> String {
+    match would_deny {
+        Reason::Rule { .. } => format!("would deny (audit) by {}", reason(would_deny)),
+        other => format!("would deny (audit): {}", reason(other)),
+    }
+}
+
 /// The rule behind a whole flow's verdict: the denying direction for a denied flow, both
 /// directions that were evaluated for an allowed one.
 pub fn deciding_rules(flow: FlowDecisionRef) -> String {

@@ -3,14 +3,13 @@
 //! [`Cluster`], by the [`ReadRules`] of the input (scenario files are tests and refuse what they
 //! cannot use; manifests are a real app's folder and skip what netpol does not read).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use netpol_api::cluster::{
     namespace_labels, namespace_name_labels, node_identities, pod_identities,
 };
-use netpol_api::{translate, Diagnostic, Object, ObjectRef, Pod, ReadObject};
+use netpol_api::{translate_for, CrdChannel, Diagnostic, Object, ObjectRef, Pod, ReadObject};
 use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
 use super::cluster::{Cluster, PodFacts};
@@ -19,10 +18,10 @@ use super::expect::PodRef;
 use super::inventory::Inventory;
 use super::objects::overlay;
 use super::prepared::{Content, Origin, ReadOne};
-use super::workloads::{runs, Owner, TemplatePod, ASSIGNED_POD_CIDR};
+use netpol_api::workloads::{placed_pod, runs, Owner, Placement, TemplatePod};
 
 /// How the objects of an input are read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReadRules {
     /// A policy field its kind does not have is a warning, not an error (`--lenient`).
     pub lenient_fields: bool,
@@ -35,30 +34,44 @@ pub struct ReadRules {
     pub workload_pods: bool,
     /// What the input is called in messages.
     pub input_name: &'static str,
+    /// Where workloads' pods go (`--pod-cidr`, `--assign-nodes`).
+    pub placement: Placement,
+    /// The ClusterNetworkPolicy CRD channel objects are checked against (`--crd-channel`).
+    pub channel: CrdChannel,
 }
 
 impl ReadRules {
-    /// A scenario file is a test (FORMAT.md): anything it holds that cannot be used fails it.
-    pub fn scenario(lenient_fields: bool) -> Self {
+    /// A scenario file is a test (docs/scenarios.md): anything it holds that cannot be used
+    /// fails it; workloads give pods, as everywhere.
+    pub fn scenario(lenient_fields: bool, placement: Placement) -> Self {
         ReadRules {
             lenient_fields,
             strict_kinds: true,
             skip_unsupported: false,
-            workload_pods: false,
+            workload_pods: true,
             input_name: "the scenario",
+            placement,
+            channel: CrdChannel::default(),
         }
     }
 
     /// Manifests are what a repository or `helm template` holds: other kinds are skipped and
     /// counted, workloads give pods, a policy netpol cannot enforce is skipped alone.
-    pub fn manifests(lenient_fields: bool, strict_kinds: bool) -> Self {
+    pub fn manifests(lenient_fields: bool, strict_kinds: bool, placement: Placement) -> Self {
         ReadRules {
             lenient_fields,
             strict_kinds,
             skip_unsupported: true,
             workload_pods: true,
             input_name: "the manifests",
+            placement,
+            channel: CrdChannel::default(),
         }
+    }
+
+    /// The same rules, checking ClusterNetworkPolicies against `channel`'s CRD.
+    pub fn in_channel(self, channel: CrdChannel) -> Self {
+        ReadRules { channel, ..self }
     }
 }
 
@@ -158,6 +171,7 @@ pub(super) fn add_pods_and_nodes(
     objects: impl IntoIterator<Item = Placed>,
     namespaces: &NamespaceLabels,
     reading: &mut Reading,
+    placement: &Placement,
 ) {
     // The labels of running pods, to tell which workloads already run: kept only where there
     // are workloads (at 150,000 pods a copy of every pod's labels is 80 MB).
@@ -190,7 +204,13 @@ pub(super) fn add_pods_and_nodes(
             _ => {}
         }
     }
-    add_template_pods(cluster, reading, &running, &|ns| namespaces.get(ns));
+    add_template_pods(
+        cluster,
+        reading,
+        &running,
+        &|ns| namespaces.get(ns),
+        placement,
+    );
 }
 
 /// Translates a policy, counting it and reporting its errors and warnings in `reading`; `None`
@@ -198,11 +218,11 @@ pub(super) fn add_pods_and_nodes(
 /// those, as the agent does).
 pub(super) fn translate_policy(
     placed: &Placed,
-    rules: ReadRules,
+    rules: &ReadRules,
     reading: &mut Reading,
 ) -> Option<Translated> {
     reading.inventory.policies += 1;
-    let translation = translate(&placed.object.object);
+    let translation = translate_for(&placed.object.object, rules.channel);
     let source = &placed.origin;
     let unsupported_only =
         !translation.errors.is_empty() && translation.errors.iter().all(Diagnostic::is_unsupported);
@@ -248,8 +268,8 @@ pub fn build_cluster(
     rules: ReadRules,
 ) -> Result<Built, LoadErrors> {
     let mut reading = Reading::default();
-    let topology = read(topology, rules, &mut reading);
-    let own = read(own, rules, &mut reading);
+    let topology = read(topology, &rules, &mut reading);
+    let own = read(own, &rules, &mut reading);
     let objects = overlay(topology, own, Placed::key);
     let namespaces = NamespaceLabels::of(&objects);
     let mut cluster = Cluster::new();
@@ -263,9 +283,15 @@ pub fn build_cluster(
         templates: std::mem::take(&mut reading.templates),
         ..Reading::default()
     };
-    add_pods_and_nodes(&mut cluster, others, &namespaces, &mut templates);
+    add_pods_and_nodes(
+        &mut cluster,
+        others,
+        &namespaces,
+        &mut templates,
+        &rules.placement,
+    );
     for placed in policy_objects {
-        let Some(translated) = translate_policy(&placed, rules, &mut reading) else {
+        let Some(translated) = translate_policy(&placed, &rules, &mut reading) else {
             continue;
         };
         let start = cluster.entries().len();
@@ -276,7 +302,7 @@ pub fn build_cluster(
             policies.push((placed.origin, object_ref, entries));
         }
     }
-    finish(cluster, reading, templates, &policies, rules)
+    finish(cluster, reading, templates, &policies, &rules)
 }
 
 /// The built cluster, or every error reading it raised: the reading's warnings and errors, then
@@ -286,7 +312,7 @@ pub(super) fn finish(
     mut reading: Reading,
     templates: Reading,
     policies: &[(Origin, ObjectRef, Range<usize>)],
-    rules: ReadRules,
+    rules: &ReadRules,
 ) -> Result<Built, LoadErrors> {
     reading.errors.extend(templates.errors);
     reading.warnings.extend(templates.warnings);
@@ -318,7 +344,7 @@ pub(super) fn finish(
 
 /// Reads each object, reporting those that fail validation, and sets aside workloads and the
 /// kinds netpol does not read, as `rules` say.
-pub(super) fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Reading) -> Vec<Placed> {
+pub(super) fn read(sources: Vec<ReadOne>, rules: &ReadRules, reading: &mut Reading) -> Vec<Placed> {
     let mut placed = Vec::new();
     for (position, ReadOne { origin, content }) in sources.into_iter().enumerate() {
         let (read, owner) = match content {
@@ -379,41 +405,58 @@ pub(super) fn read(sources: Vec<ReadOne>, rules: ReadRules, reading: &mut Readin
     placed
 }
 
-/// Adds the pod of every workload that no running pod of the input belongs to, each with an
-/// address assigned from [`ASSIGNED_POD_CIDR`] that no pod or node has.
+/// Adds the pod of every workload that no running pod of the input belongs to, each placed by
+/// `placement` (the same address and node the agent gives it) at an address no pod or node has,
+/// on a node of `--assign-nodes`, else of the input, else on [`STAND_IN_NODE`].
 fn add_template_pods(
     cluster: &mut Cluster,
     reading: &mut Reading,
     running: &[(String, BTreeMap<String, String>)],
     labels_of: &dyn Fn(&str) -> SharedLabels,
+    placement: &Placement,
 ) {
-    let mut taken: BTreeSet<IpAddr> = cluster
-        .pods()
-        .flat_map(|(_, ids)| ids)
-        .chain(cluster.nodes().flat_map(|(_, ids)| ids))
-        .map(|identity| identity.prefix.addr())
+    let templates: Vec<(Origin, TemplatePod)> = std::mem::take(&mut reading.templates)
+        .into_iter()
+        .filter(|(_, template)| {
+            let runs = running
+                .iter()
+                .any(|(ns, labels)| runs(template, ns, labels));
+            reading.inventory.running_workloads += usize::from(runs);
+            !runs
+        })
         .collect();
-    let pool: ipnet::IpNet = ASSIGNED_POD_CIDR.parse().expect("a valid prefix literal");
-    let mut free = pool.hosts();
-    for (origin, template) in std::mem::take(&mut reading.templates) {
-        if running
-            .iter()
-            .any(|(ns, labels)| runs(&template, ns, labels))
-        {
-            reading.inventory.running_workloads += 1;
-            continue;
+    if templates.is_empty() {
+        return;
+    }
+    let mut placement = placement.clone();
+    for identity in cluster.pods().flat_map(|(_, ids)| ids) {
+        placement.reserve(identity.prefix.addr());
+    }
+    for identity in cluster.nodes().flat_map(|(_, ids)| ids) {
+        placement.reserve(identity.prefix.addr());
+    }
+    let mut nodes = placement.nodes.clone();
+    if nodes.is_empty() {
+        nodes = cluster.nodes().map(|(name, _)| name.to_owned()).collect();
+    }
+    if nodes.is_empty() {
+        if let Some(node) = stand_in_node(&placement) {
+            cluster.add_node(STAND_IN_NODE, node);
+            nodes.push(STAND_IN_NODE.to_owned());
         }
-        let Some(address) = free.find(|a| !taken.contains(a)) else {
+    }
+    for (origin, template) in templates {
+        let Some(address) = placement.address(&template.namespace, &template.owner.name) else {
             reading.warnings.push(format!(
-                "{}: {}: no address left in {ASSIGNED_POD_CIDR} for its pod",
+                "{}: {}: no address left in {} (--pod-cidr) for its pod",
                 origin.file.display(),
-                origin.describe()
+                origin.describe(),
+                placement.pod_cidr
             ));
             continue;
         };
-        taken.insert(address);
-        let mut value = template.pod.clone();
-        value["status"] = serde_json::json!({"phase": "Running", "podIP": address.to_string()});
+        let node = Placement::node_among(&nodes, &template.namespace, &template.owner.name);
+        let value = placed_pod(template.pod.clone(), address, node);
         let pod = match Object::from_value(value) {
             Ok(Object::Pod(pod)) => pod,
             Ok(_) => continue,
@@ -447,6 +490,23 @@ fn add_template_pods(
         );
         cluster.add_pod(pod_ref, identities);
         reading.inventory.derived_pods += 1;
+    }
+}
+
+/// The node template pods run on when neither `--assign-nodes` nor the input names one.
+pub const STAND_IN_NODE: &str = "assigned-node";
+
+/// The identities of [`STAND_IN_NODE`]: the pod network's first host (where a bridge CNI's
+/// gateway, the source of the node's probes, is), which no pod is given.
+fn stand_in_node(placement: &Placement) -> Option<Vec<Identity>> {
+    let address = placement.pod_cidr.hosts().next()?;
+    let node = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": STAND_IN_NODE},
+        "status": {"addresses": [{"type": "InternalIP", "address": address.to_string()}]},
+    });
+    match Object::from_value(node) {
+        Ok(Object::Node(node)) => Some(node_identities(&node)),
+        _ => None,
     }
 }
 

@@ -10,7 +10,7 @@ use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, 
 
 use super::expect::{Endpoint, PodRef};
 use super::prepared::Origin;
-use super::workloads::Owner;
+use netpol_api::workloads::Owner;
 
 /// A cloned cluster shares its identities, pods and nodes with the original until either
 /// changes them: the two sides of a `diff` that differ only in policies hold one copy of a
@@ -470,6 +470,7 @@ mod tests {
             })],
             ports: vec![],
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         }]);

@@ -45,17 +45,8 @@ impl Inventory {
         input: &str,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
-        if !self.skipped_kinds.is_empty() {
-            let kinds: Vec<String> = self
-                .skipped_kinds
-                .iter()
-                .map(|(kind, n)| format!("{kind} ({n})"))
-                .collect();
-            warnings.push(format!(
-                "skipped {} objects of kinds netpol does not read: {} (--strict-kinds refuses them)",
-                self.skipped_kinds.values().sum::<usize>(),
-                kinds.join(", ")
-            ));
+        if let Some(skipped) = netpol_api::object::skipped_kinds_summary(&self.skipped_kinds) {
+            warnings.push(format!("{skipped} (--strict-kinds refuses them)"));
         }
         if self.pods == 0 {
             warnings.push(format!(

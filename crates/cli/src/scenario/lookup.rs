@@ -27,6 +27,19 @@ impl Cluster {
         Err(self.unknown_pod(wanted))
     }
 
+    /// The node `name` as an endpoint: its first address (a node's addresses are one party).
+    pub fn node_endpoint(&self, name: &str) -> Result<Endpoint, String> {
+        let known: Vec<&str> = self.nodes().map(|(node, _)| node).collect();
+        match self.nodes().find(|(node, _)| *node == name) {
+            Some((_, identities)) => identities
+                .first()
+                .map(|identity| Endpoint::Address(identity.prefix.addr()))
+                .ok_or_else(|| format!("node {name} has no address (status.addresses)")),
+            None if known.is_empty() => Err(format!("no node {name}: the input has no nodes")),
+            None => Err(format!("no node {name} (nodes: {})", known.join(", "))),
+        }
+    }
+
     /// The pods of the workload `ns/name`, by name.
     pub fn workload_pods(&self, workload: &PodRef) -> Vec<&PodRef> {
         self.pods()
@@ -157,7 +170,7 @@ fn listing(names: &[&str]) -> String {
 mod tests {
     use super::*;
     use crate::scenario::cluster::PodFacts;
-    use crate::scenario::workloads::Owner;
+    use netpol_api::workloads::Owner;
     use netpol_engine::{Identity, PodInfo};
 
     fn cluster() -> Cluster {

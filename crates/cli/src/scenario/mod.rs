@@ -17,7 +17,6 @@ mod objects;
 mod prepared;
 mod sides;
 mod stream;
-mod workloads;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -31,10 +30,10 @@ pub use error::{LoadError, LoadErrors};
 pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
 pub use inventory::Inventory;
 pub use manifests::{is_scenario_file, load_objects, STDIN};
+pub use netpol_api::workloads::{Owner, Placement};
 pub use objects::SourcedObject;
 pub use prepared::{Origin, ReadOne, LINT_IGNORE_ANNOTATION};
 pub use sides::{differ_in_policies_only, SideObjects};
-pub use workloads::{Owner, ASSIGNED_POD_CIDR};
 
 use document::{read_yaml, ScenarioDocument};
 
@@ -54,12 +53,16 @@ pub struct Scenario {
 }
 
 /// How strictly the user asked objects to be read.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadFlags {
     /// Unknown policy fields are warnings, not errors.
     pub lenient: bool,
     /// Objects of kinds netpol does not read fail a manifests input.
     pub strict_kinds: bool,
+    /// Where workloads' pods go (`--pod-cidr`, `--assign-nodes`).
+    pub placement: Placement,
+    /// The ClusterNetworkPolicy CRD channel the cluster serves.
+    pub channel: netpol_api::CrdChannel,
 }
 
 /// An expectation with both of its endpoints resolved in the scenario's cluster.
@@ -84,7 +87,7 @@ impl Scenario {
         let built = api::build_cluster(
             read(topology),
             read(own),
-            ReadRules::scenario(flags.lenient),
+            ReadRules::scenario(flags.lenient, flags.placement).in_channel(flags.channel),
         );
         let expectations = expect::parse_expectations(file, document.expect);
         let (built, expectations) = match (built, expectations) {
@@ -145,7 +148,8 @@ impl Scenario {
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
         let objects = manifests::load_objects(paths, stdin)?;
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let built = api::build_cluster(Vec::new(), objects, rules)?;
         let label = paths
             .iter()
@@ -173,7 +177,8 @@ impl Scenario {
         own: Vec<ReadOne>,
         flags: ReadFlags,
     ) -> Result<Scenario, LoadErrors> {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let built = api::build_cluster(base, own, rules)?;
         Ok(Scenario {
             file: PathBuf::from(name),
@@ -198,7 +203,8 @@ impl Scenario {
         names: [String; 2],
         flags: ReadFlags,
     ) -> [Result<Scenario, LoadErrors>; 2] {
-        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds);
+        let rules = ReadRules::manifests(flags.lenient, flags.strict_kinds, flags.placement)
+            .in_channel(flags.channel);
         let [before, after] = sides::build_sides(base, sides, rules);
         let [before_name, after_name] = names;
         let scenario = |built: Result<api::Built, LoadErrors>, name: String| {

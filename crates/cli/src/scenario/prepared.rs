@@ -11,7 +11,9 @@ use netpol_api::{is_supported_kind, Object, ReadObject, ValidationError};
 use serde_json::Value;
 
 use super::objects::{what, SourcedObject};
-use super::workloads::{is_workload_kind, owner_of, template_pod, Owner, TemplatePod};
+use netpol_api::object::unsupported_kind;
+use netpol_api::workloads::{is_workload_kind, owner_of, template_pod, Owner, TemplatePod};
+use netpol_api::ObjectRef;
 
 /// Where an object was written: its file and its position in it, with its kind and name, for
 /// messages.
@@ -113,14 +115,25 @@ pub fn content_of(value: Value) -> (String, Content) {
     let what = what(&value);
     let kind = value["kind"].as_str().unwrap_or_default().to_owned();
     let content = if !kind.is_empty() && !is_supported_kind(&kind) {
-        let template = is_workload_kind(&kind).then(|| template_pod(&value));
-        let refused = match Object::read(value) {
-            Err(e) => e,
-            Ok(_) => unreachable!("a kind netpol does not read is refused"),
-        };
-        match template {
-            Some(template) => Content::Workload { template, refused },
-            None => Content::Other { kind, refused },
+        if is_workload_kind(&kind) {
+            // Read here rather than by `Object::read` (which reads it as its pod too): the
+            // template's owner and labels decide whether the input already runs it.
+            let metadata = &value["metadata"];
+            let object = ObjectRef::new(
+                &kind,
+                metadata["namespace"].as_str(),
+                metadata["name"].as_str().unwrap_or_default(),
+            );
+            Content::Workload {
+                template: template_pod(&value),
+                refused: unsupported_kind(object),
+            }
+        } else {
+            let refused = match Object::read(value) {
+                Err(e) => e,
+                Ok(_) => unreachable!("a kind netpol does not read is refused"),
+            };
+            Content::Other { kind, refused }
         }
     } else {
         let owner = (kind == "Pod").then(|| owner_of(&value)).flatten();

@@ -66,7 +66,7 @@ pub fn build_sides(
     rules: ReadRules,
 ) -> [Result<Built, LoadErrors>; 2] {
     let mut base_reading = Reading::default();
-    let base = read(base, rules, &mut base_reading);
+    let base = read(base, &rules, &mut base_reading);
     let base = overlay(Vec::new(), base, Placed::key);
     let (policies, others): (Vec<Placed>, Vec<Placed>) =
         base.into_iter().partition(Placed::is_policy);
@@ -77,17 +77,23 @@ pub fn build_sides(
         templates: std::mem::take(&mut base_reading.templates),
         ..Reading::default()
     };
-    add_pods_and_nodes(&mut cluster, others, &namespaces, &mut templates);
+    add_pods_and_nodes(
+        &mut cluster,
+        others,
+        &namespaces,
+        &mut templates,
+        &rules.placement,
+    );
     // Each side's policies: the base's it keeps, replaced or joined by its own.
     let translated = sides.map(|mut side| {
         let mut reading = base_reading.copy();
-        let own = read(std::mem::take(&mut side.own), rules, &mut reading);
+        let own = read(std::mem::take(&mut side.own), &rules, &mut reading);
         let kept = policies.iter().filter(|p| !side.deletes(p.position));
         let objects = overlay(kept.collect(), own.iter().collect(), |p: &&Placed| p.key());
         let translated: Vec<(Origin, ObjectRef, Translated)> = objects
             .into_iter()
             .filter_map(|placed| {
-                let translated = translate_policy(placed, rules, &mut reading)?;
+                let translated = translate_policy(placed, &rules, &mut reading)?;
                 Some((placed.origin.clone(), placed.key(), translated))
             })
             .collect();
@@ -111,7 +117,7 @@ pub fn build_sides(
             }
         }
         debug_assert!(side.shares_pods_with(&cluster));
-        finish(side, reading, templates.copy(), &policies, rules)
+        finish(side, reading, templates.copy(), &policies, &rules)
     })
 }
 
@@ -271,8 +277,8 @@ spec:
 
     #[test]
     fn each_side_is_what_its_own_build_would_be_and_the_pods_are_held_once() {
-        let rules = ReadRules::manifests(true, false);
-        let [before, after] = build_sides(objects("base.yaml", BASE), sides(), rules);
+        let rules = ReadRules::manifests(true, false, Default::default());
+        let [before, after] = build_sides(objects("base.yaml", BASE), sides(), rules.clone());
         let (before, after) = (before.expect("BEFORE loads"), after.expect("AFTER loads"));
         assert!(before.cluster.shares_pods_with(&after.cluster));
         let alone = sides().map(|side| {
@@ -285,7 +291,7 @@ spec:
             build_cluster(
                 Vec::new(),
                 base.into_iter().chain(side.own).collect(),
-                rules,
+                rules.clone(),
             )
             .expect("the side loads alone")
         });

@@ -82,6 +82,7 @@ impl RunningAgent {
             node: NODE.into(),
             source: SourceConfig::Cluster {
                 kubeconfig: Some(kubeconfig.to_owned()),
+                streaming_lists: false,
             },
             // Not read: the datapath is given.
             datapath: DatapathKind::HcnSim,
@@ -91,6 +92,7 @@ impl RunningAgent {
             debounce: Duration::from_millis(50),
             initial_sync_timeout: Duration::from_secs(5),
             poll_interval: Duration::from_millis(200),
+            templates: Default::default(),
         };
         let observability = Observability::new();
         let datapaths = datapath(&observability);

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 
+use crate::audit::PolicyView;
 use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
 use crate::identity::{Identity, IdentityId, IdentityStore, PodInfo};
@@ -164,6 +165,8 @@ pub struct Engine {
     max_entries: usize,
     /// Where set, only these pods (by key) can be local endpoints ([`Engine::only_endpoints`]).
     only_endpoints: Option<BTreeSet<String>>,
+    /// Which verdict the MapStates hold: enforced (audited entries left out) or would-be.
+    view: PolicyView,
 }
 
 impl Engine {
@@ -192,6 +195,7 @@ impl Engine {
             staged: Staged::default(),
             max_entries: DEFAULT_MAX_ENTRIES,
             only_endpoints: None,
+            view: PolicyView::default(),
         };
         engine.rebuild_entries(BTreeMap::new());
         engine.sync_world_identities();
@@ -211,9 +215,23 @@ impl Engine {
         self.only_endpoints = Some(keys.into_iter().collect());
     }
 
+    /// Makes the MapStates hold `view`'s verdict ([`crate::audit`]): the enforced one (the
+    /// default: audited entries are left out) or the would-be one (every entry enforced). Takes
+    /// effect for the policies staged after it: call it before staging policies.
+    pub fn set_view(&mut self, view: PolicyView) {
+        self.view = view;
+    }
+
+    pub fn view(&self) -> PolicyView {
+        self.view
+    }
+
     /// Stages a policy's entries under `key` (e.g. `NetworkPolicy/ns/name`), replacing any
-    /// previous ones.
-    pub fn set_policy(&mut self, key: impl Into<String>, entries: Vec<PolicyEntry>) {
+    /// previous ones. Entries the engine's view leaves out (audited ones, in the enforced view)
+    /// are dropped here: nothing later tells them apart.
+    pub fn set_policy(&mut self, key: impl Into<String>, mut entries: Vec<PolicyEntry>) {
+        let view = self.view;
+        entries.retain(|e| view.admits(e));
         self.staged.policies.insert(key.into(), Some(entries));
     }
 

@@ -63,7 +63,10 @@ impl Engine {
         let mut state = EndpointState {
             pod: pod.clone(),
             addresses: Vec::new(),
-            policy: std::sync::Arc::new(self.resolve_entries(entries, pod)),
+            // Entries the engine's view leaves out (audited ones) decide nothing here either.
+            policy: std::sync::Arc::new(
+                self.resolve_entries(entries.into_iter().filter(|e| self.view.admits(e)), pod),
+            ),
             wildcard: Default::default(),
             map: Default::default(),
             over_budget: None,

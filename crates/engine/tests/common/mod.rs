@@ -191,6 +191,9 @@ pub fn entry(index: usize) -> impl Strategy<Value = PolicyEntry> {
             Some(AuthMode::Required),
             Some(AuthMode::Disabled),
         ]),
+        // Audited entries (`netpol.io/enforcement: audit`): engines of each view are compared
+        // with the reference's verdict of that view.
+        prop::bool::weighted(0.25),
     )
         .prop_map(
             move |(
@@ -204,6 +207,7 @@ pub fn entry(index: usize) -> impl Strategy<Value = PolicyEntry> {
                 ports,
                 default_deny,
                 auth,
+                audited,
             )| {
                 // Unordered tiers share one priority, as translators make them.
                 let priority = if tier == Tier::Normal {
@@ -220,6 +224,11 @@ pub fn entry(index: usize) -> impl Strategy<Value = PolicyEntry> {
                     peers,
                     ports,
                     default_deny,
+                    enforcement: if audited {
+                        netpol_engine::Enforcement::Audit
+                    } else {
+                        netpol_engine::Enforcement::Enforce
+                    },
                     auth,
                     provenance: Provenance {
                         kind: "Test".into(),
@@ -259,12 +268,22 @@ pub const PROBES: [(Protocol, u16); 8] = [
 /// remote address (every pod, node and world prefix, plus outside addresses) and every probe.
 /// Returns the first disagreement.
 pub fn first_disagreement(engine: &Engine) -> Option<String> {
+    first_disagreement_in(engine, engine.entries(), engine.view())
+}
+
+/// [`first_disagreement`] against the reference's verdict of `view` over `entries`, every entry
+/// of every policy with its audit mark (an engine of the enforced view holds none of the audited
+/// ones; the reference leaves them out itself).
+pub fn first_disagreement_in(
+    engine: &Engine,
+    entries: &[PolicyEntry],
+    view: PolicyView,
+) -> Option<String> {
     let mut store = engine.per_address_store();
     // Every prefix any entry names, whether or not the engine made it an identity (an engine on
     // a node makes identities only for entries selecting a local pod): the reference must decide
     // by the policies' meaning, and the remotes must include addresses of every named range.
-    for prefix in engine
-        .entries()
+    for prefix in entries
         .iter()
         .flat_map(|e| &e.peers)
         .flat_map(Peer::prefixes)
@@ -272,7 +291,7 @@ pub fn first_disagreement(engine: &Engine) -> Option<String> {
         store.insert(Identity::world(prefix));
     }
     let reference = ReferenceOracle {
-        entries: engine.entries(),
+        entries,
         store: &store,
     };
     let by_address = ByAddress::new(&store, engine);
@@ -294,11 +313,12 @@ pub fn first_disagreement(engine: &Engine) -> Option<String> {
                     for (protocol, port) in PROBES {
                         let got = by_address
                             .decide_direction(endpoint, direction, remote, protocol, port);
-                        let want =
-                            reference.decide_direction(endpoint, direction, remote, protocol, port);
+                        let audited =
+                            reference.decide_audited(endpoint, direction, remote, protocol, port);
+                        let want = audited.of(view);
                         if (got.verdict, got.auth) != (want.verdict, want.auth) {
                             return Some(format!(
-                                "{key} {direction} {} {protocol}/{port}: engine {:?}/{:?} ({}) reference {:?}/{:?} ({})",
+                                "{view:?} view: {key} {direction} {} {protocol}/{port}: engine {:?}/{:?} ({}) reference {:?}/{:?} ({})",
                                 store.get(remote).unwrap(),
                                 got.verdict,
                                 got.auth,

@@ -33,6 +33,9 @@
 //! is left out, as if absent. Problems are reported once per change of the file.
 
 mod objects;
+pub mod report;
+mod templates;
+mod walk;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
@@ -43,11 +46,11 @@ use kube::runtime::watcher::Event;
 use netpol_api::{Object, ObjectRef, ValidationError};
 
 use objects::{file_digest, parse_file, Digests, FileError, Key, Parsed};
+pub use templates::TemplatePlacement;
+use walk::yaml_files;
 
-use crate::health::Health;
 use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
-use crate::metrics::{gauge_value, Metrics};
 
 /// File timestamps closer than this to the scan that read them are not trusted.
 const TIMESTAMP_GRANULARITY: Duration = Duration::from_secs(2);
@@ -65,6 +68,9 @@ pub enum FileProblem {
         path: PathBuf,
         error: ValidationError,
     },
+    /// An object of a kind netpol does not read (a Service, a ConfigMap): skipped, as every
+    /// netpol command skips it; no error.
+    OtherKind { path: PathBuf, object: ObjectRef },
     /// An object defined in several files: the first file (in path order) wins.
     Duplicate {
         object: ObjectRef,
@@ -85,6 +91,13 @@ impl std::fmt::Display for FileProblem {
             }
             FileProblem::InvalidObject { path, error } => {
                 write!(f, "{}: {error}; object skipped", path.display())
+            }
+            FileProblem::OtherKind { path, object } => {
+                write!(
+                    f,
+                    "{}: {object}: a kind netpol does not read; skipped",
+                    path.display()
+                )
             }
             FileProblem::Duplicate {
                 object,
@@ -170,6 +183,11 @@ pub struct FileSource {
     listed: bool,
     /// List even while some file is unreadable or still changing (the caller stopped waiting).
     partial_ok: bool,
+    /// Gives workloads' pods their address and node.
+    templates: TemplatePlacement,
+    /// The objects each file's last parse refused as invalid: left out, but counted and named
+    /// until the file no longer holds them.
+    refused: BTreeMap<PathBuf, Vec<ValidationError>>,
 }
 
 /// How a list went.
@@ -190,7 +208,38 @@ impl FileSource {
             unreadable: BTreeMap::new(),
             listed: false,
             partial_ok: false,
+            templates: TemplatePlacement::default(),
+            refused: BTreeMap::new(),
         }
+    }
+
+    /// The objects the files hold that were refused as invalid, with their file.
+    pub fn refused(&self) -> impl Iterator<Item = (&Path, &ValidationError)> {
+        self.refused
+            .iter()
+            .flat_map(|(path, errors)| errors.iter().map(move |e| (path.as_path(), e)))
+    }
+
+    /// Notes what the parse of `path` refused, from the problems it added.
+    fn note_refused(&mut self, path: &Path, added: &[FileProblem]) {
+        let refused: Vec<ValidationError> = added
+            .iter()
+            .filter_map(|p| match p {
+                FileProblem::InvalidObject { error, .. } => Some(error.clone()),
+                _ => None,
+            })
+            .collect();
+        if refused.is_empty() {
+            self.refused.remove(path);
+        } else {
+            self.refused.insert(path.to_owned(), refused);
+        }
+    }
+
+    /// Places workloads' pods by `templates` (by default in the default pod network, on no node).
+    pub fn with_templates(mut self, templates: TemplatePlacement) -> Self {
+        self.templates = templates;
+        self
     }
 
     pub fn root(&self) -> &Path {
@@ -225,11 +274,15 @@ impl FileSource {
     /// [`FileSource::scan`], handing each event to `sink` as soon as it is known rather than
     /// collecting them.
     pub fn scan_into(&mut self, sink: &mut dyn FnMut(SourceEvent)) -> io::Result<Scan> {
-        if self.listed {
-            self.changes(false, sink)
+        let mut templates = std::mem::take(&mut self.templates);
+        let mut placed = |event| sink(templates.place(event));
+        let scan = if self.listed {
+            self.changes(false, &mut placed)
         } else {
-            self.list(sink)
-        }
+            self.list(&mut placed)
+        };
+        self.templates = templates;
+        scan
     }
 
     /// Reads every file again and relists every kind: the periodic full resync. Unchanged
@@ -244,10 +297,15 @@ impl FileSource {
     /// [`FileSource::relist`] into a sink. While some file is unreadable or still changing, a list
     /// would delete its objects: every file is read again and only changes are sent.
     pub fn relist_into(&mut self, sink: &mut dyn FnMut(SourceEvent)) -> io::Result<Scan> {
-        if self.listed && !(self.unreadable.is_empty() && self.settling.is_empty()) {
-            return self.changes(true, sink);
-        }
-        self.list(sink)
+        let mut templates = std::mem::take(&mut self.templates);
+        let mut placed = |event| sink(templates.place(event));
+        let scan = if self.listed && !(self.unreadable.is_empty() && self.settling.is_empty()) {
+            self.changes(true, &mut placed)
+        } else {
+            self.list(&mut placed)
+        };
+        self.templates = templates;
+        scan
     }
 
     /// Lists every kind from every file. Before the first list, waits (returns having sent
@@ -260,6 +318,7 @@ impl FileSource {
         // A file gone is simply not listed: the list's end deletes its objects.
         for path in self.removed_files() {
             self.unreadable.remove(&path);
+            self.refused.remove(&path);
             self.files.remove(&path);
         }
         // Every file can turn out broken once; after that the list goes on without it.
@@ -323,9 +382,11 @@ impl FileSource {
                     sent += 1;
                 }
             };
+            let problems_before = scan.problems.len();
             match parse_file(path, &mut scan.problems, &mut each) {
                 Ok((objects, digest)) => {
                     scan.files_read += 1;
+                    self.note_refused(path, &scan.problems[problems_before..]);
                     self.unreadable.remove(path);
                     let state = FileState {
                         signature: *signature,
@@ -378,6 +439,7 @@ impl FileSource {
         let mut parsed: Vec<PathBuf> = Vec::new();
         for path in self.removed_files() {
             self.unreadable.remove(&path);
+            self.refused.remove(&path);
             if let Some(state) = self.files.remove(&path) {
                 gone.extend(state.objects.into_keys().map(|key| (path.clone(), key)));
             }
@@ -405,8 +467,10 @@ impl FileSource {
                     in_file.push(parsed.object);
                 }
             };
+            let problems_before = scan.problems.len();
             let (objects, digest) = match parse_file(&path, &mut scan.problems, &mut each) {
                 Ok((objects, digest)) => {
+                    self.note_refused(&path, &scan.problems[problems_before..]);
                     self.unreadable.remove(&path);
                     parsed.push(path.clone());
                     let previous = self.files.remove(&path).map(|s| s.objects);
@@ -686,83 +750,9 @@ impl FileSource {
     }
 }
 
-/// Publishes the files' state: the unreadable-files gauge, and readiness held back while any
-/// file is unreadable.
-pub fn publish_state(source: &FileSource, metrics: &Metrics, health: &Health) {
-    let unreadable = source.unreadable();
-    metrics.unreadable_files.set(gauge_value(unreadable.len()));
-    let problem = (!unreadable.is_empty()).then(|| {
-        let names: Vec<String> = unreadable
-            .keys()
-            .take(3)
-            .map(|p| p.display().to_string())
-            .collect();
-        let more = unreadable.len().saturating_sub(names.len());
-        let more = if more > 0 {
-            format!(" and {more} more")
-        } else {
-            String::new()
-        };
-        format!(
-            "{} unreadable file(s), previous objects kept: {}{more}",
-            unreadable.len(),
-            names.join(", ")
-        )
-    });
-    health.set_source_problem("files", problem);
-}
-
-/// Logs each problem of a scan (bounded, never an object's body) and counts invalid policies.
-pub fn report_file_problems(problems: &[FileProblem], metrics: &Metrics) {
-    for problem in problems {
-        if let FileProblem::InvalidObject { error, .. } = problem {
-            if let Some(kind) = SourceKind::ALL
-                .into_iter()
-                .find(|k| k.as_str() == error.object.kind)
-            {
-                if kind.is_policy() {
-                    metrics.count_rejection(kind);
-                }
-            }
-        }
-        tracing::warn!("{}", crate::logline::bounded(&problem.to_string()));
-    }
-}
-
 fn unreadable(path: &Path, error: &dyn std::fmt::Display) -> FileProblem {
     FileProblem::Unreadable {
         path: path.to_owned(),
         message: error.to_string(),
     }
-}
-
-/// Every `*.yaml`, `*.yml` and `*.json` file under `root`, in path order. Hidden files and
-/// directories (editor swap files, a ConfigMap volume's `..data`) are skipped; symbolic links are
-/// followed, so the files of a mounted ConfigMap are found through their visible links.
-fn yaml_files(root: &Path) -> io::Result<BTreeSet<PathBuf>> {
-    let mut out = BTreeSet::new();
-    let mut pending = vec![root.to_owned()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') {
-                continue;
-            }
-            let path = entry.path();
-            let Ok(metadata) = std::fs::metadata(&path) else {
-                continue; // a dangling link
-            };
-            if metadata.is_dir() {
-                pending.push(path);
-            } else if [".yaml", ".yml", ".json"]
-                .iter()
-                .any(|ext| name.ends_with(ext))
-            {
-                out.insert(path);
-            }
-        }
-    }
-    Ok(out)
 }

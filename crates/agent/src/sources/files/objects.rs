@@ -176,6 +176,17 @@ pub(super) fn parse_file(
                         each(parsed);
                     }
                 }
+                // A kind netpol does not read is skipped, not invalid (its kind was read).
+                Err(error)
+                    if error.field == "kind"
+                        && !error.object.kind.is_empty()
+                        && !netpol_api::is_supported_kind(&error.object.kind) =>
+                {
+                    file_problems.push(FileProblem::OtherKind {
+                        path: path.to_owned(),
+                        object: error.object,
+                    })
+                }
                 Err(error) => file_problems.push(FileProblem::InvalidObject {
                     path: path.to_owned(),
                     error,

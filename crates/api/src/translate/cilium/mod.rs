@@ -197,6 +197,7 @@ impl RuleContext<'_> {
                 peers,
                 ports,
                 default_deny: isolates,
+                enforcement: netpol_engine::Enforcement::Enforce,
                 auth,
                 provenance: Provenance {
                     kind: self.policy.kind.into(),

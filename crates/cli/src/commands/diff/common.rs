@@ -172,10 +172,7 @@ spec: {podSelector: {matchLabels: {app: b}}, policyTypes: [Ingress]}
     }
 
     fn flags() -> ReadFlags {
-        ReadFlags {
-            lenient: false,
-            strict_kinds: false,
-        }
+        ReadFlags::default()
     }
 
     fn loaded(paths: &[PathBuf; 2]) -> Option<[Scenario; 2]> {

@@ -93,6 +93,7 @@ fn cluster(pods: &[RandomPod], rules: &[RandomRule]) -> Cluster {
             ))],
             ports: port_clause(ports),
             default_deny: true,
+            enforcement: netpol_engine::Enforcement::Enforce,
             auth: None,
             provenance: Provenance::default(),
         })

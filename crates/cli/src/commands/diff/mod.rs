@@ -144,8 +144,8 @@ fn load_files(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, 
     let flags = args.shared.read.flags();
     let mut messages = Vec::new();
     let together = match args.shared.filenames.is_empty() {
-        true => common::load_common(before, after, flags),
-        false => load_shared(args, [before, after], &stdin, flags),
+        true => common::load_common(before, after, flags.clone()),
+        false => load_shared(args, [before, after], &stdin, flags.clone()),
     };
     if let Some([before, after]) = together {
         let before = report(before, &mut messages);
@@ -153,7 +153,12 @@ fn load_files(args: &Args, err: &mut dyn Write) -> io::Result<Option<(Scenario, 
         write_once(&messages, err)?;
         return Ok(before.zip(after));
     }
-    let before = load_with_stdin(&before_input, &mut stdin.as_slice(), flags, &mut messages)?;
+    let before = load_with_stdin(
+        &before_input,
+        &mut stdin.as_slice(),
+        flags.clone(),
+        &mut messages,
+    )?;
     let after = load_with_stdin(&after_input, &mut stdin.as_slice(), flags, &mut messages)?;
     write_once(&messages, err)?;
     Ok(before.zip(after))
