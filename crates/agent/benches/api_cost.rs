@@ -7,14 +7,20 @@
 //! the watch cache (`--streaming-lists`; a watch is never compressed), and the fallback to pages
 //! on a server that refuses streaming lists.
 //!
+//! Each start also reports the CPU time of the agent's runtime threads (listing, watching and
+//! decoding every object, up to the reconcile loop's channel: the stand-in's threads are not
+//! counted) and how far the start raised the process's peak RSS (the stand-in's pre-rendered
+//! pages are counted before the start, not in it).
+//!
 //! `cargo bench -p netpol-agent --bench api_cost` (`NETPOL_API_COST_PODS`, default 10,000;
 //! `NETPOL_API_COST_IDLE_MS`, the idle window, default 2,000). Bytes and requests do not depend
 //! on the build profile: `cargo test -p netpol-agent --release --bench api_cost` or a debug
 //! build gives the same counts. Not a timed test: the figures are printed, not asserted.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::runtime::watcher::Event;
@@ -37,8 +43,8 @@ fn main() {
     };
     let pods = var("NETPOL_API_COST_PODS", 10_000) as usize;
     let idle = Duration::from_millis(var("NETPOL_API_COST_IDLE_MS", 2_000));
-    println!("| lists | pods | requests at start | lists | watches | MB read at start | bytes per pod | requests in {} s idle (non-watch) |", idle.as_secs_f64());
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| lists | pods | requests at start | lists | watches | MB read at start | bytes per pod | agent CPU s | peak RSS added MB | requests in {} s idle (non-watch) |", idle.as_secs_f64());
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (name, streaming, refused) in [
         ("paged, gzip (default)", false, false),
         ("streaming (--streaming-lists)", true, false),
@@ -54,12 +60,14 @@ fn main() {
         };
         let (start, idle_cost) = agent_start(&server, config, idle);
         println!(
-            "| {name} | {pods} | {} | {} | {} | {:.1} | {:.0} | {} ({}) |",
-            start.requests(),
-            start.lists,
-            start.watches,
-            start.bytes() as f64 / 1e6,
-            start.bytes() as f64 / pods.max(1) as f64,
+            "| {name} | {pods} | {} | {} | {} | {:.1} | {:.0} | {:.2} | {:.0} | {} ({}) |",
+            start.traffic.requests(),
+            start.traffic.lists,
+            start.traffic.watches,
+            start.traffic.bytes() as f64 / 1e6,
+            start.traffic.bytes() as f64 / pods.max(1) as f64,
+            start.cpu.as_secs_f64(),
+            start.peak_rss_added as f64 / 1e6,
             idle_cost.requests(),
             idle_cost.non_watch_requests()
         );
@@ -86,18 +94,33 @@ fn cluster(pods: usize) -> ApiServer {
     server
 }
 
+/// What one agent start cost.
+struct Start {
+    traffic: TrafficCount,
+    /// CPU time of the agent's runtime threads.
+    cpu: Duration,
+    /// How far the start raised the process's peak RSS, in bytes.
+    peak_rss_added: u64,
+}
+
 /// Starts the agent's followers, takes their inputs until every kind is listed, and returns
-/// the traffic until then, and during the idle window after.
-fn agent_start(
-    server: &ApiServer,
-    config: WatchConfig,
-    idle: Duration,
-) -> (TrafficCount, TrafficCount) {
+/// the start's cost, and the traffic during the idle window after.
+fn agent_start(server: &ApiServer, config: WatchConfig, idle: Duration) -> (Start, TrafficCount) {
+    let threads = Arc::new(Mutex::new(Vec::new()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
+        .on_thread_start({
+            let threads = threads.clone();
+            move || {
+                if let Ok(link) = std::fs::read_link("/proc/thread-self") {
+                    threads.lock().unwrap().push(link);
+                }
+            }
+        })
         .build()
         .unwrap();
+    let rss_before = reset_peak_rss();
     let (inputs, receiver) = mpsc::sync_channel(1024);
     let before = server.traffic();
     {
@@ -123,7 +146,16 @@ fn agent_start(
             }
         }
     }
-    let start = server.traffic().since(&before);
+    let start = Start {
+        traffic: server.traffic().since(&before),
+        cpu: threads
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|thread| cpu_time(&Path::new("/proc").join(thread)))
+            .sum(),
+        peak_rss_added: status_kib("VmHWM:").saturating_sub(rss_before) * 1024,
+    };
     let idle_from = server.traffic();
     let until = Instant::now() + idle;
     while Instant::now() < until {
@@ -132,4 +164,29 @@ fn agent_start(
     let idle_cost = server.traffic().since(&idle_from);
     runtime.shutdown_background();
     (start, idle_cost)
+}
+
+/// A thread's CPU time so far, from `/proc/PID/task/TID/schedstat` (nanoseconds on the CPU).
+fn cpu_time(thread: &Path) -> Duration {
+    std::fs::read_to_string(thread.join("schedstat"))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
+}
+
+/// Resets the process's peak RSS to its current RSS (`clear_refs` 5) and returns it, in KiB.
+fn reset_peak_rss() -> u64 {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    status_kib("VmRSS:")
+}
+
+/// A `/proc/self/status` figure in KiB.
+fn status_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with(field))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
 }

@@ -1,12 +1,15 @@
 //! The API server calls of the cluster mode, on raw JSON: a paged list and a watch from a
 //! resourceVersion. Objects stay `serde_json::Value`s here, so that no object's spec can make a
 //! whole list or watch fail to decode; each object is then read on its own (see
-//! [`super::decode`]).
+//! [`super::decode`]). Each object is read from the response in its kind's
+//! [`super::projection`], so what netpol does not read of it (a pod's managedFields, container
+//! spec and most of its status) is skipped as the bytes are parsed.
 //!
 //! kube's typed calls log a body that fails to decode at WARN (a whole list, megabytes in a
 //! large cluster); these calls never ask kube to decode a body into a type that can fail, and
 //! errors are cut to a bounded size before anyone logs them.
 
+use std::pin::Pin;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
@@ -16,6 +19,7 @@ use kube::{Api, Client};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::projection::{self, NodeShape, OtherShape, PodShape, Projected, Shape, ShapeOf};
 use crate::logline::bounded;
 
 /// One kind's endpoint on the API server.
@@ -24,15 +28,8 @@ pub struct KindApi {
     client: Client,
     request: Request,
     pub resource: ApiResource,
-}
-
-/// A list response with its items left undecoded.
-#[derive(Debug, Default, Deserialize)]
-struct RawList {
-    #[serde(default)]
-    metadata: RawListMeta,
-    #[serde(default)]
-    items: Vec<Value>,
+    /// What is read of each object.
+    shape: &'static Shape,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -92,19 +89,20 @@ impl Pages {
             .await
             .map_err(|_| CallError::TimedOut)?
             .map_err(|e| CallError::of(&e))?;
-        let page: RawList = serde_json::from_str(&text).map_err(|e| {
-            CallError::Failed(format!(
-                "the list is not a JSON list ({} bytes): {e}",
-                text.len()
-            ))
-        })?;
+        let (metadata, items) = projection::list_page::<RawListMeta>(&text, self.api.shape)
+            .map_err(|e| {
+                CallError::Failed(format!(
+                    "the list is not a JSON list ({} bytes): {e}",
+                    text.len()
+                ))
+            })?;
         drop(text);
         self.pages += 1;
-        self.continue_token = page.metadata.continue_token.filter(|t| !t.is_empty());
+        self.continue_token = metadata.continue_token.filter(|t| !t.is_empty());
         self.done = self.continue_token.is_none();
         Ok(Some(Page {
-            items: page.items,
-            resource_version: page.metadata.resource_version.unwrap_or_default(),
+            items,
+            resource_version: metadata.resource_version.unwrap_or_default(),
         }))
     }
 }
@@ -208,6 +206,7 @@ impl KindApi {
         KindApi {
             client,
             request: Request::new(url),
+            shape: projection::shape_of(&resource.kind),
             resource,
         }
     }
@@ -282,21 +281,38 @@ impl KindApi {
         params: &WatchParams,
         resource_version: &str,
     ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
+        // kube decodes each event into a type: the shape is chosen by the type.
+        match self.shape {
+            shape if std::ptr::eq(shape, PodShape::SHAPE) => {
+                self.events::<PodShape>(params, resource_version).await
+            }
+            shape if std::ptr::eq(shape, NodeShape::SHAPE) => {
+                self.events::<NodeShape>(params, resource_version).await
+            }
+            _ => self.events::<OtherShape>(params, resource_version).await,
+        }
+    }
+
+    async fn events<S: ShapeOf + Clone + Send + 'static>(
+        &self,
+        params: &WatchParams,
+        resource_version: &str,
+    ) -> Result<WatchItems, CallError> {
         let request = self
             .request
             .watch(params, resource_version)
             .map_err(|e| CallError::Failed(e.to_string()))?;
         let events = self
             .client
-            .request_events::<Value>(request)
+            .request_events::<Projected<S>>(request)
             .await
             .map_err(|e| CallError::of(&e))?;
-        Ok(StreamExt::map(
+        Ok(Box::pin(StreamExt::map(
             events,
-            |item: kube::Result<WatchEvent<Value>>| match item {
-                Ok(WatchEvent::Added(object)) => Ok(WatchItem::Added(object)),
-                Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object)),
-                Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object)),
+            |item: kube::Result<WatchEvent<Projected<S>>>| match item {
+                Ok(WatchEvent::Added(object)) => Ok(WatchItem::Added(object.0)),
+                Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object.0)),
+                Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object.0)),
                 Ok(WatchEvent::Bookmark(bookmark)) => {
                     let metadata = bookmark.metadata;
                     let end = metadata
@@ -312,9 +328,12 @@ impl KindApi {
                 Ok(WatchEvent::Error(status)) => Err(CallError::of_status(&status)),
                 Err(error) => Err(CallError::of(&error)),
             },
-        ))
+        )))
     }
 }
+
+/// A watch's items, whatever shape its objects are read in.
+type WatchItems = Pin<Box<dyn Stream<Item = Result<WatchItem, CallError>> + Send>>;
 
 /// An object's resourceVersion, if it has one.
 pub fn resource_version(object: &Value) -> Option<&str> {

@@ -5,3 +5,4 @@ pub mod decode;
 pub mod files;
 pub mod jitter;
 pub mod kube_api;
+pub mod projection;

@@ -29,8 +29,9 @@ pub struct Origin {
     pub lint_ignore: Option<Arc<str>>,
 }
 
-/// The annotation with which an object acknowledges lint findings: `RULE[,RULE]`.
-pub const LINT_IGNORE_ANNOTATION: &str = "netpol.io/lint-ignore";
+/// The annotation with which an object acknowledges lint findings: `RULE[,RULE]`. Objects
+/// listed from a cluster keep it (and no other annotation) as they are read.
+pub use netpol_agent::sources::projection::LINT_IGNORE_ANNOTATION;
 
 /// The [`LINT_IGNORE_ANNOTATION`] of an object, if it has one.
 pub fn lint_ignore_of(value: &Value) -> Option<Arc<str>> {
