@@ -10,6 +10,8 @@
 //!
 //! - a replica of an existing workload on another node added, then deleted;
 //! - a pod of a new label set added, then deleted;
+//! - a NetworkPolicy naming two StatefulSet replicas by their `pod-name` label in any namespace
+//!   added, then deleted (issue 33: it costs what it selects, not one identity per pod);
 //! - a rolling update of a 100-replica workload: each old replica deleted as its new one starts,
 //!   one event at a time, then the same batched into one reconcile (as the debounce coalesces
 //!   them).
@@ -20,7 +22,7 @@
 //! `hcn-sim-sets` (the simulated HCN with ACLs naming network IP sets, the agent's default),
 //! `hcn-sim-inline` (`--hcn-ip-sets off`: addresses inlined in every ACL) and `nftables` (real
 //! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
-//! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `rolling`;
+//! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `pod-name`, `rolling`;
 //! default all), so that a profile (`perf record`) can hold one kind alone.
 //! `NETPOL_PIPELINE_WORKLOADS` picks the cluster's shape as `netpol-dev synth --workloads` does
 //! (`deployments`, the default, `statefulsets`, `daemonsets`, `jobs`, `mixed`).
@@ -288,6 +290,9 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         report("new label set deleted", deleted);
         bench.compilations("new label sets");
     }
+    if timed("pod-name") {
+        pod_name_policy(&mut bench, dir, rounds, &report);
+    }
     if !timed("rolling") {
         return;
     }
@@ -344,6 +349,64 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
         after.0 - before.0,
         after.1 - before.1
     );
+}
+
+/// A policy naming two StatefulSet replicas by their own `statefulset.kubernetes.io/pod-name`
+/// label, in any namespace, from every pod of a namespace with a local endpoint (issue 33): added,
+/// then deleted. Its cost should follow the two pods it names, not every pod carrying the key.
+fn pod_name_policy(
+    bench: &mut Bench,
+    dir: &Path,
+    rounds: usize,
+    report: &dyn Fn(&str, Vec<(Cost, usize, (u64, u64))>),
+) {
+    let replicas: Vec<String> = (0..2)
+        .map(|r| {
+            pod_yaml(
+                &format!("bench-db-{r}"),
+                1,
+                "bench-db",
+                "db",
+                "node-2",
+                900 + r,
+            )
+            .replacen(
+                "  labels:\n",
+                &format!("  labels:\n    statefulset.kubernetes.io/pod-name: bench-db-{r}\n"),
+                1,
+            )
+        })
+        .collect();
+    let path = dir.join("bench-named-replicas.yaml");
+    std::fs::write(&path, replicas.join("---\n")).unwrap();
+    settle(&path);
+    bench.take_in();
+    let local = bench
+        .pipeline
+        .engine()
+        .endpoints()
+        .next()
+        .map(|(key, _)| key.to_owned());
+    let namespace = local
+        .as_deref()
+        .and_then(|key| key.split_once('/'))
+        .map(|(namespace, _)| namespace.to_owned())
+        .expect("a local endpoint");
+    let policy = format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: to-two-replicas\n  \
+         namespace: {namespace}\nspec:\n  podSelector: {{}}\n  policyTypes: [Egress]\n  egress:\n  \
+         - to:\n    - namespaceSelector: {{}}\n      podSelector:\n        matchExpressions:\n        \
+         - key: statefulset.kubernetes.io/pod-name\n          operator: In\n          \
+         values: [bench-db-0, bench-db-1]\n"
+    );
+    let (mut added, mut deleted) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        added.push(bench.step(|b| b.write("bench-pod-name-policy.yaml", &policy)));
+        deleted.push(bench.step(|b| b.remove("bench-pod-name-policy.yaml")));
+    }
+    report("policy naming two replicas by pod-name added", added);
+    report("policy naming two replicas by pod-name deleted", deleted);
+    bench.compilations("pod-name policies");
 }
 
 /// Whether `NETPOL_PIPELINE_CHANGES` asks for this kind of change (all by default).

@@ -222,8 +222,9 @@ impl Engine {
         let used = LabelsInUse::of(self.live_entries());
         let changed_keys = used.changed_keys(&self.labels_in_use);
         self.labels_in_use = used;
-        if self.sync_cluster_cidrs() || !changed_keys.is_empty() {
-            self.rekey_addresses(changes, arrivals, &changed_keys);
+        let cidrs_changed = self.sync_cluster_cidrs();
+        if cidrs_changed || !changed_keys.is_empty() {
+            self.rekey_addresses(changes, arrivals, cidrs_changed, &changed_keys);
         }
     }
 
@@ -299,14 +300,15 @@ impl Engine {
             .collect()
     }
 
-    /// Moves every pod and node address whose set of cluster CIDRs changed, or that carries a
-    /// label key whose use changed (`changed_keys`), to its new identity. An address whose
-    /// identity comes out the same stays: a selector naming two StatefulSet pods by
-    /// `pod-name` re-keys those two, not every pod carrying the key.
+    /// Moves every pod and node address whose set of cluster CIDRs changed (`cidrs_changed`:
+    /// they may have), or that carries a label key whose use changed (`changed_keys`), to its
+    /// new identity. An address whose identity comes out the same stays: a selector naming two
+    /// StatefulSet pods by `pod-name` re-keys those two, not every pod carrying the key.
     fn rekey_addresses(
         &mut self,
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
+        cidrs_changed: bool,
         changed_keys: &ChangedKeys,
     ) {
         // Arrivals are not in the store yet: they get their CIDRs when they arrive. Only an
@@ -316,7 +318,10 @@ impl Engine {
             .filter_map(|identity| {
                 let address = identity.prefix.addr();
                 let id = self.store.host(address)?;
-                let cidrs_moved = self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice();
+                // Which prefixes hold an address is asked only when the prefixes changed: it
+                // tests every one of them.
+                let cidrs_moved = cidrs_changed
+                    && self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice();
                 (cidrs_moved || changed_keys.touch(identity))
                     .then(|| (id, identity.clone(), cidrs_moved))
             })
