@@ -1,0 +1,154 @@
+//! Audit mode with real packets: the agent on nftables, in a private network namespace (the
+//! node), passes what an audited policy would deny, logs it in the drop log as `would-deny`
+//! naming the rule `netpol explain` names, and counts it under `verdict="would-deny"`.
+//! Needs root, `nft` and network namespaces; elsewhere it fails with the reason, unless
+//! `NETPOL_SKIP_KERNEL=1`.
+#![cfg(target_os = "linux")]
+
+mod support;
+
+use std::process::Command;
+
+use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+use netpol_testbed::topology::{Host, Topology};
+use support::agent_netns::{
+    cluster, eventually, flows, http_get, pod, rule_packets, spawn_agent, NODES,
+};
+use support::scratch_dir;
+
+/// web admits only app=client on TCP 80, in audit mode: it isolates nothing.
+const AUDITED_POLICY: &str = r#"apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: lockdown
+  namespace: shop
+  annotations: {"netpol.io/enforcement": audit}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: client}}}]
+    ports: [{protocol: TCP, port: 80}]
+"#;
+
+#[test]
+fn an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rule_explain_names() {
+    if netpol_testbed::netns::skip_kernel_test(
+        "an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rule_explain_names",
+    ) {
+        return;
+    }
+    let dir = scratch_dir("agent-audit-nftables");
+    let pods = [
+        pod("web", "node-1", "web", "10.244.1.10", false),
+        pod("client", "node-1", "client", "10.244.1.11", false),
+        pod("remote", "node-2", "other", "10.244.2.10", false),
+    ]
+    .concat();
+    cluster(
+        &dir,
+        &[
+            ("cluster.yaml", NODES.to_string()),
+            ("pods.yaml", pods),
+            ("lockdown.yaml", AUDITED_POLICY.to_string()),
+        ],
+    );
+    let host = |name: &str, address: &str| Host {
+        name: name.into(),
+        addresses: vec![address.parse().unwrap()],
+    };
+    let topology = Topology::build_node(
+        vec!["10.0.0.1".parse().unwrap()],
+        vec![
+            host("web", "10.244.1.10"),
+            host("client", "10.244.1.11"),
+            host("remote", "10.244.2.10"),
+        ],
+    )
+    .expect("the network builds");
+    let router = topology.router();
+    let port = 9593;
+    let agent = spawn_agent(router, &dir, port, &["--nflog-group", "7743"]);
+    assert!(
+        agent.log().contains("policy in audit mode") && agent.log().contains("would-deny"),
+        "{}",
+        agent.log()
+    );
+    let table = router
+        .run("nft", &["list", "table", "inet", "netpol"], "")
+        .unwrap();
+    assert!(table.contains("goto audit_"), "{table}");
+
+    // What the audited policy would deny passes, as does what it would allow.
+    let options = ProbeOptions {
+        timeout: std::time::Duration::from_millis(1000),
+        parallel: 2,
+    };
+    let probes = [("10.244.2.10", 81), ("10.244.1.11", 80)].map(|(from, port)| Probe {
+        from: from.parse().unwrap(),
+        to: "10.244.1.10".parse().unwrap(),
+        transport: Transport::Tcp,
+        port,
+    });
+    let labels = [
+        "policy=\"lockdown\"",
+        "rule=\"default-deny\"",
+        "direction=\"ingress\"",
+        "verdict=\"would-deny\"",
+    ];
+    let before = rule_packets(&http_get(router, port, "/metrics"), &labels);
+    let results = probe::run(&topology, &probes, options);
+    assert_eq!(results, vec![ProbeResult::Passed, ProbeResult::Passed]);
+
+    let would_deny = eventually(100, || {
+        flows(router, port)
+            .into_iter()
+            .find(|r| r["source"] == "10.244.2.10" && r["port"] == 81)
+    });
+    let Some(would_deny) = would_deny else {
+        panic!("the would-deny was not logged:\n{}", agent.log());
+    };
+    assert_eq!(
+        (&would_deny["verdict"], &would_deny["direction"]),
+        (&"would-deny".into(), &"ingress".into()),
+        "{would_deny}"
+    );
+    assert_eq!(
+        would_deny["destination"], "shop/web (10.244.1.10)",
+        "{would_deny}"
+    );
+    assert_eq!(
+        would_deny["policy_rule"], "NetworkPolicy shop/lockdown rule default-deny",
+        "{would_deny}"
+    );
+    // The allowed flow of the audited policy is no would-deny.
+    assert!(
+        !flows(router, port)
+            .iter()
+            .any(|r| r["source"] == "shop/client (10.244.1.11)"),
+        "{:?}",
+        flows(router, port)
+    );
+    // `explain` says the audited policy would deny it, in the same words.
+    let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args([
+            "explain",
+            "-f",
+            "cluster",
+            "shop/remote",
+            "shop/web",
+            "TCP/81",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let explained = String::from_utf8_lossy(&explain.stdout);
+    let reason = would_deny["reason"].as_str().unwrap();
+    assert!(
+        explained.contains(&format!("would deny (audit): {reason}")),
+        "explain:\n{explained}\ndrop log: {would_deny}"
+    );
+    // Counted, every packet, though it passed.
+    let after = rule_packets(&http_get(router, port, "/metrics"), &labels);
+    assert!(after > before, "would-deny counter {before} -> {after}");
+}
