@@ -369,6 +369,7 @@ impl Pipeline {
             compiled: &self.compiled,
             identities: self.engine.identities(),
             changed: &self.changed_identities,
+            // Fields, not `would_be_rules()`: the enforcer is borrowed mutably beside them.
             audit: self
                 .would_be
                 .as_ref()
@@ -629,6 +630,14 @@ impl Pipeline {
     /// What the compiler may use on this pipeline's datapath.
     pub fn compile_options(&self) -> &CompileOptions {
         &self.options
+    }
+
+    /// The would-be rules of the local pods audited policies select, by pod key (none where
+    /// the datapath cannot report would-denies).
+    pub fn would_be_rules(&self) -> &CompiledPods {
+        self.would_be
+            .as_ref()
+            .map_or(&self.no_audit, WouldBeRules::compiled)
     }
 
     /// Compiled rules by local pod key.
