@@ -1,5 +1,6 @@
 //! Audit mode (`netpol.io/enforcement: audit`) in the authoring tools: a policy in audit mode
-//! decides nothing, `explain` names what it would deny (text and JSON), `matrix` marks it; an
+//! decides nothing, `explain` names what it would deny (text and JSON), `matrix` marks it, `diff` shows
+//! what it would change apart; an
 //! unknown mode is refused naming the annotation.
 
 mod support;
@@ -163,6 +164,57 @@ fn matrix_marks_what_an_audited_policy_would_deny() {
     let output = matrix("audit-matrix-enforced-json", "enforce", "json");
     let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
     assert!(json["matrices"][0].get("would_deny").is_none(), "{json}");
+}
+
+/// `diff` of a rollout in audit mode: no enforced flow changes (exit 0), and the audit section
+/// (text) and `audit` object (JSON) list what would change were the policy enforced.
+#[test]
+fn diff_shows_what_an_audited_policy_would_change_apart() {
+    let dir = scratch_dir("audit-diff");
+    let (before, after) = (dir.join("before"), dir.join("after"));
+    std::fs::create_dir_all(&before).unwrap();
+    std::fs::create_dir_all(&after).unwrap();
+    std::fs::write(before.join("none.yaml"), "").unwrap();
+    std::fs::write(after.join("policy.yaml"), web_from_shop("audit")).unwrap();
+    let cluster = example("manifests/cluster.yaml");
+    let diff = |output: &str| {
+        netpol(&[
+            "diff",
+            "-f",
+            &cluster,
+            before.to_str().unwrap(),
+            after.to_str().unwrap(),
+            "--port",
+            "8080",
+            "-o",
+            output,
+        ])
+    };
+    let output = diff("text");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let out = stdout(&output);
+    let (enforced, audit) = out
+        .split_once("audit: were the policies in audit mode")
+        .unwrap_or_else(|| panic!("no audit section:\n{out}"));
+    assert!(enforced.starts_with("0 flows change"), "{out}");
+    assert!(
+        audit.contains("ops/prober -> shop/web TCP/8080 (http): allow -> deny"),
+        "{out}"
+    );
+    assert!(audit.contains("2 flows change (2 newly denied"), "{out}");
+
+    let output = diff("json");
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(json["flows_changed"], 0, "{json}");
+    assert_eq!(json["audit"]["flows_changed"], 2, "{json}");
+    assert_eq!(json["audit"]["newly_denied"], 2, "{json}");
+
+    // Enforced, the change is the diff itself, and there is no audit section.
+    std::fs::write(after.join("policy.yaml"), web_from_shop("enforce")).unwrap();
+    let output = diff("text");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(!stdout(&output).contains("audit"), "{}", stdout(&output));
 }
 
 #[test]
