@@ -10,9 +10,8 @@ mod support;
 use std::process::Command;
 
 use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
-use netpol_testbed::topology::{Host, Topology};
 use support::agent_netns::{
-    cluster, eventually, flows, http_get, pod, rule_packets, spawn_agent, NODES,
+    eventually, flows, http_get, rule_packets, spawn_agent, web_client_remote,
 };
 use support::scratch_dir;
 
@@ -39,33 +38,7 @@ fn an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rul
         return;
     }
     let dir = scratch_dir("agent-audit-nftables");
-    let pods = [
-        pod("web", "node-1", "web", "10.244.1.10", false),
-        pod("client", "node-1", "client", "10.244.1.11", false),
-        pod("remote", "node-2", "other", "10.244.2.10", false),
-    ]
-    .concat();
-    cluster(
-        &dir,
-        &[
-            ("cluster.yaml", NODES.to_string()),
-            ("pods.yaml", pods),
-            ("lockdown.yaml", AUDITED_POLICY.to_string()),
-        ],
-    );
-    let host = |name: &str, address: &str| Host {
-        name: name.into(),
-        addresses: vec![address.parse().unwrap()],
-    };
-    let topology = Topology::build_node(
-        vec!["10.0.0.1".parse().unwrap()],
-        vec![
-            host("web", "10.244.1.10"),
-            host("client", "10.244.1.11"),
-            host("remote", "10.244.2.10"),
-        ],
-    )
-    .expect("the network builds");
+    let topology = web_client_remote(&dir, ("lockdown.yaml", AUDITED_POLICY));
     let router = topology.router();
     let port = 9593;
     let agent = spawn_agent(router, &dir, port, &["--nflog-group", "7743"]);

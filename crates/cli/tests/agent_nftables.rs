@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use support::agent_netns::{
-    cluster, eventually, flows, http_get, pod, rule_packets, spawn_agent, without_colours, NODES,
-    WEB_POLICY,
+    cluster, eventually, flows, http_get, pod, rule_packets, spawn_agent, web_client_remote,
+    without_colours, NODES, WEB_POLICY,
 };
 use support::{copy_example_cluster, names_at_the_limits, policy_at_the_size_limit, scratch_dir};
 
@@ -491,40 +491,13 @@ fn cleanup_deletes_netpols_table_and_leaves_another_table_intact() {
 #[test]
 fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood() {
     use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
-    use netpol_testbed::topology::{Host, Topology};
     if netpol_testbed::netns::skip_kernel_test(
         "the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood",
     ) {
         return;
     }
     let dir = scratch_dir("agent-nftables-drop-log");
-    let pods = [
-        pod("web", "node-1", "web", "10.244.1.10", false),
-        pod("client", "node-1", "client", "10.244.1.11", false),
-        pod("remote", "node-2", "other", "10.244.2.10", false),
-    ]
-    .concat();
-    cluster(
-        &dir,
-        &[
-            ("cluster.yaml", NODES.to_string()),
-            ("pods.yaml", pods),
-            ("web.yaml", WEB_POLICY.to_string()),
-        ],
-    );
-    let host = |name: &str, address: &str| Host {
-        name: name.into(),
-        addresses: vec![address.parse().unwrap()],
-    };
-    let topology = Topology::build_node(
-        vec!["10.0.0.1".parse().unwrap()],
-        vec![
-            host("web", "10.244.1.10"),
-            host("client", "10.244.1.11"),
-            host("remote", "10.244.2.10"),
-        ],
-    )
-    .expect("the network builds");
+    let topology = web_client_remote(&dir, ("web.yaml", WEB_POLICY));
     let router = topology.router();
     let port = 9591;
     // Not the default group: the table logs to the group the agent reads.

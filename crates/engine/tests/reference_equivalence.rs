@@ -109,16 +109,7 @@ proptest! {
         entries in entries(8),
         on_node in any::<bool>(),
     ) {
-        let mut engine = Engine::new(engine_config(on_node));
-        engine.keep_audited();
-        for (n, node) in NODES.iter().enumerate() {
-            engine.set_node(node.0, node_identities(n));
-        }
-        for (i, spec) in pods.iter().enumerate() {
-            engine.set_pod(format!("pod{i}"), pod_identities(i, spec, false));
-        }
-        engine.set_policy("random", entries);
-        engine.commit();
+        let engine = engine_keeping_audited(&pods, entries, on_node);
         let every_entry = engine.entries().to_vec();
         if let Some(d) = first_disagreement_in(&engine, &every_entry, PolicyView::Enforced) {
             prop_assert!(false, "{}", d);

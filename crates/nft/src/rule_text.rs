@@ -102,13 +102,14 @@ fn set_or_single(mut values: Vec<String>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::ruleset::{AddressSet, RemoteMatch};
     use netpol_engine::reference::Reason;
     use std::sync::Arc;
 
-    fn set(name: &str, v6: bool, nets: &[&str]) -> Arc<AddressSet> {
+    /// An interval set of `nets` for tests.
+    pub(crate) fn set(name: &str, v6: bool, nets: &[&str]) -> Arc<AddressSet> {
         Arc::new(AddressSet {
             name: name.into(),
             v6,

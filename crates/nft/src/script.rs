@@ -610,17 +610,7 @@ fn render_net(net: &IpNet) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn set(name: &str, v6: bool, nets: &[&str]) -> Arc<AddressSet> {
-        Arc::new(AddressSet {
-            name: name.into(),
-            v6,
-            interval: true,
-            nets: nets.iter().map(|n| n.parse().unwrap()).collect(),
-            revision: 0,
-            patch: None,
-        })
-    }
+    use crate::rule_text::tests::set;
 
     #[test]
     fn sets_are_declared_with_their_elements_and_patched_element_by_element() {

@@ -53,23 +53,6 @@ fn labels(reason: &Reason, direction: Direction) -> RuleLabels {
     RuleLabels::of(reason, direction, ChainVerdict::WouldDeny)
 }
 
-fn engine_with(pods: &[PodSpec], entries: Vec<PolicyEntry>, on_node: bool) -> Engine {
-    let mut engine = Engine::new(EngineConfig {
-        local_node: on_node.then(|| NODES[0].0.to_string()),
-        ..EngineConfig::default()
-    });
-    engine.keep_audited();
-    for (n, node) in NODES.iter().enumerate() {
-        engine.set_node(node.0, node_identities(n));
-    }
-    for (i, spec) in pods.iter().enumerate() {
-        engine.set_pod(format!("pod{i}"), pod_identities(i, spec, false));
-    }
-    engine.set_policy("random", entries);
-    engine.commit();
-    engine
-}
-
 /// The table of every local endpoint, with audit chains where an audited entry selects it.
 fn table(engine: &Engine) -> Result<Ruleset, String> {
     let store = engine.identities();
@@ -179,7 +162,7 @@ proptest! {
         entries in entries(8),
         on_node in any::<bool>(),
     ) {
-        let engine = engine_with(&pods, entries, on_node);
+        let engine = engine_keeping_audited(&pods, entries, on_node);
         let every_entry = engine.entries().to_vec();
         if let Some(mismatch) = first_mismatch(&engine, &every_entry) {
             prop_assert!(false, "{}", mismatch);
@@ -229,7 +212,7 @@ fn an_audited_allow_shadows_an_audited_deny() {
         ),
         audited(Tier::Baseline, Verdict::Deny, vec![], "deny-all"),
     ];
-    let engine = engine_with(&[spec, client], entries.clone(), false);
+    let engine = engine_keeping_audited(&[spec, client], entries.clone(), false);
     assert_eq!(first_mismatch(&engine, &entries), None);
     let ruleset = table(&engine).unwrap();
     let web = &ruleset.endpoints["pod0"];

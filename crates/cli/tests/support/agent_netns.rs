@@ -179,3 +179,37 @@ pub fn spawn_agent(
     }
     agent
 }
+
+/// The cluster files of `dir/cluster` (node-1 and node-2, pods `shop/web` 10.244.1.10 and
+/// `shop/client` 10.244.1.11 on node-1, `shop/remote` 10.244.2.10 on node-2, and `policy`, a
+/// file name and its text), and the network of node-1 (10.0.0.1) routing to the three.
+pub fn web_client_remote(dir: &Path, policy: (&str, &str)) -> netpol_testbed::topology::Topology {
+    use netpol_testbed::topology::{Host, Topology};
+    let pods = [
+        pod("web", "node-1", "web", "10.244.1.10", false),
+        pod("client", "node-1", "client", "10.244.1.11", false),
+        pod("remote", "node-2", "other", "10.244.2.10", false),
+    ]
+    .concat();
+    cluster(
+        dir,
+        &[
+            ("cluster.yaml", NODES.to_string()),
+            ("pods.yaml", pods),
+            (policy.0, policy.1.to_string()),
+        ],
+    );
+    let host = |name: &str, address: &str| Host {
+        name: name.into(),
+        addresses: vec![address.parse().unwrap()],
+    };
+    Topology::build_node(
+        vec!["10.0.0.1".parse().unwrap()],
+        vec![
+            host("web", "10.244.1.10"),
+            host("client", "10.244.1.11"),
+            host("remote", "10.244.2.10"),
+        ],
+    )
+    .expect("the network builds")
+}

@@ -352,6 +352,29 @@ pub fn first_disagreement_of(
     None
 }
 
+/// An engine that keeps audited entries ([`Engine::keep_audited`], as the agent's does), on
+/// node n0 or cluster-wide, holding the nodes, `pods` and `entries`, committed.
+pub fn engine_keeping_audited(
+    pods: &[PodSpec],
+    entries: Vec<PolicyEntry>,
+    on_node: bool,
+) -> Engine {
+    let mut engine = Engine::new(EngineConfig {
+        local_node: on_node.then(|| NODES[0].0.to_string()),
+        ..EngineConfig::default()
+    });
+    engine.keep_audited();
+    for (n, node) in NODES.iter().enumerate() {
+        engine.set_node(node.0, node_identities(n));
+    }
+    for (i, spec) in pods.iter().enumerate() {
+        engine.set_pod(format!("pod{i}"), pod_identities(i, spec, false));
+    }
+    engine.set_policy("random", entries);
+    engine.commit();
+    engine
+}
+
 /// The would-be verdicts of an engine that keeps audited entries ([`Engine::keep_audited`]),
 /// by address: each local endpoint's [`Engine::would_be_map`], or its own map where no audited
 /// entry selects it. Maps are computed once per endpoint.
