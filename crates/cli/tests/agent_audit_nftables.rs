@@ -7,11 +7,10 @@
 
 mod support;
 
-use std::process::Command;
-
-use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+use netpol_testbed::probe::ProbeResult;
 use support::agent_netns::{
-    eventually, flows, http_get, rule_packets, spawn_agent, web_client_remote,
+    eventually, explain_remote_to_web, flows, http_get, probe_web, rule_packets, spawn_agent,
+    web_client_remote,
 };
 use support::scratch_dir;
 
@@ -53,16 +52,6 @@ fn an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rul
     assert!(table.contains("goto audit_"), "{table}");
 
     // What the audited policy would deny passes, as does what it would allow.
-    let options = ProbeOptions {
-        timeout: std::time::Duration::from_millis(1000),
-        parallel: 2,
-    };
-    let probes = [("10.244.2.10", 81), ("10.244.1.11", 80)].map(|(from, port)| Probe {
-        from: from.parse().unwrap(),
-        to: "10.244.1.10".parse().unwrap(),
-        transport: Transport::Tcp,
-        port,
-    });
     let labels = [
         "policy=\"lockdown\"",
         "rule=\"default-deny\"",
@@ -70,7 +59,7 @@ fn an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rul
         "verdict=\"would-deny\"",
     ];
     let before = rule_packets(&http_get(router, port, "/metrics"), &labels);
-    let results = probe::run(&topology, &probes, options);
+    let results = probe_web(&topology, [("10.244.2.10", 81), ("10.244.1.11", 80)]);
     assert_eq!(results, vec![ProbeResult::Passed, ProbeResult::Passed]);
 
     let would_deny = eventually(100, || {
@@ -103,19 +92,7 @@ fn an_audited_deny_passes_and_is_logged_and_counted_as_would_deny_naming_the_rul
         flows(router, port)
     );
     // `explain` says the audited policy would deny it, in the same words.
-    let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args([
-            "explain",
-            "-f",
-            "cluster",
-            "shop/remote",
-            "shop/web",
-            "TCP/81",
-        ])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let explained = String::from_utf8_lossy(&explain.stdout);
+    let explained = explain_remote_to_web(&dir, 81);
     let reason = would_deny["reason"].as_str().unwrap();
     assert!(
         explained.contains(&format!("would deny (audit): {reason}")),

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 
 use support::agent_netns::{
-    cluster, eventually, flows, http_get, pod, rule_packets, spawn_agent, web_client_remote,
-    without_colours, NODES, WEB_POLICY,
+    cluster, eventually, explain_remote_to_web, flows, http_get, pod, probe_web, rule_packets,
+    spawn_agent, web_client_remote, without_colours, NODES, WEB_POLICY,
 };
 use support::{copy_example_cluster, names_at_the_limits, policy_at_the_size_limit, scratch_dir};
 
@@ -490,7 +490,7 @@ fn cleanup_deletes_netpols_table_and_leaves_another_table_intact() {
 /// the node's rate limit while the rule's counter counts every packet.
 #[test]
 fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood() {
-    use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
+    use netpol_testbed::probe::ProbeResult;
     if netpol_testbed::netns::skip_kernel_test(
         "the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood",
     ) {
@@ -510,17 +510,7 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
     let log = || agent.log();
 
     // A denied connection, and an allowed one.
-    let options = ProbeOptions {
-        timeout: std::time::Duration::from_millis(1000),
-        parallel: 2,
-    };
-    let probes = [("10.244.2.10", 81), ("10.244.1.11", 80)].map(|(from, port)| Probe {
-        from: from.parse().unwrap(),
-        to: "10.244.1.10".parse().unwrap(),
-        transport: Transport::Tcp,
-        port,
-    });
-    let results = probe::run(&topology, &probes, options);
+    let results = probe_web(&topology, [("10.244.2.10", 81), ("10.244.1.11", 80)]);
     assert_eq!(results, vec![ProbeResult::Dropped, ProbeResult::Passed]);
     let denied = eventually(100, || {
         flows(router, port)
@@ -537,19 +527,7 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
         (&"deny".into(), &"ingress".into())
     );
     // `explain` names the same rule, in the same words.
-    let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args([
-            "explain",
-            "-f",
-            "cluster",
-            "shop/remote",
-            "shop/web",
-            "TCP/81",
-        ])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let explained = String::from_utf8_lossy(&explain.stdout);
+    let explained = explain_remote_to_web(&dir, 81);
     let reason = denied["reason"].as_str().unwrap();
     assert!(
         explained.contains(reason),

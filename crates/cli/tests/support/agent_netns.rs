@@ -213,3 +213,33 @@ pub fn web_client_remote(dir: &Path, policy: (&str, &str)) -> netpol_testbed::to
     )
     .expect("the network builds")
 }
+
+/// TCP probes to `shop/web` (10.244.1.10) of [`web_client_remote`]: (from address, port) each.
+pub fn probe_web<const N: usize>(
+    topology: &netpol_testbed::topology::Topology,
+    probes: [(&str, u16); N],
+) -> Vec<netpol_testbed::probe::ProbeResult> {
+    use netpol_testbed::probe::{self, Probe, ProbeOptions, Transport};
+    let options = ProbeOptions {
+        timeout: std::time::Duration::from_millis(1000),
+        parallel: 2,
+    };
+    let probes = probes.map(|(from, port)| Probe {
+        from: from.parse().unwrap(),
+        to: "10.244.1.10".parse().unwrap(),
+        transport: Transport::Tcp,
+        port,
+    });
+    probe::run(topology, &probes, options)
+}
+
+/// `netpol explain -f cluster shop/remote shop/web TCP/PORT` in `dir`: its text.
+pub fn explain_remote_to_web(dir: &Path, port: u16) -> String {
+    let explain = std::process::Command::new(env!("CARGO_BIN_EXE_netpol"))
+        .args(["explain", "-f", "cluster", "shop/remote", "shop/web"])
+        .arg(format!("TCP/{port}"))
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&explain.stdout).into_owned()
+}
