@@ -45,6 +45,7 @@ pub mod refusals;
 pub mod rule_metrics;
 pub mod sources;
 pub mod usage;
+pub mod would_be;
 
 pub use config::{AgentConfig, DatapathKind, DatapathOptions, SourceConfig};
 pub use kind::SourceKind;

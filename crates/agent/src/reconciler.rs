@@ -25,6 +25,7 @@ use super::indexes::{Applied, Indexes, OwnNode, PolicyBudgets, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 use super::refusals::Refusal;
+use super::would_be::WouldBeRules;
 use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_datapath::{
@@ -89,6 +90,11 @@ pub struct Pipeline {
     /// A policy event came in since the policy gauges were last set: counting every policy
     /// for each pod's change cost a tenth of a replica at 40,000 pods.
     policies_touched: bool,
+    /// The would-be rules of audited pods, where the datapath reports would-denies (None
+    /// elsewhere: the engine then drops audited entries).
+    would_be: Option<WouldBeRules>,
+    /// The would-be rules of a datapath that reports none.
+    no_audit: CompiledPods,
 }
 
 impl Pipeline {
@@ -108,14 +114,19 @@ impl Pipeline {
     /// A pipeline for the pods of `node`, enforcing through `enforcer`.
     pub fn with_enforcer(node: &str, enforcer: Box<dyn Enforcer>, metrics: Metrics) -> Self {
         let options = enforcer.compile_options();
+        let mut engine = Engine::new(EngineConfig {
+            local_node: Some(node.to_owned()),
+            ..EngineConfig::default()
+        });
+        let would_be = enforcer.reports_would_deny().then(|| {
+            engine.keep_audited();
+            WouldBeRules::default()
+        });
         Pipeline {
             indexes: Indexes::for_node(node),
             node: node.to_owned(),
             own_node: None,
-            engine: Engine::new(EngineConfig {
-                local_node: Some(node.to_owned()),
-                ..EngineConfig::default()
-            }),
+            engine,
             compiled: BTreeMap::new(),
             compile_indexes: HashMap::new(),
             changed_identities: BTreeSet::new(),
@@ -129,6 +140,8 @@ impl Pipeline {
             refusals: None,
             datapath_refusals: DatapathRefusals::default(),
             policies_touched: true,
+            would_be,
+            no_audit: CompiledPods::new(),
         }
     }
 
@@ -275,13 +288,24 @@ impl Pipeline {
             }
         }
         // Once per policy as it becomes audited, not per sync: the datapath enforces none of
-        // its entries, and no datapath reports its would-be denies yet (docs/semantics.md).
+        // its entries; what it says of its would-be denies depends on the datapath
+        // (docs/semantics.md).
         for policy in &applied.audited {
-            tracing::warn!(
-                policy = %policy,
-                "policy in audit mode: not enforced; what it would deny passes and is not \
-                 reported by this datapath (netpol_audited_policies)"
-            );
+            if self.would_be.is_some() {
+                tracing::warn!(
+                    policy = %policy,
+                    "policy in audit mode: not enforced; what it would deny passes, counted and \
+                     logged as would-deny (netpol_rule_packets_total{{verdict=\"would-deny\"}}, \
+                     /flows)"
+                );
+            } else {
+                tracing::warn!(
+                    policy = %policy,
+                    "policy in audit mode: not enforced; its denies are not programmed and what \
+                     it would deny passes unreported: this datapath cannot count or log \
+                     (netpol_audited_policies)"
+                );
+            }
         }
         for warning in &applied.warnings {
             tracing::warn!(object = %warning.object, field = %warning.field, "{}", warning.message);
@@ -345,6 +369,11 @@ impl Pipeline {
             compiled: &self.compiled,
             identities: self.engine.identities(),
             changed: &self.changed_identities,
+            // Fields, not `would_be_rules()`: the enforcer is borrowed mutably beside them.
+            audit: self
+                .would_be
+                .as_ref()
+                .map_or(&self.no_audit, WouldBeRules::compiled),
         };
         match self.enforcer.enforce(&desired, refresh, now) {
             Ok(apply) => {
@@ -415,6 +444,9 @@ impl Pipeline {
         }
         report.patched += memo.patched;
         report.compiled += memo.compiled;
+        if let Some(would_be) = &mut self.would_be {
+            would_be.update(&self.engine, &self.options);
+        }
     }
 
     /// The full recomputation must agree with the incremental one, and rules compiled in full
@@ -598,6 +630,14 @@ impl Pipeline {
     /// What the compiler may use on this pipeline's datapath.
     pub fn compile_options(&self) -> &CompileOptions {
         &self.options
+    }
+
+    /// The would-be rules of the local pods audited policies select, by pod key (none where
+    /// the datapath cannot report would-denies).
+    pub fn would_be_rules(&self) -> &CompiledPods {
+        self.would_be
+            .as_ref()
+            .map_or(&self.no_audit, WouldBeRules::compiled)
     }
 
     /// Compiled rules by local pod key.

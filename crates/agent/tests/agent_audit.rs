@@ -1,6 +1,9 @@
 //! Audit mode in the agent's policy index: `--audit` audits every policy, the annotation one;
 //! each policy that becomes audited is reported once (for one log line), not at every event, and
-//! counted; the engine is handed audited entries, which its enforced view leaves out.
+//! counted; the engine is handed audited entries, which its enforced view leaves out. Then the
+//! pipeline: on HCN an audited policy programs nothing; on nftables its pods get audit chains.
+
+mod agent_support;
 
 use kube::runtime::watcher::Event;
 use netpol_agent::indexes::{EngineUpdate, Indexes, SourceEvent};
@@ -104,4 +107,86 @@ fn the_annotation_audits_one_policy_and_taking_it_off_enforces_it_again() {
         refused.rejections[0].errors[0].field,
         "metadata.annotations[\"netpol.io/enforcement\"]"
     );
+}
+
+/// The example cluster's shop namespace isolated by a policy in audit mode.
+const AUDITED_LOCKDOWN: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\n\
+metadata:\n  name: lockdown\n  namespace: shop\n  annotations: {\"netpol.io/enforcement\": audit}\n\
+spec:\n  podSelector: {}\n  policyTypes: [Ingress, Egress]\n";
+
+/// On HCN, whose ACLs cannot count or log, an audited policy programs nothing: the endpoints
+/// hold exactly the enforced view's rules, and no would-be rules are computed.
+#[test]
+fn on_hcn_an_audited_policy_programs_nothing() {
+    use agent_support::*;
+    let dir = scratch_dir("audit-hcn");
+    copy_example_cluster(&dir);
+    let sim = new_sim();
+    let mut agent = Agent::start(&dir, &sim);
+    assert!(agent.sync().complete());
+    let before: Vec<_> = agent.pipeline.compiled().values().cloned().collect();
+    agent.write("policies/lockdown.yaml", AUDITED_LOCKDOWN);
+    assert!(agent.sync().complete());
+    assert!(agent.pipeline.would_be_rules().is_empty());
+    let after: Vec<_> = agent.pipeline.compiled().values().cloned().collect();
+    assert_eq!(before, after, "the audited policy changed enforced rules");
+    // The simulator decides every flow as the enforced view does (the audited policy left out).
+    assert!(assert_converged(&dir, &sim) > 0);
+}
+
+/// On nftables the pods the audited policy selects get would-be rules, and the table audit
+/// chains; taking the policy away takes them away.
+#[test]
+fn on_nftables_the_audited_pods_get_audit_chains() {
+    use agent_support::*;
+    use netpol_agent::metrics::Metrics;
+    use netpol_agent::reconciler::Pipeline;
+    use netpol_agent::sources::files::FileSource;
+    use netpol_nft::fake::FakeNft;
+    use netpol_nft::{NftBackend, NftEnforcer};
+    let dir = scratch_dir("audit-nft");
+    copy_example_cluster(&dir);
+    std::fs::write(dir.join("policies/lockdown.yaml"), AUDITED_LOCKDOWN).unwrap();
+    let kernel = FakeNft::new();
+    let enforcer = NftEnforcer::new(Box::new(kernel.clone()), backoff());
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = Metrics::register(&mut registry);
+    let mut pipeline = Pipeline::with_enforcer(NODE, Box::new(enforcer), metrics);
+    let mut source = FileSource::new(&dir);
+    let mut sync = |pipeline: &mut Pipeline| {
+        for event in settled_scan(&mut source).events {
+            pipeline.ingest(event);
+        }
+        assert!(pipeline
+            .reconcile(std::time::Instant::now())
+            .unwrap()
+            .complete());
+    };
+    sync(&mut pipeline);
+    let audited: Vec<&String> = pipeline.would_be_rules().keys().collect();
+    assert!(!audited.is_empty());
+    assert!(
+        audited.iter().all(|pod| pod.starts_with("shop/")),
+        "{audited:?}"
+    );
+    let audit_chains = |kernel: &FakeNft| {
+        kernel
+            .chains()
+            .unwrap()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| c.starts_with("audit_"))
+            .count()
+    };
+    // At most ingress and egress of each audited pod: a direction its enforced policies already
+    // isolate as the audited one would needs none.
+    let chains = audit_chains(&kernel);
+    assert!(
+        chains > 0 && chains <= 2 * audited.len(),
+        "{chains} audit chains"
+    );
+    std::fs::remove_file(dir.join("policies/lockdown.yaml")).unwrap();
+    sync(&mut pipeline);
+    assert!(pipeline.would_be_rules().is_empty());
+    assert_eq!(audit_chains(&kernel), 0);
 }

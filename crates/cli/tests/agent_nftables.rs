@@ -10,6 +10,10 @@ mod support;
 use std::path::Path;
 use std::process::Command;
 
+use support::agent_netns::{
+    cluster, eventually, explain_remote_to_web, flows, http_get, pod, probe_web, rule_packets,
+    spawn_agent, web_client_remote, without_colours, NODES, WEB_POLICY,
+};
 use support::{copy_example_cluster, names_at_the_limits, policy_at_the_size_limit, scratch_dir};
 
 /// Runs `script` with `sh` in a fresh network namespace; `$NETPOL` is the agent binary. Returns
@@ -41,20 +45,6 @@ fn chains(listing: &str) -> Vec<&str> {
         .filter_map(|l| l.trim().strip_prefix("chain "))
         .filter_map(|rest| rest.strip_suffix(" {"))
         .collect()
-}
-
-/// Log text without its ANSI colour sequences.
-fn without_colours(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            chars.by_ref().find(|c| *c == 'm');
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 const AGENT: &str = "$NETPOL agent --from-dir cluster --node node-1 --datapath nftables --once";
@@ -158,44 +148,6 @@ fn the_agent_programs_its_kernel_restarts_quietly_and_follows_a_policy_change() 
         1
     );
 }
-
-/// Writes `files` (name, text) under `dir/cluster`.
-fn cluster(dir: &Path, files: &[(&str, String)]) {
-    let root = dir.join("cluster");
-    std::fs::create_dir_all(&root).unwrap();
-    for (name, text) in files {
-        std::fs::write(root.join(name), text).unwrap();
-    }
-}
-
-fn pod(name: &str, node: &str, app: &str, ip: &str, host_network: bool) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: shop\n  labels: {{app: {app}}}\n\
-         spec:\n  nodeName: {node}\n  hostNetwork: {host_network}\n  containers:\n  - name: c\n    image: c\n\
-         status:\n  phase: Running\n  podIP: {ip}\n---\n"
-    )
-}
-
-const NODES: &str = "apiVersion: v1\nkind: Node\nmetadata:\n  name: node-1\nstatus:\n  addresses:\n  - {type: InternalIP, address: 10.0.0.1}\n---\n\
-apiVersion: v1\nkind: Node\nmetadata:\n  name: node-2\nstatus:\n  addresses:\n  - {type: InternalIP, address: 10.0.0.2}\n---\n\
-apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels: {team: shop}\n";
-
-/// web admits TCP 80 from app=client pods and may send only to them, on TCP 80.
-const WEB_POLICY: &str = r"apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata:
-  name: web
-  namespace: shop
-spec:
-  podSelector: {matchLabels: {app: web}}
-  policyTypes: [Ingress, Egress]
-  ingress:
-  - from: [{podSelector: {matchLabels: {app: client}}}]
-    ports: [{protocol: TCP, port: 80}]
-  egress:
-  - to: [{podSelector: {matchLabels: {app: client}}}]
-    ports: [{protocol: TCP, port: 80}]
-";
 
 #[test]
 fn the_agent_filters_every_path_of_its_node_and_admits_its_node_probes() {
@@ -533,158 +485,32 @@ fn cleanup_deletes_netpols_table_and_leaves_another_table_intact() {
     );
 }
 
-/// `GET path` from the agent listening on `port` inside `netns`, through bash's `/dev/tcp`.
-fn try_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> std::io::Result<String> {
-    let script = format!(
-        "exec 3<>/dev/tcp/127.0.0.1/{port}; printf 'GET {path} HTTP/1.0\\r\\n\\r\\n' >&3; cat <&3"
-    );
-    netns.run("bash", &["-c", &script], "")
-}
-
-fn http_get(netns: &netpol_testbed::netns::Netns, port: u16, path: &str) -> String {
-    try_get(netns, port, path).unwrap_or_else(|e| panic!("GET {path}: {e}"))
-}
-
-/// A child process killed when the test ends, however it ends.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `netpol flows --once --json` against the agent on `port` inside `netns`: its records.
-fn flows(netns: &netpol_testbed::netns::Netns, port: u16) -> Vec<serde_json::Value> {
-    let output = netns
-        .command(env!("CARGO_BIN_EXE_netpol"))
-        .args(["flows", "--once", "--json", "--node"])
-        .arg(format!("127.0.0.1:{port}"))
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// The value of the `netpol_rule_packets_total` series whose labels include every one of
-/// `labels` (`name="value"`), in a /metrics answer.
-fn rule_packets(metrics: &str, labels: &[&str]) -> u64 {
-    metrics
-        .lines()
-        .filter(|l| l.starts_with("netpol_rule_packets_total{"))
-        .filter(|l| labels.iter().all(|label| l.contains(label)))
-        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
-        .sum()
-}
-
-/// Waits (up to `limit` tries, 100 ms apart) for `check`.
-fn eventually<T>(limit: usize, mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    for _ in 0..limit {
-        if let Some(found) = check() {
-            return Some(found);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    None
-}
-
 /// Real packets through the running agent: a denied connection appears in the drop log naming
 /// the rule `netpol explain` names for that flow; a flood of denied connections is logged under
 /// the node's rate limit while the rule's counter counts every packet.
 #[test]
 fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood() {
-    use netpol_testbed::probe::{self, Probe, ProbeOptions, ProbeResult, Transport};
-    use netpol_testbed::topology::{Host, Topology};
+    use netpol_testbed::probe::ProbeResult;
     if netpol_testbed::netns::skip_kernel_test(
         "the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_flood",
     ) {
         return;
     }
     let dir = scratch_dir("agent-nftables-drop-log");
-    let pods = [
-        pod("web", "node-1", "web", "10.244.1.10", false),
-        pod("client", "node-1", "client", "10.244.1.11", false),
-        pod("remote", "node-2", "other", "10.244.2.10", false),
-    ]
-    .concat();
-    cluster(
-        &dir,
-        &[
-            ("cluster.yaml", NODES.to_string()),
-            ("pods.yaml", pods),
-            ("web.yaml", WEB_POLICY.to_string()),
-        ],
-    );
-    let host = |name: &str, address: &str| Host {
-        name: name.into(),
-        addresses: vec![address.parse().unwrap()],
-    };
-    let topology = Topology::build_node(
-        vec!["10.0.0.1".parse().unwrap()],
-        vec![
-            host("web", "10.244.1.10"),
-            host("client", "10.244.1.11"),
-            host("remote", "10.244.2.10"),
-        ],
-    )
-    .expect("the network builds");
+    let topology = web_client_remote(&dir, ("web.yaml", WEB_POLICY));
     let router = topology.router();
     let port = 9591;
-    let agent = router
-        .command(env!("CARGO_BIN_EXE_netpol"))
-        .args([
-            "agent",
-            "--from-dir",
-            "cluster",
-            "--node",
-            "node-1",
-            "--datapath",
-            "nftables",
-            // Not the default group: the table logs to the group the agent reads.
-            "--nflog-group",
-            "7742",
-            "--drop-log-rate",
-            "100",
-            "--listen",
-        ])
-        .arg(format!("127.0.0.1:{port}"))
-        .current_dir(&dir)
-        .env("RUST_LOG", "netpol_agent=info,netpol::flows=info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join("agent.log")).unwrap())
-        .spawn()
-        .unwrap();
-    let _agent = KillOnDrop(agent);
-    let log = || without_colours(&std::fs::read_to_string(dir.join("agent.log")).unwrap());
-    let ready = eventually(300, || {
-        try_get(router, port, "/readyz")
-            .is_ok_and(|answer| answer.starts_with("HTTP/1.0 200"))
-            .then_some(())
-    });
-    if ready.is_none() {
-        panic!("the agent never became ready:\n{}", log());
-    }
+    // Not the default group: the table logs to the group the agent reads.
+    let agent = spawn_agent(
+        router,
+        &dir,
+        port,
+        &["--nflog-group", "7742", "--drop-log-rate", "100"],
+    );
+    let log = || agent.log();
 
     // A denied connection, and an allowed one.
-    let options = ProbeOptions {
-        timeout: std::time::Duration::from_millis(1000),
-        parallel: 2,
-    };
-    let probes = [("10.244.2.10", 81), ("10.244.1.11", 80)].map(|(from, port)| Probe {
-        from: from.parse().unwrap(),
-        to: "10.244.1.10".parse().unwrap(),
-        transport: Transport::Tcp,
-        port,
-    });
-    let results = probe::run(&topology, &probes, options);
+    let results = probe_web(&topology, [("10.244.2.10", 81), ("10.244.1.11", 80)]);
     assert_eq!(results, vec![ProbeResult::Dropped, ProbeResult::Passed]);
     let denied = eventually(100, || {
         flows(router, port)
@@ -701,19 +527,7 @@ fn the_drop_log_names_the_rule_explain_names_and_counters_count_a_rate_limited_f
         (&"deny".into(), &"ingress".into())
     );
     // `explain` names the same rule, in the same words.
-    let explain = Command::new(env!("CARGO_BIN_EXE_netpol"))
-        .args([
-            "explain",
-            "-f",
-            "cluster",
-            "shop/remote",
-            "shop/web",
-            "TCP/81",
-        ])
-        .current_dir(&dir)
-        .output()
-        .unwrap();
-    let explained = String::from_utf8_lossy(&explain.stdout);
+    let explained = explain_remote_to_web(&dir, 81);
     let reason = denied["reason"].as_str().unwrap();
     assert!(
         explained.contains(reason),

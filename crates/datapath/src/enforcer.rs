@@ -43,6 +43,12 @@ pub struct Desired<'a> {
     /// The identities whose addresses changed since the previous call: only the address sets
     /// naming them can differ from what the datapath was last given.
     pub changed: &'a BTreeSet<IdentityId>,
+    /// Audit mode (`netpol_engine::audit`): the would-be rules (every entry enforced, audited
+    /// ones included) of each local pod an audited policy selects, compiled on the same
+    /// identities as `compiled`. A datapath that can report would-denies
+    /// ([`Enforcer::reports_would_deny`]) passes what `compiled` allows and these deny, and
+    /// counts and logs it; the others ignore them. Empty for every other pod.
+    pub audit: &'a CompiledPods,
 }
 
 /// A datapath that enforces compiled rules.
@@ -66,4 +72,10 @@ pub trait Enforcer: Send {
 
     /// What the compiler may use on this datapath.
     fn compile_options(&self) -> CompileOptions;
+
+    /// Whether the datapath reports would-denies ([`Desired::audit`]): nftables counts and logs
+    /// them; HCN ACLs can do neither, so audited denies are not programmed there.
+    fn reports_would_deny(&self) -> bool {
+        false
+    }
 }

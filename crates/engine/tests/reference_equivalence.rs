@@ -101,6 +101,24 @@ proptest! {
         prop_assert_eq!(canonical_by_id(&listed), canonical_by_id(&unlisted));
     }
 
+    /// An engine that keeps audited entries (the agent's) holds the enforced verdict in its
+    /// MapStates and the would-be verdict in its would-be maps, both on one identity store.
+    #[test]
+    fn kept_audited_entries_give_both_views_on_one_store(
+        pods in prop::collection::vec(pod_spec(), 1..6),
+        entries in entries(8),
+        on_node in any::<bool>(),
+    ) {
+        let engine = engine_keeping_audited(&pods, entries, on_node);
+        let every_entry = engine.entries().to_vec();
+        if let Some(d) = first_disagreement_in(&engine, &every_entry, PolicyView::Enforced) {
+            prop_assert!(false, "{}", d);
+        }
+        if let Some(d) = first_would_be_disagreement(&engine, &every_entry) {
+            prop_assert!(false, "{}", d);
+        }
+    }
+
     /// Entries are audited at random: the engine of each view agrees with the reference's
     /// verdict of that view, which the reference computes from every entry and its audit mark.
     #[test]

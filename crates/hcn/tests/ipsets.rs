@@ -191,6 +191,7 @@ fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnData
         compiled: &compiled,
         identities: &store,
         changed: &BTreeSet::new(),
+        audit: &Default::default(),
     };
     assert_eq!(enforcer.enforce(&desired, false, now).unwrap().updated(), 1);
     let sim = dp.calls();
@@ -220,6 +221,7 @@ fn replica_after_sync(ip_sets: bool) -> (Vec<netpol_hcn::sim::Call>, Arc<HcnData
         compiled: &compiled,
         identities: &store,
         changed: &changed,
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, now).unwrap();
     let calls = sim.take_calls();
@@ -417,6 +419,7 @@ fn a_set_hns_refuses_holds_back_only_the_endpoints_naming_it() {
         compiled: &compiled,
         identities: &store,
         changed: &BTreeSet::new(),
+        audit: &Default::default(),
     };
     let report = enforcer.enforce(&desired, false, Instant::now()).unwrap();
     assert!(

@@ -117,6 +117,7 @@ fn enforce(enforcer: &mut HcnEnforcer, now: Instant) -> ApplyReport {
         compiled: &compiled,
         identities: &identities,
         changed: &BTreeSet::new(),
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, now).unwrap()
 }

@@ -60,7 +60,8 @@ impl RuleBook {
                 })
                 .clone();
             for (rule, label) in rules.iter().zip(labels.iter()) {
-                if rule.verdict == ChainVerdict::Drop && !book.logs.contains_key(&label.id()) {
+                let logged = matches!(rule.verdict, ChainVerdict::Drop | ChainVerdict::WouldDeny);
+                if logged && !book.logs.contains_key(&label.id()) {
                     book.logs.insert(
                         label.id(),
                         LoggedRule {

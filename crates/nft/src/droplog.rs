@@ -10,13 +10,18 @@
 //! every endpoint one policy rule applies to, so there are as many as the policies have deny
 //! rules, not as many as endpoints.
 //!
+//! A would-deny (a deny rule of an audit chain, `crate::ruleset::EndpointChains`) goes to a log
+//! chain of its own (`goto`, its prefix's verdict is `would-deny`), which logs under the same
+//! limit and ends without a verdict: the packet returns to the dispatch chain, which goes on
+//! as if the enforced chain had returned.
+//!
 //! The dispatch chain accepts established and related packets before any endpoint chain, so
 //! what a drop rule sees is the first packet of a connection (and its retransmissions): the log
 //! names connections denied, not every packet of a flood. The prefix carries the labels' id
 //! ([`RuleLabels::id`]), which the agent maps back to the policy rule: names may be longer than
 //! the 127 bytes a prefix holds.
 
-use crate::labels::RuleLabels;
+use crate::labels::{RuleLabels, WOULD_DENY};
 pub use crate::log_settings::{DropLog, LOG_GROUP, LOG_RATE};
 use crate::naming::hash;
 
@@ -26,18 +31,21 @@ pub const LOG_CHAIN_PREFIX: &str = "log_";
 /// The first word of every drop-log prefix.
 const PREFIX_WORD: &str = "netpol";
 
-/// The name and lines of the log chain of rules with `labels`.
+/// The name and lines of the log chain of rules with `labels`: it logs, then drops (a
+/// would-deny's passes).
 pub fn log_chain(labels: &RuleLabels, log: &DropLog) -> (String, Vec<String>) {
-    let lines = vec![
-        format!(
-            "limit name \"{}\" log group {} prefix \"{PREFIX_WORD} {} {}\"",
-            log.limit_name(),
-            log.group,
-            labels.verdict,
-            labels.id()
-        ),
-        "drop".to_string(),
-    ];
+    let mut lines = vec![format!(
+        "limit name \"{}\" log group {} prefix \"{PREFIX_WORD} {} {}\"",
+        log.limit_name(),
+        log.group,
+        labels.verdict,
+        labels.id()
+    )];
+    // A would-deny passes: the chain ends and the packet returns where the audit chain was
+    // entered from.
+    if labels.verdict != WOULD_DENY {
+        lines.push("drop".to_string());
+    }
     let name = format!(
         "{LOG_CHAIN_PREFIX}{}",
         hash(lines.iter().map(String::as_str))
@@ -104,6 +112,20 @@ mod tests {
         assert_ne!(other_name, name);
         assert!(other_lines[0].starts_with("limit name \"drop_log_5\" log group 12 "));
         assert_eq!(lines[1], "drop");
+        // A would-deny logs under the same limit and ends without a verdict: it passes.
+        let would_deny = RuleLabels {
+            verdict: WOULD_DENY,
+            ..labels.clone()
+        };
+        let (audit_name, audit_lines) = log_chain(&would_deny, &DropLog::default());
+        assert_ne!(audit_name, name);
+        assert_eq!(
+            audit_lines,
+            [format!(
+                "limit name \"drop_log_100\" log group 7741 prefix \"netpol would-deny {}\"",
+                would_deny.id()
+            )]
+        );
         let prefix = format!("netpol deny {}\0", labels.id());
         assert_eq!(parse_prefix(&prefix), Some(("deny", labels.id().as_str())));
         assert_eq!(parse_prefix("other deny x"), None);

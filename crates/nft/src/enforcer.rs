@@ -50,9 +50,10 @@ pub struct NftEnforcer {
     /// The sets the compiled lists in use name, kept by the change (see [`SetCache`]).
     cache: SetCache,
     /// The chains of each compiled list in use, by the list's address (the entry keeps the
-    /// list alive, so its address is not reused meanwhile): replicas share a list, and a list
-    /// kept in use is not built again.
-    lists: HashMap<usize, (Arc<CompiledRules>, EndpointChains)>,
+    /// list alive, so its address is not reused meanwhile) and whether it is a would-be list
+    /// ([`Desired::audit`], built as audit chains): replicas share a list, and a list kept in
+    /// use is not built again.
+    lists: HashMap<ListKey, (Arc<CompiledRules>, EndpointChains)>,
     /// Which policy rule each programmed chain rule is, for counters and the drop log.
     book: SharedRuleBook,
     /// Where drop rules log, and how fast.
@@ -104,15 +105,16 @@ impl NftEnforcer {
     /// built; on a refresh every list is built again and every set resolved anew (names kept).
     fn ruleset(&mut self, desired: &Desired<'_>, refresh: bool) -> Ruleset {
         let store = desired.identities;
-        let live: HashMap<usize, &Arc<CompiledRules>> = desired
-            .compiled
-            .values()
-            .map(|list| (list_address(list), list))
+        let enforced = desired.compiled.values().map(|list| (list, false));
+        let would_be = desired.audit.values().map(|list| (list, true));
+        let live: HashMap<ListKey, &Arc<CompiledRules>> = enforced
+            .chain(would_be)
+            .map(|(list, audit)| ((list_address(list), audit), list))
             .collect();
         let lost: Vec<Arc<CompiledRules>> = if refresh {
             self.lists.drain().map(|(_, (list, _))| list).collect()
         } else {
-            let gone: Vec<usize> = self
+            let gone: Vec<ListKey> = self
                 .lists
                 .keys()
                 .filter(|list| !live.contains_key(list))
@@ -123,15 +125,15 @@ impl NftEnforcer {
                 .map(|(list, _)| list)
                 .collect()
         };
-        let gained: Vec<&Arc<CompiledRules>> = live
+        let gained: Vec<(ListKey, &Arc<CompiledRules>)> = live
             .iter()
-            .filter(|(address, _)| !self.lists.contains_key(address))
-            .map(|(_, list)| *list)
+            .filter(|(key, _)| !self.lists.contains_key(key))
+            .map(|(key, list)| (*key, *list))
             .collect();
         self.cache.step(
             store,
             desired.changed,
-            gained.iter().flat_map(|list| remote_sets(list)),
+            gained.iter().flat_map(|(_, list)| remote_sets(list)),
             lost.iter().flat_map(|list| remote_sets(list)),
         );
         if refresh {
@@ -143,15 +145,16 @@ impl NftEnforcer {
                 );
             }
         }
-        for list in gained {
+        for (key, list) in gained {
             let cache = &mut self.cache;
             let chains =
                 EndpointChains::build(Vec::new(), &list.rules, |set| match cache.model(set) {
                     Some(model) => model.reference(),
                     None => cache.resolve(set, store).reference(),
                 });
-            self.lists
-                .insert(list_address(list), (list.clone(), chains));
+            // Would-be rules are audit chains: their denies are would-denies.
+            let chains = if key.1 { chains.as_would_be() } else { chains };
+            self.lists.insert(key, (list.clone(), chains));
         }
         let mut ruleset = Ruleset {
             sets: self.cache.by_name().clone(),
@@ -169,8 +172,13 @@ impl NftEnforcer {
                 .filter(|a| claimed.insert(*a))
                 .collect();
             if !own.is_empty() {
-                let (_, chains) = &self.lists[&list_address(rules)];
-                ruleset.insert(key.clone(), chains.for_addresses(own));
+                let (_, chains) = &self.lists[&(list_address(rules), false)];
+                let mut chains = chains.for_addresses(own);
+                if let Some(would_be) = desired.audit.get(key) {
+                    let (_, audit) = &self.lists[&(list_address(would_be), true)];
+                    chains = chains.with_audit(audit);
+                }
+                ruleset.insert(key.clone(), chains);
             }
         }
         ruleset
@@ -382,7 +390,15 @@ impl Enforcer for NftEnforcer {
     fn compile_options(&self) -> CompileOptions {
         CompileOptions::default()
     }
+
+    /// Audit chains count and log what audited policies would deny (see [`EndpointChains`]).
+    fn reports_would_deny(&self) -> bool {
+        true
+    }
 }
+
+/// A compiled list's address, and whether it holds would-be rules.
+type ListKey = (usize, bool);
 
 fn list_address(list: &Arc<CompiledRules>) -> usize {
     Arc::as_ptr(list) as usize

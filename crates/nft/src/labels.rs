@@ -27,7 +27,7 @@ pub struct RuleLabels {
     pub rule: String,
     /// `ingress` or `egress`.
     pub direction: &'static str,
-    /// `allow` or `deny`.
+    /// `allow`, `deny` or [`WOULD_DENY`].
     pub verdict: &'static str,
 }
 
@@ -105,11 +105,15 @@ impl RuleLabels {
     }
 }
 
+/// The verdict label of what an audited policy would deny and the datapath passes.
+pub const WOULD_DENY: &str = "would-deny";
+
 /// The verdict label of a chain verdict.
 pub fn verdict_word(verdict: ChainVerdict) -> &'static str {
     match verdict {
         ChainVerdict::Return => "allow",
         ChainVerdict::Drop => "deny",
+        ChainVerdict::WouldDeny => WOULD_DENY,
     }
 }
 

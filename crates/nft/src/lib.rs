@@ -58,6 +58,7 @@ mod log_settings;
 pub mod naming;
 pub mod nflog;
 pub mod programmer;
+mod rule_text;
 pub mod ruleset;
 pub mod script;
 pub mod sets;

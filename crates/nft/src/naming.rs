@@ -46,6 +46,19 @@ pub fn endpoint_prefix(endpoint: &str, direction: Direction) -> String {
     format!("ep_{}_{suffix}_", hash([endpoint]))
 }
 
+/// What audit chains' names start with (`audit_<hash of the key>_in|out_<hash of the lines>`).
+pub const AUDIT_PREFIX: &str = "audit_";
+
+/// The audit chain of one endpoint direction with these lines (see
+/// [`crate::ruleset::EndpointChains`]): named like its endpoint chain, under [`AUDIT_PREFIX`].
+pub fn audit_chain_name(endpoint: &str, direction: Direction, lines: &[String]) -> String {
+    let name = chain_name(endpoint, direction, lines);
+    format!(
+        "{AUDIT_PREFIX}{}",
+        name.strip_prefix("ep_").unwrap_or(&name)
+    )
+}
+
 /// The comment line of an endpoint chain: `comment "ingress of x/a"`. A key that holds anything
 /// but ASCII letters, digits and `-._/:@`, or is longer than the budget, is shown by a prefix
 /// with every other character replaced by `_`, then `~` and a hash of the whole key, so that two

@@ -20,6 +20,9 @@ use netpol_engine::{Direction, Protocol};
 pub enum ChainVerdict {
     Return,
     Drop,
+    /// A deny rule of an audit chain ([`EndpointChains::audit`]): what it matches passes, and
+    /// is counted and logged as `would-deny`.
+    WouldDeny,
 }
 
 /// A remote-address match: the packet's source (ingress) or destination (egress) in a set.
@@ -50,11 +53,22 @@ pub struct ChainRule {
 
 /// One endpoint's chains. The rule lists are shared: replicas on one node have one compiled
 /// list, whose chains are built once and held by each.
+///
+/// **Audit mode.** Where an audited policy could deny a direction, that direction also has an
+/// *audit chain*: the endpoint's would-be rules (`netpol_engine::audit`: every policy enforced),
+/// their denies made [`ChainVerdict::WouldDeny`]. Every allow of the enforced chain goes to it
+/// (`goto`), so it sees exactly what the enforced verdict allows, and its first match is the
+/// would-be verdict: a would-deny (counted, logged, passed) where that denies, a plain return
+/// where it allows. Its own allows shadow its denies as in any first-match list, so an audited
+/// allow ahead of an audited deny is no would-deny. A deny of the enforced chain never reaches
+/// it: what the enforced verdict denies is an ordinary deny.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EndpointChains {
     pub addresses: Vec<IpAddr>,
     pub ingress: Arc<[ChainRule]>,
     pub egress: Arc<[ChainRule]>,
+    /// The audit chains, ingress then egress; empty where nothing could be a would-deny.
+    pub audit: [Arc<[ChainRule]>; 2],
 }
 
 impl EndpointChains {
@@ -78,7 +92,58 @@ impl EndpointChains {
             addresses,
             ingress: chain(Direction::Ingress),
             egress: chain(Direction::Egress),
+            audit: Default::default(),
         }
+    }
+
+    /// These chains as would-be rules for [`EndpointChains::with_audit`]: denies become
+    /// would-denies.
+    pub fn as_would_be(&self) -> Self {
+        let would_be = |chain: &Arc<[ChainRule]>| -> Arc<[ChainRule]> {
+            chain
+                .iter()
+                .map(|rule| ChainRule {
+                    verdict: match rule.verdict {
+                        ChainVerdict::Drop => ChainVerdict::WouldDeny,
+                        other => other,
+                    },
+                    ..rule.clone()
+                })
+                .collect()
+        };
+        EndpointChains {
+            addresses: self.addresses.clone(),
+            ingress: would_be(&self.ingress),
+            egress: would_be(&self.egress),
+            audit: Default::default(),
+        }
+    }
+
+    /// These chains with the audit chains of `would_be` (made by
+    /// [`EndpointChains::as_would_be`]), in each direction where a would-deny can happen: the
+    /// would-be chain has a would-deny and differs from the enforced chain otherwise than by
+    /// its denies being would-denies (where it does not, it denies exactly what is denied now).
+    pub fn with_audit(mut self, would_be: &EndpointChains) -> Self {
+        self.audit = Direction::BOTH.map(|direction| {
+            let audit = would_be.chain_arc(direction);
+            let enforced = self.chain(direction);
+            let can_would_deny = audit.iter().any(|r| r.verdict == ChainVerdict::WouldDeny);
+            let same = audit.len() == enforced.len()
+                && audit.iter().zip(enforced).all(|(a, e)| {
+                    let verdict = match a.verdict {
+                        ChainVerdict::WouldDeny => ChainVerdict::Drop,
+                        other => other,
+                    };
+                    verdict == e.verdict
+                        && (&a.remote, a.protocol, &a.dports) == (&e.remote, e.protocol, &e.dports)
+                });
+            if can_would_deny && !same {
+                Arc::clone(audit)
+            } else {
+                Arc::default()
+            }
+        });
+        self
     }
 
     /// The same chains for other addresses (a twin's).
@@ -87,6 +152,7 @@ impl EndpointChains {
             addresses,
             ingress: self.ingress.clone(),
             egress: self.egress.clone(),
+            audit: self.audit.clone(),
         }
     }
 
@@ -97,23 +163,36 @@ impl EndpointChains {
         self == other
     }
 
-    /// How many rules both chains hold.
+    /// How many rules the chains hold, audit chains included.
     pub fn rules(&self) -> usize {
-        self.ingress.len() + self.egress.len()
+        self.ingress.len() + self.egress.len() + self.audit.iter().map(|a| a.len()).sum::<usize>()
     }
 
     pub fn chain(&self, direction: Direction) -> &[ChainRule] {
+        self.chain_arc(direction)
+    }
+
+    fn chain_arc(&self, direction: Direction) -> &Arc<[ChainRule]> {
         match direction {
             Direction::Ingress => &self.ingress,
             Direction::Egress => &self.egress,
         }
     }
 
-    /// The sets the chains name.
+    /// The audit chain of `direction`: empty where nothing could be a would-deny.
+    pub fn audit(&self, direction: Direction) -> &[ChainRule] {
+        match direction {
+            Direction::Ingress => &self.audit[0],
+            Direction::Egress => &self.audit[1],
+        }
+    }
+
+    /// The sets the chains name, audit chains included.
     pub fn sets(&self) -> impl Iterator<Item = &SetRef> {
         self.ingress
             .iter()
             .chain(self.egress.iter())
+            .chain(self.audit.iter().flat_map(|a| a.iter()))
             .filter_map(|r| r.remote.as_ref().map(|m| &m.set))
     }
 }
@@ -195,6 +274,29 @@ impl Ruleset {
             sets.insert(model.name.clone(), model);
             reference
         });
+        self.endpoints.insert(key.into(), chains);
+    }
+
+    /// [`Ruleset::add`] with audit chains from the endpoint's would-be rules `would_be`
+    /// ([`EndpointChains::with_audit`]), on the same identities.
+    pub fn add_audited(
+        &mut self,
+        key: impl Into<String>,
+        addresses: Vec<IpAddr>,
+        rules: &[OrderedRule],
+        would_be: &[OrderedRule],
+        store: &IdentityStore,
+    ) {
+        let mut cache = SetCache::default();
+        let sets = &mut self.sets;
+        let mut name_set = |set: &RemoteSet| {
+            let model = cache.resolve(set, store);
+            let reference = model.reference();
+            sets.insert(model.name.clone(), model);
+            reference
+        };
+        let audit = EndpointChains::build(Vec::new(), would_be, &mut name_set).as_would_be();
+        let chains = EndpointChains::build(addresses, rules, &mut name_set).with_audit(&audit);
         self.endpoints.insert(key.into(), chains);
     }
 

@@ -9,11 +9,13 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_engine::{Direction, Protocol};
+use netpol_engine::Direction;
 
 use crate::droplog::{is_log_chain, limit_declaration, log_chain, DropLog};
 use crate::labels::RuleLabels;
-use crate::naming::{chain_name, comment_line, hash};
+use crate::naming::{audit_chain_name, chain_name, comment_line, hash, AUDIT_PREFIX};
+use crate::rule_text::{render_audit_rule, render_enforced_rule};
+pub use crate::rule_text::{render_rule, render_rule_logged};
 use crate::ruleset::{AddressSet, ChainRule, ChainVerdict, EndpointChains, Ruleset};
 
 /// The family and name of the one table netpol owns.
@@ -86,8 +88,9 @@ pub struct Table {
 }
 
 /// Which kind of chain a name is, by its prefix: base chains (0) jump to the dispatch chain (1),
-/// which jumps to endpoint chains (2), which jump to log chains (3). A chain must be added after
-/// what it jumps to and deleted before it.
+/// which jumps to endpoint chains (2), which go to audit chains (3) and jump to log chains (4),
+/// as audit chains go to log chains. A chain must be added after what it jumps to and deleted
+/// before it.
 pub fn stage(name: &str) -> u8 {
     let base = HOOKS.iter().any(|h| {
         name.strip_prefix(h.name)
@@ -98,6 +101,8 @@ pub fn stage(name: &str) -> u8 {
     } else if name.starts_with(DISPATCH_PREFIX) {
         1
     } else if is_log_chain(name) {
+        4
+    } else if name.starts_with(AUDIT_PREFIX) {
         3
     } else {
         2
@@ -116,11 +121,13 @@ pub struct RenderMemo {
 /// A chain's name and lines.
 type RenderedChain = Arc<(String, Vec<String>)>;
 
-/// One endpoint's two chains, and the log chains their drop rules jump to.
+/// One endpoint's two chains, its audit chains, and the log chains their drop and would-deny
+/// rules go to.
 #[derive(Clone)]
 struct Rendered {
     drop_log: DropLog,
     chains: [RenderedChain; 2],
+    audits: [Option<RenderedChain>; 2],
     logs: Arc<[(String, Vec<String>)]>,
 }
 
@@ -150,24 +157,39 @@ impl RenderMemo {
             }
         }
         let mut logs = BTreeMap::new();
+        let mut log_of = |rule: &ChainRule, direction: Direction| {
+            matches!(rule.verdict, ChainVerdict::Drop | ChainVerdict::WouldDeny).then(|| {
+                let labels = RuleLabels::of(&rule.reason, direction, rule.verdict);
+                let (name, lines) = log_chain(&labels, &drop_log);
+                logs.insert(name.clone(), lines);
+                name
+            })
+        };
+        let audits = Direction::BOTH.map(|direction| {
+            let rules = chains.audit(direction);
+            (!rules.is_empty()).then(|| {
+                let mut lines = vec![comment_line(key, direction)];
+                for rule in rules {
+                    let log = log_of(rule, direction);
+                    lines.push(render_audit_rule(rule, log.as_deref()));
+                }
+                Arc::new((audit_chain_name(key, direction, &lines), lines))
+            })
+        });
         let rendered = Direction::BOTH.map(|direction| {
+            let audit = &audits[usize::from(direction == Direction::Egress)];
+            let audit = audit.as_ref().map(|chain| chain.0.as_str());
             let mut lines = vec![comment_line(key, direction)];
             for rule in chains.chain(direction).iter() {
-                let log = (rule.verdict == ChainVerdict::Drop).then(|| {
-                    let (name, lines) = log_chain(
-                        &RuleLabels::of(&rule.reason, direction, rule.verdict),
-                        &drop_log,
-                    );
-                    logs.insert(name.clone(), lines);
-                    name
-                });
-                lines.push(render_rule_logged(rule, log.as_deref()));
+                let log = log_of(rule, direction);
+                lines.push(render_enforced_rule(rule, log.as_deref(), audit));
             }
             Arc::new((chain_name(key, direction, &lines), lines))
         });
         let rendered = Rendered {
             drop_log,
             chains: rendered,
+            audits,
             logs: logs.into_iter().collect(),
         };
         self.by_endpoint
@@ -175,22 +197,35 @@ impl RenderMemo {
         rendered
     }
 
-    /// Every endpoint chain as last rendered: (endpoint key, direction, chain name, its rules).
+    /// Every endpoint chain and audit chain as last rendered: (endpoint key, direction, chain
+    /// name, its rules).
     pub fn chains(&self) -> impl Iterator<Item = (&str, Direction, &str, &[ChainRule])> {
         self.by_endpoint
             .iter()
             .flat_map(|(key, (chains, rendered))| {
-                Direction::BOTH
-                    .into_iter()
-                    .zip(&rendered.chains)
-                    .map(move |(direction, chain)| {
+                let enforced = Direction::BOTH.into_iter().zip(&rendered.chains).map(
+                    move |(direction, chain)| {
                         (
                             key.as_str(),
                             direction,
                             chain.0.as_str(),
                             chains.chain(direction),
                         )
-                    })
+                    },
+                );
+                let audits = Direction::BOTH
+                    .into_iter()
+                    .zip(&rendered.audits)
+                    .filter_map(move |(direction, chain)| {
+                        let chain = chain.as_ref()?;
+                        Some((
+                            key.as_str(),
+                            direction,
+                            chain.0.as_str(),
+                            chains.audit(direction),
+                        ))
+                    });
+                enforced.chain(audits)
             })
     }
 }
@@ -217,20 +252,20 @@ impl Table {
                     table.chains.insert(name.clone(), lines.clone());
                 }
             }
+            for (direction, audit) in Direction::BOTH.into_iter().zip(&rendered.audits) {
+                let Some(audit) = audit else { continue };
+                table.add_sets(ruleset, key, chains.audit(direction))?;
+                // Before the endpoint chains that go to it: a check lists an endpoint's
+                // chains in this order.
+                table
+                    .by_endpoint
+                    .entry(key.clone())
+                    .or_default()
+                    .push(audit.0.clone());
+                table.chains.insert(audit.0.clone(), audit.1.clone());
+            }
             for (direction, rendered) in Direction::BOTH.into_iter().zip(rendered.chains) {
-                for rule in chains.chain(direction) {
-                    if let Some(remote) = &rule.remote {
-                        if !table.sets.contains_key(&remote.set.name) {
-                            let set = ruleset.sets.get(&remote.set.name).ok_or_else(|| {
-                                ScriptError::UnknownSet {
-                                    set: remote.set.name.to_string(),
-                                    endpoint: key.clone(),
-                                }
-                            })?;
-                            table.sets.insert(remote.set.name.clone(), set.clone());
-                        }
-                    }
-                }
+                table.add_sets(ruleset, key, chains.chain(direction))?;
                 let (name, lines) = (rendered.0.clone(), rendered.1.clone());
                 names.insert((key.as_str(), direction), name.clone());
                 table
@@ -262,6 +297,29 @@ impl Table {
             .collect();
         table.dispatch = (dispatch, lines);
         Ok(table)
+    }
+
+    /// Takes into the table the sets `rules` (of endpoint `key`) name, from `ruleset`.
+    fn add_sets(
+        &mut self,
+        ruleset: &Ruleset,
+        key: &str,
+        rules: &[ChainRule],
+    ) -> Result<(), ScriptError> {
+        for remote in rules.iter().filter_map(|r| r.remote.as_ref()) {
+            if !self.sets.contains_key(&remote.set.name) {
+                let set =
+                    ruleset
+                        .sets
+                        .get(&remote.set.name)
+                        .ok_or_else(|| ScriptError::UnknownSet {
+                            set: remote.set.name.to_string(),
+                            endpoint: key.to_string(),
+                        })?;
+                self.sets.insert(remote.set.name.clone(), set.clone());
+            }
+        }
+        Ok(())
     }
 
     /// Every chain name, in the order they can be added: endpoint chains, the dispatch chain,
@@ -541,59 +599,6 @@ fn dispatch_chain(
     Ok(lines)
 }
 
-/// One chain rule, with a counter, e.g. `ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } counter return`;
-/// a drop rule drops at once.
-pub fn render_rule(rule: &ChainRule) -> String {
-    render_rule_logged(rule, None)
-}
-
-/// [`render_rule`], a drop rule jumping to the log chain `log` instead of dropping itself where
-/// one is given (the log chain drops).
-pub fn render_rule_logged(rule: &ChainRule, log: Option<&str>) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    if let Some(remote) = &rule.remote {
-        let family = if remote.is_v6() { "ip6" } else { "ip" };
-        let field = if remote.source { "saddr" } else { "daddr" };
-        parts.push(format!("{family} {field} @{}", remote.set.name));
-    }
-    if let Some(protocol) = rule.protocol {
-        parts.push(format!("meta l4proto {}", protocol_name(protocol)));
-    }
-    if !rule.dports.is_empty() {
-        let ports: Vec<String> = rule
-            .dports
-            .iter()
-            .map(|&(lo, hi)| {
-                if lo == hi {
-                    lo.to_string()
-                } else {
-                    format!("{lo}-{hi}")
-                }
-            })
-            .collect();
-        parts.push(format!("th dport {}", set_or_single(ports)));
-    }
-    // Every rule counts what it decides (`crate::counters` reads them back).
-    parts.push("counter".to_string());
-    parts.push(match (rule.verdict, log) {
-        (ChainVerdict::Return, _) => "return".to_string(),
-        (ChainVerdict::Drop, None) => "drop".to_string(),
-        (ChainVerdict::Drop, Some(chain)) => format!("jump {chain}"),
-    });
-    parts.join(" ")
-}
-
-/// nft's keywords for the protocols with ports, numbers otherwise (ICMP for IPv4 and IPv6 are
-/// different protocols; netpol's key names each).
-fn protocol_name(protocol: Protocol) -> String {
-    match protocol {
-        Protocol::Tcp => "tcp".into(),
-        Protocol::Udp => "udp".into(),
-        Protocol::Sctp => "sctp".into(),
-        other => other.number().to_string(),
-    }
-}
-
 fn render_net(net: &IpNet) -> String {
     if net.prefix_len() == net.max_prefix_len() {
         net.addr().to_string()
@@ -602,64 +607,10 @@ fn render_net(net: &IpNet) -> String {
     }
 }
 
-/// A single value as itself, several as an anonymous set (nft makes it an interval set when it
-/// holds prefixes or ranges; the compiler has merged overlaps away, as nft requires).
-fn set_or_single(mut values: Vec<String>) -> String {
-    if values.len() == 1 {
-        values.pop().unwrap_or_default()
-    } else {
-        format!("{{ {} }}", values.join(", "))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ruleset::RemoteMatch;
-    use netpol_engine::reference::Reason;
-
-    fn set(name: &str, v6: bool, nets: &[&str]) -> Arc<AddressSet> {
-        Arc::new(AddressSet {
-            name: name.into(),
-            v6,
-            interval: true,
-            nets: nets.iter().map(|n| n.parse().unwrap()).collect(),
-            revision: 0,
-            patch: None,
-        })
-    }
-
-    #[test]
-    fn a_rule_renders_its_set_ports_and_verdict() {
-        let rule = ChainRule {
-            remote: Some(RemoteMatch {
-                source: true,
-                set: set("a4i_1", false, &["10.0.0.0/8", "192.168.1.1/32"]).reference(),
-            }),
-            protocol: Some(Protocol::Tcp),
-            dports: vec![(80, 80), (8000, 8080)],
-            verdict: ChainVerdict::Return,
-            reason: Arc::new(Reason::Default),
-        };
-        assert_eq!(
-            render_rule(&rule),
-            "ip saddr @a4i_1 meta l4proto tcp th dport { 80, 8000-8080 } counter return"
-        );
-        let v6 = ChainRule {
-            remote: Some(RemoteMatch {
-                source: false,
-                set: set("a6i_2", true, &["fd00::/16"]).reference(),
-            }),
-            protocol: Some(Protocol::IcmpV6),
-            dports: vec![],
-            verdict: ChainVerdict::Drop,
-            reason: Arc::new(Reason::Default),
-        };
-        assert_eq!(
-            render_rule(&v6),
-            "ip6 daddr @a6i_2 meta l4proto 58 counter drop"
-        );
-    }
+    use crate::rule_text::tests::set;
 
     #[test]
     fn sets_are_declared_with_their_elements_and_patched_element_by_element() {

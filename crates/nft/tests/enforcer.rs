@@ -51,6 +51,7 @@ fn enforce(
         compiled,
         identities: &IdentityStore::default(),
         changed: &BTreeSet::new(),
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, refresh, now)
 }

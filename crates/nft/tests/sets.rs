@@ -221,13 +221,13 @@ proptest! {
         let mut enforcer = enforcer(&kernel);
         let now = Instant::now();
         let none = BTreeSet::new();
-        let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &none };
+        let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &none, audit: &Default::default() };
         enforcer.enforce(&desired, false, now).unwrap();
         let chains_before = kernel.chain_names();
         for change in &changes {
             let Some(id) = apply(&mut store, change) else { continue };
             let changed = BTreeSet::from([id]);
-            let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &changed };
+            let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &changed, audit: &Default::default() };
             enforcer.enforce(&desired, false, now).unwrap();
             let ruleset = fresh(&pods, &compiled, &store);
             if let Some(m) = kernel_mismatch(&kernel, &ruleset) {
@@ -240,7 +240,7 @@ proptest! {
         // Replicas never change a decision: the chains are the same ones.
         prop_assert_eq!(kernel.chain_names(), chains_before);
         // A resync reads the names back and refills the sets: nothing else changes.
-        let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &none };
+        let desired = Desired { pods: &pods, compiled: &compiled, identities: &store, changed: &none, audit: &Default::default() };
         enforcer.enforce(&desired, true, now).unwrap();
         let ruleset = fresh(&pods, &compiled, &store);
         prop_assert_eq!(kernel_mismatch(&kernel, &ruleset), None);
@@ -274,6 +274,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
         compiled: &compiled,
         identities: &store,
         changed: &none,
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, now).unwrap();
     let (applied, _, _) = kernel.counts();
@@ -294,6 +295,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
         compiled: &compiled,
         identities: &store,
         changed: &changed,
+        audit: &Default::default(),
     };
     let report = enforcer.enforce(&desired, false, now).unwrap();
     assert_eq!(kernel.counts().0, applied + 1);
@@ -319,6 +321,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
         compiled: &compiled,
         identities: &store,
         changed: &changed,
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, now).unwrap();
     let sent = kernel.last_script().unwrap();
@@ -337,6 +340,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
         compiled: &compiled,
         identities: &store,
         changed: &changed,
+        audit: &Default::default(),
     };
     let applied = kernel.counts().0;
     enforcer.enforce(&desired, false, now).unwrap();
@@ -369,6 +373,7 @@ fn a_failed_element_change_is_sent_again_and_the_model_stays_true() {
         compiled: &compiled,
         identities: &store,
         changed: &none,
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, start).unwrap();
     apply(&mut store, &Change::Add { host: 2, offset: 1 });
@@ -379,6 +384,7 @@ fn a_failed_element_change_is_sent_again_and_the_model_stays_true() {
         compiled: &compiled,
         identities: &store,
         changed: &changed,
+        audit: &Default::default(),
     };
     let report = enforcer.enforce(&desired, false, start).unwrap();
     assert!(report
@@ -398,6 +404,7 @@ fn a_failed_element_change_is_sent_again_and_the_model_stays_true() {
         compiled: &compiled,
         identities: &store,
         changed: &none,
+        audit: &Default::default(),
     };
     enforcer.enforce(&desired, false, later).unwrap();
     let sent = kernel.last_script().unwrap();

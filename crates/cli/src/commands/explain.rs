@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use netpol_engine::explain::{chain, Chain};
 use netpol_engine::flow::decide_flow;
 use netpol_engine::reference::{Decision, DirectedFlow};
-use netpol_engine::{Direction, IdentityId, IdentityKind, Protocol};
+use netpol_engine::{Direction, IdentityId, IdentityKind, Protocol, Verdict};
 use serde::Serialize;
 
 use crate::decide::outside::regions;
@@ -20,7 +20,7 @@ use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::chain::{self as chain_words, TierJson};
 use crate::output::describe;
-use crate::output::report::{write_json, FlowJson, TextOrJson};
+use crate::output::report::{write_json, DirectionJson, FlowJson, TextOrJson};
 use crate::scenario::{parse_port, parse_protocol, Cluster, Endpoint};
 
 const USAGE: &str =
@@ -170,6 +170,10 @@ struct ExplainJson {
     port_name: Option<String>,
     /// Per direction evaluated, every tier's part in order.
     chain: ChainJson,
+    /// Per allowed direction, what policies in audit mode would deny it by
+    /// (`netpol.io/enforcement: audit`); absent where they would deny nothing.
+    #[serde(skip_serializing_if = "WouldDenyJson::is_empty")]
+    would_deny: WouldDenyJson,
     /// What upstream leaves undefined here, and how netpol settles it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
@@ -181,6 +185,42 @@ struct ChainJson {
     egress: Option<Vec<TierJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     ingress: Option<Vec<TierJson>>,
+}
+
+/// The would-denies of a flow's directions: the rule as a decision's JSON says it, with the
+/// verdict `would-deny` and the text `explain` prints.
+#[derive(Debug, Default, Serialize)]
+struct WouldDenyJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    egress: Option<DirectionJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ingress: Option<DirectionJson>,
+}
+
+impl WouldDenyJson {
+    fn new(chains: &Chains<'_>) -> Self {
+        let side = |chain: &Option<Chain<'_>>| {
+            let reason = chain.as_ref()?.would_deny.as_ref()?;
+            let decision = Decision {
+                verdict: Verdict::Deny,
+                auth: None,
+                reason: reason.clone(),
+            };
+            Some(DirectionJson {
+                verdict: "would-deny",
+                text: describe::would_deny(reason),
+                ..DirectionJson::from(&decision)
+            })
+        };
+        WouldDenyJson {
+            egress: side(&chains.egress),
+            ingress: side(&chains.ingress),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.egress.is_none() && self.ingress.is_none()
+    }
 }
 
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<Outcome> {
@@ -265,6 +305,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
                 egress: chains.egress.as_ref().map(chain_words::json),
                 ingress: chains.ingress.as_ref().map(chain_words::json),
             },
+            would_deny: WouldDenyJson::new(&chains),
             notes,
         };
         write_json(out, &json)?;

@@ -19,7 +19,7 @@ use crate::decide::matrix::{
     Party, Prepared,
 };
 use crate::decide::what_if::WhatIf;
-use crate::decide::{decider, is_mapstate, EngineArgs};
+use crate::decide::{is_mapstate, oracle_at, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::cells::Cells;
@@ -89,38 +89,57 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     // The MapState engine decides with what-if maps, resolving no endpoint (as `diff` does:
     // at 10,000 pods half the time and memory of resolving two pods per class); the other
     // deciders resolve the pods the matrix asks about.
-    let oracle: Box<dyn DirectionOracle> = if is_mapstate(args.engine) {
-        Box::new(WhatIf::new(cluster))
-    } else {
-        let deciding = deciding_pods(cluster, &parties, &classes);
-        match decider(args.engine, &scenario, Some(&deciding), err)? {
-            Some(oracle) => oracle,
-            None => return Ok(Outcome::Invalid),
-        }
+    let deciding = (!is_mapstate(args.engine)).then(|| deciding_pods(cluster, &parties, &classes));
+    let Some(oracle) = matrix_oracle(args, &scenario, cluster, deciding.as_ref(), err)? else {
+        return Ok(Outcome::Invalid);
     };
     if args.output != Format::Scenario {
         parties.extend(node_parties(cluster));
         parties.extend(outside_parties(&[cluster]));
     }
+    let probes = args.probes.ports(&[cluster]);
     let mut prepared = Prepared::new(cluster, &parties, &classes);
-    let matrices: Vec<Matrix> = args
-        .probes
-        .ports(&[cluster])
-        .into_iter()
-        .map(|(protocol, port)| compute_every(&mut prepared, oracle.as_ref(), protocol, port))
+    let mut all: Vec<Matrix> = probes
+        .iter()
+        .map(|&(protocol, port)| compute_every(&mut prepared, oracle.as_ref(), protocol, port))
         .collect();
     drop(prepared);
+    // Policies in audit mode: the same matrices in the would-be view, to mark what they would
+    // deny of what is allowed.
+    let would_be_cluster = cluster.would_be();
+    if let Some(would_be_cluster) = &would_be_cluster {
+        {
+            let Some(oracle) =
+                matrix_oracle(args, &scenario, would_be_cluster, deciding.as_ref(), err)?
+            else {
+                return Ok(Outcome::Invalid);
+            };
+            let mut prepared = Prepared::new(would_be_cluster, &parties, &classes);
+            for &(protocol, port) in &probes {
+                all.push(compute_every(
+                    &mut prepared,
+                    oracle.as_ref(),
+                    protocol,
+                    port,
+                ));
+            }
+        }
+    }
+    // The scenario's matrices, then the would-be ones (as many, or none).
+    let (matrices, would_be) = all.split_at(probes.len());
+    let audit = Audit { would_be };
     let groups = if args.per_pod {
         per_pod(cluster, &parties)
     } else {
-        group(cluster, &parties, &matrices)
+        // Groups decide alike in both views, so that a group's marks hold for every member.
+        group(cluster, &parties, &all)
     };
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
     match args.output {
-        Format::Text => write_text(&mut out, cluster, &groups, &matrices)?,
+        Format::Text => write_text(&mut out, cluster, &groups, matrices, &audit)?,
         Format::Scenario => {
             let names: Vec<String> = parties.iter().map(ToString::to_string).collect();
-            for matrix in &matrices {
+            for matrix in matrices {
                 writeln!(out, "- protocol: {}", matrix.protocol)?;
                 writeln!(out, "  port: {}", matrix.port)?;
                 writeln!(out, "  matrix: |")?;
@@ -129,7 +148,13 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         }
         Format::Json => {
             let flows = args.flows;
-            write_matrices_json(&mut out, cluster, &parties, &groups, &matrices, flows)?
+            let json = JsonParts {
+                parties: &parties,
+                groups: &groups,
+                matrices,
+                audit: &audit,
+            };
+            write_matrices_json(&mut out, cluster, &json, flows)?
         }
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
@@ -138,12 +163,88 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
                 .filter(|g| parties[g.members[0]].is_pod())
                 .cloned()
                 .collect();
-            let data = html::PageData::new(&parties, &pod_groups, &matrices);
+            let data = html::PageData::new(&parties, &pod_groups, matrices);
             out.write_all(html::page(&title, &data).as_bytes())?;
         }
     }
     out.flush()?;
     Ok(Outcome::Success)
+}
+
+/// The decider of a matrix over `cluster` (the scenario's, or its would-be view): the MapState
+/// engine decides with what-if maps, resolving no endpoint (as `diff` does: at 10,000 pods half
+/// the time and memory of resolving two pods per class); the other deciders resolve the pods
+/// the matrix asks about (`deciding`).
+fn matrix_oracle<'a>(
+    args: &Args,
+    scenario: &crate::scenario::Scenario,
+    cluster: &'a Cluster,
+    deciding: Option<&std::collections::BTreeSet<String>>,
+    err: &mut dyn Write,
+) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
+    if is_mapstate(args.engine) {
+        return Ok(Some(Box::new(WhatIf::new(cluster))));
+    }
+    match oracle_at(args.engine, cluster, deciding) {
+        Ok(oracle) => Ok(Some(oracle)),
+        Err(e) => {
+            writeln!(err, "error: {}: {e}", scenario.file.display())?;
+            Ok(None)
+        }
+    }
+}
+
+/// The would-be matrices (policies in audit mode enforced), one per probe in the order of the
+/// matrices; empty where no policy is in audit mode.
+struct Audit<'a> {
+    would_be: &'a [Matrix],
+}
+
+impl Audit<'_> {
+    /// Row `row` of matrix `index`'s grouped symbols, with `a` where the flow is allowed and
+    /// a policy in audit mode would deny it.
+    fn symbol_row(&self, groups: &[Group], index: usize, matrix: &Matrix, row: usize) -> Vec<char> {
+        let mut symbols = Grouped::new(groups, matrix).symbol_row(matrix, row);
+        if let Some(would_be) = self.would_be.get(index) {
+            let would_be = Grouped::new(groups, would_be).symbol_row(would_be, row);
+            for (symbol, would_be) in symbols.iter_mut().zip(would_be) {
+                if *symbol == '.' && would_be == 'X' {
+                    *symbol = WOULD_DENY;
+                }
+            }
+        }
+        symbols
+    }
+
+    /// The flows between groups of matrix `index` that are allowed and that a policy in audit
+    /// mode would deny; None where no policy is in audit mode.
+    fn would_deny(&self, groups: &[Group], index: usize, matrix: &Matrix) -> Option<Vec<FromTo>> {
+        self.would_be.get(index)?;
+        let flows = (0..groups.len())
+            .flat_map(|a| {
+                let row = self.symbol_row(groups, index, matrix, a);
+                row.into_iter()
+                    .enumerate()
+                    .filter(|(_, symbol)| *symbol == WOULD_DENY)
+                    .map(move |(b, _)| (a, b))
+            })
+            .map(|(a, b)| FromTo {
+                from: groups[a].label.clone(),
+                to: groups[b].label.clone(),
+            })
+            .collect();
+        Some(flows)
+    }
+}
+
+/// The text symbol of an allowed flow a policy in audit mode would deny.
+const WOULD_DENY: char = 'a';
+
+/// A flow between two groups (or a group and another party), by label.
+#[derive(Clone, Debug, Serialize)]
+pub struct FromTo {
+    pub from: String,
+    pub to: String,
 }
 
 /// Every party its own group, pods labelled by name.
@@ -167,6 +268,7 @@ fn write_text(
     cluster: &Cluster,
     groups: &[Group],
     matrices: &[Matrix],
+    audit: &Audit<'_>,
 ) -> io::Result<()> {
     let labels: Vec<String> = groups
         .iter()
@@ -180,7 +282,7 @@ fn write_text(
         .collect();
     let probes: Vec<_> = matrices.iter().map(|m| (m.protocol, m.port)).collect();
     let probe_labels = probe_labels(&[cluster], &probes);
-    for (matrix, probe_label) in matrices.iter().zip(probe_labels) {
+    for (index, (matrix, probe_label)) in matrices.iter().zip(probe_labels).enumerate() {
         let (pods, pods_allowed) = matrix.pod_counts();
         let (others, others_allowed) = matrix.other_counts();
         writeln!(
@@ -190,8 +292,9 @@ fn write_text(
             pods_allowed + others_allowed,
             pods + others
         )?;
-        let grouped = Grouped::new(groups, matrix);
-        render_numbered_rows(out, &labels, "  ", |row| grouped.symbol_row(matrix, row))?;
+        render_numbered_rows(out, &labels, "  ", |row| {
+            audit.symbol_row(groups, index, matrix, row)
+        })?;
         writeln!(out)?;
     }
     writeln!(
@@ -200,6 +303,13 @@ fn write_text(
          (a node or outside address to itself; between nodes and outside addresses; a pod and its \
          own node)"
     )?;
+    if !audit.would_be.is_empty() {
+        writeln!(
+            out,
+            "{WOULD_DENY} allowed, and a policy in audit mode (netpol.io/enforcement: audit) would \
+             deny it"
+        )?;
+    }
     if groups.iter().any(|g| g.derived) {
         writeln!(
             out,
@@ -253,6 +363,10 @@ pub struct MatrixJson<'a> {
     /// With `--flows`: between groups of pods and other parties.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub other_flows: Option<GroupFlows<'a>>,
+    /// Where a policy is in audit mode (`netpol.io/enforcement: audit`): the allowed flows
+    /// between groups (and other parties) that the audited policies would deny.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_deny: Option<Vec<FromTo>>,
 }
 
 /// The flows of one matrix between groups, serialized one at a time.
@@ -316,14 +430,26 @@ pub struct GroupJson {
     pub derived: bool,
 }
 
+/// What `matrix --output json` writes from.
+struct JsonParts<'a> {
+    parties: &'a [Party],
+    groups: &'a [Group],
+    matrices: &'a [Matrix],
+    audit: &'a Audit<'a>,
+}
+
 fn write_matrices_json(
     out: &mut dyn Write,
     cluster: &Cluster,
-    parties: &[Party],
-    groups: &[Group],
-    matrices: &[Matrix],
+    parts: &JsonParts<'_>,
     flows: bool,
 ) -> io::Result<()> {
+    let JsonParts {
+        parties,
+        groups,
+        matrices,
+        audit,
+    } = *parts;
     let plan = PortPlan::new(&[cluster]);
     let value = MatricesJson {
         format: FORMAT,
@@ -347,7 +473,8 @@ fn write_matrices_json(
             .collect(),
         matrices: matrices
             .iter()
-            .map(|m| {
+            .enumerate()
+            .map(|(index, m)| {
                 let (pod_flows, pod_flows_allowed) = m.pod_counts();
                 MatrixJson {
                     protocol: m.protocol.to_string(),
@@ -369,6 +496,7 @@ fn write_matrices_json(
                         parties,
                         pods: false,
                     }),
+                    would_deny: audit.would_deny(groups, index, m),
                 }
             })
             .collect(),

@@ -6,7 +6,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use netpol_engine::{Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, PolicyEntry};
+use netpol_engine::{
+    Enforcement, Identity, IdentityId, IdentityKind, IdentityStore, PodInfo, PolicyEntry,
+};
 
 use super::expect::{Endpoint, PodRef};
 use super::prepared::Origin;
@@ -204,6 +206,21 @@ impl Cluster {
     /// (for engines that add it themselves).
     pub fn policy_entries(&self) -> &[PolicyEntry] {
         &self.entries[BUILT_IN_ENTRIES..]
+    }
+
+    /// The cluster as the would-be view sees it (`netpol_engine::audit`): every policy
+    /// enforced, those in audit mode included. None where no policy is in audit mode (the
+    /// would-be view is the cluster itself). Pods, nodes and identities are shared, not copied.
+    pub fn would_be(&self) -> Option<Cluster> {
+        let audited = |e: &PolicyEntry| e.enforcement == Enforcement::Audit;
+        if !self.policy_entries().iter().any(audited) {
+            return None;
+        }
+        let mut cluster = self.clone();
+        for entry in &mut cluster.entries {
+            entry.enforcement = Enforcement::Enforce;
+        }
+        Some(cluster)
     }
 
     /// Whether the cluster has the pod (a map lookup, not a scan).

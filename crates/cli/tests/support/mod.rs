@@ -6,6 +6,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+#[cfg(target_os = "linux")]
+pub mod agent_netns;
+
 pub use netpol_testkit::files::{copy_example_cluster, INVALID_POLICY};
 pub use netpol_testkit::http::http_get;
 

@@ -207,15 +207,17 @@ impl Engine {
         changes
     }
 
-    /// The rules of the entries whose subject selects `pod`.
+    /// The rules of the entries of the engine's view whose subject selects `pod` (entries kept
+    /// for [`Engine::would_be_map`] are not the view's).
     fn resolve_policy(&self, pod: &PodInfo) -> EndpointPolicy {
         let selecting = self.selecting(pod);
-        self.resolve_entries(selecting.into_iter().map(|i| &self.entries[i]), pod)
+        let entries = selecting.into_iter().map(|i| &self.entries[i]);
+        self.resolve_entries(entries.filter(|e| self.view.admits(e)), pod)
     }
 
     /// Every class the endpoint's rules can produce, and every class it holds now, so that the
     /// ones no rule produces any more are emptied.
-    fn every_class(&self, state: &EndpointState) -> BTreeSet<ClassKey> {
+    pub(super) fn every_class(&self, state: &EndpointState) -> BTreeSet<ClassKey> {
         let mut classes: BTreeSet<ClassKey> = state.map.class_keys().collect();
         for direction in Direction::BOTH {
             classes.insert((direction, None));

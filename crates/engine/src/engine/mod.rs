@@ -19,6 +19,7 @@ mod identities;
 mod labels_in_use;
 mod live;
 mod what_if;
+mod would_be;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -167,6 +168,9 @@ pub struct Engine {
     only_endpoints: Option<BTreeSet<String>>,
     /// Which verdict the MapStates hold: enforced (audited entries left out) or would-be.
     view: PolicyView,
+    /// Entries the view leaves out are kept (live, their peers selected, their prefixes
+    /// identities) for [`Engine::would_be_map`], instead of being dropped as staged.
+    keep_audited: bool,
 }
 
 impl Engine {
@@ -196,6 +200,7 @@ impl Engine {
             max_entries: DEFAULT_MAX_ENTRIES,
             only_endpoints: None,
             view: PolicyView::default(),
+            keep_audited: false,
         };
         engine.rebuild_entries(BTreeMap::new());
         engine.sync_world_identities();
@@ -226,12 +231,24 @@ impl Engine {
         self.view
     }
 
+    /// Keeps the entries the view leaves out (audited ones, in the enforced view) instead of
+    /// dropping them as staged: MapStates still hold the view's verdict, and
+    /// [`Engine::would_be_map`] computes an endpoint's would-be map on the same identities, so
+    /// that a datapath can compile both onto one ipcache. Their selectors and prefixes are live
+    /// like any entry's (a prefix only an audited entry names splits identities, which changes
+    /// no enforced decision). Takes effect for the policies staged after it.
+    pub fn keep_audited(&mut self) {
+        self.keep_audited = true;
+    }
+
     /// Stages a policy's entries under `key` (e.g. `NetworkPolicy/ns/name`), replacing any
     /// previous ones. Entries the engine's view leaves out (audited ones, in the enforced view)
     /// are dropped here: nothing later tells them apart.
     pub fn set_policy(&mut self, key: impl Into<String>, mut entries: Vec<PolicyEntry>) {
         let view = self.view;
-        entries.retain(|e| view.admits(e));
+        if !self.keep_audited {
+            entries.retain(|e| view.admits(e));
+        }
         self.staged.policies.insert(key.into(), Some(entries));
     }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use netpol_engine::flow::{DirectionOracle, ReferenceOracle};
+use netpol_engine::flow::{AddressOracle, DirectionOracle, ReferenceOracle};
 use netpol_engine::*;
 use proptest::prelude::*;
 
@@ -284,6 +284,17 @@ pub fn first_disagreement_in(
     entries: &[PolicyEntry],
     view: PolicyView,
 ) -> Option<String> {
+    first_disagreement_of(engine, engine, entries, view)
+}
+
+/// [`first_disagreement_in`] with the verdicts of `oracle` (for the local endpoints of
+/// `engine`).
+pub fn first_disagreement_of(
+    engine: &Engine,
+    oracle: impl AddressOracle,
+    entries: &[PolicyEntry],
+    view: PolicyView,
+) -> Option<String> {
     let mut store = engine.per_address_store();
     // Every prefix any entry names, whether or not the engine made it an identity (an engine on
     // a node makes identities only for entries selecting a local pod): the reference must decide
@@ -299,7 +310,7 @@ pub fn first_disagreement_in(
         entries,
         store: &store,
     };
-    let by_address = ByAddress::new(&store, engine);
+    let by_address = ByAddress::new(&store, oracle);
     let mut remotes: Vec<IdentityId> = store.iter().map(|(id, _)| id).collect();
     remotes.extend(
         OUTSIDE
@@ -339,6 +350,90 @@ pub fn first_disagreement_in(
         }
     }
     None
+}
+
+/// An engine that keeps audited entries ([`Engine::keep_audited`], as the agent's does), on
+/// node n0 or cluster-wide, holding the nodes, `pods` and `entries`, committed.
+pub fn engine_keeping_audited(
+    pods: &[PodSpec],
+    entries: Vec<PolicyEntry>,
+    on_node: bool,
+) -> Engine {
+    let mut engine = Engine::new(EngineConfig {
+        local_node: on_node.then(|| NODES[0].0.to_string()),
+        ..EngineConfig::default()
+    });
+    engine.keep_audited();
+    for (n, node) in NODES.iter().enumerate() {
+        engine.set_node(node.0, node_identities(n));
+    }
+    for (i, spec) in pods.iter().enumerate() {
+        engine.set_pod(format!("pod{i}"), pod_identities(i, spec, false));
+    }
+    engine.set_policy("random", entries);
+    engine.commit();
+    engine
+}
+
+/// The would-be verdicts of an engine that keeps audited entries ([`Engine::keep_audited`]),
+/// by address: each local endpoint's [`Engine::would_be_map`], or its own map where no audited
+/// entry selects it. Maps are computed once per endpoint.
+pub struct WouldBeOracle<'a> {
+    pub engine: &'a Engine,
+    maps: BTreeMap<String, MapState>,
+    endpoints: BTreeMap<IpAddr, String>,
+}
+
+impl<'a> WouldBeOracle<'a> {
+    pub fn new(engine: &'a Engine) -> Self {
+        let mut maps = BTreeMap::new();
+        let mut endpoints = BTreeMap::new();
+        for (key, map) in engine.endpoints() {
+            let would_be = engine.would_be_map(key).unwrap_or_else(|| map.clone());
+            maps.insert(key.to_string(), would_be);
+            for address in engine.endpoint_pod(key).unwrap().1 {
+                endpoints.insert(*address, key.to_string());
+            }
+        }
+        WouldBeOracle {
+            engine,
+            maps,
+            endpoints,
+        }
+    }
+}
+
+impl AddressOracle for WouldBeOracle<'_> {
+    fn decide_address(
+        &self,
+        endpoint: IpAddr,
+        direction: Direction,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> reference::Decision {
+        let own = self.endpoints.get(&endpoint);
+        if own.is_some() && own == self.endpoints.get(&remote) {
+            return reference::Decision::own_address();
+        }
+        let map = own.and_then(|key| self.maps.get(key));
+        let value = match (map, self.engine.identities().resolve(remote)) {
+            (Some(map), Some(remote)) => map.lookup(direction, remote, protocol, port),
+            _ => MapState::default().lookup(direction, IdentityId(u32::MAX), protocol, port),
+        };
+        reference::Decision {
+            verdict: value.verdict,
+            auth: value.auth,
+            reason: (*value.reason).clone(),
+        }
+    }
+}
+
+/// [`first_disagreement_in`] for the would-be view of an engine that keeps audited entries:
+/// its would-be maps against the reference's would-be verdict.
+pub fn first_would_be_disagreement(engine: &Engine, entries: &[PolicyEntry]) -> Option<String> {
+    let oracle = WouldBeOracle::new(engine);
+    first_disagreement_of(engine, &oracle, entries, PolicyView::WouldBe)
 }
 
 /// A MapState dump independent of identity numbering, to compare two engines.

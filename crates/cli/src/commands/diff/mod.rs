@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
+mod audit;
 mod common;
 mod compare;
 #[cfg(test)]
@@ -69,8 +70,16 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     let Some((before, after)) = loaded else {
         return Ok(Outcome::Invalid);
     };
+    let audit_sides = audit::would_be_sides(&before, &after);
     let Some(report) = compare([before, after], args.engine, args.probes, err)? else {
         return Ok(Outcome::Invalid);
+    };
+    let audit = match audit_sides {
+        Some(sides) => match compare(sides, args.engine, args.probes, err)? {
+            Some(audit) => Some(audit),
+            None => return Ok(Outcome::Invalid),
+        },
+        None => None,
     };
     if report.pods_compared == 0 {
         // An empty diff reads as "safe" in CI; with no pods there was nothing to compare.
@@ -82,14 +91,20 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         )?;
         return Ok(Outcome::Invalid);
     }
-    match (args.output, args.per_pod) {
-        (TextOrJson::Text, per_pod) => {
+    match (args.output, args.per_pod, &audit) {
+        (TextOrJson::Text, per_pod, audit) => {
             let mut out = io::BufWriter::with_capacity(1 << 16, out);
             text::write_text(&mut out, &report, per_pod)?;
+            if let Some(audit) = audit {
+                audit::write_text(&mut out, audit, per_pod)?;
+            }
             out.flush()?;
         }
-        (TextOrJson::Json, false) => json::write_json(out, &report)?,
-        (TextOrJson::Json, true) => write_json(out, &PerPod(&report))?,
+        (TextOrJson::Json, per_pod, Some(audit)) => {
+            audit::write_json(out, &report, audit, per_pod)?
+        }
+        (TextOrJson::Json, false, None) => json::write_json(out, &report)?,
+        (TextOrJson::Json, true, None) => write_json(out, &PerPod(&report))?,
     }
     // A pod new or gone is a change even where no policy treats it differently.
     Ok(if report.counts().0 == 0 && !report.pods_differ() {
