@@ -215,7 +215,10 @@ fn policy_list_pages_are_sized_in_bytes_so_large_policies_come_a_few_at_a_time()
     };
     let mut agent = ClusterAgent::start(&server, config);
     agent.run_until("first sync", |a| a.pipeline.synced());
-    assert_eq!(agent.valid(netpol_agent::SourceKind::CiliumNetworkPolicy), 13);
+    assert_eq!(
+        agent.valid(netpol_agent::SourceKind::CiliumNetworkPolicy),
+        13
+    );
     // The first page is sized for objects at etcd's limit (one fits in 100 KB), the next ones
     // for the 30 KB the first showed: three a page (the last holds the small one).
     assert_eq!(list_limits(&server, "CiliumNetworkPolicy"), [1, 3, 3, 3, 3]);

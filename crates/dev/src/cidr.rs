@@ -84,6 +84,17 @@ pub fn policies(args: &Args) -> anyhow::Result<impl Iterator<Item = Value> + '_>
     if args.direction == Way::Ingress && !namespaced && args.kind != Kind::CiliumClusterwide {
         anyhow::bail!("{:?} has address peers for egress only", args.kind);
     }
+    let admin = matches!(
+        args.kind,
+        Kind::Admin | Kind::Baseline | Kind::ClusterNetworkPolicy
+    );
+    if admin && args.prefixes > admin_max_prefixes(args.kind) {
+        anyhow::bail!(
+            "{:?} holds at most {} prefixes",
+            args.kind,
+            admin_max_prefixes(args.kind)
+        );
+    }
     Ok((0..args.count).map(move |k| policy(args, k)))
 }
 
@@ -134,21 +145,18 @@ fn policy(args: &Args, k: usize) -> Value {
             "apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
             "metadata": meta_cluster,
             "spec": {"priority": 100 + k % 900, "subject": admin_subject,
-                     "egress": [{"name": "to-addresses", "action": "Allow",
-                                 "to": [{"networks": nets}]}]}}),
+                     "egress": admin_rules(nets, "Allow", ADMIN_PEERS_PER_RULE)}}),
         Kind::Baseline => json!({
             "apiVersion": "policy.networking.k8s.io/v1alpha1",
             "kind": "BaselineAdminNetworkPolicy",
             "metadata": {"name": "default"},
             "spec": {"subject": admin_subject,
-                     "egress": [{"name": "to-addresses", "action": "Allow",
-                                 "to": [{"networks": nets}]}]}}),
+                     "egress": admin_rules(nets, "Allow", ADMIN_PEERS_PER_RULE)}}),
         Kind::ClusterNetworkPolicy => json!({
             "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
             "metadata": meta_cluster,
             "spec": {"tier": "Admin", "priority": 100 + k % 900, "subject": admin_subject,
-                     "egress": [{"name": "to-addresses", "action": "Accept",
-                                 "to": [{"networks": nets}]}]}}),
+                     "egress": admin_rules(nets, "Accept", CLUSTER_PEERS_PER_RULE)}}),
         Kind::Cilium | Kind::CiliumCidrSet | Kind::CiliumClusterwide => {
             let set = args.kind == Kind::CiliumCidrSet;
             let field = match (ingress, set) {
@@ -178,6 +186,32 @@ fn policy(args: &Args, k: usize) -> Value {
                    "spec": {"endpointSelector": selector, way: [rule]}})
         }
     }
+}
+
+/// The admin kinds' schemas allow 25 `networks` a peer, 100 peers a rule and 100 rules a direction
+/// (ClusterNetworkPolicy: 25 and 25): the prefixes are spread over as many rules as they need.
+fn admin_rules(nets: Vec<String>, action: &str, peers_per_rule: usize) -> Vec<Value> {
+    let peers: Vec<Value> = nets
+        .chunks(ADMIN_NETWORKS_PER_PEER)
+        .map(|chunk| json!({"networks": chunk}))
+        .collect();
+    peers
+        .chunks(peers_per_rule)
+        .enumerate()
+        .map(|(r, chunk)| json!({"name": format!("to-addresses-{r}"), "action": action, "to": chunk}))
+        .collect()
+}
+
+const ADMIN_NETWORKS_PER_PEER: usize = 25;
+const ADMIN_PEERS_PER_RULE: usize = 100;
+const CLUSTER_PEERS_PER_RULE: usize = 25;
+/// The most prefixes an egress of an admin kind holds.
+fn admin_max_prefixes(kind: Kind) -> u32 {
+    let (rules, peers) = match kind {
+        Kind::ClusterNetworkPolicy => (25, CLUSTER_PEERS_PER_RULE),
+        _ => (100, ADMIN_PEERS_PER_RULE),
+    };
+    (rules * peers * ADMIN_NETWORKS_PER_PEER) as u32
 }
 
 fn merge(into: &mut Value, from: Value) {
@@ -225,7 +259,7 @@ mod tests {
         Args {
             kind,
             count: 1,
-            prefixes: 3,
+            prefixes: 2_600,
             selects,
             direction,
             namespace: "ns-0".into(),
@@ -243,8 +277,12 @@ mod tests {
                         continue;
                     };
                     for policy in policies {
-                        let object = netpol_api::Object::from_value(policy.clone())
-                            .unwrap_or_else(|e| panic!("{kind:?}: {e} in {policy}"));
+                        // Read as the agent reads a file: the schema's limits are checked too.
+                        let text = serde_json::to_string(&policy).unwrap();
+                        let mut read = netpol_api::parse_yaml(&text).unwrap();
+                        let object = read
+                            .remove(0)
+                            .unwrap_or_else(|e| panic!("{kind:?} {direction:?}: {e}"));
                         let translation = netpol_api::translate(&object);
                         assert!(translation.is_ok(), "{kind:?}: {:?}", translation.errors);
                         let prefixes: usize = translation
@@ -253,7 +291,7 @@ mod tests {
                             .flat_map(|e| &e.peers)
                             .filter(|p| matches!(p, netpol_engine::Peer::Cidr(_)))
                             .count();
-                        assert_eq!(prefixes, 3, "{kind:?} {selects:?} {direction:?}");
+                        assert_eq!(prefixes, 2_600, "{kind:?} {selects:?} {direction:?}");
                     }
                 }
             }

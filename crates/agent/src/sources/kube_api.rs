@@ -91,7 +91,9 @@ impl PageSize {
     /// largest).
     pub fn limit(&self, object_bytes: usize) -> u32 {
         let fit = self.bytes / object_bytes.max(1);
-        u32::try_from(fit).unwrap_or(u32::MAX).clamp(1, self.objects.max(1))
+        u32::try_from(fit)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.objects.max(1))
     }
 }
 
@@ -439,7 +441,11 @@ mod tests {
         assert_eq!(policies.limit(MAX_OBJECT_BYTES), 5);
         assert_eq!(policies.limit(1_000_000), 8);
         assert_eq!(policies.limit(20_000_000), 1, "never less than one object");
-        assert_eq!(policies.limit(2_000), 50, "never more than the object count");
+        assert_eq!(
+            policies.limit(2_000),
+            50,
+            "never more than the object count"
+        );
         assert_eq!(PageSize::objects(500).limit(MAX_OBJECT_BYTES), 500);
     }
 }
