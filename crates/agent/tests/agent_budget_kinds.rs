@@ -79,19 +79,7 @@ fn an_object_over_budget_is_refused_alone_for_every_kind_that_holds_addresses() 
         Kind::CiliumClusterwide,
     ] {
         let dir = scratch_dir(&format!("budget-kinds-{kind:?}"));
-        netpol_dev::run(
-            [
-                "synth",
-                "--pods",
-                "200",
-                "--nodes",
-                "2",
-                "--out",
-                dir.to_str().unwrap(),
-            ],
-            &mut std::io::sink(),
-        )
-        .unwrap();
+        synth_cluster(&dir, 200);
         let sim = new_sim();
         let mut agent = Agent::start(&dir, &sim);
         agent.pipeline.set_policy_budgets(budgets());

@@ -94,20 +94,7 @@ const FORMS: [(Kind, Way); 8] = [
 #[test]
 fn a_policy_selecting_no_local_pod_adds_nothing_to_the_node_beyond_its_entries() {
     let dir = scratch_dir("policy-size");
-    let mut synth = Vec::new();
-    netpol_dev::run(
-        [
-            "synth",
-            "--pods",
-            "200",
-            "--nodes",
-            "2",
-            "--out",
-            dir.to_str().unwrap(),
-        ],
-        &mut synth,
-    )
-    .unwrap();
+    synth_cluster(&dir, 200);
     let sim = new_sim();
     let mut agent = Agent::start(&dir, &sim);
     assert!(agent.sync().complete());

@@ -95,25 +95,8 @@ fn main() {
 
 /// Serves the CIDR-heavy policies `KIND:COUNT[:SELECTS]` and writes them into the cluster's files.
 fn add_cidr_policies(spec: &str, server: &apiserver::ApiServer, cluster: &Path) {
-    let mut parts = spec.split(':');
-    let (kind, count) = (parts.next().unwrap(), parts.next().unwrap_or("1"));
-    let selects = parts.next().unwrap_or("none");
     let file = cluster.join("cidr-heavy.json");
-    let file = file.to_str().unwrap();
-    let args = [
-        "cidr",
-        "--kind",
-        kind,
-        "--count",
-        count,
-        "--selects",
-        selects,
-    ];
-    netpol_dev::run(
-        args.into_iter().chain(["--out", file]),
-        &mut std::io::stdout(),
-    )
-    .expect("netpol-dev cidr writes the policies");
+    netpol_dev::cidr::write_spec(spec, &file).expect("netpol-dev cidr writes the policies");
     let text = std::fs::read_to_string(file).unwrap();
     let mut list: Value = serde_json::from_str(&text).unwrap();
     drop(text);

@@ -131,28 +131,11 @@ fn write_cidr_policies(spec: &str, dir: &Path) -> Option<u64> {
     if spec == "none" {
         return None;
     }
-    let mut parts = spec.split(':');
-    let kind = parts.next().expect("a kind");
-    let count = parts.next().unwrap_or("1");
-    let selects = parts.next().unwrap_or("none");
     std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("cidr-heavy.json");
-    let file_arg = file.to_str().expect("a UTF-8 scratch path");
-    let args = [
-        "cidr",
-        "--kind",
-        kind,
-        "--count",
-        count,
-        "--selects",
-        selects,
-    ];
-    netpol_dev::run(
-        args.into_iter().chain(["--out", file_arg]),
-        &mut std::io::sink(),
-    )
-    .unwrap_or_else(|e| panic!("netpol-dev cidr {spec}: {e}"));
-    Some(std::fs::metadata(&file).unwrap().len())
+    let bytes = netpol_dev::cidr::write_spec(spec, &file)
+        .unwrap_or_else(|e| panic!("netpol-dev cidr {spec}: {e}"));
+    Some(bytes)
 }
 
 fn run_size(netpol: &str, synth_args: &[String], dir: &Path, datapath: &str) -> Run {

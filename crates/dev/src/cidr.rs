@@ -238,6 +238,28 @@ pub fn write(args: &Args) -> anyhow::Result<(usize, u64)> {
     Ok((count, fs::metadata(&args.out)?.len()))
 }
 
+/// Writes to `out` the policies a benchmark's `KIND:COUNT[:SELECTS]` names (`cilium:400`,
+/// `network-policy:5:local`), with every other argument at its default; returns the bytes written.
+pub fn write_spec(spec: &str, out: &std::path::Path) -> anyhow::Result<u64> {
+    use clap::ValueEnum;
+    let mut parts = spec.split(':');
+    let value = |text: &str| anyhow::anyhow!("{spec}: {text} is not KIND:COUNT[:SELECTS]");
+    let kind = parts.next().unwrap_or_default();
+    let args = Args {
+        kind: Kind::from_str(kind, true).map_err(|_| value(kind))?,
+        count: parts.next().unwrap_or("1").parse()?,
+        selects: match parts.next() {
+            Some(selects) => Selects::from_str(selects, true).map_err(|_| value(selects))?,
+            None => Selects::None,
+        },
+        prefixes: 50_000,
+        direction: Way::Egress,
+        namespace: "ns-0".into(),
+        out: out.to_owned(),
+    };
+    Ok(write(&args)?.1)
+}
+
 pub fn run(args: &Args, out: &mut dyn Write) -> anyhow::Result<()> {
     let (count, bytes) = write(args)?;
     writeln!(
