@@ -165,3 +165,67 @@ fn a_server_without_streaming_lists_is_listed_in_pages() {
     assert!(!agent.metrics_text().contains("netpol_watch_errors_total"));
     agent.assert_programs(&server, "no-streaming-lists");
 }
+
+/// The `limit` of each list request of `kind` the stand-in saw.
+fn list_limits(server: &netpol_testkit::apiserver::ApiServer, kind: &str) -> Vec<u32> {
+    server
+        .lists_of(kind)
+        .iter()
+        .map(|request| {
+            let query = request.split_once('?').map_or("", |(_, q)| q);
+            query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("limit="))
+                .and_then(|limit| limit.parse().ok())
+                .unwrap_or_else(|| panic!("a paged list asks for a limit: {request}"))
+        })
+        .collect()
+}
+
+#[test]
+fn policy_list_pages_are_sized_in_bytes_so_large_policies_come_a_few_at_a_time() {
+    use netpol_dev::cidr::{self, Kind, Selects, Way};
+    let server = example_server();
+    // Twelve CiliumNetworkPolicies of 1,800 /32s (about 30 KB of JSON each), listed before the
+    // example cluster's own small one (payments/ledger-egress), and small NetworkPolicies.
+    let args = cidr::Args {
+        kind: Kind::Cilium,
+        count: 12,
+        prefixes: 1_800,
+        selects: Selects::None,
+        direction: Way::Egress,
+        namespace: "a-big".into(),
+        out: Default::default(),
+    };
+    for policy in cidr::policies(&args).unwrap() {
+        server.apply(policy);
+    }
+    for i in 0..30 {
+        server.apply(network_policy(
+            &format!("small-{i}"),
+            "shop",
+            json!({"podSelector": {"matchLabels": {"app": format!("app-{i}")}}}),
+        ));
+    }
+    // Pages of about 100 KB, at most 50 objects.
+    let config = WatchConfig {
+        policy_page_size: 50,
+        policy_page_bytes: 100_000,
+        ..config()
+    };
+    let mut agent = ClusterAgent::start(&server, config);
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    assert_eq!(
+        agent.valid(netpol_agent::SourceKind::CiliumNetworkPolicy),
+        13
+    );
+    // The first page is sized for objects at etcd's limit (one fits in 100 KB), the next ones
+    // for the 30 KB the first showed: three a page (the last holds the small one).
+    assert_eq!(list_limits(&server, "CiliumNetworkPolicy"), [1, 3, 3, 3, 3]);
+    // Small policies come 50 a page after the first.
+    let small = list_limits(&server, "NetworkPolicy");
+    assert_eq!(small[0], 1);
+    assert!(small[1..].iter().all(|l| *l == 50), "{small:?}");
+    // Pods, namespaces and nodes keep their object count.
+    assert!(list_limits(&server, "Pod").iter().all(|l| *l == 2));
+}

@@ -10,7 +10,18 @@
 //!   minutes per run and up to 200 MB of disk in the temporary directory);
 //! - `NETPOL_SCALE_WORKLOADS`: `deployments,statefulsets,daemonsets,jobs,mixed` (the default);
 //! - `NETPOL_SCALE_FORMATS`: `list,multidoc,json` (the default);
-//! - `NETPOL_SCALE_NODES`: nodes (default: one per 100 pods).
+//! - `NETPOL_SCALE_NODES`: nodes (default: one per 100 pods);
+//! - `NETPOL_SCALE_CIDR`: CIDR-heavy policies added to the cluster (issue 33), comma-separated
+//!   `KIND:COUNT[:SELECTS]` as `netpol-dev cidr` takes them (`none` for the cluster alone), e.g.
+//!   `none,cilium:5,cilium:100,network-policy:5`; each is a run of its own (default `none`);
+//! - `NETPOL_SCALE_DATAPATHS`: `hcn-sim` (the default) and `nftables` (run in a network namespace
+//!   of its own, `unshare --net`, as root).
+//!
+//! The CIDR-heavy figures of docs/performance.md: `NETPOL_SCALE_PODS=1000
+//! NETPOL_SCALE_WORKLOADS=deployments NETPOL_SCALE_FORMATS=list
+//! NETPOL_SCALE_CIDR=none,cilium:5,cilium:100,network-policy:5 NETPOL_SCALE_DATAPATHS=hcn-sim,nftables
+//! cargo bench -p netpol-cli --bench scale`. An agent that refuses a policy over its budget exits
+//! 1 after programming the rest; the row counts the refused.
 
 use std::io::Read;
 use std::path::Path;
@@ -32,6 +43,8 @@ struct Run {
     endpoints: u64,
     rules: u64,
     policies: u64,
+    /// Policies refused (invalid or over a budget), as the summary counts them.
+    refused: u64,
     /// The whole process's peak RSS and CPU.
     process_rss_mb: f64,
     process_cpu: f64,
@@ -52,14 +65,24 @@ fn main() {
     let nodes = std::env::var("NETPOL_SCALE_NODES").ok();
     let work = std::env::temp_dir().join(format!("netpol-scale-{}", std::process::id()));
     println!(
-        "| workloads | format | pods | policies | wall s | CPU s | peak RSS MB | process CPU s | process peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
+        "| workloads | format | pods | CIDR-heavy policies | datapath | policies | refused | wall s | CPU s | peak RSS MB | process CPU s | process peak RSS MB | identities | MapState entries | local endpoints | HCN rules | RSS bytes/pod |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for workloads in list("NETPOL_SCALE_WORKLOADS", DEFAULT_WORKLOADS) {
         for format in list("NETPOL_SCALE_FORMATS", DEFAULT_FORMATS) {
-            for pods in list("NETPOL_SCALE_PODS", DEFAULT_SIZES)
+            for (pods, cidr, datapath) in list("NETPOL_SCALE_PODS", DEFAULT_SIZES)
                 .iter()
                 .filter_map(|s| s.parse::<u64>().ok())
+                .flat_map(|pods| {
+                    list("NETPOL_SCALE_CIDR", "none")
+                        .into_iter()
+                        .map(move |cidr| (pods, cidr))
+                })
+                .flat_map(|(pods, cidr)| {
+                    list("NETPOL_SCALE_DATAPATHS", "hcn-sim")
+                        .into_iter()
+                        .map(move |datapath| (pods, cidr.clone(), datapath))
+                })
             {
                 let dir = work.join(format!("{workloads}-{format}-{pods}"));
                 let mut synth = vec![
@@ -74,11 +97,17 @@ fn main() {
                 if let Some(nodes) = &nodes {
                     synth.extend(["--nodes".into(), nodes.clone()]);
                 }
-                let run = run_size(netpol, &synth, &dir);
+                let cidr_json = write_cidr_policies(&cidr, &dir);
+                let run = run_size(netpol, &synth, &dir, &datapath);
                 let _ = std::fs::remove_dir_all(&dir);
+                let cidr_column = match cidr_json {
+                    Some(bytes) => format!("{cidr} ({:.1} MB)", bytes as f64 / 1e6),
+                    None => "-".to_owned(),
+                };
                 println!(
-                    "| {workloads} | {format} | {pods} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
+                    "| {workloads} | {format} | {pods} | {cidr_column} | {datapath} | {} | {} | {:.2} | {:.2} | {:.0} | {:.2} | {:.0} | {} | {} | {} | {} | {:.0} |",
                     run.policies,
+                    run.refused,
                     run.wall,
                     run.cpu,
                     run.rss_mb,
@@ -96,7 +125,20 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
+/// Writes the CIDR-heavy policies `KIND:COUNT[:SELECTS]` into `dir` (`none`: none); returns their
+/// file's size.
+fn write_cidr_policies(spec: &str, dir: &Path) -> Option<u64> {
+    if spec == "none" {
+        return None;
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    let file = dir.join("cidr-heavy.json");
+    let bytes = netpol_dev::cidr::write_spec(spec, &file)
+        .unwrap_or_else(|e| panic!("netpol-dev cidr {spec}: {e}"));
+    Some(bytes)
+}
+
+fn run_size(netpol: &str, synth_args: &[String], dir: &Path, datapath: &str) -> Run {
     let mut report = Vec::new();
     let out = dir.to_str().expect("a UTF-8 scratch path").to_owned();
     netpol_dev::run(
@@ -109,11 +151,20 @@ fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
     // writer may still be at work): let them age, so that the curve measures the sync alone.
     std::thread::sleep(netpol_agent::sources::files::SETTLE_AGE + Duration::from_millis(100));
     let started = Instant::now();
-    let mut agent = Command::new(netpol)
+    // nftables programs the kernel of the agent's network namespace: a private one. `unshare`
+    // execs the agent in its own process, so wait4 still reads the agent's own usage.
+    let mut agent = if datapath == "nftables" {
+        let mut command = Command::new("unshare");
+        command.args(["--net", netpol]);
+        command
+    } else {
+        Command::new(netpol)
+    };
+    let mut agent = agent
         .args([
             "agent",
             "--datapath",
-            "hcn-sim",
+            datapath,
             "--node",
             "node-1",
             "--once",
@@ -133,12 +184,14 @@ fn run_size(netpol: &str, synth_args: &[String], dir: &Path) -> Run {
     let (status, usage) = wait_with_usage(&mut agent);
     let elapsed = started.elapsed().as_secs_f64();
     let stdout = reader.join().expect("stdout read");
-    assert!(
-        status == 0,
-        "netpol agent --once failed (exit {status}) on {synth_args:?}:\n{stdout}"
-    );
     let mut run = parse_summary(&stdout).unwrap_or_else(|| panic!("no summary in:\n{stdout}"));
     run.policies = number_before(&wrote, " policies").unwrap_or(0);
+    run.refused = number_before(&stdout, " invalid, skipped").unwrap_or(0);
+    // Exit 1 with refused policies: the rest is programmed (the summary says so).
+    assert!(
+        status == 0 || (status == 1 && run.refused > 0),
+        "netpol agent --once failed (exit {status}) on {synth_args:?}:\n{stdout}"
+    );
     let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     run.process_cpu = seconds(usage.ru_utime) + seconds(usage.ru_stime);
     run.process_rss_mb = usage.ru_maxrss as f64 * 1024.0 / 1e6;

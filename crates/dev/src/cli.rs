@@ -5,7 +5,7 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
-use crate::synth;
+use crate::{cidr, synth};
 
 #[derive(Debug, Parser)]
 #[command(name = "netpol-dev", version, about)]
@@ -18,6 +18,9 @@ pub struct Cli {
 pub enum Command {
     /// Write a synthetic cluster of the usual shape as YAML or JSON files (for scale tests).
     Synth(synth::Args),
+    /// Write CIDR-heavy policies of one kind (thousands of /32s each) selecting no pod or the
+    /// pods of one namespace, as one JSON list (for the memory benchmarks of issue 33).
+    Cidr(cidr::Args),
 }
 
 /// Runs `netpol-dev ARGS` (without the program name), writing what it reports to `out`.
@@ -31,5 +34,6 @@ where
     )?;
     match &cli.command {
         Command::Synth(args) => synth::run(args, out),
+        Command::Cidr(args) => cidr::run(args, out),
     }
 }

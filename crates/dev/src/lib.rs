@@ -4,8 +4,10 @@
 //! | module | job |
 //! |---|---|
 //! | [`synth`] | the synthetic cluster generator for scale runs and benchmarks (`netpol-dev synth`) |
+//! | [`cidr`] | CIDR-heavy policies of every kind that holds addresses (`netpol-dev cidr`) |
 //! | [`cli`] | the `netpol-dev` command line, also callable from tests and benchmarks ([`run`]) |
 
+pub mod cidr;
 pub mod cli;
 pub mod synth;
 

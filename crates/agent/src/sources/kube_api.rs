@@ -57,10 +57,59 @@ pub struct Page {
     pub resource_version: String,
 }
 
+/// How many objects each page of a list asks for (`limit`).
+///
+/// A page is read whole before its objects are decoded, so its bytes are what it costs in memory.
+/// Objects of the policy kinds range from a few hundred bytes to etcd's limit (1.5 MiB), so for
+/// them a page is sized in bytes too: the first page as if every object were at etcd's limit,
+/// each later one by the largest average object size the list has shown so far, never more
+/// than `objects`. A list of 1 MB policies is read about `bytes` at a time; a list of small ones
+/// `objects` at a time. (Kubernetes has no byte limit for a page: it is reached through
+/// `limit`, and a page whose objects are far larger than those before it can still hold up to
+/// `objects` of them.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageSize {
+    /// The most objects one page asks for.
+    pub objects: u32,
+    /// The bytes of JSON one page should hold (`usize::MAX`: `objects` a page, whatever size).
+    pub bytes: usize,
+}
+
+/// The largest object etcd stores by default (`--max-request-bytes`, 1.5 MiB).
+pub const MAX_OBJECT_BYTES: usize = 3 << 19;
+
+impl PageSize {
+    /// Always `objects` a page.
+    pub fn objects(objects: u32) -> PageSize {
+        PageSize {
+            objects,
+            bytes: usize::MAX,
+        }
+    }
+
+    /// The `limit` of a page when objects average `object_bytes` (the first page: etcd's
+    /// largest).
+    pub fn limit(&self, object_bytes: usize) -> u32 {
+        let fit = self.bytes / object_bytes.max(1);
+        u32::try_from(fit)
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.objects.max(1))
+    }
+}
+
+impl From<u32> for PageSize {
+    fn from(objects: u32) -> PageSize {
+        PageSize::objects(objects)
+    }
+}
+
 /// A list read a page at a time ([`KindApi::pages`]).
 pub struct Pages {
     api: KindApi,
-    page_size: u32,
+    page_size: PageSize,
+    /// The largest average object size of a page read so far (before the first page: etcd's
+    /// limit).
+    object_bytes: usize,
     page_timeout: Duration,
     continue_token: Option<String>,
     done: bool,
@@ -76,7 +125,7 @@ impl Pages {
         }
         // The token stays until the page is read: a failed page is asked for again from it.
         let params = ListParams {
-            limit: Some(self.page_size),
+            limit: Some(self.page_size.limit(self.object_bytes)),
             continue_token: self.continue_token.clone(),
             ..ListParams::default()
         };
@@ -96,6 +145,14 @@ impl Pages {
                     text.len()
                 ))
             })?;
+        if !items.is_empty() {
+            let average = text.len().div_ceil(items.len());
+            self.object_bytes = if self.pages == 0 {
+                average
+            } else {
+                self.object_bytes.max(average)
+            };
+        }
         drop(text);
         self.pages += 1;
         self.continue_token = metadata.continue_token.filter(|t| !t.is_empty());
@@ -216,7 +273,11 @@ impl KindApi {
     /// continue token that expires mid-way (410) fails the list with [`CallError::Expired`]; the
     /// caller lists again from the start. Holds every page; [`KindApi::pages`] reads one at a
     /// time.
-    pub async fn list(&self, page_size: u32, page_timeout: Duration) -> Result<Listing, CallError> {
+    pub async fn list(
+        &self,
+        page_size: impl Into<PageSize>,
+        page_timeout: Duration,
+    ) -> Result<Listing, CallError> {
         let mut listing = Listing {
             items: Vec::new(),
             resource_version: String::new(),
@@ -233,10 +294,11 @@ impl KindApi {
 
     /// The list of every object, read a page at a time (see [`KindApi::list`]), so that a
     /// caller can hand each page on before the next arrives.
-    pub fn pages(&self, page_size: u32, page_timeout: Duration) -> Pages {
+    pub fn pages(&self, page_size: impl Into<PageSize>, page_timeout: Duration) -> Pages {
         Pages {
             api: self.clone(),
-            page_size,
+            page_size: page_size.into(),
+            object_bytes: MAX_OBJECT_BYTES,
             page_timeout,
             continue_token: None,
             done: false,
@@ -366,5 +428,24 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn policy_pages_hold_about_their_bytes_within_their_object_count() {
+        let config = crate::sources::cluster::WatchConfig::default();
+        let policies = PageSize {
+            objects: config.policy_page_size,
+            bytes: config.policy_page_bytes,
+        };
+        // The first page: as many objects at etcd's limit as fit in 8 MiB.
+        assert_eq!(policies.limit(MAX_OBJECT_BYTES), 5);
+        assert_eq!(policies.limit(1_000_000), 8);
+        assert_eq!(policies.limit(20_000_000), 1, "never less than one object");
+        assert_eq!(
+            policies.limit(2_000),
+            50,
+            "never more than the object count"
+        );
+        assert_eq!(PageSize::objects(500).limit(MAX_OBJECT_BYTES), 500);
     }
 }

@@ -31,6 +31,7 @@ pub fn config() -> WatchConfig {
     WatchConfig {
         page_size: 2,
         policy_page_size: 2,
+        policy_page_bytes: usize::MAX,
         // Paged lists, which the scripted list failures of most tests are about; streaming
         // lists have tests of their own.
         streaming_lists: false,

@@ -47,6 +47,18 @@ pub fn scratch_dir(test: &str) -> PathBuf {
     netpol_testkit::files::scratch_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), test)
 }
 
+/// Writes a synthetic cluster of `pods` pods on two nodes into `dir` (`netpol-dev synth`): the
+/// pods of the odd namespaces (`ns-1`, `ns-3`, ...) all run on [`NODE`].
+pub fn synth_cluster(dir: &Path, pods: usize) {
+    let pods = pods.to_string();
+    let args = ["synth", "--pods", &pods, "--nodes", "2", "--out"];
+    netpol_dev::run(
+        args.into_iter().chain([dir.to_str().unwrap()]),
+        &mut std::io::sink(),
+    )
+    .unwrap();
+}
+
 /// One agent: a file source and a pipeline over a shared simulator.
 pub struct Agent {
     pub dir: PathBuf,

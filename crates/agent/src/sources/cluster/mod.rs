@@ -4,8 +4,10 @@
 //! Per kind:
 //! - **List** as a streaming list where the server offers it (see [`streaming`]): served from
 //!   the watch cache, one object at a time, never a page in memory. Otherwise, or if the
-//!   server refuses or ignores it, in pages of [`WatchConfig::page_size`]
-//!   ([`WatchConfig::policy_page_size`] for the policy kinds), each page within
+//!   server refuses or ignores it, in pages of [`WatchConfig::page_size`] objects
+//!   (for the policy kinds, whose objects may be 1.5 MB each, pages of about
+//!   [`WatchConfig::policy_page_bytes`] and at most [`WatchConfig::policy_page_size`] objects:
+//!   see [`PageSize`]), each page within
 //!   [`WatchConfig::page_timeout`] (a large list takes as many pages as it needs); each object is
 //!   read on its own ([`super::decode`]), so an object that does not fit its kind is rejected
 //!   alone (a policy counts as invalid, logged once with object and field) and every other
@@ -62,7 +64,7 @@ mod streaming;
 
 use super::decode::{decode, skeleton, Decoded};
 use super::jitter::Jitter;
-use super::kube_api::{resource_version, CallError, KindApi, Page, WatchItem};
+use super::kube_api::{resource_version, CallError, KindApi, Page, PageSize, WatchItem};
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
 use crate::indexes::SourceEvent;
@@ -76,9 +78,13 @@ use streaming::StreamFailed;
 pub struct WatchConfig {
     /// Objects per list page (`limit`) of pods, namespaces and nodes.
     pub page_size: u32,
-    /// Objects per list page of the policy kinds, whose objects can be far larger (a Cilium
-    /// policy near etcd's 1.5 MB limit): a page is read whole, so it is what bounds memory.
+    /// The most objects per list page of the policy kinds, whose objects can be far larger (a
+    /// Cilium policy near etcd's 1.5 MB limit): a page is read whole, so it is what bounds memory.
     pub policy_page_size: u32,
+    /// The bytes of JSON a list page of a policy kind should hold: the first page asks for as
+    /// many objects at etcd's limit as fit, later pages as many as fit at the largest average
+    /// object size seen (see [`PageSize`]).
+    pub policy_page_bytes: usize,
     /// List as a streaming list (a watch with `sendInitialEvents`, from the watch cache, one
     /// object at a time) where the server offers it; paged lists otherwise. Off by default:
     /// kube-apiserver gzips list responses (from 128 KiB) but never a watch, so a streaming
@@ -105,6 +111,8 @@ impl Default for WatchConfig {
         WatchConfig {
             page_size: 500,
             policy_page_size: 50,
+            // 5 objects at etcd's limit; 8 of 1 MB; 50 of anything under 160 KB.
+            policy_page_bytes: 8 << 20,
             streaming_lists: false,
             page_timeout: Duration::from_secs(60),
             watch_timeout_s: 290,
@@ -474,11 +482,14 @@ impl Follower {
         }
     }
 
-    fn page_size(&self) -> u32 {
+    fn page_size(&self) -> PageSize {
         if self.kind.is_policy() {
-            self.config.policy_page_size
+            PageSize {
+                objects: self.config.policy_page_size,
+                bytes: self.config.policy_page_bytes,
+            }
         } else {
-            self.config.page_size
+            PageSize::objects(self.config.page_size)
         }
     }
 
