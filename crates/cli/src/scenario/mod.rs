@@ -16,6 +16,7 @@ mod manifests;
 mod objects;
 mod prepared;
 mod sides;
+mod stand_ins;
 mod stream;
 
 use std::io::Read;
@@ -34,6 +35,7 @@ pub use netpol_api::workloads::{Owner, Placement};
 pub use objects::SourcedObject;
 pub use prepared::{Origin, ReadOne, LINT_IGNORE_ANNOTATION};
 pub use sides::{differ_in_policies_only, SideObjects};
+pub use stand_ins::add_stand_ins;
 
 use document::{read_yaml, ScenarioDocument};
 
