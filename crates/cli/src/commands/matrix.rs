@@ -138,12 +138,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         }
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
-            let pod_groups: Vec<Group> = groups
-                .iter()
-                .filter(|g| parties[g.members[0]].is_pod())
-                .cloned()
-                .collect();
-            let data = html::PageData::new(&parties, &pod_groups, &matrices);
+            let data = html::PageData::new(&parties, &groups, &matrices);
             out.write_all(html::page(&title, &data).as_bytes())?;
         }
     }
