@@ -63,12 +63,12 @@ impl Engine {
     }
 
     /// What an endpoint's MapState is a function of, besides the policies and the identities: its
-    /// pod without its name, and with only the label keys subject selectors read (which entries
-    /// select it; a StatefulSet pod's own `pod-name` label decides nothing). Endpoints with equal
+    /// pod without its name, and with its labels as subject selectors see them (which entries
+    /// select it; a StatefulSet pod's own `pod-name` label decides nothing unless a subject names it). Endpoints with equal
     /// twin keys have equal MapStates.
     fn twin_key(&self, key: &str) -> Option<PodInfo> {
         let mut pod = self
-            .subject_keys
+            .subject_labels
             .trim_pod(self.pods.get(key)?.first()?.as_pod()?);
         pod.name.clear();
         Some(pod)

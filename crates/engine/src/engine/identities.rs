@@ -12,9 +12,9 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use super::claims::Claimant;
-use super::keys_in_use::KeysInUse;
+use super::labels_in_use::{ChangedKeys, LabelsInUse};
 use super::Engine;
-use crate::identity::{Identity, IdentityId};
+use crate::identity::{Identity, IdentityId, IdentityKind};
 use crate::selector::Peer;
 
 /// What one commit did to the identity store.
@@ -219,11 +219,11 @@ impl Engine {
         let (added, removed) = self.sync_world_identities();
         changes.added.extend(added);
         changes.removed.extend(removed);
-        let keys = KeysInUse::of(self.live_entries());
-        let keys_changed = keys != self.keys_in_use;
-        self.keys_in_use = keys;
-        if self.sync_cluster_cidrs() || keys_changed {
-            self.rekey_addresses(changes, arrivals, keys_changed);
+        let used = LabelsInUse::of(self.live_entries());
+        let changed_keys = used.changed_keys(&self.labels_in_use);
+        self.labels_in_use = used;
+        if self.sync_cluster_cidrs() || !changed_keys.is_empty() {
+            self.rekey_addresses(changes, arrivals, &changed_keys);
         }
     }
 
@@ -299,28 +299,51 @@ impl Engine {
             .collect()
     }
 
-    /// Moves every pod and node address whose set of cluster CIDRs changed to its new identity;
-    /// every address, when the label keys selectors read changed (`all`).
+    /// Moves every pod and node address whose set of cluster CIDRs changed, or that carries a
+    /// label key whose use changed (`changed_keys`), to its new identity. An address whose
+    /// identity comes out the same stays: a selector naming two StatefulSet pods by
+    /// `pod-name` re-keys those two, not every pod carrying the key.
     fn rekey_addresses(
         &mut self,
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
-        all: bool,
+        changed_keys: &ChangedKeys,
     ) {
         // Arrivals are not in the store yet: they get their CIDRs when they arrive. Only an
         // address's owner is in the store.
-        let staying: Vec<(IdentityId, Identity)> = self
+        let candidates: Vec<(IdentityId, Identity, bool)> = self
             .owned_identities()
             .filter_map(|identity| {
-                Some((self.store.host(identity.prefix.addr())?, identity.clone()))
+                let address = identity.prefix.addr();
+                let id = self.store.host(address)?;
+                let cidrs_moved = self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice();
+                (cidrs_moved || changed_keys.touch(identity))
+                    .then(|| (id, identity.clone(), cidrs_moved))
             })
             .collect();
-        for (id, identity) in staying {
-            let address = identity.prefix.addr();
-            if all || self.store.cidrs_of(id) != self.cidrs_holding(address).as_slice() {
-                self.depart(address, changes);
+        for (id, identity, cidrs_moved) in candidates {
+            if cidrs_moved || self.seen_otherwise(id, &identity) {
+                self.depart(identity.prefix.addr(), changes);
                 arrivals.push(identity);
             }
+        }
+    }
+
+    /// Whether the selectors in use now see `identity` otherwise than the stored identity `id`
+    /// it entered the store as.
+    fn seen_otherwise(&mut self, id: IdentityId, identity: &Identity) -> bool {
+        let now = self
+            .labels_in_use
+            .trim(identity.clone(), &mut self.trimmed_labels);
+        let Some(stored) = self.store.get(id) else {
+            return true;
+        };
+        match (&now.kind, &stored.kind) {
+            (IdentityKind::Pod(now), IdentityKind::Pod(stored)) => {
+                now.labels != stored.labels || now.namespace_labels != stored.namespace_labels
+            }
+            (IdentityKind::Node(now), IdentityKind::Node(stored)) => now.labels != stored.labels,
+            _ => true,
         }
     }
 
@@ -338,7 +361,7 @@ impl Engine {
     pub(super) fn arrive(&mut self, identity: Identity, changes: &mut IdentityChanges) {
         let address = identity.prefix.addr();
         let cidrs = self.cidrs_holding(address);
-        let identity = self.keys_in_use.trim(identity, &mut self.trimmed_labels);
+        let identity = self.labels_in_use.trim(identity, &mut self.trimmed_labels);
         let (id, new) = self.store.insert_shared(identity, cidrs);
         if new {
             changes.added.push(id);

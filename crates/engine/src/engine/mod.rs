@@ -16,7 +16,7 @@ mod claims;
 mod commit;
 mod endpoints;
 mod identities;
-mod keys_in_use;
+mod labels_in_use;
 mod live;
 mod what_if;
 
@@ -37,7 +37,7 @@ use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector_cache::SelectorCache;
-use keys_in_use::KeysInUse;
+use labels_in_use::LabelsInUse;
 use live::LiveEntries;
 
 pub use budget::{OverBudget, DEFAULT_MAX_ENTRIES};
@@ -147,11 +147,11 @@ pub struct Engine {
     changed_identities: BTreeSet<IdentityId>,
     /// The entries that select a local endpoint: only theirs hold selectors and name identities.
     live: LiveEntries,
-    /// The label keys live entries' peer selectors read: identities keep only these.
-    keys_in_use: KeysInUse,
-    /// The label keys subject selectors read: local pods that differ only in other keys are
-    /// twins (one MapState between them).
-    subject_keys: KeysInUse,
+    /// What live entries' peer selectors read of labels: identities keep only that.
+    labels_in_use: LabelsInUse,
+    /// What subject selectors read of labels: local pods that look alike through it are twins
+    /// (one MapState between them).
+    subject_labels: LabelsInUse,
     /// Trimmed label sets, one copy of each.
     trimmed_labels: LabelInterner,
     /// The local endpoint holding each address.
@@ -184,9 +184,9 @@ impl Engine {
             world: BTreeMap::new(),
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
-            keys_in_use: KeysInUse::default(),
+            labels_in_use: LabelsInUse::default(),
             live: LiveEntries::default(),
-            subject_keys: KeysInUse::default(),
+            subject_labels: LabelsInUse::default(),
             trimmed_labels: LabelInterner::default(),
             endpoint_addresses: HashMap::new(),
             cache: SelectorCache::new(),
@@ -403,7 +403,7 @@ impl Engine {
             .collect();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
-        self.subject_keys = KeysInUse::of_subjects(&entries);
+        self.subject_labels = LabelsInUse::of_subjects(&entries);
         self.entries = entries;
     }
 }

@@ -119,6 +119,11 @@ fn label_selector() -> impl Strategy<Value = LabelSelector> {
         1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::NotIn("app".into(), vec!["db".into()])] }),
         1 => Just(LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::Exists("app".into())] }),
         1 => (0..8usize).prop_map(|i| LabelSelector::from_labels([(POD_NAME_LABEL, format!("pod{i}"))])),
+        // A per-pod label read every way a selector can (identities keep only the values
+        // selectors name, and the key's presence where it is tested).
+        1 => (0..8usize, 0..8usize).prop_map(|(i, j)| LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::In(POD_NAME_LABEL.into(), vec![format!("pod{i}"), format!("pod{j}")])] }),
+        1 => (0..8usize).prop_map(|i| LabelSelector { match_labels: Labels::new(), match_expressions: vec![Requirement::NotIn(POD_NAME_LABEL.into(), vec![format!("pod{i}")])] }),
+        1 => prop::bool::ANY.prop_map(|exists| LabelSelector { match_labels: Labels::new(), match_expressions: vec![if exists { Requirement::Exists(POD_NAME_LABEL.into()) } else { Requirement::DoesNotExist(POD_NAME_LABEL.into()) }] }),
     ]
 }
 
