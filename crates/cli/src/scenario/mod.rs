@@ -1,5 +1,5 @@
 //! Scenario files: the cluster objects the API server would hold and the connectivity that must
-//! result (see `shared/scenarios/FORMAT.md`). Manifests (see [`manifests`]) load into the same
+//! result (see docs/scenarios.md). Manifests (see [`manifests`]) load into the same
 //! [`Scenario`], without expectations. Loading one yields a [`Cluster`] in engine terms and
 //! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
 //! fail half-way.
