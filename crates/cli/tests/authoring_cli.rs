@@ -97,18 +97,22 @@ fn matrix_text_is_a_numbered_grid_with_nodes_and_the_outside() {
         "8080",
     ]);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    // shop/web-from-shop admits every pod of shop: a new one (the stand-in) may reach web, and
+    // is held to db-from-web as any pod of shop would be.
     assert_eq!(
         stdout(&output),
         "\
-TCP/8080 (http): 7 of 12 flows allowed
-  from \\ to      1  2  3  4  5
-  1 ops/prober   .  X  X  -  .
-  2 shop/db      .  .  .  -  .
-  3 shop/web     .  X  .  -  .
-  4 node node-1  -  -  -  -  -
-  5 0.0.0.0/0    .  X  X  -  -
+TCP/8080 (http): 14 of 20 flows allowed
+  from \\ to              1  2  3  4  5  6
+  1 ops/prober           .  .  X  X  -  .
+  2 shop/(other pods) ~  .  -  X  .  -  .
+  3 shop/db              .  .  .  .  -  .
+  4 shop/web             .  .  X  .  -  .
+  5 node node-1          -  -  -  -  -  -
+  6 0.0.0.0/0            .  .  X  X  -  -
 
 . allowed (a pod to itself always: it is not subject to policy), X denied, - no flow (a node or outside address to itself; between nodes and outside addresses; a pod and its own node)
+~ a stand-in for the pods a policy's peer can select that the input does not hold (other pods of a namespace, pods of any other namespace, pods labelled as a selector asks): placed as a workload's pod; its flows among the pods it stands for are not shown
 "
     );
 }
@@ -260,16 +264,21 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
                     shop/web-from-shop isolates the pod";
     // Every port web-from-shop does not admit is newly denied: the other TCP ports and every
     // UDP and SCTP port too, each shown by the probe that stands for them.
+    // The stand-in for other pods of shop (which web-from-shop's peer selects) is newly denied
+    // where shop/db is: on every port but http.
     let expected: String = [
         ("ops/prober -> shop/web TCP/80 (every other port)", true),
+        ("shop/(other pods) -> shop/web TCP/80 (every other port)", true),
         ("shop/db -> shop/web TCP/80 (every other port)", true),
         ("TCP/80 (every other port) from 0.0.0.0/0 into shop/web", false),
         ("ops/prober -> shop/web TCP/5432 (pg)", true),
+        ("shop/(other pods) -> shop/web TCP/5432 (pg)", true),
         ("shop/db -> shop/web TCP/5432 (pg)", true),
         ("TCP/5432 (pg) from 0.0.0.0/0 into shop/web", false),
         ("ops/prober -> shop/web TCP/8080 (http)", true),
         ("TCP/8080 (http) from 0.0.0.0/0 into shop/web", false),
         ("ops/prober -> shop/web UDP/80 (every UDP and SCTP port)", true),
+        ("shop/(other pods) -> shop/web UDP/80 (every UDP and SCTP port)", true),
         ("shop/db -> shop/web UDP/80 (every UDP and SCTP port)", true),
         ("UDP/80 (every UDP and SCTP port) from 0.0.0.0/0 into shop/web", false),
     ]
@@ -288,8 +297,9 @@ fn diff_names_each_changed_flow_with_its_rule_before_and_after() {
     assert_eq!(
         out,
         format!(
-            "{expected}11 flows change (11 newly denied, 0 newly allowed) between 3 pods, 1 \
-             nodes and 1 regions outside the cluster on TCP/80 (every other port), TCP/5432 \
+            "{expected}stand-ins (for pods the inputs do not hold that a policy's peer can \
+             select), compared as pods: shop/(other pods)\n14 flows change (14 newly denied, 0 \
+             newly allowed) between 3 pods, 1 stand-ins, 1 nodes and 1 regions outside the cluster on TCP/80 (every other port), TCP/5432 \
              (pg), TCP/8080 (http), UDP/80 (every UDP and SCTP port)\n"
         )
     );
@@ -419,9 +429,20 @@ fn matrix_json_has_one_flow_per_defined_cell() {
         })
         .collect();
     let pod = |name: &str| (name.to_owned(), vec![name.to_owned()]);
-    assert_eq!(groups, [pod("ops/prober"), pod("shop/db"), pod("shop/web")]);
-    assert_eq!(matrices[2]["pod_flows"], 6);
-    assert_eq!(matrices[2]["pod_flows_allowed"], 3);
+    // The stand-in for other pods of shop, which web-from-shop's peer selects, is a group too.
+    assert_eq!(
+        groups,
+        [
+            pod("ops/prober"),
+            pod("shop/(other pods)"),
+            pod("shop/db"),
+            pod("shop/web")
+        ]
+    );
+    assert_eq!(json["groups"][1]["stand_in"], true);
+    assert_eq!(json["groups"][0].get("stand_in"), None);
+    assert_eq!(matrices[2]["pod_flows"], 12);
+    assert_eq!(matrices[2]["pod_flows_allowed"], 8);
     let verdicts: Vec<String> = matrices[2]["flows"]
         .as_array()
         .unwrap()
@@ -439,12 +460,18 @@ fn matrix_json_has_one_flow_per_defined_cell() {
         verdicts,
         [
             "ops/prober ops/prober allow",
+            "ops/prober shop/(other pods) allow",
             "ops/prober shop/db deny",
             "ops/prober shop/web deny",
+            "shop/(other pods) ops/prober allow",
+            "shop/(other pods) shop/db deny",
+            "shop/(other pods) shop/web allow",
             "shop/db ops/prober allow",
+            "shop/db shop/(other pods) allow",
             "shop/db shop/db allow",
             "shop/db shop/web allow",
             "shop/web ops/prober allow",
+            "shop/web shop/(other pods) allow",
             "shop/web shop/db deny",
             "shop/web shop/web allow",
         ]

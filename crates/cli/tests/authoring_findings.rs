@@ -639,10 +639,22 @@ TCP/5432 (pg): 19 of 20 flows allowed
     let output = netpol(&["diff", "-f", &cluster, &before, &after]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let out = stdout(&output);
+    // AFTER admits pods labelled app=api, which no manifest holds: their stand-in shows it.
     assert!(
-        out.starts_with("shop/web (3 pods) -> shop/db-0 TCP/5432 (pg): allow -> deny\n"),
+        out.starts_with(
+            "shop/(pods {app=api}) -> shop/db-0 TCP/5432 (pg): deny -> allow\n  before: \
+             ingress: deny: no Normal-tier rule matched and NetworkPolicy shop/db isolates the \
+             pod\n  after:  egress: allow: no rule matched and nothing isolates the pod: default \
+             allow; ingress: allow by NetworkPolicy shop/db rule ingress[0] (Normal tier)\n\
+             shop/web (3 pods) -> shop/db-0 TCP/5432 (pg): allow -> deny\n"
+        ),
         "{out}"
     );
     assert_eq!(out.matches(" -> deny\n").count(), 1, "{out}");
-    assert!(out.contains("3 flows change (3 newly denied"), "{out}");
+    assert!(
+        out.contains(
+            "4 flows change (3 newly denied, 1 newly allowed) between 4 pods, 1 stand-ins"
+        ),
+        "{out}"
+    );
 }

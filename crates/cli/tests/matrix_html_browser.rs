@@ -230,12 +230,17 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
     let json: Value = serde_json::from_slice(&matrix("json")).unwrap();
     let matrices = json["matrices"].as_array().unwrap();
     // What JSON says, as (tab, from, to, verdict) for every defined flow.
+    // Rows and columns are the groups, then the nodes and outside regions (JSON's `others`),
+    // as in the text output.
+    let parties =
+        json["groups"].as_array().unwrap().len() + json["others"].as_array().unwrap().len();
     let mut expected = Vec::new();
     let mut cells = 0;
     for m in matrices {
         let tab = format!("{}/{}", m["protocol"].as_str().unwrap(), m["port"]);
-        cells += json["groups"].as_array().unwrap().len().pow(2);
-        for f in m["flows"].as_array().unwrap() {
+        cells += parties.pow(2);
+        let flows = m["flows"].as_array().unwrap().iter();
+        for f in flows.chain(m["other_flows"].as_array().unwrap()) {
             expected.push(format!(
                 "{tab} {} {} {}",
                 f["from"].as_str().unwrap(),
@@ -244,6 +249,7 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
             ));
         }
     }
+
     assert!(
         expected.iter().any(|c| c.ends_with(" deny")),
         "{expected:?}"
@@ -275,7 +281,12 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
     // The ports the rules name, and one probe each for every other TCP port and for the
     // protocols no rule names (labelled so in the JSON's `stands_for`).
     assert_eq!(tabs, ["TCP/80", "TCP/5432", "TCP/8080", "UDP/80"]);
-    assert_eq!(drawn_cells(&dom), expected);
+    // The same cells (the page draws row by row over every party, JSON lists flows between
+    // groups before those with others).
+    let mut drawn = drawn_cells(&dom);
+    drawn.sort();
+    expected.sort();
+    assert_eq!(drawn, expected);
     let titles: Vec<String> = tags(&dom, "td")
         .iter()
         .map(|(_, td)| attribute(td, "title").unwrap())
@@ -301,8 +312,18 @@ fn the_html_matrix_runs_in_chromium_and_agrees_with_json() {
             )
         })
         .collect();
-    // One run of namespace headers per probe (four tabs).
-    assert_eq!(namespace_headers, ["opsx1", "shopx2"].repeat(tabs.len()));
+    // One run of namespace headers per probe (four tabs): shop's pods and the stand-in for its
+    // other pods (web-from-shop admits every pod of shop), then the node and the outside.
+    assert_eq!(
+        namespace_headers,
+        ["opsx1", "shopx3", "(nodes)x1", "(outside the cluster)x1"].repeat(tabs.len())
+    );
+    // The node and outside rows are drawn with their heads, as the text output has them.
+    let ingress_from_outside = "TCP/8080 0.0.0.0/0 shop/web deny";
+    assert!(
+        expected.iter().any(|c| c == ingress_from_outside),
+        "{expected:?}"
+    );
 }
 
 /// What `matrix --output json` says about the pairs of groups, for comparing the page with.
@@ -319,16 +340,32 @@ struct Expected {
 
 impl Expected {
     fn new(json: &Value) -> Self {
+        // The page's rows: the groups, then the nodes and outside regions under their headers.
         let groups = json["groups"].as_array().unwrap();
-        let g = groups.len();
+        let others = json["others"].as_array().unwrap();
+        let g = groups.len() + others.len();
         let labels = groups
             .iter()
             .map(|group| group["label"].as_str().unwrap().to_owned())
+            .chain(
+                others
+                    .iter()
+                    .map(|o| o["name"].as_str().unwrap().to_owned()),
+            )
             .collect();
         let (mut namespaces, mut namespace_of) = (Vec::<String>::new(), Vec::new());
-        for group in groups {
-            let pod = group["pods"][0].as_str().unwrap();
-            let ns = &pod[..pod.find('/').unwrap()];
+        let headers = groups
+            .iter()
+            .map(|group| {
+                let pod = group["pods"][0].as_str().unwrap();
+                pod[..pod.find('/').unwrap()].to_owned()
+            })
+            .chain(others.iter().map(|o| match o["kind"].as_str().unwrap() {
+                "node" => "(nodes)".to_owned(),
+                _ => "(outside the cluster)".to_owned(),
+            }));
+        for ns in headers {
+            let ns = ns.as_str();
             let at = match namespaces.iter().position(|n| n == ns) {
                 Some(at) => at,
                 None => {
@@ -349,14 +386,11 @@ impl Expected {
                 // Parties are numbered groups first, then nodes and outside regions.
                 for row in m["rows"].as_array().unwrap() {
                     let from = row["from"].as_u64().unwrap() as usize;
-                    if from >= g {
-                        continue;
-                    }
                     for run in row["to"].as_array().unwrap() {
                         let [first, last, decision] =
                             [0, 1, 2].map(|i| run[i].as_u64().unwrap() as usize);
                         let allowed = decisions[decision]["verdict"] == "allow";
-                        for to in first..=last.min(g.saturating_sub(1)) {
+                        for to in first..=last {
                             verdicts[from * g + to] = Some(allowed);
                         }
                     }
@@ -490,17 +524,31 @@ fn a_large_html_matrix_opens_on_the_overview_and_its_views_agree_with_json() {
 
     // A mixed pair of two namespaces (the one of most pairs of groups), and the namespace of
     // most groups, each opened by its fragment.
+    // Namespaces of pods the cluster holds (not the headers of nodes, outside regions or
+    // stand-ins of other namespaces, whose names a fragment would have to escape).
+    let held = |ns: usize| !expected.namespaces[ns].starts_with('(');
     let mixed = (0..expected.matrices.len())
         .flat_map(|m| {
             let kinds = expected.kinds(m);
             (0..n * n).filter(move |&p| kinds[p] == "mixed" && p / n != p % n)
         })
+        .filter(|p| held(p / n) && held(p % n))
         .max_by_key(|p| expected.groups_in(p / n).len() * expected.groups_in(p % n).len())
         .expect("a mixed pair of two namespaces");
     let (from, to) = (mixed / n, mixed % n);
     let biggest = (0..n)
+        .filter(|&ns| held(ns))
         .max_by_key(|&ns| expected.groups_in(ns).len())
         .unwrap();
+    // The nodes and the outside are rows and columns of the overview too.
+    assert!(
+        expected
+            .namespaces
+            .iter()
+            .any(|ns| ns == "(outside the cluster)"),
+        "{:?}",
+        expected.namespaces
+    );
     // A click on the pair's square of the overview opens it: the page with a script that
     // clicks the middle of the square (row `from`, column `to`) and notes the fragment.
     let clicking = scratch.0.join("click.html");

@@ -399,7 +399,7 @@ impl<'a> Chains<'a> {
     }
 }
 
-/// A pod and its own node: upstream and FORMAT.md leave their traffic undefined.
+/// A pod and its own node: upstream and docs/scenarios.md leave their traffic undefined.
 fn own_node_note(cluster: &Cluster, src: IdentityId, dst: IdentityId) -> Option<String> {
     let store = cluster.store();
     let (a, b) = (store.get(src)?, store.get(dst)?);

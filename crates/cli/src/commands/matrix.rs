@@ -27,7 +27,7 @@ use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
 use crate::output::report::FlowJson;
 use crate::probes::{port_names, probe_labels, PortPlan, ProbeArgs};
-use crate::scenario::Cluster;
+use crate::scenario::{add_stand_ins, Cluster};
 use netpol_engine::flow::DirectionOracle;
 
 #[derive(Debug, clap::Args)]
@@ -72,9 +72,14 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         writeln!(err, "error: name a scenario file or manifests with -f")?;
         return Ok(Outcome::Invalid);
     };
-    let Some(scenario) = input::load(&input, args.manifests.read.flags(), err)? else {
+    let flags = args.manifests.read.flags();
+    let Some(mut scenario) = input::load(&input, flags.clone(), err)? else {
         return Ok(Outcome::Invalid);
     };
+    if args.output != Format::Scenario {
+        // `-o scenario` writes expectations to paste into a scenario, which has no stand-ins.
+        add_stand_ins(&mut [&mut scenario.cluster], &flags.placement);
+    }
     let cluster = &scenario.cluster;
     if scenario.inventory.pods == 0 {
         writeln!(
@@ -158,12 +163,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         }
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
-            let pod_groups: Vec<Group> = groups
-                .iter()
-                .filter(|g| parties[g.members[0]].is_pod())
-                .cloned()
-                .collect();
-            let data = html::PageData::new(&parties, &pod_groups, matrices);
+            let data = html::PageData::new(&parties, &groups, matrices);
             out.write_all(html::page(&title, &data).as_bytes())?;
         }
     }
@@ -252,11 +252,12 @@ fn per_pod(cluster: &Cluster, parties: &[Party]) -> Vec<Group> {
     group(cluster, parties, &[])
         .into_iter()
         .flat_map(|g| {
-            let derived = g.derived;
+            let (derived, stand_in) = (g.derived, g.stand_in);
             g.members.into_iter().map(move |m| Group {
                 label: parties[m].to_string(),
                 members: vec![m],
                 derived,
+                stand_in,
             })
         })
         .collect()
@@ -272,12 +273,10 @@ fn write_text(
 ) -> io::Result<()> {
     let labels: Vec<String> = groups
         .iter()
-        .map(|g| {
-            if g.derived {
-                format!("{} *", g.label)
-            } else {
-                g.label.clone()
-            }
+        .map(|g| match (g.derived, g.stand_in) {
+            (true, _) => format!("{} *", g.label),
+            (_, true) => format!("{} ~", g.label),
+            _ => g.label.clone(),
         })
         .collect();
     let probes: Vec<_> = matrices.iter().map(|m| (m.protocol, m.port)).collect();
@@ -315,6 +314,15 @@ fn write_text(
             out,
             "* the pod of a workload's template, its address and node assigned (--pod-cidr, \
              --assign-nodes)"
+        )?;
+    }
+    if groups.iter().any(|g| g.stand_in) {
+        writeln!(
+            out,
+            "~ a stand-in for the pods a policy's peer can select that the input does not hold \
+             (other pods of a namespace, pods of any other namespace, pods labelled as a \
+             selector asks): placed as a workload's pod; its flows among the pods it stands for \
+             are not shown"
         )?;
     }
     Ok(())
@@ -428,6 +436,9 @@ pub struct GroupJson {
     pub pods: Vec<String>,
     /// Derived from a workload's template, addresses assigned.
     pub derived: bool,
+    /// A stand-in for pods the input does not hold that a policy's peer can select.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stand_in: bool,
 }
 
 /// What `matrix --output json` writes from.
@@ -460,6 +471,7 @@ fn write_matrices_json(
                 label: g.label.clone(),
                 pods: g.members.iter().map(|&m| parties[m].to_string()).collect(),
                 derived: g.derived,
+                stand_in: g.stand_in,
             })
             .collect(),
         others: parties

@@ -20,8 +20,9 @@ const PER_POD_LABELS: [&str; 5] = [
     "batch.kubernetes.io/job-completion-index",
 ];
 
-/// What pods must share to be one row: their namespace and labels (less per-replica ones).
-type GroupKey = (String, Vec<(String, String)>);
+/// What pods must share to be one row: their namespace and labels (less per-replica ones), and
+/// whether they are stand-ins (which never join a pod of the input).
+type GroupKey = (String, Vec<(String, String)>, bool);
 
 /// One row (and column) of a grouped matrix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub struct Group {
     pub members: Vec<usize>,
     /// Its pods were derived from a workload template (addresses assigned).
     pub derived: bool,
+    /// It is a stand-in for pods the input does not hold (`scenario::add_stand_ins`).
+    pub stand_in: bool,
 }
 
 /// Groups `parties` (pods first, as the matrices have them), given the matrices between them:
@@ -84,6 +87,9 @@ pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Vec<G
                 && pods
                     .iter()
                     .all(|p| cluster.facts(p).is_some_and(|f| f.derived));
+            let stand_in = pods
+                .iter()
+                .any(|p| cluster.facts(p).is_some_and(|f| f.stand_in));
             let label = if pods.is_empty() {
                 parties[members[0]].to_string()
             } else {
@@ -93,6 +99,7 @@ pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Vec<G
                 label,
                 members,
                 derived,
+                stand_in,
             }
         })
         .collect();
@@ -149,6 +156,11 @@ impl<'g> Grouped<'g> {
     /// pods (or party) of group `a` and those of group `b`.
     pub fn code(&self, matrix: &Matrix, a: usize, b: usize) -> u32 {
         let (from, to) = (&self.groups[a], &self.groups[b]);
+        if a == b && from.stand_in {
+            // A stand-in is many pods in one: its own address says nothing of their flows
+            // between each other, which it does not decide.
+            return UNDEFINED;
+        }
         if a == b && from.members.len() == 1 {
             // One party to itself: a pod reaching its own address, or no flow.
             let only = from.members[0];
@@ -201,7 +213,8 @@ fn key(cluster: &Cluster, pod: &PodRef) -> GroupKey {
                 .collect()
         })
         .unwrap_or_default();
-    (pod.namespace.clone(), labels)
+    let stand_in = cluster.facts(pod).is_some_and(|f| f.stand_in);
+    (pod.namespace.clone(), labels, stand_in)
 }
 
 /// Whether every member (pods) is decided alike (the same verdict by the same rules) towards

@@ -2,12 +2,15 @@
 //! showing each protocol/port's matrix as a coloured grid grouped by namespace, one tab per
 //! protocol/port, the deciding rule in each cell's tooltip and, on click, in a detail line.
 //!
-//! Rows and columns are the groups of `--output json` (workloads, or pods with `--per-pod`):
+//! Rows and columns are the groups of `--output json` (workloads, or pods with `--per-pod`),
+//! then its `others`, nodes under the header `(nodes)` and regions outside the cluster under
+//! `(outside the cluster)`, as the text output has them:
 //! the page carries the groups with their pods once and, per matrix, each distinct deciding rule
 //! once and one number per pair of groups naming its verdict and rule (the per-direction detail
 //! is left out), and builds its tables in the browser, so the two cannot disagree and a page
 //! grows with workloads squared, not pods squared. Runs of equal cells in a row are written
-//! once with their length, the most used rules numbered first.
+//! once with their length, the most used rules numbered first, and a row equal to an earlier
+//! one as that row's position.
 //!
 //! What is shown follows the address's fragment, so that a view can be linked to and the
 //! browser's back button returns from it; the "Show" filter and the overview set it:
@@ -50,12 +53,23 @@ pub struct PageData {
 
 #[derive(Debug, Serialize)]
 pub struct PageGroup {
-    /// As JSON's `from` and `to` name it.
+    /// As JSON's `from` and `to` name it (a node or region as JSON's `others` do).
     pub label: String,
+    /// Its header: the pods' namespace, or [`NODES`] or [`OUTSIDE`].
     pub namespace: String,
-    /// Its pods, shown on demand.
+    /// Its head under the header: the label less the namespace.
+    pub name: String,
+    /// `node` or `outside`; absent for pods.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    /// Its pods, shown on demand (a node or region: itself).
     pub pods: Vec<String>,
 }
+
+/// The header of the nodes' rows and columns (no namespace can be so named).
+pub const NODES: &str = "(nodes)";
+/// The header of the rows and columns of regions outside the cluster.
+pub const OUTSIDE: &str = "(outside the cluster)";
 
 #[derive(Debug, Serialize)]
 pub struct PageMatrix {
@@ -65,8 +79,18 @@ pub struct PageMatrix {
     pub rules: Vec<String>,
     /// Per row (`from`, by position in `groups`), its cells (`to`) as runs: `[code, count, code,
     /// count, ...]`, `count` consecutive cells holding `code`: [`UNDEFINED`], or `2 * rule + 1`
-    /// when allowed and `2 * rule` when denied, `rule` indexing `rules` (most used first).
-    pub cells: Vec<Vec<i64>>,
+    /// when allowed and `2 * rule` when denied, `rule` indexing `rules` (most used first); or,
+    /// for a row equal to an earlier one, that row's position.
+    pub cells: Vec<PageRow>,
+}
+
+/// One row's cells: as runs, or the same as an earlier row (the replicas of a workload split
+/// into groups, stand-ins of namespaces alike: at 10,000 pods 1,079 distinct rows of 2,462).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum PageRow {
+    Runs(Vec<i64>),
+    SameAs(usize),
 }
 
 /// A cell with no flow (a pod to itself, or across address families).
@@ -127,6 +151,18 @@ impl PageMatrix {
             .into_iter()
             .map(|r| std::mem::take(&mut rules[r]))
             .collect();
+        let mut first_of: HashMap<Vec<i64>, usize> = HashMap::new();
+        let cells = cells
+            .into_iter()
+            .enumerate()
+            .map(|(at, row)| match first_of.get(&row) {
+                Some(&first) => PageRow::SameAs(first),
+                None => {
+                    first_of.insert(row.clone(), at);
+                    PageRow::Runs(row)
+                }
+            })
+            .collect();
         PageMatrix {
             protocol: matrix.protocol.to_string(),
             port: matrix.port,
@@ -137,17 +173,31 @@ impl PageMatrix {
 }
 
 impl PageData {
-    /// The page of `matrices` between the pod `groups` of `parties`.
+    /// The page of `matrices` between the `groups` of `parties`: pods' groups (under their
+    /// namespaces), then nodes and regions outside the cluster (under [`NODES`] and
+    /// [`OUTSIDE`]), as the text output has them.
     pub fn new(parties: &[Party], groups: &[Group], matrices: &[Matrix]) -> Self {
         PageData {
             groups: groups
                 .iter()
                 .map(|g| {
+                    let first = &parties[g.members[0]];
                     let pods: Vec<String> =
                         g.members.iter().map(|&m| parties[m].to_string()).collect();
+                    let (namespace, name, kind) = match first {
+                        Party::Pod(pod) => {
+                            let name = g.label.strip_prefix(&format!("{}/", pod.namespace));
+                            let name = name.unwrap_or(&g.label).to_owned();
+                            (pod.namespace.clone(), name, None)
+                        }
+                        Party::Node { name, .. } => (NODES.to_owned(), name.clone(), Some("node")),
+                        Party::Outside(_) => (OUTSIDE.to_owned(), g.label.clone(), Some("outside")),
+                    };
                     PageGroup {
                         label: g.label.clone(),
-                        namespace: pods[0].split('/').next().unwrap_or_default().to_owned(),
+                        namespace,
+                        name,
+                        kind,
                         pods,
                     }
                 })
@@ -211,6 +261,11 @@ function runs(shown, groups) {
   }
   return out;
 }
+// Row `row`'s runs: its own, or those of the earlier row it names as equal.
+function runsOf(m, row) {
+  const cells = m.cells[row];
+  return typeof cells === "number" ? m.cells[cells] : cells;
+}
 // A row's cells from its runs: [code, count, code, count, ...].
 function expand(runs) {
   const out = [];
@@ -218,8 +273,7 @@ function expand(runs) {
   return out;
 }
 function shortName(group) {
-  const slash = group.label.indexOf("/");
-  return slash < 0 ? group.label : group.label.slice(slash + 1);
+  return group.name;
 }
 // The cells from the groups `rows` to the groups `columns`, under namespace headers.
 function drawTable(m, label, groups, rows, columns) {
@@ -236,7 +290,7 @@ function drawTable(m, label, groups, rows, columns) {
     for (let i = 0; i < r.count; i++, at++) {
       const row = rows[at];
       const from = groups[row].label;
-      const rowCells = expand(m.cells[row]);
+      const rowCells = expand(runsOf(m, row));
       const tr = el("tr");
       if (i === 0) tr.appendChild(el("th", { class: "ns", rowspan: String(r.count) }, r.ns));
       tr.appendChild(el("th", { class: "pod", title: from, "data-group": String(row) }, shortName(groups[row])));
@@ -280,7 +334,8 @@ function namespaces(groups) {
 function summarize(m, space) {
   const n = space.names.length;
   const allow = new Uint32Array(n * n), deny = new Uint32Array(n * n);
-  m.cells.forEach((row, g) => {
+  m.cells.forEach((_, g) => {
+    const row = runsOf(m, g);
     const from = space.of[g] * n;
     let column = 0;
     for (let i = 0; i < row.length; i += 2) {

@@ -190,6 +190,7 @@ pub(super) fn add_pods_and_nodes(
                     owner: placed.owner,
                     derived: false,
                     unaddressed: identities.is_empty().then(|| unaddressed(pod)),
+                    stand_in: false,
                 };
                 if workloads {
                     running.push((
@@ -486,6 +487,7 @@ fn add_template_pods(
                 owner: Some(template.owner.clone()),
                 derived: true,
                 unaddressed: identities.is_empty().then(|| unaddressed(&pod)),
+                stand_in: false,
             },
         );
         cluster.add_pod(pod_ref, identities);

@@ -51,6 +51,9 @@ pub struct PodFacts {
     pub derived: bool,
     /// Why it has no address of its own, when it has none.
     pub unaddressed: Option<String>,
+    /// A stand-in for pods the input does not hold that a policy's peer can select (see
+    /// `stand_ins.rs`), not a pod of the input.
+    pub stand_in: bool,
 }
 
 /// How many entries [`Cluster::new`] puts ahead of the policies' own.
@@ -118,6 +121,12 @@ impl Cluster {
     /// other and neither changed them since): they differ in policy entries at most.
     pub fn shares_pods_with(&self, other: &Cluster) -> bool {
         Arc::ptr_eq(&self.core, &other.core)
+    }
+
+    /// Shares `other`'s identities, pods and nodes, as a clone of it would: for two sides that
+    /// shared them before the same pods were added to `other`.
+    pub fn share_pods_of(&mut self, other: &Cluster) {
+        self.core = Arc::clone(&other.core);
     }
 
     /// Records where the policy object `object` (`Kind namespace/name`) was written.

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::error::LoadError;
 
-/// A scenario file, as in `shared/scenarios/FORMAT.md`.
+/// A scenario file, as docs/scenarios.md describes it.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioDocument {

@@ -1,5 +1,5 @@
 //! Scenario files: the cluster objects the API server would hold and the connectivity that must
-//! result (see `shared/scenarios/FORMAT.md`). Manifests (see [`manifests`]) load into the same
+//! result (see docs/scenarios.md). Manifests (see [`manifests`]) load into the same
 //! [`Scenario`], without expectations. Loading one yields a [`Cluster`] in engine terms and
 //! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
 //! fail half-way.
@@ -16,6 +16,7 @@ mod manifests;
 mod objects;
 mod prepared;
 mod sides;
+mod stand_ins;
 mod stream;
 
 use std::io::Read;
@@ -34,6 +35,7 @@ pub use netpol_api::workloads::{Owner, Placement};
 pub use objects::SourcedObject;
 pub use prepared::{Origin, ReadOne, LINT_IGNORE_ANNOTATION};
 pub use sides::{differ_in_policies_only, SideObjects};
+pub use stand_ins::add_stand_ins;
 
 use document::{read_yaml, ScenarioDocument};
 

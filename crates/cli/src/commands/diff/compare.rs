@@ -167,6 +167,7 @@ pub fn compare(
         pods_only_after,
         pods_gone: gone.lent,
         pods_new: new.lent,
+        stand_ins: Vec::new(),
         nodes_compared,
         outside_regions,
         workloads: parties.iter().map(workload).collect(),

@@ -24,7 +24,11 @@ struct DiffJson<'a> {
     /// Per probe, as the text names it: with the names pods give the port, and what it stands
     /// for beyond itself (`TCP/80 (every other port)`).
     probe_labels: &'a [String],
+    /// Pods of the inputs both sides have.
     pods_compared: usize,
+    /// Stand-ins for pods the inputs do not hold that a policy's peer can select, compared
+    /// as pods (not counted in `pods_compared`).
+    stand_ins: &'a [String],
     pods_only_before: &'a [String],
     pods_only_after: &'a [String],
     pods_new: &'a [String],
@@ -189,7 +193,8 @@ pub fn write_json<'a>(out: &mut dyn std::io::Write, report: &'a Report) -> std::
         format: FORMAT,
         probes: &report.probes,
         probe_labels: &report.probe_labels,
-        pods_compared: report.pods_compared,
+        pods_compared: report.input_pods(),
+        stand_ins: &report.stand_ins,
         pods_only_before: &report.pods_only_before,
         pods_only_after: &report.pods_only_after,
         pods_new: &report.pods_new,

@@ -33,7 +33,8 @@ use crate::outcome::Outcome;
 use crate::output::report::{write_json, TextOrJson};
 use crate::probes::ProbeArgs;
 use crate::scenario::{
-    differ_in_policies_only, load_objects, Input, LoadErrors, Scenario, SideObjects, STDIN,
+    add_stand_ins, differ_in_policies_only, load_objects, Input, LoadErrors, Scenario, SideObjects,
+    STDIN,
 };
 
 #[derive(Debug, clap::Args)]
@@ -67,13 +68,18 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     } else {
         load_files(args, err)?
     };
-    let Some((before, after)) = loaded else {
+    let Some((mut before, mut after)) = loaded else {
         return Ok(Outcome::Invalid);
     };
+    // Both sides get the stand-ins either side's peers can select, so that a peer admitting
+    // pods the inputs do not hold shows as their flows changing.
+    let placement = args.shared.read.flags().placement;
+    let stand_ins = add_stand_ins(&mut [&mut before.cluster, &mut after.cluster], &placement);
     let audit_sides = audit::would_be_sides(&before, &after);
-    let Some(report) = compare([before, after], args.engine, args.probes, err)? else {
+    let Some(mut report) = compare([before, after], args.engine, args.probes, err)? else {
         return Ok(Outcome::Invalid);
     };
+    report.stand_ins = stand_ins.iter().map(ToString::to_string).collect();
     let audit = match audit_sides {
         Some(sides) => match compare(sides, args.engine, args.probes, err)? {
             Some(audit) => Some(audit),
@@ -81,7 +87,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         },
         None => None,
     };
-    if report.pods_compared == 0 {
+    if report.input_pods() == 0 {
         // An empty diff reads as "safe" in CI; with no pods there was nothing to compare.
         writeln!(
             err,

@@ -69,6 +69,9 @@ pub struct Report {
     /// if it ran there too: their flows are compared with the others'.
     pub pods_gone: Vec<String>,
     pub pods_new: Vec<String>,
+    /// Of the pods compared, the stand-ins for pods the inputs do not hold that a policy's
+    /// peer can select (`namespace/name`, see `scenario::add_stand_ins`).
+    pub stand_ins: Vec<String>,
     /// Nodes both sides have: flows between them and the pods are compared.
     pub nodes_compared: usize,
     /// The regions outside the cluster that either side's policies tell apart.
@@ -102,6 +105,11 @@ impl Report {
     /// The pods of class `class`, by position.
     pub fn members(&self, class: u32) -> &[usize] {
         &self.classes.members[class as usize]
+    }
+
+    /// How many pods of the inputs both sides have (the pods compared less the stand-ins).
+    pub fn input_pods(&self) -> usize {
+        self.pods_compared - self.stand_ins.len()
     }
 
     /// Whether the sides differ in their pods: a pod new, gone, or not compared.
@@ -289,11 +297,12 @@ impl Serialize for PerPod<'_> {
             }
         }
         let report = self.0;
-        let mut out = serializer.serialize_struct("DiffJson", 11)?;
+        let mut out = serializer.serialize_struct("DiffJson", 12)?;
         out.serialize_field("format", PER_POD_FORMAT)?;
         out.serialize_field("probes", &report.probes)?;
         out.serialize_field("probe_labels", &report.probe_labels)?;
-        out.serialize_field("pods_compared", &report.pods_compared)?;
+        out.serialize_field("pods_compared", &report.input_pods())?;
+        out.serialize_field("stand_ins", &report.stand_ins)?;
         out.serialize_field("pods_only_before", &report.pods_only_before)?;
         out.serialize_field("pods_only_after", &report.pods_only_after)?;
         out.serialize_field("pods_new", &report.pods_new)?;

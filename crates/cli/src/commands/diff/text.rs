@@ -111,13 +111,25 @@ pub fn write_text(out: &mut dyn Write, report: &Report, per_pod: bool) -> io::Re
             writeln!(out, "{what}: {}", pods.join(", "))?;
         }
     }
+    if !report.stand_ins.is_empty() {
+        writeln!(
+            out,
+            "stand-ins (for pods the inputs do not hold that a policy's peer can select), \
+             compared as pods: {}",
+            report.stand_ins.join(", ")
+        )?;
+    }
     let (flows, newly_denied) = report.counts();
+    let stand_ins = match report.stand_ins.len() {
+        0 => String::new(),
+        n => format!(", {n} stand-ins"),
+    };
     writeln!(
         out,
-        "{flows} flows change ({newly_denied} newly denied, {} newly allowed) between {} pods, \
-         {} nodes and {} regions outside the cluster on {}",
+        "{flows} flows change ({newly_denied} newly denied, {} newly allowed) between {} \
+         pods{stand_ins}, {} nodes and {} regions outside the cluster on {}",
         flows - newly_denied,
-        report.pods_compared,
+        report.input_pods(),
         report.nodes_compared,
         report.outside_regions.len(),
         report.probe_labels.join(", ")
