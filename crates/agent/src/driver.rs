@@ -125,11 +125,12 @@ pub fn run_with_resync(
     health.stopped();
 }
 
-/// Puts a missing own Node object and refused policies in `/readyz` (the pipeline logs and
-/// counts them), or takes them out once the object is back or the policies are fixed.
+/// Puts a missing own Node object (not ready) and refused policies (a notice: ready, since the
+/// node enforces them as designed) in `/readyz` (the pipeline logs and counts them), or takes
+/// them out once the object is back or the policies are fixed.
 pub fn report_own_node(pipeline: &Pipeline, health: &Health) {
     health.set_source_problem("own Node", pipeline.own_node_problem());
-    health.set_source_problem("policies", pipeline.refused_policies_problem());
+    health.set_notice("refused policies", pipeline.refused_policies_problem());
 }
 
 /// Applies one input; false means stop.

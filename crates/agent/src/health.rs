@@ -41,6 +41,10 @@ pub struct Health {
     source_problems: Mutex<BTreeMap<String, String>>,
     /// Endpoints the last reconcile could not program (failed, or waiting to retry), with why.
     unprogrammed: Mutex<BTreeMap<String, String>>,
+    /// What `/readyz` says beside "ok" without failing readiness (refused policies): the node
+    /// enforces them as designed (fail closed for their own pods), so one tenant's object must
+    /// not mark every agent of the fleet not ready and stall its rollouts.
+    notices: Mutex<BTreeMap<String, String>>,
 }
 
 impl Default for Health {
@@ -54,6 +58,7 @@ impl Default for Health {
             datapath_answers: AtomicBool::new(true),
             source_problems: Mutex::new(BTreeMap::new()),
             unprogrammed: Mutex::new(BTreeMap::new()),
+            notices: Mutex::new(BTreeMap::new()),
         }
     }
 }
@@ -97,6 +102,21 @@ impl Health {
             Some(reason) => problems.insert(name.to_owned(), reason),
             None => problems.remove(name),
         };
+    }
+
+    /// Sets (or, with `None`, clears) what `/readyz` reports under `name` while ready.
+    pub fn set_notice(&self, name: &str, notice: Option<String>) {
+        let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+        match notice {
+            Some(text) => notices.insert(name.to_owned(), text),
+            None => notices.remove(name),
+        };
+    }
+
+    /// What `/readyz` says beside "ok", one line per notice.
+    pub fn notices(&self) -> Vec<String> {
+        let notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+        notices.iter().map(|(n, t)| format!("{n}: {t}")).collect()
     }
 
     /// Records which endpoints a reconcile's apply left without their rules: those that failed
@@ -311,8 +331,17 @@ async fn healthz(State(state): State<AppState>) -> impl IntoResponse {
     probe(state.health.liveness())
 }
 
+/// 503 with the reason when not ready; 200 with "ok" and any notices (refused policies)
+/// otherwise.
 async fn readyz(State(state): State<AppState>) -> impl IntoResponse {
-    probe(state.health.readiness())
+    let (status, mut text) = probe(state.health.readiness());
+    if status == StatusCode::OK {
+        for notice in state.health.notices() {
+            text.push_str(&notice);
+            text.push('\n');
+        }
+    }
+    (status, text)
 }
 
 /// Serves the endpoints on `listener` until `shutdown` completes.

@@ -10,8 +10,8 @@ use crate::metrics::{gauge_value, Metrics};
 /// How many refused objects `/readyz` names.
 const REFUSED_SHOWN: usize = 3;
 
-/// Publishes the files' state: the unreadable-files gauge, and readiness held back while any
-/// file is unreadable.
+/// Publishes the files' state: the unreadable-files gauge, readiness held back while any file is
+/// unreadable, and the objects refused named by `/readyz`.
 pub fn publish_state(source: &FileSource, metrics: &Metrics, health: &Health) {
     let unreadable = source.unreadable();
     metrics.unreadable_files.set(gauge_value(unreadable.len()));
@@ -64,11 +64,10 @@ pub fn publish_state(source: &FileSource, metrics: &Metrics, health: &Health) {
             refused[..refused.len().min(REFUSED_SHOWN)].join("; ")
         )
     });
-    let problem = match (problem, refused) {
-        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
-        (a, b) => a.or(b),
-    };
+    // An unreadable file holds readiness back (what it holds now is unknown); an invalid object
+    // of a readable file is a refused object, named without failing readiness as the others are.
     health.set_source_problem("files", problem);
+    health.set_notice("refused objects in files", refused);
 }
 
 /// Logs each problem of a scan (bounded, never an object's body) and counts invalid policies.
