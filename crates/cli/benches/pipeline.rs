@@ -358,12 +358,7 @@ type Step = (Cost, usize, (u64, u64));
 /// A policy naming two StatefulSet replicas by their own `statefulset.kubernetes.io/pod-name`
 /// label, in any namespace, from every pod of a namespace with a local endpoint (issue 33): added,
 /// then deleted. Its cost should follow the two pods it names, not every pod carrying the key.
-fn pod_name_policy(
-    bench: &mut Bench,
-    dir: &Path,
-    rounds: usize,
-    report: &dyn Fn(&str, Vec<Step>),
-) {
+fn pod_name_policy(bench: &mut Bench, dir: &Path, rounds: usize, report: &dyn Fn(&str, Vec<Step>)) {
     let replicas: Vec<String> = (0..2)
         .map(|r| {
             pod_yaml(
