@@ -14,7 +14,7 @@ use ipnet::IpNet;
 use super::claims::Claimant;
 use super::labels_in_use::{ChangedKeys, LabelsInUse};
 use super::Engine;
-use crate::identity::{Identity, IdentityId, IdentityKind};
+use crate::identity::{Identity, IdentityId};
 use crate::selector::Peer;
 
 /// What one commit did to the identity store.
@@ -336,20 +336,10 @@ impl Engine {
 
     /// Whether the selectors in use now see `identity` otherwise than the stored identity `id`
     /// it entered the store as.
-    fn seen_otherwise(&mut self, id: IdentityId, identity: &Identity) -> bool {
-        let now = self
-            .labels_in_use
-            .trim(identity.clone(), &mut self.trimmed_labels);
-        let Some(stored) = self.store.get(id) else {
-            return true;
-        };
-        match (&now.kind, &stored.kind) {
-            (IdentityKind::Pod(now), IdentityKind::Pod(stored)) => {
-                now.labels != stored.labels || now.namespace_labels != stored.namespace_labels
-            }
-            (IdentityKind::Node(now), IdentityKind::Node(stored)) => now.labels != stored.labels,
-            _ => true,
-        }
+    fn seen_otherwise(&self, id: IdentityId, identity: &Identity) -> bool {
+        self.store
+            .get(id)
+            .is_none_or(|stored| !self.labels_in_use.sees_alike(identity, stored))
     }
 
     fn depart(&mut self, address: IpAddr, changes: &mut IdentityChanges) {

@@ -214,6 +214,28 @@ impl LabelsInUse {
         }
     }
 
+    /// Whether the selectors see `identity` as they see `stored` (an identity already trimmed),
+    /// without interning a projection nobody keeps.
+    pub(crate) fn sees_alike(&self, identity: &Identity, stored: &Identity) -> bool {
+        let seen = |domain: &DomainUse, labels: &Labels, stored: &Labels| {
+            domain.project(labels).as_ref().unwrap_or(labels) == stored
+        };
+        match (&identity.kind, &stored.kind) {
+            (IdentityKind::Pod(pod), IdentityKind::Pod(kept)) => {
+                seen(&self.pods, &pod.labels, &kept.labels)
+                    && seen(
+                        &self.namespaces,
+                        &pod.namespace_labels,
+                        &kept.namespace_labels,
+                    )
+            }
+            (IdentityKind::Node(node), IdentityKind::Node(kept)) => {
+                seen(&self.nodes, &node.labels, &kept.labels)
+            }
+            _ => false,
+        }
+    }
+
     /// The identity as the selectors see it, each distinct projected set held once.
     pub(crate) fn trim(&self, identity: Identity, interner: &mut LabelInterner) -> Identity {
         let kind = match identity.kind {
