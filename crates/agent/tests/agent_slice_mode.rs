@@ -65,20 +65,29 @@ fn direct(objects: &[Object], node: &str) -> BTreeMap<String, MapState> {
     endpoints(&mut engine)
 }
 
-/// The slices the controller would publish for `objects`' pods.
-fn slices(objects: &[Object]) -> Vec<NetpolEndpointSlice> {
-    let wanted: BTreeMap<String, Endpoint> = objects
+/// The endpoints the controller publishes for `objects`' pods, by key.
+fn wanted(objects: &[Object]) -> BTreeMap<String, Endpoint> {
+    objects
         .iter()
         .filter_map(|o| match o {
             Object::Pod(pod) => endpoint_of(pod),
             _ => None,
         })
         .map(|e| (e.endpoint.key(), e))
-        .collect();
-    plan::desired(&wanted, &[], 40)
+        .collect()
+}
+
+/// The slices the controller would publish for `wanted`, `capacity` endpoints a slice.
+fn publish(wanted: &BTreeMap<String, Endpoint>, capacity: usize) -> Vec<NetpolEndpointSlice> {
+    plan::desired(wanted, &[], capacity)
         .into_iter()
         .map(|(name, spec)| NetpolEndpointSlice::new(&name, spec))
         .collect()
+}
+
+/// The slices the controller would publish for `objects`' pods, 40 endpoints a slice.
+fn slices(objects: &[Object]) -> Vec<NetpolEndpointSlice> {
+    publish(&wanted(objects), 40)
 }
 
 fn through_slices(objects: &[Object], node: &str) -> BTreeMap<String, MapState> {
@@ -281,19 +290,9 @@ fn slices_of_10000_realistic_pods_are_a_small_part_of_their_bytes() {
         .into_iter()
         .map(|p| Object::from_value(p).unwrap())
         .collect();
-    let wanted: BTreeMap<String, Endpoint> = objects
-        .iter()
-        .filter_map(|o| match o {
-            Object::Pod(pod) => endpoint_of(pod),
-            _ => None,
-        })
-        .map(|e| (e.endpoint.key(), e))
-        .collect();
+    let wanted = wanted(&objects);
     assert_eq!(wanted.len(), count);
-    let published: Vec<NetpolEndpointSlice> = plan::desired(&wanted, &[], 1000)
-        .into_iter()
-        .map(|(name, spec)| NetpolEndpointSlice::new(&name, spec))
-        .collect();
+    let published = publish(&wanted, 1000);
     let slice_bytes: usize = published
         .iter()
         .map(|s| serde_json::to_string(s).unwrap().len())
