@@ -51,7 +51,7 @@ impl Slices {
                 }
                 for key in keys
                     .iter()
-                    .filter(|k| !before.iter().flatten().any(|b| b == *k))
+                    .filter(|k| before.as_ref().is_none_or(|b| !b.contains(*k)))
                 {
                     *self.holders.entry(key.clone()).or_default() += 1;
                 }
