@@ -99,6 +99,7 @@ pub mod pod;
 mod prune;
 pub mod reader;
 pub mod selector;
+pub mod slices;
 mod split;
 mod stream;
 pub mod translate;

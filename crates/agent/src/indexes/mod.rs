@@ -11,6 +11,7 @@ mod keyed;
 mod nodes;
 mod pods;
 mod policies;
+mod slices;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +27,7 @@ pub use keyed::{Change, Keyed};
 pub use nodes::{Nodes, OwnNode};
 pub use pods::{PodClaim, Pods};
 pub use policies::{Policies, PolicyCounts};
+pub use slices::Slices;
 
 use super::kind::SourceKind;
 
@@ -133,6 +135,16 @@ pub struct Indexes {
     pods: Pods,
     nodes: Nodes,
     policies: Policies,
+    /// Slice mode: the pods of other nodes, read from NetpolEndpointSlices (see [`Slices`]);
+    /// `pods` then holds the agent's own node's pods alone.
+    remote: Option<RemotePods>,
+}
+
+/// Slice mode's pods of other nodes: the slices they are listed in, and their identities.
+#[derive(Debug, Default)]
+struct RemotePods {
+    slices: Slices,
+    pods: Pods,
 }
 
 impl Indexes {
@@ -147,6 +159,31 @@ impl Indexes {
             nodes: Nodes::for_node(own),
             ..Self::default()
         }
+    }
+
+    /// The indexes of an agent on node `own` in slice mode: pods of other nodes come from
+    /// [`Indexes::apply_slices`], the pod watch carries the node's own pods alone.
+    pub fn for_node_with_slices(own: &str) -> Self {
+        Indexes {
+            remote: Some(RemotePods {
+                slices: Slices::for_node(own),
+                pods: Pods::default(),
+            }),
+            ..Self::for_node(own)
+        }
+    }
+
+    /// Feeds one NetpolEndpointSlice event (slice mode; ignored otherwise) and returns the
+    /// engine updates of the remote pods it adds, changes or removes.
+    pub fn apply_slices(&mut self, event: Event<netpol_api::crd::NetpolEndpointSlice>) -> Applied {
+        let Some(remote) = self.remote.as_mut() else {
+            return Applied::default();
+        };
+        let mut updates = Vec::new();
+        for pod_event in remote.slices.apply(event) {
+            updates.extend(remote.pods.apply(pod_event, &self.namespaces));
+        }
+        Applied::updates(updates)
     }
 
     /// Where this node's own Node object stands (see [`Nodes::own_node`]).
@@ -225,6 +262,7 @@ impl Indexes {
         self.namespaces.is_synced()
             && self.pods.is_synced()
             && self.nodes.is_synced()
+            && self.remote.as_ref().is_none_or(|r| r.pods.is_synced())
             && SourceKind::POLICIES
                 .iter()
                 .all(|kind| self.policies.is_synced(*kind))
@@ -288,6 +326,9 @@ impl Indexes {
                 }
             };
             updates.extend(self.pods.relabel_namespace(&namespace, &labels));
+            if let Some(remote) = self.remote.as_mut() {
+                updates.extend(remote.pods.relabel_namespace(&namespace, &labels));
+            }
         }
         updates
     }

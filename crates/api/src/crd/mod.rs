@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod cilium;
 pub mod cluster_network_policy;
+pub mod endpoint_slice;
 pub mod release;
 
 pub use admin::{
@@ -17,6 +18,7 @@ pub use admin::{
 };
 pub use cilium::{CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy};
 pub use cluster_network_policy::{ClusterNetworkPolicy, ClusterNetworkPolicySpec};
+pub use endpoint_slice::{NetpolEndpointSlice, NetpolEndpointSliceSpec, SliceEndpoint, SlicePort};
 
 /// Schema of a field kept as raw JSON (a feature netpol rejects by name): any value, as a
 /// structural schema needs to say explicitly.

@@ -9,6 +9,9 @@
 //! replacing them with netpol's narrower ones would break Cilium. They are printed only with
 //! `--include-upstream`, with a warning.
 //!
+//! netpol's own kind is printed too: NetpolEndpointSlice (netpol.io/v1alpha1), the compact
+//! record of the cluster's pods that `netpol controller` publishes for agents in slice mode.
+//!
 //! ClusterNetworkPolicy's CRD is the one network-policy-api v0.2.0 released, printed unchanged
 //! (vendored in netpol-api), in the channel `--crd-channel` names: the standard CRD lacks the
 //! experimental `nodes` and `domainNames` peers, the experimental one has them and one more CEL
@@ -24,7 +27,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use netpol_api::crd::{
     release, AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
-    CiliumNetworkPolicy,
+    CiliumNetworkPolicy, NetpolEndpointSlice,
 };
 use netpol_api::CrdChannel;
 
@@ -44,10 +47,15 @@ pub struct Args {
     pub crd_channel: CrdChannel,
 }
 
-/// The CRDs of the v1alpha1 kinds netpol enforces and a cluster may lack, generated from
-/// netpol's types (ClusterNetworkPolicy's is the released one, see [`run`]).
+/// The CRDs of the v1alpha1 kinds netpol enforces and a cluster may lack, and of netpol's own
+/// NetpolEndpointSlice, generated from netpol's types (ClusterNetworkPolicy's is the released
+/// one, see [`run`]).
 pub fn netpol_crds() -> Vec<CustomResourceDefinition> {
-    vec![AdminNetworkPolicy::crd(), BaselineAdminNetworkPolicy::crd()]
+    vec![
+        AdminNetworkPolicy::crd(),
+        BaselineAdminNetworkPolicy::crd(),
+        NetpolEndpointSlice::crd(),
+    ]
 }
 
 /// The CRDs another project (Cilium) owns, whose kinds netpol reads.
@@ -58,7 +66,7 @@ pub fn upstream_crds() -> Vec<CustomResourceDefinition> {
     ]
 }
 
-const HEADER: &str = "# CustomResourceDefinitions of the policy kinds netpol enforces, printed by `netpol crds`.\n\
+const HEADER: &str = "# CustomResourceDefinitions of the policy kinds netpol enforces (and of netpol's NetpolEndpointSlice), printed by `netpol crds`.\n\
 # Install with `kubectl create -f -`, which refuses a CRD that already exists: never `kubectl apply`,\n\
 # which would replace an installed CRD (and its full upstream schema) with this one.\n";
 
@@ -127,6 +135,7 @@ mod tests {
                     "adminnetworkpolicies.policy.networking.k8s.io",
                     "baselineadminnetworkpolicies.policy.networking.k8s.io",
                     "clusternetworkpolicies.policy.networking.k8s.io",
+                    "netpolendpointslices.netpol.io",
                     "ciliumnetworkpolicies.cilium.io",
                     "ciliumclusterwidenetworkpolicies.cilium.io",
                 ]
