@@ -148,7 +148,8 @@ mod tests {
         emptied.retain(|_| false);
         assert_eq!(emptied, PrefixSet::default());
         assert_eq!(PrefixSet::new([]), PrefixSet::default());
-        assert!(emptied.is_empty() && emptied.len() == 0);
+        assert!(emptied.is_empty());
+        assert_eq!(emptied.len(), 0);
         assert!(PrefixSet::default() < PrefixSet::new([net("0.0.0.0/0")]));
         let set = PrefixSet::new([net("10.2.0.0/16"), net("10.1.0.0/16")]);
         let json = serde_json::to_string(&set).unwrap();
