@@ -147,8 +147,8 @@ fn cidr(u: &mut Unstructured) -> Result<Peer> {
 
 fn peer(u: &mut Unstructured) -> Result<Peer> {
     Ok(match u.choose_index(8)? {
-        0..=2 => Peer::Pods(pod_selector(u)?),
-        3 => Peer::Nodes(selector(u, "zone", &["zone-a", "zone-b"])?),
+        0..=2 => Peer::pods(pod_selector(u)?),
+        3 => Peer::nodes(selector(u, "zone", &["zone-a", "zone-b"])?),
         4 | 5 => cidr(u)?,
         _ => Peer::Entity(*u.choose(&[
             Entity::All,

@@ -71,7 +71,7 @@ fn bench_unselected_rules(c: &mut Criterion) {
                 LabelSelector::from_labels([("app", format!("app-{i}"))]),
             ),
             direction: Direction::Ingress,
-            peers: vec![Peer::Pods(PodSelector::in_namespace(
+            peers: vec![Peer::pods(PodSelector::in_namespace(
                 &ns,
                 LabelSelector::everything(),
             ))],

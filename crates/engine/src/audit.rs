@@ -65,7 +65,7 @@ mod tests {
             verdict: Verdict::Allow,
             subject: PodSelector::all(),
             direction: Direction::Ingress,
-            peers: vec![Peer::Pods(PodSelector {
+            peers: vec![Peer::pods(PodSelector {
                 namespaces: LabelSelector::everything(),
                 pods: LabelSelector::from_labels([("app", "nobody")]),
             })],

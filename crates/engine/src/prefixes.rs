@@ -23,48 +23,68 @@ pub fn truncations<'a>(
 
 /// A set of prefixes (network addresses normalised, sorted, without duplicates) with the
 /// distinct lengths they have. Equal sets compare, hash and order equal however they were listed.
+///
+/// One pointer inline, and none allocated when empty: every CIDR peer holds one for its
+/// exceptions, most of them empty, and a policy may hold tens of thousands of CIDR peers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(from = "Vec<IpNet>", into = "Vec<IpNet>")]
-pub struct PrefixSet {
-    nets: Vec<IpNet>,
-    /// The distinct lengths of `nets`, ascending (derived from `nets`).
-    lengths: Vec<u8>,
+pub struct PrefixSet(Option<Box<Sorted>>);
+
+/// The prefixes of a non-empty set and their distinct lengths, ascending (derived from `nets`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Sorted {
+    nets: Box<[IpNet]>,
+    lengths: Box<[u8]>,
 }
 
 impl PrefixSet {
     pub fn new(nets: impl IntoIterator<Item = IpNet>) -> PrefixSet {
         let mut nets: Vec<IpNet> = nets.into_iter().map(|n| n.trunc()).collect();
+        if nets.is_empty() {
+            return PrefixSet(None);
+        }
         nets.sort_unstable();
         nets.dedup();
         let mut lengths: Vec<u8> = nets.iter().map(IpNet::prefix_len).collect();
         lengths.sort_unstable();
         lengths.dedup();
-        PrefixSet { nets, lengths }
+        PrefixSet(Some(Box::new(Sorted {
+            nets: nets.into_boxed_slice(),
+            lengths: lengths.into_boxed_slice(),
+        })))
+    }
+
+    fn nets(&self) -> &[IpNet] {
+        self.0.as_ref().map_or(&[], |s| &s.nets)
+    }
+
+    fn lengths(&self) -> &[u8] {
+        self.0.as_ref().map_or(&[], |s| &s.lengths)
     }
 
     pub fn iter(&self) -> std::slice::Iter<'_, IpNet> {
-        self.nets.iter()
+        self.nets().iter()
     }
 
     pub fn len(&self) -> usize {
-        self.nets.len()
+        self.nets().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.nets.is_empty()
+        self.0.is_none()
     }
 
     /// Keeps the prefixes `keep` accepts.
-    pub fn retain(&mut self, keep: impl FnMut(&IpNet) -> bool) {
-        let mut nets = std::mem::take(&mut self.nets);
-        nets.retain(keep);
-        *self = PrefixSet::new(nets);
+    pub fn retain(&mut self, mut keep: impl FnMut(&IpNet) -> bool) {
+        let kept: Vec<IpNet> = self.iter().copied().filter(|n| keep(n)).collect();
+        *self = PrefixSet::new(kept);
     }
 
     /// Whether a prefix of the set no longer than `max_len` holds `inner` (contains all of it).
     pub fn holds(&self, inner: &IpNet, max_len: u8) -> bool {
-        truncations(inner, self.lengths.iter().take_while(|l| **l <= max_len))
-            .any(|outer| self.nets.binary_search(&outer).is_ok())
+        let nets = self.nets();
+        truncations(inner, self.lengths().iter().take_while(|l| **l <= max_len))
+            .any(|outer| nets.binary_search(&outer).is_ok())
     }
 
     /// Whether any prefix of the set holds `inner`.
@@ -81,7 +101,7 @@ impl From<Vec<IpNet>> for PrefixSet {
 
 impl From<PrefixSet> for Vec<IpNet> {
     fn from(set: PrefixSet) -> Vec<IpNet> {
-        set.nets
+        set.0.map_or_else(Vec::new, |s| s.nets.into_vec())
     }
 }
 
@@ -89,7 +109,7 @@ impl<'a> IntoIterator for &'a PrefixSet {
     type Item = &'a IpNet;
     type IntoIter = std::slice::Iter<'a, IpNet>;
     fn into_iter(self) -> Self::IntoIter {
-        self.nets.iter()
+        self.iter()
     }
 }
 
@@ -118,6 +138,25 @@ mod tests {
             PrefixSet::new([net("10.1.7.7/16")]),
             PrefixSet::new([net("10.1.0.0/16")])
         );
+    }
+
+    /// However a set became empty it is the one empty set (no allocation, equal and ordered
+    /// first), and its serde form is still the list of prefixes.
+    #[test]
+    fn empty_sets_are_one_and_the_form_is_a_list() {
+        let mut emptied = PrefixSet::new([net("10.1.0.0/16")]);
+        emptied.retain(|_| false);
+        assert_eq!(emptied, PrefixSet::default());
+        assert_eq!(PrefixSet::new([]), PrefixSet::default());
+        assert!(emptied.is_empty());
+        assert_eq!(emptied.len(), 0);
+        assert!(PrefixSet::default() < PrefixSet::new([net("0.0.0.0/0")]));
+        let set = PrefixSet::new([net("10.2.0.0/16"), net("10.1.0.0/16")]);
+        let json = serde_json::to_string(&set).unwrap();
+        assert_eq!(json, r#"["10.1.0.0/16","10.2.0.0/16"]"#);
+        assert_eq!(serde_json::from_str::<PrefixSet>(&json).unwrap(), set);
+        assert_eq!(serde_json::to_string(&PrefixSet::default()).unwrap(), "[]");
+        assert_eq!(std::mem::size_of::<PrefixSet>(), 8);
     }
 
     fn any_net() -> impl Strategy<Value = IpNet> {

@@ -82,15 +82,31 @@ pub enum Entity {
 }
 
 /// A peer of a rule: the set of remote identities it selects.
+///
+/// A policy may hold tens of thousands of CIDR peers, one a prefix, so the enum is kept as small
+/// as a CIDR selector: the label-selector variants, rare and large, are boxed (the serde form is
+/// the same). The size is pinned below.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum Peer {
-    Pods(PodSelector),
-    Nodes(LabelSelector),
+    Pods(Box<PodSelector>),
+    Nodes(Box<LabelSelector>),
     Cidr(CidrSelector),
     Entity(Entity),
 }
 
+/// What one peer costs inline (a prefix, its exceptions' pointer and its scope). A larger `Peer`
+/// multiplies the memory of every CIDR-heavy policy (issue 33).
+const _: () = assert!(std::mem::size_of::<Peer>() <= 32);
+
 impl Peer {
+    pub fn pods(selector: PodSelector) -> Peer {
+        Peer::Pods(Box::new(selector))
+    }
+
+    pub fn nodes(selector: LabelSelector) -> Peer {
+        Peer::Nodes(Box::new(selector))
+    }
+
     /// Whether the peer selects `identity` for an endpoint on `local_node`. Host-relative
     /// entities need the node; everything else ignores it.
     pub fn selects(&self, identity: &Identity, local_node: Option<&str>) -> bool {
@@ -248,7 +264,7 @@ mod tests {
 
     #[test]
     fn pod_selector_ands_namespace_and_pod_labels() {
-        let sel = Peer::Pods(PodSelector::in_namespace(
+        let sel = Peer::pods(PodSelector::in_namespace(
             "x",
             LabelSelector::from_labels([("app", "web")]),
         ));

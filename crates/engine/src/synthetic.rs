@@ -123,7 +123,7 @@ impl SyntheticCluster {
             verdict: Verdict::Allow,
             subject: PodSelector::in_namespace(&ns, app(i)),
             direction: Direction::Ingress,
-            peers: vec![Peer::Pods(PodSelector::in_namespace(&ns, app(i + 1)))],
+            peers: vec![Peer::pods(PodSelector::in_namespace(&ns, app(i + 1)))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
             enforcement: crate::entry::Enforcement::Enforce,
@@ -163,7 +163,7 @@ impl SyntheticCluster {
                     namespaces: LabelSelector::from_labels([("team", format!("team-{}", i % 20))]),
                     pods: LabelSelector::everything(),
                 },
-                peers: vec![Peer::Pods(PodSelector {
+                peers: vec![Peer::pods(PodSelector {
                     namespaces: LabelSelector::from_labels([("env", "dev")]),
                     pods: app(i + 7),
                 })],
@@ -180,7 +180,7 @@ impl SyntheticCluster {
                     namespaces: LabelSelector::from_labels([("env", "prod")]),
                     pods: app(i),
                 },
-                peers: vec![Peer::Pods(PodSelector {
+                peers: vec![Peer::pods(PodSelector {
                     namespaces: LabelSelector::from_labels([(
                         "team",
                         format!("team-{}", (i + 1) % 20),

@@ -190,11 +190,11 @@ fn an_identity_change_can_push_an_endpoint_over_budget_and_back() {
         // The second peer selects nothing but makes selectors read the namespace's name, so
         // that db pods of different namespaces are different identities.
         peers: vec![
-            Peer::Pods(PodSelector {
+            Peer::pods(PodSelector {
                 namespaces: LabelSelector::everything(),
                 pods: LabelSelector::from_labels([("app", "db")]),
             }),
-            Peer::Pods(PodSelector {
+            Peer::pods(PodSelector {
                 namespaces: LabelSelector::from_labels([(NAMESPACE_NAME_LABEL, "ns2")]),
                 pods: LabelSelector::everything(),
             }),

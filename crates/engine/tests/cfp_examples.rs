@@ -36,7 +36,7 @@ fn admin(value: u32, verdict: Verdict, peer: Peer, ports: Option<(u16, u16)>) ->
 }
 
 fn pod5() -> Peer {
-    Peer::Pods(PodSelector {
+    Peer::pods(PodSelector {
         namespaces: LabelSelector::everything(),
         pods: LabelSelector::from_labels([("app", "five")]),
     })

@@ -15,7 +15,7 @@ enum Shape {
 }
 
 fn rule(index: u32, tier: Tier, shape: Shape, verdict: Verdict) -> PolicyEntry {
-    let five = Peer::Pods(PodSelector {
+    let five = Peer::pods(PodSelector {
         namespaces: LabelSelector::everything(),
         pods: LabelSelector::from_labels([("app", "db")]),
     });

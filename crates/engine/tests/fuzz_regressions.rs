@@ -51,7 +51,7 @@ fn ipv6_world_admin_allow_with_authentication() {
         },
         direction: Direction::Ingress,
         peers: vec![
-            Peer::Pods(PodSelector {
+            Peer::pods(PodSelector {
                 namespaces: LabelSelector::everything(),
                 pods: LabelSelector::everything(),
             }),
@@ -223,7 +223,7 @@ fn ipv4_everywhere_on_named_ports_among_other_admin_rules() {
         PolicyEntry {
             direction: Direction::Egress,
             peers: vec![
-                Peer::Pods(pod_selector(
+                Peer::pods(pod_selector(
                     LabelSelector::everything(),
                     selector(&[], vec![Requirement::DoesNotExist("app".into())]),
                 )),
@@ -246,7 +246,7 @@ fn ipv4_everywhere_on_named_ports_among_other_admin_rules() {
         },
         PolicyEntry {
             direction: Direction::Egress,
-            peers: vec![Peer::Pods(team_a_db)],
+            peers: vec![Peer::pods(team_a_db)],
             ports: vec![PortRule::protocol(Protocol::Sctp)],
             ..admin(
                 "p1",
@@ -261,7 +261,7 @@ fn ipv4_everywhere_on_named_ports_among_other_admin_rules() {
         },
         PolicyEntry {
             direction: Direction::Egress,
-            peers: vec![Peer::Pods(pod_selector(
+            peers: vec![Peer::pods(pod_selector(
                 selector(&[("team", "a")], Vec::new()),
                 selector(
                     &[],

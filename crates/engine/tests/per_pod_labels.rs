@@ -53,7 +53,7 @@ fn open_web() -> Vec<PolicyEntry> {
         "web-from-all",
         PodSelector::in_namespace("ns0", LabelSelector::from_labels([("app", "web")])),
         Direction::Ingress,
-        vec![Peer::Pods(PodSelector::all())],
+        vec![Peer::pods(PodSelector::all())],
     )
 }
 
@@ -71,7 +71,7 @@ fn to_two_replicas() -> Vec<PolicyEntry> {
         "db-to-replicas",
         PodSelector::in_namespace("ns1", LabelSelector::from_labels([("app", "db")])),
         Direction::Egress,
-        vec![Peer::Pods(PodSelector {
+        vec![Peer::pods(PodSelector {
             namespaces: LabelSelector::everything(),
             pods: replicas,
         })],
@@ -171,7 +171,7 @@ fn presence_tests_keep_the_key_with_one_stand_in_value() {
             "db-to-unnamed",
             PodSelector::in_namespace("ns1", LabelSelector::from_labels([("app", "db")])),
             Direction::Egress,
-            vec![Peer::Pods(PodSelector {
+            vec![Peer::pods(PodSelector {
                 namespaces: LabelSelector::everything(),
                 pods: without_name,
             })],

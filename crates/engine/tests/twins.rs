@@ -13,7 +13,7 @@ fn policy_for_app(app: &str) -> Vec<PolicyEntry> {
         verdict: Verdict::Allow,
         subject: PodSelector::in_namespace("ns0", LabelSelector::from_labels([("app", app)])),
         direction: Direction::Ingress,
-        peers: vec![Peer::Pods(PodSelector::in_namespace(
+        peers: vec![Peer::pods(PodSelector::in_namespace(
             "ns0",
             LabelSelector::from_labels([("app", "db")]),
         ))],

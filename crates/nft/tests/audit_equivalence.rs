@@ -191,7 +191,7 @@ fn an_audited_allow_shadows_an_audited_deny() {
         verdict,
         subject: PodSelector::all(),
         direction: Direction::Ingress,
-        peers: vec![Peer::Pods(PodSelector::all())],
+        peers: vec![Peer::pods(PodSelector::all())],
         ports,
         default_deny: false,
         enforcement: Enforcement::Audit,

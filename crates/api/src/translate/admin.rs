@@ -307,7 +307,7 @@ pub(super) fn ingress_peer(
         return namespaces_peer(namespaces, path).map(Some);
     }
     if let Some(pods) = &peer.pods {
-        return Ok(Some(vec![Peer::Pods(namespaced_pod(
+        return Ok(Some(vec![Peer::pods(namespaced_pod(
             pods,
             &path.field("pods"),
         )?)]));
@@ -339,13 +339,13 @@ pub(super) fn egress_peer(
         return namespaces_peer(namespaces, path).map(Some);
     }
     if let Some(pods) = &peer.pods {
-        return Ok(Some(vec![Peer::Pods(namespaced_pod(
+        return Ok(Some(vec![Peer::pods(namespaced_pod(
             pods,
             &path.field("pods"),
         )?)]));
     }
     if let Some(nodes) = &peer.nodes {
-        return Ok(Some(vec![Peer::Nodes(label_selector(
+        return Ok(Some(vec![Peer::nodes(label_selector(
             nodes,
             &path.field("nodes"),
         )?)]));
@@ -388,7 +388,7 @@ fn namespaces_peer(
     namespaces: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
     path: &FieldPath,
 ) -> Result<Vec<Peer>, FieldError> {
-    Ok(vec![Peer::Pods(PodSelector {
+    Ok(vec![Peer::pods(PodSelector {
         namespaces: label_selector(namespaces, &path.field("namespaces"))?,
         pods: LabelSelector::everything(),
     })])

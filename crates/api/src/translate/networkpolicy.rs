@@ -200,13 +200,13 @@ fn translate_peer(
             .field("ipBlock")
             .error("ipBlock cannot be combined with podSelector or namespaceSelector")),
         // A bare podSelector selects pods of the policy's own namespace.
-        (Some(pods), None, None) => Ok(Peer::Pods(PodSelector::in_namespace(
+        (Some(pods), None, None) => Ok(Peer::pods(PodSelector::in_namespace(
             namespace,
             label_selector(pods, &pods_path)?,
         ))),
         // A namespaceSelector selects pods only, never outside addresses; with a podSelector the
         // two are ANDed.
-        (pods, Some(namespaces), None) => Ok(Peer::Pods(PodSelector {
+        (pods, Some(namespaces), None) => Ok(Peer::pods(PodSelector {
             namespaces: label_selector(namespaces, &namespaces_path)?,
             pods: optional_label_selector(pods.as_ref(), &pods_path)?,
         })),

@@ -59,7 +59,7 @@ fn selectors(cluster: &Cluster) -> (Vec<&PodSelector>, BTreeSet<&str>, BTreeSet<
     for entry in cluster.entries() {
         distinct.insert(&entry.subject);
         distinct.extend(entry.peers.iter().filter_map(|peer| match peer {
-            Peer::Pods(selector) => Some(selector),
+            Peer::Pods(selector) => Some(&**selector),
             _ => None,
         }));
     }

@@ -219,11 +219,11 @@ fn random_cluster_keeping(
             let selector =
                 |key: &str, value: String| LabelSelector::from_labels([(key, value.as_str())]);
             let peers = match peer {
-                0 => vec![Peer::Pods(PodSelector::in_namespace(
+                0 => vec![Peer::pods(PodSelector::in_namespace(
                     ns(value % 2),
                     selector("app", format!("a{}", value % 3)),
                 ))],
-                1 => vec![Peer::Pods(PodSelector::in_namespace(
+                1 => vec![Peer::pods(PodSelector::in_namespace(
                     ns(value % 2),
                     selector("pod-name", format!("p{value}")),
                 ))],
@@ -234,7 +234,7 @@ fn random_cluster_keeping(
                 })],
                 3 => vec![Peer::Entity(Entity::Host)],
                 4 => vec![Peer::Entity(Entity::RemoteNode)],
-                5 => vec![Peer::Nodes(selector(
+                5 => vec![Peer::nodes(selector(
                     "zone",
                     ["a", "b"][value as usize % 2].into(),
                 ))],

@@ -139,7 +139,7 @@ impl<'a> Views<'a> {
         let (mut pod_peers, mut other_peers) = (Vec::new(), Vec::new());
         for (p, peer) in peers.iter().enumerate() {
             match peer {
-                Peer::Pods(selector) => pod_peers.push((p as u32, selector)),
+                Peer::Pods(selector) => pod_peers.push((p as u32, &**selector)),
                 _ => other_peers.push(p as u32),
             }
         }

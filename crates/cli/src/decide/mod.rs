@@ -289,7 +289,7 @@ mod tests {
             verdict: Verdict::Allow,
             subject: PodSelector::in_namespace("x", LabelSelector::from_labels([("pod", "a")])),
             direction: Direction::Ingress,
-            peers: vec![Peer::Pods(PodSelector::in_namespace(
+            peers: vec![Peer::pods(PodSelector::in_namespace(
                 "x",
                 LabelSelector::from_labels([("pod", "b")]),
             ))],

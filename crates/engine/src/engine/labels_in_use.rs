@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn only_what_a_peer_reads_is_kept() {
-        let peer = Peer::Pods(PodSelector {
+        let peer = Peer::pods(PodSelector {
             namespaces: LabelSelector::from_labels([(NAMESPACE_NAME_LABEL, "shop")]),
             pods: LabelSelector {
                 match_labels: Labels::from([("app".into(), "web".into())]),
@@ -315,7 +315,7 @@ mod tests {
 
     fn pod_entry(pods: LabelSelector) -> PolicyEntry {
         PolicyEntry {
-            peers: vec![Peer::Pods(PodSelector {
+            peers: vec![Peer::pods(PodSelector {
                 namespaces: LabelSelector::everything(),
                 pods,
             })],

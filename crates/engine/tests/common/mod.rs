@@ -154,8 +154,8 @@ fn cidr(net: &str, except: &[&str], scope: AddressScope) -> Peer {
 
 fn peer() -> impl Strategy<Value = Peer> {
     prop_oneof![
-        4 => pod_selector().prop_map(Peer::Pods),
-        1 => prop_oneof![Just(LabelSelector::everything()), Just(LabelSelector::from_labels([("zone", "zone-b")]))].prop_map(Peer::Nodes),
+        4 => pod_selector().prop_map(Peer::pods),
+        1 => prop_oneof![Just(LabelSelector::everything()), Just(LabelSelector::from_labels([("zone", "zone-b")]))].prop_map(Peer::nodes),
         1 => Just(cidr("10.0.0.0/16", &["10.0.1.0/24"], AddressScope::Any)),
         1 => Just(cidr("192.0.2.0/24", &[], AddressScope::OutsideCluster)),
         1 => Just(cidr("192.0.2.0/28", &[], AddressScope::Any)),

@@ -50,7 +50,7 @@ pub(super) fn rule_peers(
     }
     let (name, nodes) = view.nodes;
     for (i, selector) in nodes.into_iter().flatten().enumerate() {
-        peers.push(Peer::Nodes(node_selector(
+        peers.push(Peer::nodes(node_selector(
             selector,
             &path.field(name).index(i),
         )?));

@@ -59,7 +59,7 @@ pub(super) fn endpoint_peer(
         }
         _ => mapped.namespaces,
     };
-    Ok(Peer::Pods(PodSelector {
+    Ok(Peer::pods(PodSelector {
         namespaces,
         pods: mapped.pods,
     }))

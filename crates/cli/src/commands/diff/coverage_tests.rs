@@ -87,7 +87,7 @@ fn cluster(pods: &[RandomPod], rules: &[RandomRule]) -> Cluster {
                 true => Direction::Egress,
                 false => Direction::Ingress,
             },
-            peers: vec![netpol_engine::Peer::Pods(PodSelector::in_namespace(
+            peers: vec![netpol_engine::Peer::pods(PodSelector::in_namespace(
                 "x",
                 selector(peer),
             ))],
