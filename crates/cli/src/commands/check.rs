@@ -31,8 +31,8 @@ use crate::decide::packets::{self, ProbeSettings};
 use crate::decide::{decider, decider_over, DatapathKind, EngineArgs};
 use crate::input::load_scenario;
 use crate::outcome::Outcome;
-use crate::output::{describe, junit};
 use crate::output::report::{write_json, DecisionJson};
+use crate::output::{describe, junit};
 use crate::scenario::{scenario_files, Cluster, ExpectedFlow, ReadFlags, Scenario};
 
 #[derive(Debug, clap::Args)]
@@ -101,7 +101,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
             }
             let would_deny = report.would_denies().count();
             for (scenario, e, why) in report.would_denies() {
-                writeln!(out, "would-deny: {}: allowed; {why}", flow_name(scenario, e))?;
+                writeln!(
+                    out,
+                    "would-deny: {}: allowed; {why}",
+                    flow_name(scenario, e)
+                )?;
             }
             if would_deny > 0 {
                 writeln!(

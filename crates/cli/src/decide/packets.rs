@@ -66,14 +66,20 @@ pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
     let mut ruleset = Ruleset::default();
     for endpoint in compiled {
         let Some(would_be) = engine.would_be_map(endpoint.key) else {
-            ruleset.add(endpoint.key, endpoint.addresses, &endpoint.rules.rules, store);
+            ruleset.add(
+                endpoint.key,
+                endpoint.addresses,
+                &endpoint.rules.rules,
+                store,
+            );
             continue;
         };
-        let would_be = netpol_datapath::compile_entries(would_be.iter(), store, &options)
-            .map_err(|error| NftCheckError::Compile {
+        let would_be = netpol_datapath::compile_entries(would_be.iter(), store, &options).map_err(
+            |error| NftCheckError::Compile {
                 endpoint: format!("{} (the would-be rules of audited policies)", endpoint.key),
                 error,
-            })?;
+            },
+        )?;
         ruleset.add_audited(
             endpoint.key,
             endpoint.addresses,
