@@ -32,8 +32,8 @@ use netpol_datapath::{
     compile_endpoint_indexed, ApplyReport, Backoff, CompileIndex, CompileOptions, CompiledPods,
     CompiledRules, DatapathError, Desired, EndpointInfo, Enforcer, LocalPods, Outcome, PatchMemo,
 };
-use netpol_engine::mapstate::{ClassChange, MapState};
-use netpol_engine::{EndpointChanges, Engine, EngineConfig, IdentityId};
+use netpol_engine::mapstate::ClassChange;
+use netpol_engine::{EndpointChanges, Engine, EngineConfig, IdentityId, Shared, SharedId};
 use netpol_hcn::discovery::EndpointDiscovery;
 use netpol_hcn::{HcnApi, HcnEnforcer};
 
@@ -465,7 +465,7 @@ impl Pipeline {
             keys.push(change.endpoint);
         }
         let mut memo = CompileMemo::default();
-        let held: Vec<(String, Arc<CompiledRules>)> = self
+        let held: Vec<(String, Shared<CompiledRules>)> = self
             .compiled
             .iter()
             .map(|(key, rules)| (key.clone(), rules.clone()))
@@ -491,7 +491,7 @@ impl Pipeline {
             self.compile_indexes.remove(key);
             return;
         };
-        if let Some((rules, index)) = memo.done.get(&map_address(&map)) {
+        if let Some((rules, index)) = memo.done.get(&map.id()) {
             self.compiled.insert(key.to_owned(), rules.clone());
             self.compile_indexes.insert(key.to_owned(), index.clone());
             return;
@@ -521,11 +521,10 @@ impl Pipeline {
                 for warning in &rules.warnings {
                     tracing::warn!(endpoint = %key, "{warning}");
                 }
-                let done = (Arc::new(rules), Arc::new(index));
+                let done = (Shared::new(rules), Arc::new(index));
                 self.compiled.insert(key.to_owned(), done.0.clone());
                 self.compile_indexes.insert(key.to_owned(), done.1.clone());
-                memo.done.insert(map_address(&map), done);
-                memo.maps.push(map);
+                memo.done.insert(map.id(), done);
             }
             // The previous rules, if any, stay in force: better than none at all.
             Err(error) => tracing::error!(endpoint = %key, %error, "compiling rules failed"),
@@ -641,7 +640,7 @@ impl Pipeline {
     }
 
     /// Compiled rules by local pod key.
-    pub fn compiled(&self) -> &BTreeMap<String, Arc<CompiledRules>> {
+    pub fn compiled(&self) -> &CompiledPods {
         &self.compiled
     }
 
@@ -670,20 +669,14 @@ fn patch_rules(
     )
 }
 
-fn map_address(map: &Arc<MapState>) -> usize {
-    Arc::as_ptr(map) as usize
-}
-
 /// What one commit compiled. Replicas on one node share a security identity and so a MapState
 /// (one allocation, which the engine shares between twins): within one commit each distinct
 /// MapState is compiled (or patched) once and its rules shared, as Cilium shares one selector
-/// policy per identity. Keyed by the map's address, so sharing can never change what is
-/// programmed: the same allocation is the same map.
+/// policy per identity. Keyed by the map's id, so sharing can never change what is
+/// programmed: the same id is the same map.
 #[derive(Debug, Default)]
 struct CompileMemo {
-    done: HashMap<usize, (Arc<CompiledRules>, Arc<CompileIndex>)>,
-    /// Keeps the maps compiled alive for the commit, so that their addresses are not reused.
-    maps: Vec<Arc<MapState>>,
+    done: HashMap<SharedId, (Shared<CompiledRules>, Arc<CompileIndex>)>,
     /// Remote sets patched in this commit, shared between the endpoints naming them.
     sets: PatchMemo,
     patched: usize,

@@ -8,7 +8,7 @@
 //! would-be rules, audit mode is a rollout state, and a full recompute of those endpoints is
 //! simple to trust; an unchanged list keeps its allocation, so the datapath rebuilds nothing.
 
-use std::sync::Arc;
+use netpol_engine::Shared;
 
 use netpol_datapath::{compile_entries, CompileOptions, CompiledPods};
 use netpol_engine::Engine;
@@ -34,7 +34,7 @@ impl WouldBeRules {
                 Ok(rules) => {
                     let rules = match self.compiled.get(key) {
                         Some(old) if **old == rules => old.clone(),
-                        _ => Arc::new(rules),
+                        _ => Shared::new(rules),
                     };
                     next.insert(key.to_owned(), rules);
                 }

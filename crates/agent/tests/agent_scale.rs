@@ -204,16 +204,15 @@ fn set_requests(before: &BTreeMap<String, String>, after: &BTreeMap<String, Stri
 /// exactly what compiling the endpoint's own MapState gives.
 fn assert_replicas_share_compiled_rules(pipeline: &Pipeline) {
     let options = netpol_datapath::CompileOptions::default();
-    let mut distinct: Vec<*const netpol_datapath::CompiledRules> = Vec::new();
+    let mut distinct: Vec<netpol_engine::SharedId> = Vec::new();
     for (pod, acls) in pipeline.compiled() {
         let map = pipeline.engine().endpoint(pod).unwrap();
         let own =
             netpol_datapath::compile_endpoint_with(map, pipeline.engine().identities(), &options)
                 .unwrap();
         assert_eq!(own.rules, acls.rules, "{pod}");
-        let ptr = Arc::as_ptr(acls);
-        if !distinct.contains(&ptr) {
-            distinct.push(ptr);
+        if !distinct.contains(&acls.id()) {
+            distinct.push(acls.id());
         }
     }
     let local = pipeline.compiled().len();

@@ -7,10 +7,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::sync::Arc;
+
 use std::time::Instant;
 
-use netpol_engine::{IdentityId, IdentityStore};
+use netpol_engine::{IdentityId, IdentityStore, Shared};
 
 use crate::compile::{CompileOptions, CompiledRules};
 use crate::error::DatapathError;
@@ -20,7 +20,7 @@ use crate::report::ApplyReport;
 pub type LocalPods = BTreeMap<String, Vec<IpAddr>>;
 
 /// Compiled rules of each local pod, by pod key.
-pub type CompiledPods = BTreeMap<String, Arc<CompiledRules>>;
+pub type CompiledPods = BTreeMap<String, Shared<CompiledRules>>;
 
 /// A datapath endpoint: a pod's network interface on this host (an HCN endpoint), or the pod
 /// itself where the datapath matches pods by address (nftables).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::reference::Reason;
+use netpol_engine::Shared;
 use netpol_engine::{Direction, IdentityId, Protocol};
 
 /// What a matching rule does.
@@ -85,7 +86,7 @@ pub struct OrderedRule {
     /// (egress): the packet's destination port either way. `[(0, 65535)]` is every port.
     pub ports: Vec<(u16, u16)>,
     /// The remote addresses the rule matches; None: every remote.
-    pub remotes: Option<Arc<RemoteSet>>,
+    pub remotes: Option<Shared<RemoteSet>>,
     /// The MapState entry reason of the best-ranked entry the rule carries.
     pub reason: Arc<Reason>,
 }

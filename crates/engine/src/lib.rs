@@ -24,6 +24,7 @@ pub mod reference;
 pub mod resolve;
 pub mod selector;
 pub mod selector_cache;
+pub mod shared;
 pub mod synthetic;
 
 pub use audit::AuditedDecision;
@@ -41,3 +42,4 @@ pub use mapstate::{ClassChange, MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
 pub use prefixes::PrefixSet;
 pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};
+pub use shared::{Shared, SharedId};

@@ -180,7 +180,9 @@ impl ClassEntries {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    /// The address of the shared allocation: equal for classes that share one.
+    /// The address of the shared allocation: equal for classes that share one. Only for
+    /// grouping the classes of one borrowed map (every class is alive while the key is used);
+    /// never a key that outlives the borrow, which is what [`crate::Shared`] ids are for.
     pub fn allocation(&self) -> usize {
         self.0.as_ptr() as usize
     }

@@ -34,6 +34,7 @@ use crate::host_rules::HostRules;
 use crate::ipsets::{SetChanges, SetSync, SetTable, WantedSet};
 use crate::programmer::Programmer;
 use crate::render::{HcnAcls, Remotes};
+use netpol_engine::{Shared, SharedId};
 
 /// HCN: per-endpoint ACL lists through the diff-based programmer.
 pub struct HcnEnforcer {
@@ -118,7 +119,7 @@ impl HcnEnforcer {
     /// refused: they keep their rules, the others are programmed.
     fn hold_back_refused(
         sync: &SetSync,
-        rules: &mut BTreeMap<String, Arc<HcnAcls>>,
+        rules: &mut BTreeMap<String, Shared<HcnAcls>>,
         report: &mut ApplyReport,
     ) {
         let refused: BTreeMap<&str, &str> = sync.refused().collect();
@@ -172,7 +173,11 @@ impl HcnEnforcer {
     }
 
     /// Each endpoint's desired netpol rules: its pod's compiled rules, or none.
-    fn desired(&mut self, desired: &Desired<'_>, refresh: bool) -> BTreeMap<String, Arc<HcnAcls>> {
+    fn desired(
+        &mut self,
+        desired: &Desired<'_>,
+        refresh: bool,
+    ) -> BTreeMap<String, Shared<HcnAcls>> {
         self.rendered.update(
             desired.compiled,
             desired.identities,
@@ -209,12 +214,12 @@ impl HcnEnforcer {
     /// The IP sets the rendered rules name, by id, with the revisions of their values.
     fn wanted_sets<'a>(
         table: &'a SetTable,
-        rules: &BTreeMap<String, Arc<HcnAcls>>,
+        rules: &BTreeMap<String, Shared<HcnAcls>>,
     ) -> BTreeMap<&'a str, WantedSet<'a>> {
         let mut named: BTreeSet<&str> = BTreeSet::new();
-        let mut seen: HashSet<*const HcnAcls> = HashSet::new();
+        let mut seen: HashSet<SharedId> = HashSet::new();
         for acls in rules.values() {
-            if seen.insert(Arc::as_ptr(acls)) {
+            if seen.insert(acls.id()) {
                 named.extend(acls.sets.iter().map(String::as_str));
             }
         }
@@ -403,7 +408,7 @@ impl HcnEnforcer {
     }
 }
 
-/// Rendered ACLs by compiled rule list: replicas share one `Arc<CompiledRules>`, so each
+/// Rendered ACLs by compiled rule list: replicas share one `Shared<CompiledRules>`, so each
 /// distinct list is rendered (and its rule ids hashed) once. With IP sets, the sets of the lists
 /// that came into and went out of use are counted in the set table's book, whose names follow a
 /// set replaced by one with the identities a change brought ([`SetTable::step`]), so a list
@@ -412,29 +417,25 @@ impl HcnEnforcer {
 /// addresses changed.
 #[derive(Default)]
 struct RenderCache {
-    /// Keyed by the address of the compiled list; the entry keeps the list alive, so the
-    /// address cannot be reused while the entry exists.
-    by_list: HashMap<usize, (Arc<CompiledRules>, Arc<HcnAcls>)>,
+    /// Keyed by the compiled list's id: replicas share one list, and the id names that list
+    /// alone whatever was dropped since.
+    by_list: HashMap<SharedId, (Shared<CompiledRules>, Shared<HcnAcls>)>,
     /// No rules: what endpoints no pod claims get.
-    none: Arc<HcnAcls>,
+    none: Shared<HcnAcls>,
     /// The IP sets of the rules' remote sets, when ACLs name sets.
     sets: Option<SetTable>,
 }
 
-fn list_address(compiled: &Arc<CompiledRules>) -> usize {
-    Arc::as_ptr(compiled) as usize
-}
-
 /// The remote sets of a list's rules, one per rule naming one.
-fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Arc<netpol_datapath::RemoteSet>> {
+fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Shared<netpol_datapath::RemoteSet>> {
     list.rules.iter().filter_map(|r| r.remotes.as_ref())
 }
 
 impl RenderCache {
-    fn acls(&mut self, compiled: &Arc<CompiledRules>, store: &IdentityStore) -> Arc<HcnAcls> {
+    fn acls(&mut self, compiled: &Shared<CompiledRules>, store: &IdentityStore) -> Shared<HcnAcls> {
         let sets = &mut self.sets;
         self.by_list
-            .entry(list_address(compiled))
+            .entry(compiled.id())
             .or_insert_with(|| {
                 let mut remotes = match sets {
                     Some(table) => Remotes::Sets(table),
@@ -442,7 +443,7 @@ impl RenderCache {
                 };
                 (
                     compiled.clone(),
-                    Arc::new(HcnAcls::render_with(compiled, store, &mut remotes)),
+                    Shared::new(HcnAcls::render_with(compiled, store, &mut remotes)),
                 )
             })
             .1
@@ -459,12 +460,12 @@ impl RenderCache {
         changed: &BTreeSet<IdentityId>,
         refresh: bool,
     ) {
-        let live: HashMap<usize, &Arc<CompiledRules>> =
-            compiled.values().map(|l| (list_address(l), l)).collect();
-        let lost: Vec<Arc<CompiledRules>> = if refresh {
+        let live: HashMap<SharedId, &Shared<CompiledRules>> =
+            compiled.values().map(|l| (l.id(), l)).collect();
+        let lost: Vec<Shared<CompiledRules>> = if refresh {
             self.by_list.drain().map(|(_, (list, _))| list).collect()
         } else {
-            let gone: Vec<usize> = self
+            let gone: Vec<SharedId> = self
                 .by_list
                 .keys()
                 .filter(|list| !live.contains_key(list))
@@ -480,7 +481,7 @@ impl RenderCache {
                 for (list, acls) in self.by_list.values_mut() {
                     let rerendered = acls.rerender_with(list, store, changed, &mut Remotes::Inline);
                     if let Some(new) = rerendered {
-                        *acls = Arc::new(new);
+                        *acls = Shared::new(new);
                     }
                 }
             }
@@ -513,7 +514,7 @@ impl RenderCache {
         });
         if flipped {
             for (list, acls) in self.by_list.values_mut() {
-                *acls = Arc::new(HcnAcls::render_with(list, store, &mut Remotes::Sets(table)));
+                *acls = Shared::new(HcnAcls::render_with(list, store, &mut Remotes::Sets(table)));
             }
         } else if step
             .changed
@@ -525,7 +526,7 @@ impl RenderCache {
                 let rerendered =
                     acls.rerender_with(list, store, changed, &mut Remotes::Sets(table));
                 if let Some(new) = rerendered {
-                    *acls = Arc::new(new);
+                    *acls = Shared::new(new);
                 }
             }
         }

@@ -18,7 +18,6 @@
 //!   endpoint is programmed (an endpoint that failed may still name an old set).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_datapath::sets::{BookedSet, IdentityDigests, SetBook, SetDelta, SetStep, SlotId};
@@ -30,6 +29,7 @@ use crate::aggregate::Aggregated;
 use crate::api::HcnApi;
 pub use crate::conventions::SetConventions;
 use crate::schema::{RequestType, SetPolicySetting, IPSET, NETPOL_SET_PREFIX};
+use netpol_engine::Shared;
 
 /// The comma-separated `Values` of addresses, hosts without a prefix length.
 pub fn render_values<'a>(addresses: impl ExactSizeIterator<Item = &'a IpNet>) -> String {
@@ -231,8 +231,8 @@ impl SetTable {
         &mut self,
         store: &IdentityStore,
         changed: &BTreeSet<IdentityId>,
-        gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
-        lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
+        gained: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
+        lost: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
     ) -> SetStep {
         self.digests.prune(store);
         let digests = &mut self.digests;

@@ -50,7 +50,7 @@ impl RuleList for Vec<AclPolicySetting> {
     }
 }
 
-impl RuleList for std::sync::Arc<crate::render::HcnAcls> {
+impl RuleList for netpol_engine::Shared<crate::render::HcnAcls> {
     fn rules(&self) -> &[AclPolicySetting] {
         &self.rules
     }

@@ -133,7 +133,7 @@ fn pod(name: &str) -> PodInfo {
 }
 
 /// The compiled rules of an endpoint denying ingress but TCP 80 from `peer`.
-fn allowing_tcp_80_from(peer: IdentityId, store: &IdentityStore) -> Arc<CompiledRules> {
+fn allowing_tcp_80_from(peer: IdentityId, store: &IdentityStore) -> Shared<CompiledRules> {
     let mut b = MapBuilder::new(Verdict::Allow);
     b.set(
         Direction::Ingress,
@@ -147,7 +147,7 @@ fn allowing_tcp_80_from(peer: IdentityId, store: &IdentityStore) -> Arc<Compiled
         key(Some(Protocol::Tcp), 80, 16),
         value(5, Verdict::Allow, None),
     );
-    Arc::new(compile_endpoint(&b.build(), store).unwrap())
+    Shared::new(compile_endpoint(&b.build(), store).unwrap())
 }
 
 /// An endpoint allowing TCP 80 from the `web` workload only, enforced; then a replica of `web`

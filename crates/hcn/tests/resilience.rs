@@ -103,7 +103,7 @@ fn pods() -> LocalPods {
 
 fn compiled() -> (CompiledPods, IdentityStore) {
     let (map, store) = map_and_store();
-    let rules = Arc::new(compile_endpoint(&map, &store).unwrap());
+    let rules = netpol_engine::Shared::new(compile_endpoint(&map, &store).unwrap());
     let compiled = pods().keys().map(|k| (k.clone(), rules.clone())).collect();
     (compiled, store)
 }

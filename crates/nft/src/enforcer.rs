@@ -2,7 +2,6 @@
 //! transaction per change, and an endpoint whose chains the kernel refuses isolated alone.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 use netpol_datapath::{
@@ -18,6 +17,7 @@ use crate::isolate::{program_isolating, Programmed};
 use crate::naming::endpoint_prefix;
 use crate::programmer::{Known, NftBackend};
 use crate::ruleset::{EndpointChains, Ruleset, SetCache};
+use netpol_engine::{Shared, SharedId};
 
 /// An endpoint whose chains the kernel refused: isolated until `retry_at`, or until its chains
 /// change.
@@ -49,11 +49,10 @@ pub struct NftEnforcer {
     known: Option<Known>,
     /// The sets the compiled lists in use name, kept by the change (see [`SetCache`]).
     cache: SetCache,
-    /// The chains of each compiled list in use, by the list's address (the entry keeps the
-    /// list alive, so its address is not reused meanwhile) and whether it is a would-be list
+    /// The chains of each compiled list in use, by the list's id and whether it is a would-be list
     /// ([`Desired::audit`], built as audit chains): replicas share a list, and a list kept in
     /// use is not built again.
-    lists: HashMap<ListKey, (Arc<CompiledRules>, EndpointChains)>,
+    lists: HashMap<ListKey, (Shared<CompiledRules>, EndpointChains)>,
     /// Which policy rule each programmed chain rule is, for counters and the drop log.
     book: SharedRuleBook,
     /// Where drop rules log, and how fast.
@@ -107,11 +106,11 @@ impl NftEnforcer {
         let store = desired.identities;
         let enforced = desired.compiled.values().map(|list| (list, false));
         let would_be = desired.audit.values().map(|list| (list, true));
-        let live: HashMap<ListKey, &Arc<CompiledRules>> = enforced
+        let live: HashMap<ListKey, &Shared<CompiledRules>> = enforced
             .chain(would_be)
-            .map(|(list, audit)| ((list_address(list), audit), list))
+            .map(|(list, audit)| ((list.id(), audit), list))
             .collect();
-        let lost: Vec<Arc<CompiledRules>> = if refresh {
+        let lost: Vec<Shared<CompiledRules>> = if refresh {
             self.lists.drain().map(|(_, (list, _))| list).collect()
         } else {
             let gone: Vec<ListKey> = self
@@ -125,7 +124,7 @@ impl NftEnforcer {
                 .map(|(list, _)| list)
                 .collect()
         };
-        let gained: Vec<(ListKey, &Arc<CompiledRules>)> = live
+        let gained: Vec<(ListKey, &Shared<CompiledRules>)> = live
             .iter()
             .filter(|(key, _)| !self.lists.contains_key(key))
             .map(|(key, list)| (*key, *list))
@@ -172,10 +171,10 @@ impl NftEnforcer {
                 .filter(|a| claimed.insert(*a))
                 .collect();
             if !own.is_empty() {
-                let (_, chains) = &self.lists[&(list_address(rules), false)];
+                let (_, chains) = &self.lists[&(rules.id(), false)];
                 let mut chains = chains.for_addresses(own);
                 if let Some(would_be) = desired.audit.get(key) {
-                    let (_, audit) = &self.lists[&(list_address(would_be), true)];
+                    let (_, audit) = &self.lists[&(would_be.id(), true)];
                     chains = chains.with_audit(audit);
                 }
                 ruleset.insert(key.clone(), chains);
@@ -397,14 +396,10 @@ impl Enforcer for NftEnforcer {
     }
 }
 
-/// A compiled list's address, and whether it holds would-be rules.
-type ListKey = (usize, bool);
-
-fn list_address(list: &Arc<CompiledRules>) -> usize {
-    Arc::as_ptr(list) as usize
-}
+/// A compiled list's id, and whether it holds would-be rules.
+type ListKey = (SharedId, bool);
 
 /// The remote sets of a list's rules, one per rule naming one.
-fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Arc<RemoteSet>> {
+fn remote_sets(list: &CompiledRules) -> impl Iterator<Item = &Shared<RemoteSet>> {
     list.rules.iter().filter_map(|r| r.remotes.as_ref())
 }

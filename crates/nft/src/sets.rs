@@ -20,6 +20,7 @@ use netpol_datapath::{Family, RemoteSet};
 use netpol_engine::{IdentityId, IdentityStore};
 
 use crate::naming::hash;
+use netpol_engine::Shared;
 
 /// A named set's contents, as the table declares them: what one [`RemoteSet`] (identities, one
 /// family) holds now. Its name is stable for the identities, not for their addresses: when a
@@ -118,8 +119,8 @@ impl SetCache {
         &mut self,
         store: &IdentityStore,
         changed: &BTreeSet<IdentityId>,
-        gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
-        lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
+        gained: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
+        lost: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
     ) -> SetStep {
         self.identity_digests.prune(store);
         let digests = &mut self.identity_digests;

@@ -10,7 +10,7 @@ use netpol_datapath::{
     OrderedRule, Outcome, RuleAction, ALL_PORTS,
 };
 use netpol_engine::reference::Reason;
-use netpol_engine::{Direction, IdentityStore};
+use netpol_engine::{Direction, IdentityStore, Shared};
 use netpol_nft::fake::FakeNft;
 use netpol_nft::NftEnforcer;
 
@@ -29,7 +29,7 @@ fn pods(n: usize) -> (LocalPods, CompiledPods) {
         );
         compiled.insert(
             key,
-            Arc::new(CompiledRules {
+            Shared::new(CompiledRules {
                 rules: Vec::new(),
                 warnings: Vec::new(),
             }),
@@ -192,7 +192,7 @@ fn an_endpoint_whose_rules_change_is_tried_again_at_once() {
         }],
         warnings: Vec::new(),
     };
-    changed.insert("x/evil".into(), Arc::new(rules));
+    changed.insert("x/evil".into(), Shared::new(rules));
     let report = enforce(
         &mut enforcer,
         &pods,

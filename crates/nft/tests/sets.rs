@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
@@ -215,7 +214,7 @@ proptest! {
         let (map, _) = build(&entries, roots);
         let mut store = shared_store();
         let compiled = compile_entries(map.iter(), &store, &CompileOptions::default()).unwrap();
-        let compiled = CompiledPods::from([(LOCAL.to_string(), Arc::new(compiled))]);
+        let compiled = CompiledPods::from([(LOCAL.to_string(), Shared::new(compiled))]);
         let pods = local_pods();
         let kernel = FakeNft::new();
         let mut enforcer = enforcer(&kernel);
@@ -263,7 +262,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
     );
     let map = b.build();
     let compiled = compile_entries(map.iter(), &store, &CompileOptions::default()).unwrap();
-    let compiled = CompiledPods::from([(LOCAL.to_string(), Arc::new(compiled))]);
+    let compiled = CompiledPods::from([(LOCAL.to_string(), Shared::new(compiled))]);
     let pods = local_pods();
     let kernel = FakeNft::new();
     let mut enforcer = enforcer(&kernel);
@@ -362,7 +361,7 @@ fn a_failed_element_change_is_sent_again_and_the_model_stays_true() {
     );
     let map = b.build();
     let compiled = compile_entries(map.iter(), &store, &CompileOptions::default()).unwrap();
-    let compiled = CompiledPods::from([(LOCAL.to_string(), Arc::new(compiled))]);
+    let compiled = CompiledPods::from([(LOCAL.to_string(), Shared::new(compiled))]);
     let pods = local_pods();
     let kernel = FakeNft::new();
     let mut enforcer = enforcer(&kernel);

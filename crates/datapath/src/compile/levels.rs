@@ -8,12 +8,12 @@
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use netpol_engine::{Direction, IdentityId, Protocol};
 
 use super::entries::{Entry, Rank};
 use crate::ordered::{Family, OrderedRule, RemoteSet, ALL_PORTS};
+use netpol_engine::Shared;
 
 /// Where a placed entry sorts: exception lists by depth, deepest first, then the main list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -208,7 +208,7 @@ fn merge_level(level: &[Placed<'_>], groups: &[Group]) -> Vec<RuleShape> {
 }
 
 /// The identities of a shape's groups as one set; None for a shape that names none.
-fn remote_set(shape: &RuleShape, groups: &[Group]) -> Option<Arc<RemoteSet>> {
+fn remote_set(shape: &RuleShape, groups: &[Group]) -> Option<Shared<RemoteSet>> {
     if shape.groups.is_empty() {
         return None;
     }
@@ -219,7 +219,7 @@ fn remote_set(shape: &RuleShape, groups: &[Group]) -> Option<Arc<RemoteSet>> {
         .collect();
     identities.sort_unstable();
     identities.dedup();
-    Some(Arc::new(RemoteSet {
+    Some(Shared::new(RemoteSet {
         family: shape.family,
         identities,
     }))

@@ -28,7 +28,6 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 use ipnet::IpNet;
 use netpol_engine::mapstate::{ClassChange, ClassEntries};
@@ -40,6 +39,7 @@ use super::levels::{Group, Section};
 use super::nesting::{Node, Placement};
 use super::CompiledRules;
 use crate::ordered::{Family, RemoteSet};
+use netpol_engine::{Shared, SharedId};
 
 /// What [`patch`] needs to know of how an endpoint's rules were compiled.
 #[derive(Clone, Debug, Default)]
@@ -206,14 +206,12 @@ fn content_hash(content: &ClassEntries) -> u64 {
 /// same set: each distinct set is copied once per identity joining or leaving it.
 #[derive(Debug, Default)]
 pub struct PatchMemo {
-    patched: HashMap<(usize, IdentityId, bool), Arc<RemoteSet>>,
-    /// Keeps the sets patched from alive, so that their addresses are not reused as keys.
-    from: Vec<Arc<RemoteSet>>,
+    patched: HashMap<(SharedId, IdentityId, bool), Shared<RemoteSet>>,
 }
 
 impl PatchMemo {
-    fn patch(&mut self, set: &Arc<RemoteSet>, id: IdentityId, join: bool) -> Arc<RemoteSet> {
-        let key = (Arc::as_ptr(set) as usize, id, join);
+    fn patch(&mut self, set: &Shared<RemoteSet>, id: IdentityId, join: bool) -> Shared<RemoteSet> {
+        let key = (set.id(), id, join);
         if let Some(done) = self.patched.get(&key) {
             return done.clone();
         }
@@ -225,11 +223,10 @@ impl PatchMemo {
             }
             _ => {}
         }
-        let patched = Arc::new(RemoteSet {
+        let patched = Shared::new(RemoteSet {
             family: set.family,
             identities,
         });
-        self.from.push(set.clone());
         self.patched.insert(key, patched.clone());
         patched
     }

@@ -32,6 +32,7 @@ use netpol_engine::{IdentityId, IdentityStore};
 
 use super::{SetAddresses, SetDelta};
 use crate::ordered::{Family, RemoteSet};
+use netpol_engine::{Shared, SharedId};
 
 /// A set's place in the book: kept while the set, or a set that took its name over, is in use,
 /// so a datapath keys what it keeps of a set by it.
@@ -48,7 +49,7 @@ const MAX_PAIRING: usize = 4096;
 /// One set in use.
 #[derive(Clone, Debug)]
 pub struct BookedSet {
-    pub set: Arc<RemoteSet>,
+    pub set: Shared<RemoteSet>,
     pub name: Arc<str>,
     pub addresses: SetAddresses,
     /// Moves with every change of the addresses: a datapath that recorded the revision it
@@ -87,7 +88,7 @@ impl SetStep {
 pub struct SetBook {
     slots: Vec<Option<BookedSet>>,
     free: Vec<SlotId>,
-    by_set: HashMap<Arc<RemoteSet>, SlotId>,
+    by_set: HashMap<Shared<RemoteSet>, SlotId>,
     by_name: HashMap<Arc<str>, SlotId>,
     /// The slots naming each identity, so a change finds its sets without a scan. Slots, not
     /// sets: a set taking another's slot over changes the lists of the identities that differ
@@ -154,7 +155,7 @@ impl SetBook {
         if let Some(slot) = self.slot_of(set) {
             return (slot, false);
         }
-        let slot = self.create(Arc::new(set.clone()), 0, store, namer);
+        let slot = self.create(Shared::new(set.clone()), 0, store, namer);
         (slot, true)
     }
 
@@ -168,24 +169,24 @@ impl SetBook {
         &mut self,
         store: &IdentityStore,
         changed: &BTreeSet<IdentityId>,
-        gained: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
-        lost: impl IntoIterator<Item = &'s Arc<RemoteSet>>,
+        gained: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
+        lost: impl IntoIterator<Item = &'s Shared<RemoteSet>>,
         namer: &mut Namer<'_>,
     ) -> SetStep {
         let mut deltas: HashMap<SlotId, SetDelta> = HashMap::new();
         self.update_members(store, changed, &mut deltas);
 
-        // Lists share their sets' allocations: each distinct one is looked up once.
-        let mut seen: HashMap<*const RemoteSet, SlotId> = HashMap::new();
+        // Lists share their sets: each distinct one is looked up once.
+        let mut seen: HashMap<SharedId, SlotId> = HashMap::new();
         let mut emptied: Vec<SlotId> = Vec::new();
         for set in lost {
-            let slot = match seen.get(&Arc::as_ptr(set)) {
+            let slot = match seen.get(&set.id()) {
                 Some(slot) => *slot,
                 None => {
                     let Some(slot) = self.slot_of(set) else {
                         continue;
                     };
-                    seen.insert(Arc::as_ptr(set), slot);
+                    seen.insert(set.id(), slot);
                     slot
                 }
             };
@@ -196,13 +197,13 @@ impl SetBook {
                 emptied.push(slot);
             }
         }
-        let mut appearing: Vec<(Arc<RemoteSet>, usize)> = Vec::new();
-        let mut appearing_at: HashMap<Arc<RemoteSet>, usize> = HashMap::new();
+        let mut appearing: Vec<(Shared<RemoteSet>, usize)> = Vec::new();
+        let mut appearing_at: HashMap<Shared<RemoteSet>, usize> = HashMap::new();
         for set in gained {
-            let known = match seen.get(&Arc::as_ptr(set)) {
+            let known = match seen.get(&set.id()) {
                 Some(slot) => Some(*slot),
                 None => self.slot_of(set).inspect(|slot| {
-                    seen.insert(Arc::as_ptr(set), *slot);
+                    seen.insert(set.id(), *slot);
                 }),
             };
             match known {
@@ -224,7 +225,7 @@ impl SetBook {
             .collect();
 
         let mut step = SetStep::default();
-        let mut fresh: Vec<(Arc<RemoteSet>, usize)> = Vec::new();
+        let mut fresh: Vec<(Shared<RemoteSet>, usize)> = Vec::new();
         if vanished.is_empty() || changed.len() > MAX_PAIRING {
             fresh = appearing;
         } else {
@@ -377,7 +378,7 @@ impl SetBook {
     fn take_over(
         &mut self,
         slot: SlotId,
-        set: Arc<RemoteSet>,
+        set: Shared<RemoteSet>,
         uses: usize,
         sum: u64,
         store: &IdentityStore,
@@ -413,7 +414,7 @@ impl SetBook {
     /// Books a new set under a name of its own.
     fn create(
         &mut self,
-        set: Arc<RemoteSet>,
+        set: Shared<RemoteSet>,
         uses: usize,
         store: &IdentityStore,
         namer: &mut Namer<'_>,

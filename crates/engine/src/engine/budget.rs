@@ -17,6 +17,7 @@ use crate::entry::{Direction, PolicyEntry, Provenance, Tier, Verdict};
 use crate::mapstate::{ClassChange, MapState, MapValue, PortKey};
 use crate::reference::Reason;
 use crate::resolve::SelectorRule;
+use crate::shared::Shared;
 
 /// The default budget: MapState entries per endpoint, each shared class counted once plus one per
 /// identity class. An entry costs about 100 bytes with its share of the class tables, so one
@@ -124,7 +125,7 @@ impl Engine {
             before.replace_class_shared(change.class, change.old.clone(), &mut ignored);
         }
         *changes = before.changes_to(&isolated);
-        state.map = Arc::new(isolated);
+        state.map = Shared::new(isolated);
         state.wildcard = Arc::default();
         state.over_budget = Some(Arc::new(over));
     }

@@ -11,6 +11,7 @@ use crate::identity::{Identity, IdentityId, PodInfo};
 use crate::mapstate::ClassChange;
 use crate::selector::Peer;
 use crate::selector_cache::{SelectorDelta, SelectorId};
+use crate::shared::SharedId;
 
 /// The peers of the live policy entries a commit took away: each held a selector. (Those the
 /// commit brings in acquire theirs once they are found live, `live`.)
@@ -292,10 +293,10 @@ impl Engine {
         // up to date and the others follow it (`leaders`: follower → first). The followers let
         // go of the map first, so that the first changes it in place instead of copying it
         // (a copy of thousands of classes per change, and then freeing the old one).
-        let mut twins: HashMap<usize, Vec<&String>> = HashMap::new();
+        let mut twins: HashMap<SharedId, Vec<&String>> = HashMap::new();
         for key in local.iter().filter(|key| !full(self, key)) {
-            if let Some(address) = self.map_address(key) {
-                twins.entry(address).or_default().push(key);
+            if let Some(id) = self.map_id(key) {
+                twins.entry(id).or_default().push(key);
             }
         }
         let mut leaders: HashMap<String, String> = HashMap::new();

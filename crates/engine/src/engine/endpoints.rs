@@ -15,6 +15,7 @@ use crate::mapstate::{
 use crate::ports::NamedPort;
 use crate::resolve::{EndpointPolicy, RulePort, SelectorRule};
 use crate::selector_cache::{SelectorDelta, SelectorId};
+use crate::shared::{Shared, SharedId};
 
 impl Engine {
     /// Whether the pod `key` exists, runs on the local node and is among the endpoints the engine
@@ -106,18 +107,16 @@ impl Engine {
         changes
     }
 
-    /// The address of endpoint `key`'s map: equal for twins that share it.
-    pub(super) fn map_address(&self, key: &str) -> Option<usize> {
-        self.endpoints
-            .get(key)
-            .map(|state| Arc::as_ptr(&state.map) as usize)
+    /// The id of endpoint `key`'s map: equal for twins that share it.
+    pub(super) fn map_id(&self, key: &str) -> Option<SharedId> {
+        self.endpoints.get(key).map(|state| state.map.id())
     }
 
     /// Drops endpoint `key`'s hold on its map, which a twin is about to change in place and
     /// give it back ([`Engine::follow_twin`]).
     pub(super) fn let_go_of_map(&mut self, key: &str) {
         if let Some(state) = self.endpoints.get_mut(key) {
-            state.map = Arc::default();
+            state.map = Shared::default();
         }
     }
 
@@ -182,7 +181,7 @@ impl Engine {
             addresses: Vec::new(),
             policy: Arc::default(),
             wildcard: Arc::default(),
-            map: Arc::default(),
+            map: Shared::default(),
             over_budget: None,
             budget_checked: 0,
             budget_used: 0,
@@ -289,7 +288,10 @@ impl Engine {
         for class in classes.iter().filter(|c| c.1.is_none()) {
             let (wildcard, entries) = compute_wildcard(&state.policy, class.0);
             Arc::make_mut(&mut state.wildcard).insert(class.0, wildcard);
-            Arc::make_mut(&mut state.map).replace_class(*class, entries, &mut changes);
+            state
+                .map
+                .make_mut()
+                .replace_class(*class, entries, &mut changes);
         }
         // Remote identities selected by rules of the same content (with the same named ports,
         // where a rule names one) get equal classes: each is computed once and shared. Content,
@@ -335,7 +337,10 @@ impl Engine {
                 }
                 _ => ClassEntries::default(),
             };
-            Arc::make_mut(&mut state.map).replace_class_shared(*class, entries, &mut changes);
+            state
+                .map
+                .make_mut()
+                .replace_class_shared(*class, entries, &mut changes);
         }
         changes
     }
@@ -489,7 +494,7 @@ fn rule_signatures(rules: &[SelectorRule]) -> Vec<usize> {
         crate::entry::Verdict,
         &'a [RulePort],
         Option<crate::entry::AuthMode>,
-        *const crate::reference::Reason,
+        &'a crate::reference::Reason,
     );
     let mut first: HashMap<Signature, usize> = HashMap::new();
     rules
@@ -504,7 +509,7 @@ fn rule_signatures(rules: &[SelectorRule]) -> Vec<usize> {
                 r.verdict,
                 &r.ports[..],
                 r.auth,
-                std::sync::Arc::as_ptr(&r.reason),
+                &*r.reason,
             );
             *first.entry(signature).or_insert(i)
         })

@@ -38,6 +38,7 @@ use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector_cache::SelectorCache;
+use crate::shared::Shared;
 use labels_in_use::LabelsInUse;
 use live::LiveEntries;
 
@@ -98,7 +99,7 @@ struct EndpointState {
     /// Shared between twins (replicas on this node with one identity), copied on the first
     /// change of one of them: at 150,000 pods each replica's copy of its twin's map was a tenth
     /// of the agent's peak memory.
-    map: Arc<MapState>,
+    map: Shared<MapState>,
     /// Set while the endpoint is isolated for exceeding the entry budget (`budget`).
     over_budget: Option<std::sync::Arc<OverBudget>>,
     /// The budget `map` was last held to (0: never): an unchanged map needs no new count.
@@ -322,8 +323,8 @@ impl Engine {
     }
 
     /// The endpoint's MapState as shared: twins (replicas on this node with one identity) hold
-    /// the same allocation, so equal pointers mean equal maps without comparing them.
-    pub fn endpoint_shared(&self, key: &str) -> Option<&Arc<MapState>> {
+    /// the same value, so equal ids mean equal maps without comparing them.
+    pub fn endpoint_shared(&self, key: &str) -> Option<&Shared<MapState>> {
         self.endpoints.get(key).map(|e| &e.map)
     }
 

@@ -79,7 +79,7 @@ impl Engine {
         }
         self.recompute_state_classes(&mut state, classes);
         // The map was made here and is shared with nothing: taken out without a copy.
-        std::sync::Arc::unwrap_or_clone(state.map)
+        state.map.unwrap_or_clone()
     }
 
     /// The rules of `entries` for an endpoint of `pod`.

@@ -41,6 +41,6 @@ impl Engine {
         };
         let classes = self.every_class(&state);
         self.recompute_state_classes(&mut state, classes);
-        Some(Arc::unwrap_or_clone(state.map))
+        Some(state.map.unwrap_or_clone())
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::sets::addresses;
+use netpol_engine::Shared;
 use netpol_engine::{Identity, Labels, PodInfo};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -35,10 +36,10 @@ fn spelled(set: &RemoteSet, _: &IdentityStore, salt: u32) -> String {
     }
 }
 
-fn v4(identities: Vec<IdentityId>) -> Arc<RemoteSet> {
+fn v4(identities: Vec<IdentityId>) -> Shared<RemoteSet> {
     let mut identities = identities;
     identities.sort_unstable();
-    Arc::new(RemoteSet {
+    Shared::new(RemoteSet {
         family: Family::V4,
         identities,
     })
@@ -308,7 +309,7 @@ fn step() -> impl Strategy<Value = Step> {
 
 /// A compiled list as the book sees it: one set per rule, of the identities whose label the
 /// rule selects (bit `app` of its mask), with the world prefixes of the rule's mask's top bits.
-fn list_sets(rules: &[u8], store: &IdentityStore, worlds: &[IdentityId]) -> Vec<Arc<RemoteSet>> {
+fn list_sets(rules: &[u8], store: &IdentityStore, worlds: &[IdentityId]) -> Vec<Shared<RemoteSet>> {
     rules
         .iter()
         .filter_map(|mask| {
@@ -360,7 +361,7 @@ proptest! {
             cidrs
         };
         let mut in_use = [true; 3];
-        let lists = |rules: &[Vec<u8>], in_use: &[bool; 3], store: &IdentityStore| -> Vec<Vec<Arc<RemoteSet>>> {
+        let lists = |rules: &[Vec<u8>], in_use: &[bool; 3], store: &IdentityStore| -> Vec<Vec<Shared<RemoteSet>>> {
             rules
                 .iter()
                 .zip(in_use)
