@@ -66,6 +66,14 @@ impl Report {
             .filter_map(|(s, e, fate)| Some((s, e, fate.not_probed_reason()?)))
     }
 
+    /// Allowed flows a policy in audit mode would deny, each with what would deny it.
+    pub fn would_denies(&self) -> impl Iterator<Item = (&Checked, &FlowExpectation, &str)> {
+        self.fates().filter_map(|(s, e, fate)| match fate {
+            Fate::Decided(d) => Some((s, e, d.would_deny.as_deref()?)),
+            _ => None,
+        })
+    }
+
     /// Flows whose probe itself failed (counted among [`Report::not_probed`]).
     pub fn probe_failures(&self) -> usize {
         self.fates()

@@ -650,3 +650,140 @@ fn a_10000_pod_html_matrix_is_under_5_mb_and_draws() {
         .sum();
     assert_eq!(squares, n * n, "a square per pair of namespaces: {canvas}");
 }
+
+/// The legend entry of the would-deny mark (its start tag).
+fn audit_legend(dom: &str) -> &str {
+    tags(dom, "span")
+        .into_iter()
+        .find(|(_, t)| t.contains("id=\"netpol-legend-audit\""))
+        .expect("the audit legend")
+        .1
+}
+
+/// Three policies, two in audit mode (`netpol.io/enforcement: audit`): shop's db takes only web
+/// (enforced), web takes only shop (audited), the prober may only reach shop's db (audited).
+const AUDITED_POLICIES: &str = "\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: db-from-web, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: db}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: web}}}]
+    ports: [{port: pg}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: web-from-shop, namespace: shop, annotations: {netpol.io/enforcement: audit}}
+spec:
+  podSelector: {matchLabels: {app: web}}
+  policyTypes: [Ingress]
+  ingress:
+  - from: [{namespaceSelector: {matchLabels: {team: shop}}}]
+    ports: [{port: 8080}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: prober-to-db, namespace: ops, annotations: {netpol.io/enforcement: audit}}
+spec:
+  podSelector: {matchLabels: {app: prober}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{namespaceSelector: {matchLabels: {team: shop}}, podSelector: {matchLabels: {app: db}}}]
+";
+
+/// The page marks as would-denies (the text's `a`) exactly the flows JSON's `would_deny`
+/// lists, on every tab, each still allowed; the legend explains the mark only where a policy
+/// is in audit mode.
+#[test]
+fn the_html_matrix_marks_what_audited_policies_would_deny_as_json_does() {
+    let scratch = Scratch::new("html-audit");
+    let policies = scratch.0.join("policies.yaml");
+    std::fs::write(&policies, AUDITED_POLICIES).unwrap();
+    let audited = |output: &str| {
+        netpol(&[
+            "matrix",
+            "-f",
+            &manifests("cluster.yaml"),
+            "-f",
+            policies.to_str().unwrap(),
+            "--output",
+            output,
+        ])
+    };
+    let page = scratch.0.join("matrix.html");
+    std::fs::write(&page, audited("html")).unwrap();
+    let Some(dom) = rendered_dom(&page, "", &scratch) else {
+        return;
+    };
+    let json: Value = serde_json::from_slice(&audited("json")).unwrap();
+    let mut expected: Vec<String> = json["matrices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| {
+            let tab = format!("{}/{}", m["protocol"].as_str().unwrap(), m["port"]);
+            let flows = m["would_deny"].as_array().expect("would_deny").clone();
+            flows.into_iter().map(move |f| {
+                format!(
+                    "{tab} {} {}",
+                    f["from"].as_str().unwrap(),
+                    f["to"].as_str().unwrap()
+                )
+            })
+        })
+        .collect();
+    let sections = sections(&dom);
+    let mut drawn: Vec<String> = tags(&dom, "td")
+        .into_iter()
+        .filter(|(_, td)| td.contains(" data-would-deny"))
+        .map(|(at, td)| {
+            assert_eq!(attribute(td, "data-verdict").as_deref(), Some("allow"));
+            assert!(td.contains("class=\"cell would-deny\""), "{td}");
+            assert!(
+                attribute(td, "title")
+                    .unwrap()
+                    .contains("would deny (audit)"),
+                "{td}"
+            );
+            let text_at = at + td.len() + 1;
+            assert_eq!(&dom[text_at..text_at + 1], "a", "{td}");
+            format!(
+                "{} {} {}",
+                tab_of(&sections, at),
+                attribute(td, "data-from").unwrap(),
+                attribute(td, "data-to").unwrap()
+            )
+        })
+        .collect();
+    drawn.sort();
+    expected.sort();
+    assert_eq!(drawn, expected);
+    // Both audited policies show: web's ingress on its port, the prober's egress everywhere
+    // but shop's db, on more than one tab.
+    for flow in [
+        "TCP/8080 ops/prober shop/web",
+        "TCP/80 ops/prober 0.0.0.0/0",
+        "TCP/5432 ops/prober 0.0.0.0/0",
+    ] {
+        assert!(expected.iter().any(|c| c == flow), "{flow}: {expected:?}");
+    }
+    // The enforced policy's denials stay denials, never would-denies.
+    assert!(
+        drawn_cells(&dom).contains(&"TCP/5432 ops/prober shop/db deny".to_string()),
+        "{dom}"
+    );
+    let legend = audit_legend(&dom);
+    assert!(!legend.contains("hidden"), "{legend}");
+
+    // Without a policy in audit mode: no mark, the legend entry hidden.
+    let page = scratch.0.join("enforced.html");
+    std::fs::write(&page, matrix("html")).unwrap();
+    let dom = rendered_dom(&page, "", &scratch).unwrap();
+    assert!(tags(&dom, "td")
+        .iter()
+        .all(|(_, td)| !td.contains(" data-would-deny")));
+    let legend = audit_legend(&dom);
+    assert!(legend.contains("hidden"), "{legend}");
+}

@@ -9,6 +9,14 @@
 //! no packet can decide here (SCTP, ...) are listed one per line, `not probed: ...`, and counted on
 //! a line of their own before the summary; the summary's M counts decided flows only. A probe
 //! that fails (an error, not a verdict) is listed the same way and makes the exit status 2.
+//!
+//! Policies in audit mode (`netpol.io/enforcement: audit`) decide nothing: expectations are of
+//! the enforced verdict. Each allowed flow they would deny is listed, `would-deny: ...` with the
+//! rule, and counted on a line of its own before the summary (JSON: the expectation's
+//! `would_deny`; JUnit: the test case's `<system-out>`), so that an audited flow never reads as
+//! plainly allowed. The engine and simulated datapaths decide the would-be view (every policy
+//! enforced); on nftables the table carries audit chains, as the agent's does (see
+//! [`crate::decide::packets`]).
 
 use std::collections::hash_map::{Entry, HashMap};
 use std::io::{self, Write};
@@ -20,12 +28,12 @@ use serde::Serialize;
 
 use crate::checked::{flow_name, mismatch_line, passed, Checked, Fate, Report};
 use crate::decide::packets::{self, ProbeSettings};
-use crate::decide::{decider, DatapathKind, EngineArgs};
+use crate::decide::{decider, decider_over, DatapathKind, EngineArgs};
 use crate::input::load_scenario;
 use crate::outcome::Outcome;
-use crate::output::junit;
 use crate::output::report::{write_json, DecisionJson};
-use crate::scenario::{scenario_files, ExpectedFlow, ReadFlags, Scenario};
+use crate::output::{describe, junit};
+use crate::scenario::{scenario_files, Cluster, ExpectedFlow, ReadFlags, Scenario};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -90,6 +98,21 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         Format::Text => {
             for (scenario, expectation, decision) in report.mismatches() {
                 writeln!(out, "{}", mismatch_line(scenario, expectation, decision))?;
+            }
+            let would_deny = report.would_denies().count();
+            for (scenario, e, why) in report.would_denies() {
+                writeln!(
+                    out,
+                    "would-deny: {}: allowed; {why}",
+                    flow_name(scenario, e)
+                )?;
+            }
+            if would_deny > 0 {
+                writeln!(
+                    out,
+                    "audit: {would_deny} allowed flows a policy in audit mode \
+                     (netpol.io/enforcement: audit) would deny"
+                )?;
             }
             let not_probed = report.not_probed().count();
             for (scenario, e, why) in report.not_probed() {
@@ -217,27 +240,54 @@ fn fates(args: &Args, scenario: &Scenario, err: &mut dyn Write) -> io::Result<Op
     let Some(oracle) = decider(args.engine, scenario, None, err)? else {
         return Ok(None);
     };
+    // Policies in audit mode decide nothing; what they would deny is what the same decider
+    // denies with them enforced (the would-be view, on the same identities).
+    let would_be_cluster = scenario.cluster.would_be();
+    let would_be = match &would_be_cluster {
+        None => None,
+        Some(cluster) => match decider_over(args.engine, scenario, cluster, None, err)? {
+            Some(oracle) => Some((cluster, oracle)),
+            None => return Ok(None),
+        },
+    };
+    let would_be = would_be.as_ref().map(|(c, o)| (*c, o.as_ref()));
     Ok(Some(
         scenario
             .flows
             .iter()
-            .map(|flow| engine_fate(scenario, oracle.as_ref(), flow))
+            .map(|flow| engine_fate(scenario, oracle.as_ref(), would_be, flow))
             .collect(),
     ))
 }
 
-/// A flow as the engine or a simulated datapath decides it.
-fn engine_fate(scenario: &Scenario, oracle: &dyn DirectionOracle, flow: &ExpectedFlow) -> Fate {
+/// A flow as the engine or a simulated datapath decides it, and, where allowed, as it decides
+/// the would-be view `would_be` (if any): a denial there is the flow's would-deny.
+fn engine_fate(
+    scenario: &Scenario,
+    oracle: &dyn DirectionOracle,
+    would_be: Option<(&Cluster, &dyn DirectionOracle)>,
+    flow: &ExpectedFlow,
+) -> Fate {
     let e = &flow.expectation;
-    let decision = decide_flow(
-        oracle,
-        scenario.cluster.store(),
-        flow.src,
-        flow.dst,
-        e.protocol,
-        e.port,
-    );
-    Fate::Decided(Box::new((&decision).into()))
+    let decide = |oracle, cluster: &Cluster| {
+        decide_flow(
+            oracle,
+            cluster.store(),
+            flow.src,
+            flow.dst,
+            e.protocol,
+            e.port,
+        )
+    };
+    let decision = decide(oracle, &scenario.cluster);
+    let mut json: DecisionJson = (&decision).into();
+    if let Some((cluster, oracle)) = would_be.filter(|_| decision.allowed()) {
+        let would_be = decide(oracle, cluster);
+        if !would_be.allowed() {
+            json.would_deny = Some(describe::would_deny_flow(would_be.as_ref()));
+        }
+    }
+    Fate::Decided(Box::new(json))
 }
 
 /// `check --output json`.
@@ -292,6 +342,8 @@ pub struct SummaryJson {
     /// Flows no packet decided (`--datapath nftables`), failed probes included.
     pub not_probed: usize,
     pub probe_failures: usize,
+    /// Allowed flows a policy in audit mode would deny (each expectation's `would_deny`).
+    pub would_deny: usize,
 }
 
 impl CheckJson {
@@ -338,6 +390,7 @@ impl CheckJson {
                 invalid_files: report.invalid.len(),
                 not_probed: report.not_probed().count(),
                 probe_failures: report.probe_failures(),
+                would_deny: report.would_denies().count(),
             },
         }
     }

@@ -13,13 +13,14 @@ use serde::Serialize;
 
 use std::rc::Rc;
 
+use crate::decide::audit::{Audit, FromTo, WOULD_DENY};
 use crate::decide::groups::{group, Group, Grouped};
 use crate::decide::matrix::{
     compute_every, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties, Matrix,
     Party, Prepared,
 };
 use crate::decide::what_if::WhatIf;
-use crate::decide::{is_mapstate, oracle_at, EngineArgs};
+use crate::decide::{decider_over, is_mapstate, EngineArgs};
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;
 use crate::output::cells::Cells;
@@ -132,7 +133,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     }
     // The scenario's matrices, then the would-be ones (as many, or none).
     let (matrices, would_be) = all.split_at(probes.len());
-    let audit = Audit { would_be };
+    let audit = Audit::new(would_be);
     let groups = if args.per_pod {
         per_pod(cluster, &parties)
     } else {
@@ -142,15 +143,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
     match args.output {
         Format::Text => write_text(&mut out, cluster, &groups, matrices, &audit)?,
-        Format::Scenario => {
-            let names: Vec<String> = parties.iter().map(ToString::to_string).collect();
-            for matrix in matrices {
-                writeln!(out, "- protocol: {}", matrix.protocol)?;
-                writeln!(out, "  port: {}", matrix.port)?;
-                writeln!(out, "  matrix: |")?;
-                render_rows(&mut out, &names, "    ", |row| matrix.symbol_row(row))?;
-            }
-        }
+        Format::Scenario => write_scenario(&mut out, cluster, &parties, matrices, &audit)?,
         Format::Json => {
             let flows = args.flows;
             let json = JsonParts {
@@ -163,7 +156,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
         }
         Format::Html => {
             let title = format!("netpol matrix: {}", scenario.name);
-            let data = html::PageData::new(&parties, &groups, matrices);
+            let data = html::PageData::new(&parties, &groups, matrices, &audit);
             out.write_all(html::page(&title, &data).as_bytes())?;
         }
     }
@@ -185,66 +178,7 @@ fn matrix_oracle<'a>(
     if is_mapstate(args.engine) {
         return Ok(Some(Box::new(WhatIf::new(cluster))));
     }
-    match oracle_at(args.engine, cluster, deciding) {
-        Ok(oracle) => Ok(Some(oracle)),
-        Err(e) => {
-            writeln!(err, "error: {}: {e}", scenario.file.display())?;
-            Ok(None)
-        }
-    }
-}
-
-/// The would-be matrices (policies in audit mode enforced), one per probe in the order of the
-/// matrices; empty where no policy is in audit mode.
-struct Audit<'a> {
-    would_be: &'a [Matrix],
-}
-
-impl Audit<'_> {
-    /// Row `row` of matrix `index`'s grouped symbols, with `a` where the flow is allowed and
-    /// a policy in audit mode would deny it.
-    fn symbol_row(&self, groups: &[Group], index: usize, matrix: &Matrix, row: usize) -> Vec<char> {
-        let mut symbols = Grouped::new(groups, matrix).symbol_row(matrix, row);
-        if let Some(would_be) = self.would_be.get(index) {
-            let would_be = Grouped::new(groups, would_be).symbol_row(would_be, row);
-            for (symbol, would_be) in symbols.iter_mut().zip(would_be) {
-                if *symbol == '.' && would_be == 'X' {
-                    *symbol = WOULD_DENY;
-                }
-            }
-        }
-        symbols
-    }
-
-    /// The flows between groups of matrix `index` that are allowed and that a policy in audit
-    /// mode would deny; None where no policy is in audit mode.
-    fn would_deny(&self, groups: &[Group], index: usize, matrix: &Matrix) -> Option<Vec<FromTo>> {
-        self.would_be.get(index)?;
-        let flows = (0..groups.len())
-            .flat_map(|a| {
-                let row = self.symbol_row(groups, index, matrix, a);
-                row.into_iter()
-                    .enumerate()
-                    .filter(|(_, symbol)| *symbol == WOULD_DENY)
-                    .map(move |(b, _)| (a, b))
-            })
-            .map(|(a, b)| FromTo {
-                from: groups[a].label.clone(),
-                to: groups[b].label.clone(),
-            })
-            .collect();
-        Some(flows)
-    }
-}
-
-/// The text symbol of an allowed flow a policy in audit mode would deny.
-const WOULD_DENY: char = 'a';
-
-/// A flow between two groups (or a group and another party), by label.
-#[derive(Clone, Debug, Serialize)]
-pub struct FromTo {
-    pub from: String,
-    pub to: String,
+    decider_over(args.engine, scenario, cluster, deciding, err)
 }
 
 /// Every party its own group, pods labelled by name.
@@ -282,6 +216,7 @@ fn write_text(
     let probes: Vec<_> = matrices.iter().map(|m| (m.protocol, m.port)).collect();
     let probe_labels = probe_labels(&[cluster], &probes);
     for (index, (matrix, probe_label)) in matrices.iter().zip(probe_labels).enumerate() {
+        let cells = audit.cells(groups, index, matrix);
         let (pods, pods_allowed) = matrix.pod_counts();
         let (others, others_allowed) = matrix.other_counts();
         writeln!(
@@ -291,9 +226,7 @@ fn write_text(
             pods_allowed + others_allowed,
             pods + others
         )?;
-        render_numbered_rows(out, &labels, "  ", |row| {
-            audit.symbol_row(groups, index, matrix, row)
-        })?;
+        render_numbered_rows(out, &labels, "  ", |row| cells.symbol_row(row))?;
         writeln!(out)?;
     }
     writeln!(
@@ -302,7 +235,7 @@ fn write_text(
          (a node or outside address to itself; between nodes and outside addresses; a pod and its \
          own node)"
     )?;
-    if !audit.would_be.is_empty() {
+    if !audit.is_empty() {
         writeln!(
             out,
             "{WOULD_DENY} allowed, and a policy in audit mode (netpol.io/enforcement: audit) would \
@@ -324,6 +257,38 @@ fn write_text(
              selector asks): placed as a workload's pod; its flows among the pods it stands for \
              are not shown"
         )?;
+    }
+    Ok(())
+}
+
+/// The pods' matrices as scenario `expect` items. A scenario expects the enforced verdict, so a
+/// flow a policy in audit mode would deny is written allowed (`.`); a YAML comment above its
+/// item names it as a would-deny, so that pasting the items keeps what the audit found.
+fn write_scenario(
+    out: &mut dyn Write,
+    cluster: &Cluster,
+    parties: &[Party],
+    matrices: &[Matrix],
+    audit: &Audit<'_>,
+) -> io::Result<()> {
+    let names: Vec<String> = parties.iter().map(ToString::to_string).collect();
+    let pods = per_pod(cluster, parties);
+    for (index, matrix) in matrices.iter().enumerate() {
+        let would_deny = audit.cells(&pods, index, matrix).would_deny_flows();
+        if let Some(flows) = would_deny.filter(|flows| !flows.is_empty()) {
+            writeln!(
+                out,
+                "# allowed ('.'), and a policy in audit mode (netpol.io/enforcement: audit) \
+                 would deny it:"
+            )?;
+            for flow in flows {
+                writeln!(out, "#   would-deny: {} -> {}", flow.from, flow.to)?;
+            }
+        }
+        writeln!(out, "- protocol: {}", matrix.protocol)?;
+        writeln!(out, "  port: {}", matrix.port)?;
+        writeln!(out, "  matrix: |")?;
+        render_rows(out, &names, "    ", |row| matrix.symbol_row(row))?;
     }
     Ok(())
 }
@@ -508,7 +473,7 @@ fn write_matrices_json(
                         parties,
                         pods: false,
                     }),
-                    would_deny: audit.would_deny(groups, index, m),
+                    would_deny: audit.cells(groups, index, m).would_deny_flows(),
                 }
             })
             .collect(),

@@ -4,6 +4,7 @@
 //! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
 //! [`matrix`] decides every pair of pods.
 
+pub mod audit;
 pub mod changing;
 mod classes;
 #[cfg(test)]
@@ -195,7 +196,19 @@ pub fn decider<'a>(
     endpoints: Option<&BTreeSet<String>>,
     err: &mut dyn Write,
 ) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
-    match oracle_at(args, &scenario.cluster, endpoints) {
+    decider_over(args, scenario, &scenario.cluster, endpoints, err)
+}
+
+/// [`decider`] over `cluster`: the scenario's, or another view of it (its would-be view,
+/// policies in audit mode enforced).
+pub fn decider_over<'a>(
+    args: EngineArgs,
+    scenario: &Scenario,
+    cluster: &'a Cluster,
+    endpoints: Option<&BTreeSet<String>>,
+    err: &mut dyn Write,
+) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
+    match oracle_at(args, cluster, endpoints) {
         Ok(oracle) => Ok(Some(oracle)),
         Err(e) => {
             writeln!(err, "error: {}: {e}", scenario.file.display())?;
@@ -214,13 +227,31 @@ pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
     load_engine_at(cluster, None)
 }
 
+/// [`load_engine`], keeping the entries of policies in audit mode for
+/// [`Engine::would_be_map`] (the enforced maps are the same).
+pub(crate) fn load_engine_keeping_audited(cluster: &Cluster) -> Engine {
+    load_engine_with(cluster, None, true)
+}
+
 /// The MapState engine loaded with a whole scenario, the pods `endpoints` names (every pod
 /// where `None`) local endpoints.
 fn load_engine_at(cluster: &Cluster, endpoints: Option<&BTreeSet<String>>) -> Engine {
+    load_engine_with(cluster, endpoints, false)
+}
+
+/// [`load_engine_at`], keeping audited entries where `keep_audited`.
+fn load_engine_with(
+    cluster: &Cluster,
+    endpoints: Option<&BTreeSet<String>>,
+    keep_audited: bool,
+) -> Engine {
     let mut engine = Engine::new(EngineConfig {
         local_node: None,
         allow_node_probes: true,
     });
+    if keep_audited {
+        engine.keep_audited();
+    }
     if let Some(endpoints) = endpoints {
         engine.only_endpoints(endpoints.iter().cloned());
     }

@@ -22,7 +22,7 @@ use netpol_engine::{Direction, IdentityId, Protocol, Verdict};
 use netpol_nft::eval::{evaluate, Evaluation, Packet};
 use netpol_nft::Ruleset;
 
-use super::load_engine;
+use super::load_engine_keeping_audited;
 use crate::checked::Fate;
 #[cfg(target_os = "linux")]
 use crate::output::describe;
@@ -53,18 +53,39 @@ pub enum NftCheckError {
     Network(String),
 }
 
-/// The scenario's rules in netpol's nftables model.
+/// The scenario's rules in netpol's nftables model. An endpoint a policy in audit mode selects
+/// also gets audit chains from its would-be rules, as the agent programs it: what they would
+/// deny passes, counted as a would-deny. Would-be rules that do not compile refuse the
+/// scenario (a would-deny lost without a word would read as plainly allowed).
 pub fn ruleset(scenario: &Scenario) -> Result<Ruleset, NftCheckError> {
-    let engine = load_engine(&scenario.cluster);
-    let compiled = netpol_datapath::compile_engine(&engine, &Default::default())
+    let engine = load_engine_keeping_audited(&scenario.cluster);
+    let options = Default::default();
+    let compiled = netpol_datapath::compile_engine(&engine, &options)
         .map_err(|(endpoint, error)| NftCheckError::Compile { endpoint, error })?;
+    let store = engine.identities();
     let mut ruleset = Ruleset::default();
     for endpoint in compiled {
-        ruleset.add(
+        let Some(would_be) = engine.would_be_map(endpoint.key) else {
+            ruleset.add(
+                endpoint.key,
+                endpoint.addresses,
+                &endpoint.rules.rules,
+                store,
+            );
+            continue;
+        };
+        let would_be = netpol_datapath::compile_entries(would_be.iter(), store, &options).map_err(
+            |error| NftCheckError::Compile {
+                endpoint: format!("{} (the would-be rules of audited policies)", endpoint.key),
+                error,
+            },
+        )?;
+        ruleset.add_audited(
             endpoint.key,
             endpoint.addresses,
             &endpoint.rules.rules,
-            engine.identities(),
+            &would_be.rules,
+            store,
         );
     }
     Ok(ruleset)
@@ -199,16 +220,20 @@ pub fn decide(scenario: &Scenario, options: ProbeSettings) -> Result<Vec<Fate>, 
                 };
                 // A pod's packets to its own address stay in its network namespace: no rule
                 // on the router sees them.
-                let deciding_rule = if probe.from == probe.to {
-                    describe::deciding_rules(FlowDecision::own_address().as_ref())
+                let (deciding_rule, would_deny) = if probe.from == probe.to {
+                    let own = FlowDecision::own_address();
+                    (describe::deciding_rules(own.as_ref()), None)
                 } else {
-                    explain(scenario, flow, &evaluate(&ruleset, &packet), passed)
+                    let model = evaluate(&ruleset, &packet);
+                    let would_deny = passed.then(|| would_deny(&model)).flatten();
+                    (explain(scenario, flow, &model, passed), would_deny)
                 };
                 Fate::Decided(Box::new(DecisionJson {
                     verdict: describe::verdict_word(passed),
                     egress: None,
                     ingress: None,
                     deciding_rule,
+                    would_deny,
                 }))
             }
         };
@@ -253,6 +278,33 @@ fn flow_addresses(scenario: &Scenario) -> Vec<FlowAddresses> {
             }
         })
         .collect()
+}
+
+/// What the audit chains a passed packet went through would deny of it, in `check`'s words for
+/// any decider ([`describe::would_deny_flow`]), from the in-process evaluation of the loaded
+/// rules (the kernel counts the same rules' packets; see `docs/semantics.md`).
+#[cfg(target_os = "linux")]
+fn would_deny(model: &Evaluation<'_>) -> Option<String> {
+    let side = |wanted: Direction| {
+        model
+            .would_deny
+            .iter()
+            .find(|(_, direction, _)| *direction == wanted)
+            .map(|(_, _, rule)| Decision {
+                verdict: Verdict::Deny,
+                auth: None,
+                reason: Reason::clone(&rule.reason),
+            })
+    };
+    let would_be = FlowDecision {
+        egress: side(Direction::Egress),
+        ingress: side(Direction::Ingress),
+    };
+    would_be
+        .as_ref()
+        .denying()
+        .is_some()
+        .then(|| describe::would_deny_flow(would_be.as_ref()))
 }
 
 /// The rules behind a packet's fate, from the in-process evaluation of the loaded rules.

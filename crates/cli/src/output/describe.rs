@@ -70,6 +70,13 @@ pub fn would_deny(would_deny: &Reason) -> String {
     }
 }
 
+/// What audited policies would do to an allowed flow, from its would-be decision (every policy
+/// enforced): `would deny (audit): <direction>: <decision>`, the denying direction in
+/// [`deciding_rules`]' words.
+pub fn would_deny_flow(would_be: FlowDecisionRef) -> String {
+    format!("would deny (audit): {}", deciding_rules(would_be))
+}
+
 /// The rule behind a whole flow's verdict: the denying direction for a denied flow, both
 /// directions that were evaluated for an allowed one.
 pub fn deciding_rules(flow: FlowDecisionRef) -> String {

@@ -25,6 +25,11 @@
 //! - `#pair=FROM,TO`: the groups of namespace `FROM` (rows) against those of `TO` (columns), as a
 //!   click on an overview square opens.
 //!
+//! Where a policy is in audit mode (`netpol.io/enforcement: audit`), an allowed cell the audited
+//! policies would deny is drawn as the text output's `a` (class `would-deny`, attribute
+//! `data-would-deny`, its verdict still `allow`) and the legend explains it; the overview
+//! counts such a pair as allowed, as the enforced verdict is.
+//!
 //! Any other fragment opens the first view. Clicking a row or column head lists the group's
 //! pods. When it has drawn a view the script sets a hidden marker, `<p id="netpol-status"
 //! data-view="overview|all|namespace|pair" data-cells="N" data-shown="ROWS" data-columns="COLUMNS">`
@@ -39,7 +44,8 @@ use netpol_engine::flow::FlowDecisionRef;
 use serde::Serialize;
 
 use super::describe;
-use crate::decide::groups::{Group, Grouped};
+use crate::decide::audit::{Audit, AuditedCells};
+use crate::decide::groups::Group;
 use crate::decide::matrix::{Matrix, Party};
 
 /// What the page draws: the groups of `--output json` and, per matrix, one number per pair of
@@ -49,6 +55,10 @@ pub struct PageData {
     /// The rows and columns, by namespace: workloads, or pods with `--per-pod`.
     pub groups: Vec<PageGroup>,
     pub matrices: Vec<PageMatrix>,
+    /// Whether a policy is in audit mode (`netpol.io/enforcement: audit`): the legend then
+    /// explains the would-deny mark.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub audit: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -82,6 +92,11 @@ pub struct PageMatrix {
     /// when allowed and `2 * rule` when denied, `rule` indexing `rules` (most used first); or,
     /// for a row equal to an earlier one, that row's position.
     pub cells: Vec<PageRow>,
+    /// The rules (by index) whose allowed cells a policy in audit mode would deny: such a
+    /// cell's rule names both the allowing rules and what would deny it, so that no code is
+    /// added per cell. Absent where nothing is a would-deny.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub would_deny: Vec<i64>,
 }
 
 /// One row's cells: as runs, or the same as an earlier row (the replicas of a workload split
@@ -97,29 +112,37 @@ pub enum PageRow {
 pub const UNDEFINED: i64 = -1;
 
 impl PageMatrix {
-    fn new(groups: &[Group], matrix: &Matrix) -> Self {
+    fn new(audited: &AuditedCells<'_, '_>, groups: usize, matrix: &Matrix) -> Self {
         let mut rules: Vec<String> = Vec::new();
+        let mut would_deny_rules: Vec<bool> = Vec::new();
         let mut rule_index: HashMap<String, i64> = HashMap::new();
-        let mut code = |decision: FlowDecisionRef| {
-            let rule = describe::deciding_rules(decision);
+        let mut code = |decision: FlowDecisionRef, would_deny: Option<FlowDecisionRef>| {
+            let mut rule = describe::deciding_rules(decision);
+            if let Some(would_be) = would_deny {
+                rule = format!("{rule}; {}", describe::would_deny_flow(would_be));
+            }
             let next = rule_index.len() as i64;
             let index = *rule_index.entry(rule.clone()).or_insert_with(|| {
                 rules.push(rule);
+                would_deny_rules.push(would_deny.is_some());
                 next
             });
             2 * index + i64::from(decision.allowed())
         };
-        // Each distinct decision is described once.
-        let mut codes: HashMap<u32, i64> = HashMap::new();
-        let grouped = Grouped::new(groups, matrix);
-        let mut cells: Vec<Vec<i64>> = (0..groups.len())
+        // Each distinct decision (with its would-be decision, where a would-deny) is described
+        // once.
+        let mut codes: HashMap<(u32, Option<u32>), i64> = HashMap::new();
+        let mut cells: Vec<Vec<i64>> = (0..groups)
             .map(|a| {
                 let mut row: Vec<i64> = Vec::new();
-                for b in 0..groups.len() {
-                    let flow = grouped.code(matrix, a, b);
+                for b in 0..groups {
+                    let flow = audited.code(a, b);
+                    let would_deny = audited.would_deny_code(a, b);
                     let cell = match matrix.decisions.get(flow) {
                         None => UNDEFINED,
-                        Some(d) => *codes.entry(flow).or_insert_with(|| code(d)),
+                        Some(d) => *codes
+                            .entry((flow, would_deny))
+                            .or_insert_with(|| code(d, would_deny.and(audited.would_deny(a, b)))),
                     };
                     match row.len() {
                         n if n >= 2 && row[n - 2] == cell => row[n - 1] += 1,
@@ -147,6 +170,10 @@ impl PageMatrix {
                 *cell = 2 * renumbered[(*cell >> 1) as usize] + (*cell & 1);
             }
         }
+        let would_deny = (0..rules.len())
+            .filter(|&new| would_deny_rules[order[new]])
+            .map(|new| new as i64)
+            .collect();
         let rules = order
             .into_iter()
             .map(|r| std::mem::take(&mut rules[r]))
@@ -168,6 +195,7 @@ impl PageMatrix {
             port: matrix.port,
             rules,
             cells,
+            would_deny,
         }
     }
 }
@@ -175,8 +203,9 @@ impl PageMatrix {
 impl PageData {
     /// The page of `matrices` between the `groups` of `parties`: pods' groups (under their
     /// namespaces), then nodes and regions outside the cluster (under [`NODES`] and
-    /// [`OUTSIDE`]), as the text output has them.
-    pub fn new(parties: &[Party], groups: &[Group], matrices: &[Matrix]) -> Self {
+    /// [`OUTSIDE`]), as the text output has them; cells a policy in audit mode would deny
+    /// (`audit`) are marked.
+    pub fn new(parties: &[Party], groups: &[Group], matrices: &[Matrix], audit: &Audit) -> Self {
         PageData {
             groups: groups
                 .iter()
@@ -204,8 +233,10 @@ impl PageData {
                 .collect(),
             matrices: matrices
                 .iter()
-                .map(|m| PageMatrix::new(groups, m))
+                .enumerate()
+                .map(|(index, m)| PageMatrix::new(&audit.cells(groups, index, m), groups.len(), m))
                 .collect(),
+            audit: !audit.is_empty(),
         }
     }
 }
@@ -226,6 +257,7 @@ th.ns { background: #e8eef8; }
 th.pod { font-weight: normal; white-space: nowrap; }
 td.allow { background: #bfe5bf; }
 td.deny { background: #f2b8b5; }
+td.would-deny { background: #dbe6a0; }
 td.none { background: #eee; color: #999; }
 td.cell { cursor: pointer; min-width: 1.5em; }
 td.selected { outline: 2px solid #222; }
@@ -278,6 +310,8 @@ function shortName(group) {
 // The cells from the groups `rows` to the groups `columns`, under namespace headers.
 function drawTable(m, label, groups, rows, columns) {
   const table = el("table");
+  // Rules whose allowed cells a policy in audit mode would deny.
+  const audited = new Set(m.would_deny || []);
   const nsRow = el("tr");
   nsRow.appendChild(el("th", { colspan: "2", rowspan: "2" }, "from \\ to"));
   for (const r of runs(columns, groups)) nsRow.appendChild(el("th", { class: "ns", colspan: String(r.count) }, r.ns));
@@ -298,14 +332,18 @@ function drawTable(m, label, groups, rows, columns) {
         const to = groups[column].label;
         const code = rowCells[column];
         const verdict = code < 0 ? "none" : (code % 2 ? "allow" : "deny");
+        // Allowed, and a policy in audit mode would deny it: the text output's `a`.
+        const wouldDeny = code >= 0 && code % 2 === 1 && audited.has(code >> 1);
         const td = document.createElement("td");
-        td.className = "cell " + verdict;
+        td.className = "cell " + (wouldDeny ? "would-deny" : verdict);
         td.setAttribute("data-from", from);
         td.setAttribute("data-to", to);
         td.setAttribute("data-verdict", verdict);
+        if (wouldDeny) td.setAttribute("data-would-deny", "");
         td.title = code < 0 ? from + " -> " + to + ": not defined"
-          : from + " -> " + to + " " + label + ": " + verdict + " (" + m.rules[code >> 1] + ")";
-        td.textContent = code < 0 ? "-" : (code % 2 ? "." : "X");
+          : from + " -> " + to + " " + label + ": " + verdict + (wouldDeny ? ", would deny (audit)" : "")
+            + " (" + m.rules[code >> 1] + ")";
+        td.textContent = code < 0 ? "-" : (wouldDeny ? "a" : (code % 2 ? "." : "X"));
         tr.appendChild(td);
         cells++;
       }
@@ -405,6 +443,7 @@ function draw(data) {
   const status = document.getElementById("netpol-status");
   const groups = data.groups;
   const space = namespaces(groups);
+  if (data.audit) document.getElementById("netpol-legend-audit").hidden = false;
   const first = groups.length > LARGE && space.names.length > 1 ? "overview" : "all";
   // The filter's values are the fragments it opens.
   if (space.names.length > 1) filter.appendChild(el("option", { value: "overview" }, "overview: every pair of namespaces"));
@@ -513,7 +552,9 @@ pub fn page(title: &str, data: &impl Serialize) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n\
          <style>{STYLE}</style>\n</head>\n<body>\n<h1>{title}</h1>\n\
          <p class=\"legend\"><span class=\"allow\" style=\"background:#bfe5bf\">. allowed</span>\
-         <span style=\"background:#f2b8b5\">X denied</span><span style=\"background:#f5d58a\">some allowed \
+         <span style=\"background:#f2b8b5\">X denied</span>\
+         <span id=\"netpol-legend-audit\" style=\"background:#dbe6a0\" hidden>a allowed, and a policy in \
+         audit mode (netpol.io/enforcement: audit) would deny it</span><span style=\"background:#f5d58a\">some allowed \
          (overview)</span><span style=\"background:#eee\">- no flow</span>\
          Hover over a cell for the deciding rule, or click it.</p>\n\
          <p><label>Show <select id=\"netpol-view\"><option value=\"\" hidden>a pair of namespaces</option></select></label> \

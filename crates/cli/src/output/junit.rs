@@ -2,7 +2,8 @@
 //! reporters) show as unit tests. One `<testsuite>` per scenario, one `<testcase>` per
 //! expectation; a mismatch is a `<failure>` carrying the flow and the deciding rule, a file that
 //! does not load is a test case with an `<error>`. On `--datapath nftables` a flow no packet could
-//! decide is `<skipped>` with the reason, and a probe that failed is an `<error>`.
+//! decide is `<skipped>` with the reason, and a probe that failed is an `<error>`. An allowed flow
+//! a policy in audit mode would deny carries `<system-out>would-deny: <rule></system-out>`.
 
 use std::fmt::Write as _;
 
@@ -51,7 +52,7 @@ pub fn document(report: &Report) -> String {
                 escape(&name),
                 escape(&file)
             );
-            let body = match d {
+            let fate = match d {
                 Fate::Decided(d) if d.allowed() == e.expected.allowed() => None,
                 Fate::Decided(d) => Some(format!(
                     "<failure type=\"mismatch\" message=\"{}\">{}</failure>",
@@ -66,6 +67,16 @@ pub fn document(report: &Report) -> String {
                     "<error type=\"probe\" message=\"the probe failed\">{}</error>",
                     escape(why)
                 )),
+            };
+            // An allowed flow a policy in audit mode would deny passes, saying so.
+            let would_deny = match d {
+                Fate::Decided(d) => d.would_deny.as_deref(),
+                _ => None,
+            }
+            .map(|why| format!("<system-out>would-deny: {}</system-out>", escape(why)));
+            let body = match (fate, would_deny) {
+                (Some(fate), Some(would_deny)) => Some(format!("{fate}\n      {would_deny}")),
+                (fate, would_deny) => fate.or(would_deny),
             };
             match body {
                 None => {

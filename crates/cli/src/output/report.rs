@@ -111,6 +111,10 @@ pub struct DecisionJson {
     pub ingress: Option<DirectionJson>,
     /// The rule behind the verdict in words: the denying direction, or both allowing ones.
     pub deciding_rule: String,
+    /// `check`, where policies are in audit mode (`netpol.io/enforcement: audit`): for an
+    /// allowed flow they would deny, what would deny it (`would deny (audit): <rule>`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_deny: Option<String>,
 }
 
 impl DecisionJson {
@@ -126,6 +130,7 @@ impl From<FlowDecisionRef<'_>> for DecisionJson {
             egress: decision.egress.map(Into::into),
             ingress: decision.ingress.map(Into::into),
             deciding_rule: describe::deciding_rules(decision),
+            would_deny: None,
         }
     }
 }
