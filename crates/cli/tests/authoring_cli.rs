@@ -579,7 +579,7 @@ fn check_json_lists_every_expectation_with_its_decision() {
         report["summary"],
         serde_json::json!({
             "scenarios": 1, "flows": 2, "mismatches": 1, "invalid_files": 1,
-            "not_probed": 0, "probe_failures": 0
+            "not_probed": 0, "probe_failures": 0, "would_deny": 0
         })
     );
     let expectations = report["scenarios"][0]["expectations"].as_array().unwrap();
