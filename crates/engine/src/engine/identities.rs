@@ -28,6 +28,11 @@ pub(super) struct IdentityChanges {
     pub(super) readdressed: HashSet<IdentityId>,
     /// Every pod or node address that arrived or departed.
     pub(super) moved: Vec<IpAddr>,
+    /// World prefixes that came, went or moved to another class: the CIDR selectors holding
+    /// them select classes anew ([`crate::selector_cache::SelectorCache::refresh_worlds`]).
+    pub(super) worlds_moved: Vec<IpNet>,
+    /// World identities that live on with other prefixes.
+    pub(super) worlds_readdressed: Vec<IdentityId>,
 }
 
 /// A staged pod's or node's identities (one per address; none: the object is gone) and its
@@ -216,9 +221,7 @@ impl Engine {
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
     ) {
-        let (added, removed) = self.sync_world_identities();
-        changes.added.extend(added);
-        changes.removed.extend(removed);
+        self.sync_world_identities(changes);
         let used = LabelsInUse::of(self.live_entries());
         let changed_keys = used.changed_keys(&self.labels_in_use);
         self.labels_in_use = used;
@@ -229,41 +232,55 @@ impl Engine {
     }
 
     /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer of a live entry names (see
-    /// `live`: a prefix only entries selecting no local pod name decides nothing here).
-    pub(super) fn sync_world_identities(
-        &mut self,
-    ) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
-        let mut wanted: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
-            .iter()
-            .map(|s| s.parse().expect("valid"))
-            .collect();
-        wanted.extend(
-            self.live_entries()
-                .flat_map(|e| &e.peers)
-                .flat_map(Peer::prefixes),
-        );
-        let mut added = Vec::new();
-        let mut removed = Vec::new();
+    /// `live`: a prefix only entries selecting no local pod name decides nothing here), pooled
+    /// into classes of prefixes every live entry treats alike ([`crate::identity::WorldClass`]). A prefix whose
+    /// class changed moves to its new class's identity; classes that neither gain nor lose a
+    /// prefix keep their ids. Prefixes are added first, then taken out, then moved, so a class
+    /// that loses some prefixes and gains others lives on.
+    pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) {
+        let classes = super::world_classes::classify(self);
         let stale: Vec<IpNet> = self
-            .world
-            .keys()
-            .filter(|p| !wanted.contains(p))
-            .copied()
+            .store
+            .world_prefixes()
+            .filter(|(prefix, id)| classes.get(*prefix) != self.store.world_class(**id))
+            .map(|(prefix, _)| *prefix)
             .collect();
-        for prefix in stale {
-            let id = self.world.remove(&prefix).expect("listed");
-            if let Some(identity) = self.store.remove(id) {
-                removed.push((id, identity));
+        let mut added: BTreeSet<IdentityId> = BTreeSet::new();
+        let mut readdressed: BTreeSet<IdentityId> = BTreeSet::new();
+        let mut moved: Vec<IpNet> = Vec::new();
+        for (prefix, class) in &classes {
+            if self.store.world_of(prefix).is_none() {
+                let (id, new) = self.store.insert_world_member(*prefix, class.clone());
+                if new { added.insert(id) } else { readdressed.insert(id) };
+                moved.push(*prefix);
             }
         }
-        for prefix in wanted {
-            if !self.world.contains_key(&prefix) {
-                let (id, _) = self.store.insert(Identity::world(prefix));
-                self.world.insert(prefix, id);
-                added.push(id);
+        for (id, gone) in self.store.remove_world_members(&stale) {
+            match gone {
+                Some(identity) => {
+                    readdressed.remove(&id);
+                    changes.removed.push((id, identity));
+                }
+                None => {
+                    readdressed.insert(id);
+                }
             }
         }
-        (added, removed)
+        for prefix in &stale {
+            if let Some(class) = classes.get(prefix) {
+                let (id, new) = self.store.insert_world_member(*prefix, class.clone());
+                if new { added.insert(id) } else { readdressed.insert(id) };
+            }
+        }
+        moved.extend(stale);
+        // In id order: identities are numbered in the order they were made, which is the order
+        // of their prefixes.
+        changes.added.extend(added.iter().copied());
+        for id in readdressed.difference(&added) {
+            changes.readdressed.insert(*id);
+            changes.worlds_readdressed.push(*id);
+        }
+        changes.worlds_moved.extend(moved);
     }
 
     /// Every prefix a CIDR peer of a live entry names, of either scope; returns whether they

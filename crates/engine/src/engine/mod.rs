@@ -19,6 +19,7 @@ mod identities;
 mod labels_in_use;
 mod live;
 mod what_if;
+mod world_classes;
 mod would_be;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -140,7 +141,6 @@ pub struct Engine {
     nodes: BTreeMap<String, Arc<[Identity]>>,
     /// Which pod or node owns each address, when several claim one (a reused pod address).
     claims: claims::ClaimBook,
-    world: BTreeMap<IpNet, IdentityId>,
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
     cluster_cidrs: BTreeSet<IpNet>,
@@ -186,7 +186,6 @@ impl Engine {
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             claims: claims::ClaimBook::default(),
-            world: BTreeMap::new(),
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             labels_in_use: LabelsInUse::default(),
@@ -204,7 +203,7 @@ impl Engine {
             keep_audited: false,
         };
         engine.rebuild_entries(BTreeMap::new());
-        engine.sync_world_identities();
+        engine.sync_world_identities(&mut identities::IdentityChanges::default());
         // The engine's own entries (the node-probe allowance) hold their selectors for life.
         for peer in engine.entries.iter().flat_map(|e| &e.peers) {
             engine.cache.acquire(peer, &engine.store);
@@ -348,7 +347,7 @@ impl Engine {
     /// numbering the reference evaluator and scenarios use.
     pub fn per_address_store(&self) -> IdentityStore {
         let mut store = IdentityStore::new();
-        for prefix in self.world.keys() {
+        for (prefix, _) in self.store.world_prefixes() {
             store.insert(Identity::world(*prefix));
         }
         // Only an address's owner: a pod still listing an address a newer one was given holds
