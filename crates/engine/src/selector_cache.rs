@@ -132,19 +132,24 @@ impl SelectorAnchors {
 /// The CIDR selectors by prefix, with the distinct prefix lengths they have.
 #[derive(Debug, Default)]
 struct CidrSelectors {
-    by_net: HashMap<IpNet, BTreeSet<SelectorId>>,
+    /// A few selectors a prefix (those with other exceptions), most often one: a vector, not a
+    /// set, whose node would cost more than the prefix's other state (issue 33).
+    by_net: HashMap<IpNet, Vec<SelectorId>>,
     lengths: BTreeMap<u8, usize>,
 }
 
 impl CidrSelectors {
     fn insert(&mut self, net: IpNet, id: SelectorId) {
-        self.by_net.entry(net.trunc()).or_default().insert(id);
+        let ids = self.by_net.entry(net.trunc()).or_default();
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
         *self.lengths.entry(net.prefix_len()).or_default() += 1;
     }
 
     fn remove(&mut self, net: IpNet, id: SelectorId) {
         if let Some(ids) = self.by_net.get_mut(&net.trunc()) {
-            ids.remove(&id);
+            ids.retain(|i| *i != id);
             if ids.is_empty() {
                 self.by_net.remove(&net.trunc());
             }
