@@ -1,6 +1,8 @@
-//! Identities: what a policy peer can select. A pod or node address, or a prefix outside the
-//! cluster. Each identity carries exactly one prefix (a pod's IPv4 and IPv6 addresses are two
-//! identities with the same labels), so that CIDR peers match per address family exactly.
+//! Identities: what a policy peer can select. Pod and node addresses, or prefixes outside the
+//! cluster. An [`Identity`] value carries one prefix (a pod's IPv4 and IPv6 addresses are two
+//! identities with the same labels), so that CIDR peers match per address family exactly; the
+//! store groups them: replicas alike into one shared identity, world prefixes alike into one
+//! class ([`WorldClass`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -67,7 +69,8 @@ pub enum IdentityKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Identity {
     pub kind: IdentityKind,
-    /// A host prefix (/32, /128) for pods and nodes; the CIDR for world identities.
+    /// A host prefix (/32, /128) for pods and nodes; the CIDR for world identities (for a
+    /// stored class of prefixes, its lowest: see [`IdentityStore::members`] for all).
     pub prefix: IpNet,
 }
 
