@@ -606,11 +606,7 @@ type MemberSpan = (bool, u128, u128, IdentityId, bool, u8);
 /// The lowest address of the world prefix `prefix` (of identity `id`) that no longer prefix or
 /// host claims first; `members`: every member of every identity, as
 /// [`IdentityStore::representative_addresses`] sorts them.
-fn unclaimed_address(
-    members: &[MemberSpan],
-    id: IdentityId,
-    prefix: &IpNet,
-) -> Option<IpAddr> {
+fn unclaimed_address(members: &[MemberSpan], id: IdentityId, prefix: &IpNet) -> Option<IpAddr> {
     let (start, end) = span(prefix);
     let v6 = prefix.addr().is_ipv6();
     let first = members.partition_point(|m| (m.0, m.1) < (v6, start));

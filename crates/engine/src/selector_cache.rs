@@ -401,7 +401,10 @@ impl SelectorCache {
         let holding: BTreeSet<SelectorId> =
             moved.iter().flat_map(|p| self.cidrs.holding(p)).collect();
         for sid in holding {
-            let sel = self.selectors.get_mut(&sid).expect("indexed selector exists");
+            let sel = self
+                .selectors
+                .get_mut(&sid)
+                .expect("indexed selector exists");
             let Peer::Cidr(cidr) = &sel.peer else {
                 continue;
             };

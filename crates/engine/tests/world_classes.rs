@@ -140,12 +140,23 @@ fn a_second_entry_splits_a_class_and_its_removal_merges_it_back() {
 
     // A deny for 100 of the 1,000 (its own policy, between the two by key): they are selected
     // by other entries now, so they move to a class of their own.
-    engine.set_policy("b-web", egress(Verdict::Deny, hosts(0, 100), vec![PortRule::single(Protocol::Tcp, 22)]));
+    engine.set_policy(
+        "b-web",
+        egress(
+            Verdict::Deny,
+            hosts(0, 100),
+            vec![PortRule::single(Protocol::Tcp, 22)],
+        ),
+    );
     engine.commit();
     let split = class_of(&engine, "198.18.0.5");
     assert_ne!(split, whole);
     assert_eq!(class_of(&engine, "198.18.0.99"), split);
-    assert_eq!(class_of(&engine, "198.18.0.100"), whole, "the rest keep their id");
+    assert_eq!(
+        class_of(&engine, "198.18.0.100"),
+        whole,
+        "the rest keep their id"
+    );
     assert_eq!(engine.identities().members(split).len(), 100);
     assert_eq!(engine.identities().members(whole).len(), 900);
     assert_eq!(class_of(&engine, "198.18.8.1"), untouched);
@@ -159,7 +170,10 @@ fn a_second_entry_splits_a_class_and_its_removal_merges_it_back() {
     engine.commit();
     assert_eq!(class_of(&engine, "198.18.0.5"), whole);
     assert_eq!(engine.identities().members(whole).len(), 1000);
-    assert!(engine.identities().get(split).is_none(), "the split class is gone");
+    assert!(
+        engine.identities().get(split).is_none(),
+        "the split class is gone"
+    );
     assert_eq!(class_of(&engine, "198.18.8.1"), untouched);
     assert_exact(&mut engine);
 }

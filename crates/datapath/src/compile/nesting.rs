@@ -439,8 +439,11 @@ impl Decider<'_> {
             },
             None => {
                 // In the order of `leaking`, as the cache key and the decision expect.
-                let mut enclosing: Vec<(usize, IdentityId)> =
-                    self.leaking_index.of(node).map(|(at, a)| (*at, a.id)).collect();
+                let mut enclosing: Vec<(usize, IdentityId)> = self
+                    .leaking_index
+                    .of(node)
+                    .map(|(at, a)| (*at, a.id))
+                    .collect();
                 enclosing.sort_unstable();
                 let enclosing: Vec<IdentityId> = enclosing.into_iter().map(|(_, id)| id).collect();
                 Outcome {
@@ -464,8 +467,7 @@ impl Decider<'_> {
                     .for_each(|m| self.enclosing_exceptions.insert(*m));
             }
         } else if !outcome.shadowed && node.host {
-            let mut ids: Vec<IdentityId> =
-                self.leaking_index.of(node).map(|(_, a)| a.id).collect();
+            let mut ids: Vec<IdentityId> = self.leaking_index.of(node).map(|(_, a)| a.id).collect();
             ids.sort_unstable();
             self.enclosure.insert(node.key(), ids);
         }

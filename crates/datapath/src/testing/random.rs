@@ -54,13 +54,14 @@ pub const POOLED: [&str; 6] = [
 
 /// Adds the [`POOLED`] prefixes to `store` as one world identity; returns it.
 pub fn pool(store: &mut IdentityStore) -> IdentityId {
-    let class = WorldClass::SelectedBy(std::sync::Arc::from([(
-        std::sync::Arc::from("pooled"),
-        0,
-    )]));
+    let class = WorldClass::SelectedBy(std::sync::Arc::from([(std::sync::Arc::from("pooled"), 0)]));
     POOLED
         .iter()
-        .map(|prefix| store.insert_world_member(prefix.parse().unwrap(), class.clone()).0)
+        .map(|prefix| {
+            store
+                .insert_world_member(prefix.parse().unwrap(), class.clone())
+                .0
+        })
         .last()
         .expect("prefixes to pool")
 }

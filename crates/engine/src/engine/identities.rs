@@ -231,58 +231,6 @@ impl Engine {
         }
     }
 
-    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer of a live entry names (see
-    /// `live`: a prefix only entries selecting no local pod name decides nothing here), pooled
-    /// into classes of prefixes every live entry treats alike ([`crate::identity::WorldClass`]). A prefix whose
-    /// class changed moves to its new class's identity; classes that neither gain nor lose a
-    /// prefix keep their ids. Prefixes are added first, then taken out, then moved, so a class
-    /// that loses some prefixes and gains others lives on.
-    pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) {
-        let classes = super::world_classes::classify(self);
-        let stale: Vec<IpNet> = self
-            .store
-            .world_prefixes()
-            .filter(|(prefix, id)| classes.get(*prefix) != self.store.world_class(**id))
-            .map(|(prefix, _)| *prefix)
-            .collect();
-        let mut added: BTreeSet<IdentityId> = BTreeSet::new();
-        let mut readdressed: BTreeSet<IdentityId> = BTreeSet::new();
-        let mut moved: Vec<IpNet> = Vec::new();
-        for (prefix, class) in &classes {
-            if self.store.world_of(prefix).is_none() {
-                let (id, new) = self.store.insert_world_member(*prefix, class.clone());
-                if new { added.insert(id) } else { readdressed.insert(id) };
-                moved.push(*prefix);
-            }
-        }
-        for (id, gone) in self.store.remove_world_members(&stale) {
-            match gone {
-                Some(identity) => {
-                    readdressed.remove(&id);
-                    changes.removed.push((id, identity));
-                }
-                None => {
-                    readdressed.insert(id);
-                }
-            }
-        }
-        for prefix in &stale {
-            if let Some(class) = classes.get(prefix) {
-                let (id, new) = self.store.insert_world_member(*prefix, class.clone());
-                if new { added.insert(id) } else { readdressed.insert(id) };
-            }
-        }
-        moved.extend(stale);
-        // In id order: identities are numbered in the order they were made, which is the order
-        // of their prefixes.
-        changes.added.extend(added.iter().copied());
-        for id in readdressed.difference(&added) {
-            changes.readdressed.insert(*id);
-            changes.worlds_readdressed.push(*id);
-        }
-        changes.worlds_moved.extend(moved);
-    }
-
     /// Every prefix a CIDR peer of a live entry names, of either scope; returns whether they
     /// changed.
     ///

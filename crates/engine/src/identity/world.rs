@@ -143,7 +143,8 @@ mod tests {
     #[test]
     fn prefixes_of_one_class_share_an_identity_and_resolve_to_it() {
         let mut store = IdentityStore::new();
-        let (all, _) = store.insert_world_member(net("0.0.0.0/0"), WorldClass::Prefix(net("0.0.0.0/0")));
+        let (all, _) =
+            store.insert_world_member(net("0.0.0.0/0"), WorldClass::Prefix(net("0.0.0.0/0")));
         let (a, new_a) = store.insert_world_member(net("192.0.2.1/32"), class("p"));
         let (b, new_b) = store.insert_world_member(net("198.51.100.0/24"), class("p"));
         assert!(new_a && !new_b);
