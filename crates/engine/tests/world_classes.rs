@@ -8,16 +8,9 @@ mod common;
 use common::*;
 use netpol_engine::*;
 
-fn cidr(net: &str, except: &[&str]) -> Peer {
-    Peer::Cidr(CidrSelector {
-        net: net.parse().unwrap(),
-        except: except
-            .iter()
-            .map(|e| e.parse().unwrap())
-            .collect::<Vec<_>>()
-            .into(),
-        scope: AddressScope::Any,
-    })
+/// A CIDR peer that selects pods and nodes too (`ipBlock`).
+fn any(net: &str, except: &[&str]) -> Peer {
+    cidr(net, except, AddressScope::Any)
 }
 
 /// `count` /32 peers from `198.18.<third>.0` on.
@@ -25,7 +18,7 @@ fn hosts(third: u32, count: u32) -> Vec<Peer> {
     (0..count)
         .map(|i| {
             let n = third * 256 + i;
-            cidr(&format!("198.18.{}.{}/32", n / 256, n % 256), &[])
+            any(&format!("198.18.{}.{}/32", n / 256, n % 256), &[])
         })
         .collect()
 }
@@ -216,10 +209,10 @@ fn classes_follow_the_local_pods_their_entries_select() {
 fn addresses_resolve_by_longest_prefix_through_excepts() {
     let mut engine = on_node();
     let peers = vec![
-        cidr("198.18.0.0/16", &["198.18.1.0/24"]),
-        cidr("198.18.1.5/32", &[]),
-        cidr("198.18.2.7/32", &[]),
-        cidr("203.0.113.0/24", &[]),
+        any("198.18.0.0/16", &["198.18.1.0/24"]),
+        any("198.18.1.5/32", &[]),
+        any("198.18.2.7/32", &[]),
+        any("203.0.113.0/24", &[]),
     ];
     engine.set_policy("web", egress(Verdict::Allow, peers, vec![]));
     engine.commit();
