@@ -313,6 +313,19 @@ impl SelectorCache {
         }
     }
 
+    /// Gives back the tables' room once most selectors are gone: hash tables keep their largest
+    /// size, and five CIDR-heavy policies taken out left 84 MB of empty slots (issue 33).
+    /// Amortized: a table shrinks when under a quarter full, to what it holds.
+    pub fn trim(&mut self) {
+        if self.selectors.len() * 4 < self.selectors.capacity() {
+            self.selectors.shrink_to_fit();
+            self.by_peer.shrink_to_fit();
+        }
+        if self.cidrs.by_net.len() * 4 < self.cidrs.by_net.capacity() {
+            self.cidrs.by_net.shrink_to_fit();
+        }
+    }
+
     pub fn peer(&self, id: SelectorId) -> &Peer {
         &self.selectors[&id].peer
     }

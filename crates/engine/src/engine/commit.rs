@@ -200,6 +200,7 @@ impl Engine {
                 self.cache.release(id);
             }
         }
+        self.cache.trim();
         deltas
     }
 

@@ -1,6 +1,6 @@
 //! The identity store's side of a commit: pods' and nodes' addresses departing and arriving,
-//! world prefixes and cluster CIDRs following the policies, and addresses re-keyed when the
-//! cluster CIDRs holding them change.
+//! cluster CIDRs following the policies (world prefixes too, in `world_classes`), and addresses
+//! re-keyed when the cluster CIDRs holding them change.
 //!
 //! Nothing here touches a selector or a MapState: it only records, in [`IdentityChanges`], what
 //! the selectors and endpoints must hear about afterwards.

@@ -8,8 +8,9 @@
 //!
 //! This module holds the engine's state and its public face. The commit lives in `commit`, as
 //! the phases whose order makes delivery transactional; `identities` is the identity store's
-//! side of it (addresses arriving, departing and re-keyed; world prefixes; cluster CIDRs), and
-//! `endpoints` the MapStates' side (full and per-class recomputes, twins).
+//! side of it (addresses arriving, departing and re-keyed; cluster CIDRs), `world_classes` the
+//! world identities' (prefixes pooled into classes), and `endpoints` the MapStates' side (full
+//! and per-class recomputes, twins).
 
 mod budget;
 mod claims;
