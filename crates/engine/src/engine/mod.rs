@@ -18,6 +18,7 @@ mod endpoints;
 mod identities;
 mod labels_in_use;
 mod live;
+mod partition;
 mod what_if;
 mod would_be;
 
@@ -43,6 +44,7 @@ use labels_in_use::LabelsInUse;
 use live::LiveEntries;
 
 pub use budget::{OverBudget, DEFAULT_MAX_ENTRIES};
+pub use partition::{Partition, PodKey};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
