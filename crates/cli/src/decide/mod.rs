@@ -1,10 +1,12 @@
 //! The one place that chooses what decides flows. Every command that decides flows takes
 //! `--engine` (and `--datapath`) and asks [`oracle`] for a [`DirectionOracle`] over a scenario's
 //! cluster, so a new engine or datapath simulator is a new variant here and nothing else.
-//! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
-//! [`matrix`] decides every pair of pods.
+//! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`),
+//! [`matrix`] decides every pair of pods, and [`before_after`] the flows whose verdict a change
+//! of policies changes (`diff`).
 
 pub mod audit;
+pub mod before_after;
 pub mod changing;
 mod classes;
 #[cfg(test)]

@@ -13,27 +13,9 @@ use std::rc::Rc;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
+pub use crate::decide::before_after::{ClassChange, End};
 use crate::decide::matrix::Classes;
 use crate::output::report::DecisionJson;
-
-/// One end of a class-level change: the pods of a class, or another party (a node or a region
-/// outside the cluster, by position after the pods).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum End {
-    Class(u32),
-    Other(u32),
-}
-
-/// A change between two ends on one probe: positions in the report's probes and in each side's
-/// decisions of that probe.
-#[derive(Clone, Copy, Debug)]
-pub struct ClassChange {
-    pub probe: u32,
-    pub from: End,
-    pub to: End,
-    pub before: u32,
-    pub after: u32,
-}
 
 /// One pod flow whose verdict changes: positions in the report's probes, parties and each
 /// side's decisions of that probe.
