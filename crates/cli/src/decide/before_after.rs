@@ -16,13 +16,13 @@ use netpol_engine::flow::{DirectionOracle, FlowDecisionRef};
 use netpol_engine::Protocol;
 
 use super::changing::Changing;
-use super::matrix::{
+use super::class_matrix::{
     compute_some, deciding_pods_where, node_parties, outside_parties, pods_among, Classes, Matrix,
     Party, Prepared,
 };
 use super::what_if::WhatIf;
 use super::{decider, is_mapstate, EngineArgs};
-use crate::scenario::{Cluster, PodRef, Scenario};
+use crate::loader::{ClusterModel, PodRef, Scenario};
 
 /// One end of a class-level change: the pods of a class, or another party (a node or a region
 /// outside the cluster, by position after the pods).
@@ -61,7 +61,7 @@ pub struct Sides {
 }
 
 impl Sides {
-    pub fn new(clusters: [&Cluster; 2]) -> Sides {
+    pub fn new(clusters: [&ClusterModel; 2]) -> Sides {
         let pods = clusters.map(|cluster| {
             cluster
                 .addressed_pods()

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use netpol_engine::engine::{Partition, PodKey};
 use netpol_engine::Identity;
 
-use crate::scenario::{Cluster, PodRef};
+use crate::loader::{ClusterModel, PodRef};
 
 /// Pods that every decider decides alike, towards every party: pods of one class of the
 /// engine's partition ([`Partition`]: one security identity address by address, selected by
@@ -18,7 +18,7 @@ use crate::scenario::{Cluster, PodRef};
 /// out (the pod's name, its node) only decides flows between a pod and its own node, which
 /// [`compute_between`] decides per pod.
 ///
-/// [`compute_between`]: super::matrix::compute_between
+/// [`compute_between`]: super::class_matrix::compute_between
 #[derive(Debug, Default)]
 pub struct Classes {
     /// The class of each pod, by its position among the pods.
@@ -42,7 +42,7 @@ struct PodClass<'a> {
 
 /// Each pod's class in `cluster`, numbered in the order of `pods`. Every pod must be in the
 /// cluster.
-fn pod_classes(cluster: &Cluster, pods: &[&PodRef]) -> Vec<u32> {
+fn pod_classes(cluster: &ClusterModel, pods: &[&PodRef]) -> Vec<u32> {
     let partition = Partition::of(cluster.entries());
     let node_addresses: HashSet<IpAddr> = cluster
         .nodes()
@@ -75,7 +75,7 @@ fn pod_classes(cluster: &Cluster, pods: &[&PodRef]) -> Vec<u32> {
 impl Classes {
     /// The classes of `pods` in every one of `clusters` (a pod is in one class with another
     /// only where it is so in each cluster). Every pod must be in every cluster.
-    pub fn new(clusters: &[&Cluster], pods: &[&PodRef]) -> Classes {
+    pub fn new(clusters: &[&ClusterModel], pods: &[&PodRef]) -> Classes {
         // A class per cluster for each pod (only its identity in the partition is kept, not a
         // key per pod: at 150,000 pods a key each was tens of megabytes), then a class per
         // distinct combination.

@@ -14,7 +14,7 @@ use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
 pub use crate::decide::before_after::{ClassChange, End};
-use crate::decide::matrix::Classes;
+use crate::decide::class_matrix::Classes;
 use crate::output::report::DecisionJson;
 
 /// One pod flow whose verdict changes: positions in the report's probes, parties and each
@@ -52,7 +52,7 @@ pub struct Report {
     pub pods_gone: Vec<String>,
     pub pods_new: Vec<String>,
     /// Of the pods compared, the stand-ins for pods the inputs do not hold that a policy's
-    /// peer can select (`namespace/name`, see `scenario::add_stand_ins`).
+    /// peer can select (`namespace/name`, see `loader::add_stand_ins`).
     pub stand_ins: Vec<String>,
     /// Nodes both sides have: flows between them and the pods are compared.
     pub nodes_compared: usize,

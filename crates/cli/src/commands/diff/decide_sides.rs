@@ -6,15 +6,15 @@ use std::io::{self, Write};
 use super::newcomers::lend_missing_pods;
 use super::report::Report;
 use crate::decide::before_after::{class_changes, decide_side, Sides};
-use crate::decide::matrix::Party;
+use crate::decide::class_matrix::Party;
 use crate::decide::EngineArgs;
-use crate::probes::{probe_labels, ProbeArgs};
-use crate::scenario::{Cluster, PodRef, Scenario};
+use crate::loader::{ClusterModel, PodRef, Scenario};
+use crate::probe_ports::{probe_labels, ProbeArgs};
 
 /// Decides every flow between pods both sides have, and between those pods and the nodes both
 /// sides have and the regions outside the cluster either side's policies tell apart, on every
 /// probe port, and keeps those whose verdict differs. Pods are decided per class of pods alike
-/// on both sides ([`crate::decide::matrix::Classes`]), as `matrix` does, and expanded to pods only where a verdict
+/// on both sides ([`crate::decide::class_matrix::Classes`]), as `matrix` does, and expanded to pods only where a verdict
 /// changes. `None` where a side has no decider (reported on `err`).
 pub fn compare(
     scenarios: [Scenario; 2],
@@ -81,7 +81,7 @@ pub fn compare(
 }
 
 /// The workload a pod belongs to, `ns/name`, or the pod itself.
-fn workload(cluster: &Cluster, pod: &PodRef) -> String {
+fn workload(cluster: &ClusterModel, pod: &PodRef) -> String {
     match cluster.facts(pod).and_then(|f| f.owner.as_ref()) {
         Some(owner) => format!("{}/{}", pod.namespace, owner.name),
         None => pod.to_string(),
