@@ -33,9 +33,7 @@ pub mod driver;
 pub mod flows;
 pub mod follow_files;
 pub mod health;
-pub mod indexes;
 pub mod instrumented;
-pub mod kind;
 pub mod logline;
 pub mod metrics;
 pub mod once;
@@ -48,4 +46,7 @@ pub mod usage;
 pub mod would_be;
 
 pub use config::{AgentConfig, DatapathKind, DatapathOptions, SourceConfig};
-pub use kind::SourceKind;
+pub use netpol_indexes::SourceKind;
+/// The indexes live in their own crate, which builds without a Kubernetes client (the fuzz
+/// targets drive them); these keep the agent's paths.
+pub use netpol_indexes::{self as indexes, kind};

@@ -47,16 +47,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::networking::v1::NetworkPolicy;
-use kube::api::ApiResource;
-use kube::runtime::watcher::Event;
 use kube::Client;
-use netpol_api::crd::{
-    AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
-    CiliumNetworkPolicy, ClusterNetworkPolicy,
-};
-use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
+use netpol_api::{Object, ObjectRef, ValidationError};
+pub use netpol_indexes::decode::resources;
+use netpol_indexes::Event;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -133,39 +127,6 @@ pub struct Sinks {
     pub inputs: SyncSender<Input>,
     pub metrics: Metrics,
     pub health: Arc<Health>,
-}
-
-/// Every watched kind with its API resource.
-pub fn resources() -> Vec<(SourceKind, ApiResource)> {
-    vec![
-        (SourceKind::Namespace, ApiResource::erase::<Namespace>(&())),
-        (SourceKind::Pod, ApiResource::erase::<Pod>(&())),
-        (SourceKind::Node, ApiResource::erase::<Node>(&())),
-        (
-            SourceKind::NetworkPolicy,
-            ApiResource::erase::<NetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::AdminNetworkPolicy,
-            ApiResource::erase::<AdminNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::BaselineAdminNetworkPolicy,
-            ApiResource::erase::<BaselineAdminNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::ClusterNetworkPolicy,
-            ApiResource::erase::<ClusterNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::CiliumNetworkPolicy,
-            ApiResource::erase::<CiliumNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::CiliumClusterwideNetworkPolicy,
-            ApiResource::erase::<CiliumClusterwideNetworkPolicy>(&()),
-        ),
-    ]
 }
 
 /// Starts one follower per kind on the current tokio runtime. A follower that panics fails

@@ -12,7 +12,7 @@
 use std::pin::pin;
 
 use futures::StreamExt;
-use kube::runtime::watcher::Event;
+use netpol_indexes::Event;
 
 use super::{Follower, ListFailed, SourceEvent};
 use crate::driver::Input;
