@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use crate::loader::FlowExpectation;
 use crate::output::report::DecisionJson;
-use crate::scenario::FlowExpectation;
 
 /// Everything a run checked.
 #[derive(Debug, Default)]

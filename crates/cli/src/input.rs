@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::live::{ClusterArgs, Live};
-use crate::scenario::{Input, ReadFlags, Scenario};
+use crate::loader::{Input, ReadFlags, Scenario};
 
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct ManifestArgs {

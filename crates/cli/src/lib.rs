@@ -7,29 +7,28 @@
 //! |---|---|
 //! | [`cli`] | the command line as clap parses it (used by `main.rs` and by the tests of the docs) |
 //! | [`commands`] | one module per subcommand: its arguments and its `run` |
-//! | [`scenario`], [`input`] | scenario files and `-f` manifests loaded into one `Scenario` |
+//! | [`loader`], [`input`] | every command's input (scenario files, `-f` manifests, the live cluster) loaded into one `Scenario` |
 //! | [`decide`] | the one place that picks what decides flows (engine, reference, HCN simulator, real packets) |
 //! | [`endpoint_acls`] | endpoints' HCN policy lists as JSON, and a node's live ones compared with netpol's (`acls --compare`) |
-//! | [`live`] | `--cluster`: the live cluster read once (kubectl's kubeconfig resolution), manifests applied, objects deleted |
+//! | [`live`] | `--cluster` (its flags in `live::args`): the live cluster read once (kubectl's kubeconfig resolution), manifests applied, objects deleted |
 //! | [`lint`] | `netpol lint`: policy smells found with the engine's precedence and MapStates |
 //! | [`checked`] | what a check run found, read by every output form |
 //! | [`output`] | text, JSON, JUnit and HTML forms, and how flows and rules are described |
-//! | [`probes`] | which ports a matrix or diff probes |
+//! | [`probe_ports`] | which ports a matrix or diff probes |
 //! | [`summary`] | the agent's `--once` summary |
 
 pub mod checked;
 pub mod cli;
-pub mod cluster_args;
 pub mod commands;
 pub mod decide;
 pub mod endpoint_acls;
 pub mod input;
 pub mod lint;
 pub mod live;
+pub mod loader;
 pub mod outcome;
 pub mod output;
-pub mod probes;
-pub mod scenario;
+pub mod probe_ports;
 pub mod summary;
 
 pub use outcome::Outcome;

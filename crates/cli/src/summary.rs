@@ -16,7 +16,7 @@ use netpol_hcn::sim::HcnSim;
 use netpol_agent::reconciler::Pipeline;
 use netpol_agent::usage::Usage;
 
-use crate::output::grid::render;
+use crate::output::matrix_text::render;
 
 /// One line on what the initial sync cost and what it holds: time, CPU, peak memory, identities
 /// and MapState entries.

@@ -3,7 +3,7 @@
 //!
 //! | module | job |
 //! |---|---|
-//! | [`synth`] | the synthetic cluster generator for scale runs and benchmarks (`netpol-dev synth`) |
+//! | [`synth`] | the synthetic cluster generator: files for scale runs (`netpol-dev synth`), engine terms for benchmarks ([`synth::engine_terms`]) |
 //! | [`cidr`] | CIDR-heavy policies of every kind that holds addresses (`netpol-dev cidr`) |
 //! | [`cli`] | the `netpol-dev` command line, also callable from tests and benchmarks ([`run`]) |
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use netpol_engine::synthetic::{cidr_workload, ClusterSize, SyntheticCluster};
+use netpol_dev::synth::engine_terms::{cidr_workload, ClusterSize, SyntheticCluster};
 use netpol_engine::*;
 
 fn allow_all_egress_subject() -> PodSelector {

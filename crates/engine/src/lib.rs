@@ -25,7 +25,6 @@ pub mod resolve;
 pub mod selector;
 pub mod selector_cache;
 pub mod shared;
-pub mod synthetic;
 
 pub use audit::AuditedDecision;
 pub use engine::{EndpointChanges, Engine, EngineConfig};

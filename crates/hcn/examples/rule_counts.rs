@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
+use netpol_dev::synth::engine_terms::{ClusterSize, SyntheticCluster};
 use netpol_engine::{Engine, EngineConfig};
 use netpol_hcn::compile_acls;
 

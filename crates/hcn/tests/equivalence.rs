@@ -57,7 +57,7 @@ proptest! {
 /// A synthetic cluster of every policy kind the engine's generator makes, all pods local.
 #[test]
 fn simulator_equals_engine_on_a_synthetic_cluster() {
-    use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
+    use netpol_dev::synth::engine_terms::{ClusterSize, SyntheticCluster};
     let size = ClusterSize {
         namespaces: 12,
         pods: 120,

@@ -10,7 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use netpol_datapath::{compile_engine, CompileOptions};
-use netpol_engine::synthetic::{ClusterSize, SyntheticCluster};
+use netpol_dev::synth::engine_terms::{ClusterSize, SyntheticCluster};
 use netpol_engine::{Engine, EngineConfig};
 use netpol_nft::counters::{parse_counters, CounterTotals, RuleBook};
 use netpol_nft::script::RenderMemo;

@@ -17,9 +17,9 @@ use netpol_hcn::schema::{EndpointPolicy, ModifyEndpointRequest, RequestType};
 use netpol_hcn::{Capabilities, HnsVersion};
 
 use crate::decide::{load_engine, HcnIpSets};
-use crate::endpoint_acls::compare::{compare, to_json, write_text, PodRules, Wanted};
 use crate::endpoint_acls::computed::{compute, Computed};
 use crate::endpoint_acls::document::{self, Document, Endpoint, Network, RuleCounts, FORMAT};
+use crate::endpoint_acls::drift::{compare, to_json, write_text, PodRules, Wanted};
 use crate::endpoint_acls::nodes::select_pods;
 use crate::input::{self, ManifestArgs};
 use crate::outcome::Outcome;

@@ -274,7 +274,7 @@ fn parse_probe(text: &str) -> Result<(Protocol, u16), String> {
     let (protocol, port) = text
         .split_once('/')
         .ok_or_else(|| format!("expected PROTOCOL/PORT, found {text:?}"))?;
-    let protocol = crate::scenario::parse_protocol(protocol)?;
+    let protocol = crate::loader::parse_protocol(protocol)?;
     let port = port
         .parse::<u16>()
         .ok()

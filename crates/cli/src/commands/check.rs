@@ -30,10 +30,10 @@ use crate::checked::{flow_name, mismatch_line, passed, Checked, Fate, Report};
 use crate::decide::packets::{self, ProbeSettings};
 use crate::decide::{decider, decider_over, DatapathKind, EngineArgs};
 use crate::input::load_scenario;
+use crate::loader::{scenario_files, ClusterModel, ExpectedFlow, ReadFlags, Scenario};
 use crate::outcome::Outcome;
 use crate::output::report::{write_json, DecisionJson};
 use crate::output::{describe, junit};
-use crate::scenario::{scenario_files, Cluster, ExpectedFlow, ReadFlags, Scenario};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -265,11 +265,11 @@ fn fates(args: &Args, scenario: &Scenario, err: &mut dyn Write) -> io::Result<Op
 fn engine_fate(
     scenario: &Scenario,
     oracle: &dyn DirectionOracle,
-    would_be: Option<(&Cluster, &dyn DirectionOracle)>,
+    would_be: Option<(&ClusterModel, &dyn DirectionOracle)>,
     flow: &ExpectedFlow,
 ) -> Fate {
     let e = &flow.expectation;
-    let decide = |oracle, cluster: &Cluster| {
+    let decide = |oracle, cluster: &ClusterModel| {
         decide_flow(
             oracle,
             cluster.store(),

@@ -17,11 +17,11 @@ use serde::Serialize;
 use crate::decide::outside::regions;
 use crate::decide::{decider, EngineArgs};
 use crate::input::{self, ManifestArgs};
+use crate::loader::{parse_port, parse_protocol, ClusterModel, Endpoint};
 use crate::outcome::Outcome;
 use crate::output::chain::{self as chain_words, TierJson};
 use crate::output::describe;
 use crate::output::report::{write_json, DirectionJson, FlowJson, TextOrJson};
-use crate::scenario::{parse_port, parse_protocol, Cluster, Endpoint};
 
 const USAGE: &str =
     "usage: netpol explain [FILE] FROM TO PROTO/PORT, or netpol explain -f PATH... \
@@ -115,7 +115,7 @@ impl Party {
     }
 
     /// The endpoint in `cluster`: a node stands for its first address.
-    fn resolve(&self, cluster: &Cluster) -> Result<Endpoint, String> {
+    fn resolve(&self, cluster: &ClusterModel) -> Result<Endpoint, String> {
         match self {
             Party::Endpoint(endpoint) => cluster.resolve_endpoint(endpoint),
             Party::Node(name) => cluster.node_endpoint(name),
@@ -363,7 +363,7 @@ struct Chains<'a> {
 
 impl<'a> Chains<'a> {
     fn new(
-        cluster: &'a Cluster,
+        cluster: &'a ClusterModel,
         src: IdentityId,
         dst: IdentityId,
         protocol: Protocol,
@@ -400,7 +400,7 @@ impl<'a> Chains<'a> {
 }
 
 /// A pod and its own node: upstream and docs/scenarios.md leave their traffic undefined.
-fn own_node_note(cluster: &Cluster, src: IdentityId, dst: IdentityId) -> Option<String> {
+fn own_node_note(cluster: &ClusterModel, src: IdentityId, dst: IdentityId) -> Option<String> {
     let store = cluster.store();
     let (a, b) = (store.get(src)?, store.get(dst)?);
     let (pod, node) = match (&a.kind, &b.kind) {
@@ -421,7 +421,7 @@ fn own_node_note(cluster: &Cluster, src: IdentityId, dst: IdentityId) -> Option<
 
 /// An endpoint as the user gave it and what it resolved to: a pod (with its workload, and
 /// whether its address was assigned), a node, or an outside address with its region.
-fn describe_identity(cluster: &Cluster, id: IdentityId, given: &Endpoint) -> String {
+fn describe_identity(cluster: &ClusterModel, id: IdentityId, given: &Endpoint) -> String {
     let Some(identity) = cluster.store().get(id) else {
         return id.to_string();
     };
@@ -435,7 +435,7 @@ fn describe_identity(cluster: &Cluster, id: IdentityId, given: &Endpoint) -> Str
             }
         }
         (IdentityKind::Pod(pod), _) => {
-            let pod_ref = crate::scenario::PodRef {
+            let pod_ref = crate::loader::PodRef {
                 namespace: pod.namespace.clone(),
                 name: pod.name.clone(),
             };

@@ -14,21 +14,21 @@ use serde::Serialize;
 use std::rc::Rc;
 
 use crate::decide::audit::{Audit, FromTo, WOULD_DENY};
-use crate::decide::groups::{group, Group, Grouped};
-use crate::decide::matrix::{
+use crate::decide::class_matrix::{
     compute_every, deciding_pods, node_parties, outside_parties, pod_classes, pod_parties, Matrix,
     Party, Prepared,
 };
 use crate::decide::what_if::WhatIf;
+use crate::decide::workload_rows::{group, Group, Grouped};
 use crate::decide::{decider_over, is_mapstate, EngineArgs};
 use crate::input::{self, ManifestArgs};
+use crate::loader::{add_stand_ins, ClusterModel};
 use crate::outcome::Outcome;
 use crate::output::cells::Cells;
-use crate::output::grid::{render_numbered_rows, render_rows};
 use crate::output::html;
+use crate::output::matrix_text::{render_numbered_rows, render_rows};
 use crate::output::report::FlowJson;
-use crate::probes::{port_names, probe_labels, PortPlan, ProbeArgs};
-use crate::scenario::{add_stand_ins, Cluster};
+use crate::probe_ports::{port_names, probe_labels, PortPlan, ProbeArgs};
 use netpol_engine::flow::DirectionOracle;
 
 #[derive(Debug, clap::Args)]
@@ -170,8 +170,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<
 /// the matrix asks about (`deciding`).
 fn matrix_oracle<'a>(
     args: &Args,
-    scenario: &crate::scenario::Scenario,
-    cluster: &'a Cluster,
+    scenario: &crate::loader::Scenario,
+    cluster: &'a ClusterModel,
     deciding: Option<&std::collections::BTreeSet<String>>,
     err: &mut dyn Write,
 ) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
@@ -182,7 +182,7 @@ fn matrix_oracle<'a>(
 }
 
 /// Every party its own group, pods labelled by name.
-fn per_pod(cluster: &Cluster, parties: &[Party]) -> Vec<Group> {
+fn per_pod(cluster: &ClusterModel, parties: &[Party]) -> Vec<Group> {
     group(cluster, parties, &[])
         .into_iter()
         .flat_map(|g| {
@@ -200,7 +200,7 @@ fn per_pod(cluster: &Cluster, parties: &[Party]) -> Vec<Group> {
 /// The numbered grids, one row per group, and a legend.
 fn write_text(
     out: &mut dyn Write,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     groups: &[Group],
     matrices: &[Matrix],
     audit: &Audit<'_>,
@@ -266,7 +266,7 @@ fn write_text(
 /// item names it as a would-deny, so that pasting the items keeps what the audit found.
 fn write_scenario(
     out: &mut dyn Write,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     parties: &[Party],
     matrices: &[Matrix],
     audit: &Audit<'_>,
@@ -416,7 +416,7 @@ struct JsonParts<'a> {
 
 fn write_matrices_json(
     out: &mut dyn Write,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     parts: &JsonParts<'_>,
     flows: bool,
 ) -> io::Result<()> {

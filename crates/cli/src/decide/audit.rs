@@ -6,8 +6,8 @@
 use netpol_engine::flow::FlowDecisionRef;
 use serde::Serialize;
 
-use super::groups::{Group, Grouped};
-use super::matrix::Matrix;
+use super::class_matrix::Matrix;
+use super::workload_rows::{Group, Grouped};
 
 /// The text symbol of an allowed flow a policy in audit mode would deny.
 pub const WOULD_DENY: char = 'a';

@@ -14,9 +14,9 @@
 
 use netpol_engine::{Identity, PodInfo, PolicyEntry};
 
+use super::class_matrix::{Classes, Lines, Party, Wanted};
 use super::directions::Signatures;
-use super::matrix::{Classes, Lines, Party, Wanted};
-use crate::scenario::{Cluster, Endpoint, PodRef};
+use crate::loader::{ClusterModel, Endpoint, PodRef};
 
 /// Per class: whether its row (as the source) or its column (as the destination) may change;
 /// per other party, whether it differs between the sides.
@@ -29,7 +29,11 @@ pub struct Changing {
 impl Changing {
     /// The classes of the pods among each side's `parties` (the same pods on both sides, first,
     /// then the other parties, position for position) in `classes`.
-    pub fn new(clusters: [&Cluster; 2], parties: [&[Party]; 2], classes: &Classes) -> Changing {
+    pub fn new(
+        clusters: [&ClusterModel; 2],
+        parties: [&[Party]; 2],
+        classes: &Classes,
+    ) -> Changing {
         let pods = classes.of.len();
         let other = |side: usize, o: usize| {
             let party = &parties[side][pods + o];
@@ -138,7 +142,7 @@ impl Wanted for Changing {
 }
 
 /// A pod's identities, primary address first.
-fn identities<'a>(cluster: &'a Cluster, pod: &PodRef) -> Vec<&'a Identity> {
+fn identities<'a>(cluster: &'a ClusterModel, pod: &PodRef) -> Vec<&'a Identity> {
     cluster
         .pod_identity_families(pod)
         .into_iter()

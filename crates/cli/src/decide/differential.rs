@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use super::changing::Changing;
-use super::matrix::{compute_between, decide_between, node_parties, outside_parties};
-use super::matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
+use super::class_matrix::{compute_between, decide_between, node_parties, outside_parties};
+use super::class_matrix::{deciding_pods, pod_classes, pod_parties, pods_among, Classes, Wanted};
 use super::what_if::WhatIf;
 use super::{is_mapstate, oracle, oracle_at, DatapathKind, EngineArgs, EngineKind, HcnIpSets};
-use crate::probes::ProbeArgs;
+use crate::probe_ports::ProbeArgs;
 use netpol_engine::flow::{DirectionOracle, FlowDecision};
 use netpol_engine::{
     AddressScope, CidrSelector, Direction, Entity, Identity, LabelSelector, Labels, NodeInfo, Peer,
@@ -18,7 +18,7 @@ use netpol_engine::{
 };
 use proptest::prelude::*;
 
-use crate::scenario::{Cluster, Input, PodRef, ReadFlags, Scenario};
+use crate::loader::{ClusterModel, Input, PodRef, ReadFlags, Scenario};
 
 fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -37,7 +37,7 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every cell of the class-based matrices of `scenario` against the per-pair decision.
-fn assert_classes_decide_as_pods(cluster: &Cluster, name: &str) -> usize {
+fn assert_classes_decide_as_pods(cluster: &ClusterModel, name: &str) -> usize {
     let mut cells = 0;
     let args = |engine, datapath, hcn_ip_sets| EngineArgs {
         engine,
@@ -163,7 +163,7 @@ fn arb_entry() -> impl Strategy<Value = RandomEntry> {
     )
 }
 
-fn random_cluster(pods: &[(u8, u8, u8, u8)], entries: &[RandomEntry]) -> Cluster {
+fn random_cluster(pods: &[(u8, u8, u8, u8)], entries: &[RandomEntry]) -> ClusterModel {
     random_cluster_keeping(pods, entries, |_| true)
 }
 
@@ -172,9 +172,9 @@ fn random_cluster_keeping(
     pods: &[(u8, u8, u8, u8)],
     entries: &[RandomEntry],
     keep: impl Fn(usize) -> bool,
-) -> Cluster {
+) -> ClusterModel {
     let ns = |n: u8| ["x", "y"][n as usize];
-    let mut cluster = Cluster::new();
+    let mut cluster = ClusterModel::new();
     for (i, &(n, app, role, node)) in pods.iter().enumerate() {
         let name = format!("p{i}");
         let labels = Labels::from([
@@ -307,7 +307,7 @@ proptest! {
     }
 }
 
-fn assert_unchanged_pairs_decide_alike(clusters: [&Cluster; 2]) {
+fn assert_unchanged_pairs_decide_alike(clusters: [&ClusterModel; 2]) {
     let mut parties = pod_parties(clusters[0]);
     let classes = Rc::new(Classes::new(&clusters, &pods_among(&parties)));
     let n = parties.len();

@@ -23,7 +23,7 @@ use netpol_engine::resolve::SubjectIndex;
 /// millions of halves, views and pairs, where SipHash was a tenth of its time.
 pub type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// What one side of a flow is decided by: the entries of one direction whose subject selects
 /// the pod, and its named ports.
@@ -39,7 +39,7 @@ impl Signatures {
     /// The signatures of pods described by `infos` (one per class) in `cluster`. Each pod is
     /// matched against the entries whose subject may select it (a subject index), not every
     /// entry: at 150,000 pods, classes times entries is about a billion selector matches.
-    pub fn new<'a>(cluster: &Cluster, infos: &[&'a PodInfo]) -> Signatures {
+    pub fn new<'a>(cluster: &ClusterModel, infos: &[&'a PodInfo]) -> Signatures {
         let entries = cluster.entries();
         let subjects = SubjectIndex::new(entries);
         let mut index: HashMap<(bool, Vec<u32>, &[netpol_engine::NamedPort]), u32> = HashMap::new();
@@ -113,7 +113,7 @@ pub struct Views<'a> {
 }
 
 impl<'a> Views<'a> {
-    pub fn new(cluster: &'a Cluster, signatures: &Signatures) -> Views<'a> {
+    pub fn new(cluster: &'a ClusterModel, signatures: &Signatures) -> Views<'a> {
         let entries = cluster.entries();
         let mut index: HashMap<&Peer, u32> = HashMap::new();
         let mut peers = Vec::new();
@@ -354,7 +354,7 @@ impl Interner {
 }
 
 /// The identities of a flow between two pods given their identities by family (primary first),
-/// as [`Cluster::flow_identities`] chooses them: the destination's first family the source has.
+/// as [`ClusterModel::flow_identities`] chooses them: the destination's first family the source has.
 pub fn pod_pair(
     from: &[(bool, IdentityId)],
     to: &[(bool, IdentityId)],
@@ -373,7 +373,7 @@ pub fn pod_pair(
 pub fn with_address(
     interner: &mut Interner,
     views: &mut Views,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     oracle: &dyn DirectionOracle,
     signatures: (u32, u32),
     pod: IdentityId,

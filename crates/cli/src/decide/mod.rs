@@ -1,22 +1,24 @@
 //! The one place that chooses what decides flows. Every command that decides flows takes
 //! `--engine` (and `--datapath`) and asks [`oracle`] for a [`DirectionOracle`] over a scenario's
 //! cluster, so a new engine or datapath simulator is a new variant here and nothing else.
-//! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`), and
-//! [`matrix`] decides every pair of pods.
+//! [`packets`] decides whole flows by real packets instead (`check --datapath nftables`),
+//! [`matrix`] decides every pair of pods, and [`before_after`] the flows whose verdict a change
+//! of policies changes (`diff`).
 
 pub mod audit;
+pub mod before_after;
+mod cell_codes;
 pub mod changing;
+pub mod class_matrix;
 mod classes;
 #[cfg(test)]
 mod differential;
 pub mod directions;
-mod grid;
-pub mod groups;
-pub mod matrix;
 pub mod outside;
 pub mod packets;
 mod parties;
 pub mod what_if;
+pub mod workload_rows;
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -27,7 +29,7 @@ use netpol_engine::{Direction, Protocol};
 use netpol_engine::{Engine, EngineConfig};
 use netpol_hcn::oracle::{SimOracle, SimOracleError};
 
-use crate::scenario::{Cluster, Scenario};
+use crate::loader::{ClusterModel, Scenario};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum EngineKind {
@@ -107,7 +109,7 @@ pub enum OracleError {
 /// `cluster.store()`.
 pub fn oracle(
     args: EngineArgs,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
 ) -> Result<Box<dyn DirectionOracle + '_>, OracleError> {
     oracle_at(args, cluster, None)
 }
@@ -115,11 +117,11 @@ pub fn oracle(
 /// A decider for flows of `cluster` that only answers for flows at the pods `endpoints` names
 /// (`namespace/name`), where given: the MapState engine (and the datapath programmed from it)
 /// resolves those pods' MapStates only, as a tool deciding per class of alike pods needs one
-/// pod per class ([`matrix::deciding_pods`]). A flow at any other pod is decided as if no policy
+/// pod per class ([`class_matrix::deciding_pods`]). A flow at any other pod is decided as if no policy
 /// selected it.
 pub fn oracle_at<'a>(
     args: EngineArgs,
-    cluster: &'a Cluster,
+    cluster: &'a ClusterModel,
     endpoints: Option<&BTreeSet<String>>,
 ) -> Result<Box<dyn DirectionOracle + 'a>, OracleError> {
     match (args.engine, args.datapath) {
@@ -204,7 +206,7 @@ pub fn decider<'a>(
 pub fn decider_over<'a>(
     args: EngineArgs,
     scenario: &Scenario,
-    cluster: &'a Cluster,
+    cluster: &'a ClusterModel,
     endpoints: Option<&BTreeSet<String>>,
     err: &mut dyn Write,
 ) -> io::Result<Option<Box<dyn DirectionOracle + 'a>>> {
@@ -223,25 +225,25 @@ pub fn is_mapstate(args: EngineArgs) -> bool {
 }
 
 /// The MapState engine loaded with a whole scenario, every pod a local endpoint.
-pub(crate) fn load_engine(cluster: &Cluster) -> Engine {
+pub(crate) fn load_engine(cluster: &ClusterModel) -> Engine {
     load_engine_at(cluster, None)
 }
 
 /// [`load_engine`], keeping the entries of policies in audit mode for
 /// [`Engine::would_be_map`] (the enforced maps are the same).
-pub(crate) fn load_engine_keeping_audited(cluster: &Cluster) -> Engine {
+pub(crate) fn load_engine_keeping_audited(cluster: &ClusterModel) -> Engine {
     load_engine_with(cluster, None, true)
 }
 
 /// The MapState engine loaded with a whole scenario, the pods `endpoints` names (every pod
 /// where `None`) local endpoints.
-fn load_engine_at(cluster: &Cluster, endpoints: Option<&BTreeSet<String>>) -> Engine {
+fn load_engine_at(cluster: &ClusterModel, endpoints: Option<&BTreeSet<String>>) -> Engine {
     load_engine_with(cluster, endpoints, false)
 }
 
 /// [`load_engine_at`], keeping audited entries where `keep_audited`.
 fn load_engine_with(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     endpoints: Option<&BTreeSet<String>>,
     keep_audited: bool,
 ) -> Engine {
@@ -269,7 +271,7 @@ fn load_engine_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::PodRef;
+    use crate::loader::PodRef;
     use netpol_engine::flow::decide_flow;
     use netpol_engine::{
         Direction, Identity, IdentityId, LabelSelector, Labels, NodeInfo, Peer, PodInfo,
@@ -297,8 +299,8 @@ mod tests {
     }
 
     /// x/a is isolated for ingress and admits only x/b on TCP 80.
-    fn cluster() -> Cluster {
-        let mut cluster = Cluster::new();
+    fn cluster() -> ClusterModel {
+        let mut cluster = ClusterModel::new();
         for (ns, name, node, ip) in [
             ("x", "a", "n1", "10.1.0.1"),
             ("x", "b", "n2", "10.1.0.2"),
@@ -361,7 +363,7 @@ mod tests {
         },
     ];
 
-    fn verdicts(args: EngineArgs, cluster: &Cluster) -> Vec<bool> {
+    fn verdicts(args: EngineArgs, cluster: &ClusterModel) -> Vec<bool> {
         let oracle = oracle(args, cluster).unwrap();
         let ids: Vec<IdentityId> = cluster.store().iter().map(|(id, _)| id).collect();
         let mut out = Vec::new();

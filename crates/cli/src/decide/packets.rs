@@ -24,13 +24,13 @@ use netpol_nft::Ruleset;
 
 use super::load_engine_keeping_audited;
 use crate::checked::Fate;
+use crate::loader::Scenario;
+#[cfg(target_os = "linux")]
+use crate::loader::{Endpoint, ExpectedFlow};
 #[cfg(target_os = "linux")]
 use crate::output::describe;
 #[cfg(target_os = "linux")]
 use crate::output::report::DecisionJson;
-use crate::scenario::Scenario;
-#[cfg(target_os = "linux")]
-use crate::scenario::{Endpoint, ExpectedFlow};
 
 /// How long a silent probe waits before it counts as dropped, and how many run at once.
 #[derive(Clone, Copy, Debug)]

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use super::outside::{regions, Region};
-use crate::scenario::{Cluster, Endpoint, PodRef};
+use crate::loader::{ClusterModel, Endpoint, PodRef};
 
 /// One row and column of a matrix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl fmt::Display for Party {
 }
 
 /// The pods of `cluster` that have an address, by namespace then name.
-pub fn pod_parties(cluster: &Cluster) -> Vec<Party> {
+pub fn pod_parties(cluster: &ClusterModel) -> Vec<Party> {
     cluster
         .addressed_pods()
         .map(|(pod, _)| Party::Pod(pod.clone()))
@@ -64,7 +64,7 @@ pub fn pod_parties(cluster: &Cluster) -> Vec<Party> {
 }
 
 /// The nodes of `cluster`, each by its first address.
-pub fn node_parties(cluster: &Cluster) -> Vec<Party> {
+pub fn node_parties(cluster: &ClusterModel) -> Vec<Party> {
     cluster
         .nodes()
         .filter_map(|(name, identities)| {
@@ -79,7 +79,7 @@ pub fn node_parties(cluster: &Cluster) -> Vec<Party> {
 
 /// The regions outside the cluster that the policies of `clusters` tell apart, of the address
 /// families some pod of theirs has.
-pub fn outside_parties(clusters: &[&Cluster]) -> Vec<Party> {
+pub fn outside_parties(clusters: &[&ClusterModel]) -> Vec<Party> {
     let prefixes = clusters.iter().flat_map(|c| c.outside_prefixes());
     let taken = clusters
         .iter()

@@ -14,18 +14,18 @@ use netpol_engine::flow::DirectionOracle;
 use netpol_engine::reference::Decision;
 use netpol_engine::{Direction, Engine, EngineConfig, IdentityId, MapState, Protocol};
 
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// Decides directions of `cluster`'s flows (identities of `cluster.store()`) with what-if maps.
 pub struct WhatIf<'a> {
-    cluster: &'a Cluster,
+    cluster: &'a ClusterModel,
     engine: Engine,
     addresses: HashMap<IdentityId, IpAddr>,
 }
 
 impl<'a> WhatIf<'a> {
     /// The engine loaded with the whole of `cluster`, no pod a local endpoint.
-    pub fn new(cluster: &'a Cluster) -> WhatIf<'a> {
+    pub fn new(cluster: &'a ClusterModel) -> WhatIf<'a> {
         let mut engine = Engine::new(EngineConfig {
             local_node: None,
             allow_node_probes: true,

@@ -4,8 +4,8 @@
 //! or naming IP sets, one node's pods by [`nodes`]), and the comparison of a node's live
 //! endpoints with it ([`compare`], `netpol acls --compare`).
 
-pub mod compare;
 pub mod computed;
 pub mod document;
+pub mod drift;
 pub mod nodes;
 pub mod sets;

@@ -14,8 +14,8 @@ use netpol_engine::{
     PolicyEntry, PortMatch, Protocol,
 };
 
-use super::probes::{pods, probes, Probes};
-use crate::scenario::Cluster;
+use super::representatives::{pods, probes, Probes};
+use crate::loader::ClusterModel;
 
 pub const PROTOCOLS: [Protocol; 5] = [
     Protocol::Tcp,
@@ -32,7 +32,7 @@ pub struct Lab<'c> {
     position: Vec<usize>,
     /// Per probe: its map with every entry in place, once asked for.
     before: Vec<OnceCell<MapState>>,
-    cluster: &'c Cluster,
+    cluster: &'c ClusterModel,
     /// The pods' endpoint keys (`namespace/name`), once asked for.
     keys: OnceCell<Vec<(String, &'c PodInfo)>>,
 }
@@ -42,7 +42,7 @@ pub type Replacement<'a> = (usize, Option<&'a PolicyEntry>);
 
 impl<'c> Lab<'c> {
     /// `policies`: each policy's entries by position in `cluster.policy_entries()`.
-    pub fn new(cluster: &'c Cluster, policies: &[&[usize]]) -> Lab<'c> {
+    pub fn new(cluster: &'c ClusterModel, policies: &[&[usize]]) -> Lab<'c> {
         let entries = cluster.policy_entries();
         let mut engine = Engine::new(EngineConfig {
             local_node: None,

@@ -8,13 +8,13 @@ mod exposure;
 mod lab;
 mod locate;
 mod naming;
-mod probes;
 pub mod report;
+mod representatives;
 pub mod rules;
 
 use serde::Serialize;
 
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// How much a finding matters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -56,7 +56,7 @@ pub struct Finding {
 
 /// Whether the object of `finding` acknowledges it: its `netpol.io/lint-ignore` annotation
 /// lists the finding's rule (`RULE[,RULE]`, spaces around commas allowed).
-pub fn acknowledged(cluster: &Cluster, finding: &Finding) -> bool {
+pub fn acknowledged(cluster: &ClusterModel, finding: &Finding) -> bool {
     let Some(listed) = cluster
         .policy_origin(&finding.object)
         .and_then(|o| o.lint_ignore.as_deref())

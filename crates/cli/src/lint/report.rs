@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::locate::{locate, Lines};
 use super::{Finding, RULES};
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// `text`: one finding per line with its hint below it, then a count.
 pub fn write_text(out: &mut dyn Write, findings: &[Finding]) -> io::Result<()> {
@@ -46,7 +46,7 @@ pub struct Place {
 
 /// The place of each finding's object, from the origins the loader recorded; `None` for
 /// objects not read from a file (stdin, the live cluster).
-pub fn places(findings: &[Finding], cluster: &Cluster) -> Vec<Option<Place>> {
+pub fn places(findings: &[Finding], cluster: &ClusterModel) -> Vec<Option<Place>> {
     let cwd = std::env::current_dir().ok();
     let mut texts: HashMap<PathBuf, Option<String>> = HashMap::new();
     findings

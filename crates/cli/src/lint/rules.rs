@@ -1,6 +1,6 @@
 //! The lint rules. Each works on the cluster in engine terms: the policy entries, the identity
 //! store and its selectors, and MapStates computed by the same engine the agent runs (the
-//! [`Lab`]). Pods are looked at one per [`super::probes::Probe`] and identities through the
+//! [`Lab`]). Pods are looked at one per [`super::representatives::Probe`] and identities through the
 //! selectors' selections, so no rule scans every pod per policy.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -14,10 +14,10 @@ use super::naming::{
     object_name, object_of, policy_key, rule_field, rule_label, subject_field, PolicyKey,
 };
 use super::{Finding, Severity};
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// Runs every rule over `cluster`. Findings are sorted by object, field and rule.
-pub fn lint(cluster: &Cluster) -> Vec<Finding> {
+pub fn lint(cluster: &ClusterModel) -> Vec<Finding> {
     let entries = cluster.policy_entries();
     let identities: Vec<&Identity> = cluster.store().iter().map(|(_, i)| i).collect();
 
@@ -333,7 +333,7 @@ fn unordered_overlaps(
 /// `redundant-policy` and `shadowed-rule`, by taking each policy, then each rule, out of the
 /// engine and comparing every endpoint's decisions.
 fn removal_findings(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     policies: &BTreeMap<PolicyKey, Vec<usize>>,
     inert: &BTreeSet<PolicyKey>,
     lab: &Lab,

@@ -4,6 +4,7 @@
 //! on top as `kubectl apply` would (same kind, namespace and name replaces), after the
 //! `--delete`d objects are taken out: the cluster as it would be.
 
+pub mod args;
 pub mod kubeconfig;
 
 use std::io::Read;
@@ -14,11 +15,11 @@ use netpol_agent::sources::cluster::resources;
 use netpol_agent::sources::kube_api::{CallError, KindApi};
 use serde_json::{json, Value};
 
-pub use crate::cluster_args::{ClusterArgs, Live};
-use crate::scenario::{
+use crate::loader::{
     differ_in_policies_only, LoadError, LoadErrors, ReadFlags, ReadOne, Scenario, SideObjects,
     SourcedObject,
 };
+pub use args::{ClusterArgs, Live};
 
 /// Every object the live cluster holds, as read once.
 #[derive(Debug)]
@@ -204,7 +205,7 @@ fn plan(
             Err(e) => errors.push(LoadError::syntax(label, format!("--delete {delete}: {e}"))),
         }
     }
-    let applied = match crate::scenario::load_objects(apply, stdin) {
+    let applied = match crate::loader::load_objects(apply, stdin) {
         Ok(objects) => objects,
         Err(e) => {
             errors.extend(e.0);

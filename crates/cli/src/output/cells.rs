@@ -9,8 +9,8 @@ use serde::{Serialize, Serializer};
 
 use super::describe;
 use super::report::DirectionJson;
-use crate::decide::groups::{Group, Grouped};
-use crate::decide::matrix::{Matrix, UNDEFINED};
+use crate::decide::class_matrix::{Matrix, UNDEFINED};
+use crate::decide::workload_rows::{Group, Grouped};
 
 /// A flow decision by its directions: positions in [`Cells::directions`].
 #[derive(Debug, Serialize)]
@@ -36,7 +36,7 @@ pub struct Cells<'a> {
 }
 
 impl<'a> Cells<'a> {
-    /// `groups` are every party's group, pods' first (as `decide::groups::group` orders them).
+    /// `groups` are every party's group, pods' first (as `decide::workload_rows::group` orders them).
     pub fn new(matrix: &'a Matrix, groups: &'a [Group]) -> Self {
         // The matrix holds each distinct direction once and a flow as a pair of them.
         let table = &matrix.decisions;

@@ -45,8 +45,8 @@ use serde::Serialize;
 
 use super::describe;
 use crate::decide::audit::{Audit, AuditedCells};
-use crate::decide::groups::Group;
-use crate::decide::matrix::{Matrix, Party};
+use crate::decide::class_matrix::{Matrix, Party};
+use crate::decide::workload_rows::Group;
 
 /// What the page draws: the groups of `--output json` and, per matrix, one number per pair of
 /// groups.

@@ -5,7 +5,7 @@
 pub mod cells;
 pub mod chain;
 pub mod describe;
-pub mod grid;
 pub mod html;
 pub mod junit;
+pub mod matrix_text;
 pub mod report;

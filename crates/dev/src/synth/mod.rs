@@ -9,6 +9,7 @@
 //! JSON lists. Output is deterministic for given arguments.
 
 mod emit;
+pub mod engine_terms;
 mod policies;
 mod workloads;
 
@@ -42,6 +43,17 @@ pub struct Args {
     /// The folder to write; created if missing, its cluster files replaced.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+}
+
+/// The labels of namespace `ns-{ns}`: its name, its team (twenty teams) and its environment
+/// (every third namespace `prod`). The files and the engine-terms cluster share them.
+pub fn namespace_labels(ns: usize) -> [(&'static str, String); 3] {
+    let env = if ns.is_multiple_of(3) { "prod" } else { "dev" };
+    [
+        ("kubernetes.io/metadata.name", format!("ns-{ns}")),
+        ("team", format!("team-{}", ns % 20)),
+        ("env", env.to_string()),
+    ]
 }
 
 /// The sizes of a synthetic cluster.

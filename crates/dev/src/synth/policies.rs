@@ -11,22 +11,24 @@ use serde_json::{json, Value};
 
 use super::emit::ObjectStream;
 use super::workloads::{apps, TIERS};
-use super::Sizes;
+use super::{namespace_labels, Sizes};
 
 pub(crate) fn namespaces(sizes: &Sizes, out: &mut ObjectStream) -> io::Result<()> {
-    let names = (0..sizes.namespaces).map(|ns| {
-        let env = if ns % 3 == 0 { "prod" } else { "dev" };
-        (format!("ns-{ns}"), format!("team-{}", ns % 20), env)
-    });
-    let monitoring = ("monitoring".to_string(), "team-ops".to_string(), "prod");
-    for (name, team, env) in names.chain([monitoring]) {
+    let monitoring = [
+        ("kubernetes.io/metadata.name", "monitoring".to_string()),
+        ("team", "team-ops".to_string()),
+        ("env", "prod".to_string()),
+    ];
+    let labelled = (0..sizes.namespaces).map(namespace_labels);
+    for labels in labelled.chain([monitoring]) {
+        let labels: serde_json::Map<String, Value> = labels
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v)))
+            .collect();
         out.push(&json!({
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {
-                "labels": {"env": env, "kubernetes.io/metadata.name": name, "team": team},
-                "name": name,
-            },
+            "metadata": {"name": labels["kubernetes.io/metadata.name"], "labels": labels},
         }))?;
     }
     Ok(())

@@ -21,6 +21,7 @@
 //! carrying that key are re-keyed ([`LabelsInUse::changed_keys`]), so selection stays exact: a
 //! selector only ever reads values that were kept.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -203,6 +204,20 @@ impl LabelsInUse {
             namespaces: self.namespaces.changed_keys(&other.namespaces),
             nodes: self.nodes.changed_keys(&other.nodes),
         }
+    }
+
+    /// `pod`'s labels and namespace labels as the selectors see them, borrowed where the
+    /// selectors see them whole: a key to compare, not to keep ([`super::partition`]).
+    pub(crate) fn seen_pod<'a>(&self, pod: &'a PodInfo) -> (Cow<'a, Labels>, Cow<'a, Labels>) {
+        let seen = |domain: &DomainUse, labels: &'a Labels| {
+            domain
+                .project(labels)
+                .map_or(Cow::Borrowed(labels), Cow::Owned)
+        };
+        (
+            seen(&self.pods, &pod.labels),
+            seen(&self.namespaces, &pod.namespace_labels),
+        )
     }
 
     /// `pod` as the selectors see it (not interned: a key to compare, not to keep).

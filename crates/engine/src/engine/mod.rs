@@ -19,6 +19,7 @@ mod endpoints;
 mod identities;
 mod labels_in_use;
 mod live;
+mod partition;
 mod what_if;
 mod world_classes;
 mod would_be;
@@ -45,6 +46,7 @@ use labels_in_use::LabelsInUse;
 use live::LiveEntries;
 
 pub use budget::{OverBudget, DEFAULT_MAX_ENTRIES};
+pub use partition::{Partition, PodKey};
 
 #[derive(Clone, Debug)]
 pub struct EngineConfig {

@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use super::report::{PerPod, Report};
 use super::{json, text};
-use crate::scenario::Scenario;
+use crate::loader::Scenario;
 
 /// Both sides in their would-be views; None where neither side has a policy in audit mode.
 pub fn would_be_sides(before: &Scenario, after: &Scenario) -> Option<[Scenario; 2]> {
@@ -16,7 +16,7 @@ pub fn would_be_sides(before: &Scenario, after: &Scenario) -> Option<[Scenario; 
     if b.is_none() && a.is_none() {
         return None;
     }
-    let side = |scenario: &Scenario, would_be: Option<crate::scenario::Cluster>| Scenario {
+    let side = |scenario: &Scenario, would_be: Option<crate::loader::ClusterModel>| Scenario {
         file: scenario.file.clone(),
         name: scenario.name.clone(),
         description: scenario.description.clone(),

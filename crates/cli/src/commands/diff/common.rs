@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use netpol_api::ObjectRef;
 
-use crate::scenario::{
+use crate::loader::{
     differ_in_policies_only, load_objects, manifest_files, LoadErrors, ReadFlags, ReadOne,
     Scenario, SideObjects,
 };
@@ -124,7 +124,7 @@ fn names_a_shared_object(base: &[ReadOne], sides: &[SideObjects]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::Cluster;
+    use crate::loader::ClusterModel;
 
     const PODS: &str = "\
 apiVersion: v1
@@ -180,7 +180,7 @@ spec: {podSelector: {matchLabels: {app: b}}, policyTypes: [Ingress]}
         Some([before.expect("BEFORE loads"), after.expect("AFTER loads")])
     }
 
-    fn alone(path: &Path) -> Cluster {
+    fn alone(path: &Path) -> ClusterModel {
         Scenario::from_manifests(&[path.to_path_buf()], &mut std::io::empty(), flags())
             .expect("the folder loads alone")
             .cluster
@@ -198,7 +198,7 @@ spec: {podSelector: {matchLabels: {app: b}}, policyTypes: [Ingress]}
         for (side, path) in [&before, &after].into_iter().zip(&paths) {
             let alone = alone(path);
             assert_eq!(side.cluster.entries(), alone.entries());
-            let pods = |c: &Cluster| c.pods().map(|(pod, _)| pod.clone()).collect::<Vec<_>>();
+            let pods = |c: &ClusterModel| c.pods().map(|(pod, _)| pod.clone()).collect::<Vec<_>>();
             assert_eq!(pods(&side.cluster), pods(&alone));
             assert_eq!(side.name, path.display().to_string());
         }

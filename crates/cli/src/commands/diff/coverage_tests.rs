@@ -11,10 +11,10 @@ use netpol_engine::{
 use proptest::prelude::*;
 
 use super::compare;
-use crate::decide::matrix::{decide_between, Party};
+use crate::decide::class_matrix::{decide_between, Party};
 use crate::decide::{oracle, EngineArgs, EngineKind, HcnIpSets};
-use crate::probes::{probe_ports, PortPlan, ProbeArgs, Stands};
-use crate::scenario::{Cluster, PodRef, Scenario};
+use crate::loader::{ClusterModel, PodRef, Scenario};
+use crate::probe_ports::{probe_ports, PortPlan, ProbeArgs, Stands};
 
 /// A random pod: `app` label and whether it declares `web` as TCP/3 (else UDP/5).
 type RandomPod = (u8, bool);
@@ -40,8 +40,8 @@ fn port_clause(choice: u8) -> Vec<PortRule> {
     }
 }
 
-fn cluster(pods: &[RandomPod], rules: &[RandomRule]) -> Cluster {
-    let mut cluster = Cluster::new();
+fn cluster(pods: &[RandomPod], rules: &[RandomRule]) -> ClusterModel {
+    let mut cluster = ClusterModel::new();
     let labels = |app: u8| Labels::from([("app".to_string(), format!("a{app}"))]);
     for (i, &(app, tcp)) in pods.iter().enumerate() {
         let name = format!("p{i}");
@@ -102,7 +102,7 @@ fn cluster(pods: &[RandomPod], rules: &[RandomRule]) -> Cluster {
     cluster
 }
 
-fn scenario(cluster: Cluster) -> Scenario {
+fn scenario(cluster: ClusterModel) -> Scenario {
     Scenario {
         file: "random".into(),
         name: "random".into(),

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use super::groups::{GroupEnd, Groups};
 use super::report::Report;
+use super::workload_groups::{GroupEnd, Groups};
 use crate::output::report::DecisionJson;
 
 /// The version of the grouped document, changed when a field changes meaning or shape.

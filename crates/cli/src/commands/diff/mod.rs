@@ -15,27 +15,27 @@ use std::path::PathBuf;
 
 mod audit;
 mod common;
-mod compare;
 #[cfg(test)]
 mod coverage_tests;
-mod groups;
+mod decide_sides;
 mod json;
 mod newcomers;
 mod report;
 mod text;
+mod workload_groups;
 
-pub use compare::compare;
+pub use decide_sides::compare;
 use report::PerPod;
 
 use crate::decide::EngineArgs;
 use crate::input::{load_with_stdin, ManifestArgs};
-use crate::outcome::Outcome;
-use crate::output::report::{write_json, TextOrJson};
-use crate::probes::ProbeArgs;
-use crate::scenario::{
+use crate::loader::{
     add_stand_ins, differ_in_policies_only, load_objects, Input, LoadErrors, Scenario, SideObjects,
     STDIN,
 };
+use crate::outcome::Outcome;
+use crate::output::report::{write_json, TextOrJson};
+use crate::probe_ports::ProbeArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -213,7 +213,7 @@ fn load_shared(
     args: &Args,
     paths: [&PathBuf; 2],
     stdin: &[u8],
-    flags: crate::scenario::ReadFlags,
+    flags: crate::loader::ReadFlags,
 ) -> Option<[Result<Scenario, LoadErrors>; 2]> {
     let shared = &args.shared.filenames;
     let names_stdin = |path: &PathBuf| path.as_os_str() == STDIN;

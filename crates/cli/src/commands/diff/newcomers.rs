@@ -4,7 +4,7 @@
 //! policies, which is what "what does this change let the new workload do?" asks; its arrival
 //! itself is a change, which the report lists and the exit status counts.
 
-use crate::scenario::Cluster;
+use crate::loader::ClusterModel;
 
 /// The pods `from` has and `to` lacks, by name: `lent` were added to `to` (with their
 /// identities and what is known of them); `kept_out` were not, because an address of theirs is
@@ -18,7 +18,7 @@ pub struct Lent {
 
 /// Lends `to` every addressed pod of `from` it does not have. Sides that share their pods have
 /// none to lend and are left shared.
-pub fn lend_missing_pods(to: &mut Cluster, from: &Cluster) -> Lent {
+pub fn lend_missing_pods(to: &mut ClusterModel, from: &ClusterModel) -> Lent {
     let mut result = Lent::default();
     if to.shares_pods_with(from) {
         return result;

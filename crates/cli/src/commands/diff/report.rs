@@ -13,27 +13,9 @@ use std::rc::Rc;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 
-use crate::decide::matrix::Classes;
+pub use crate::decide::before_after::{ClassChange, End};
+use crate::decide::class_matrix::Classes;
 use crate::output::report::DecisionJson;
-
-/// One end of a class-level change: the pods of a class, or another party (a node or a region
-/// outside the cluster, by position after the pods).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum End {
-    Class(u32),
-    Other(u32),
-}
-
-/// A change between two ends on one probe: positions in the report's probes and in each side's
-/// decisions of that probe.
-#[derive(Clone, Copy, Debug)]
-pub struct ClassChange {
-    pub probe: u32,
-    pub from: End,
-    pub to: End,
-    pub before: u32,
-    pub after: u32,
-}
 
 /// One pod flow whose verdict changes: positions in the report's probes, parties and each
 /// side's decisions of that probe.
@@ -70,7 +52,7 @@ pub struct Report {
     pub pods_gone: Vec<String>,
     pub pods_new: Vec<String>,
     /// Of the pods compared, the stand-ins for pods the inputs do not hold that a policy's
-    /// peer can select (`namespace/name`, see `scenario::add_stand_ins`).
+    /// peer can select (`namespace/name`, see `loader::add_stand_ins`).
     pub stand_ins: Vec<String>,
     /// Nodes both sides have: flows between them and the pods are compared.
     pub nodes_compared: usize,

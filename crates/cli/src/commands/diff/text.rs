@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 
-use super::groups::{GroupEnd, Groups};
 use super::report::Report;
+use super::workload_groups::{GroupEnd, Groups};
 
 /// Changes that read as one line: the same workloads (or other parties), probe, and deciding
 /// rules before and after.

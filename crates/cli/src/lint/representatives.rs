@@ -24,7 +24,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use netpol_engine::{Engine, IdentityId, IdentityKind, IdentityStore, NamedPort, Peer, PodInfo};
 
-use crate::scenario::{Cluster, PodRef};
+use crate::loader::{ClusterModel, PodRef};
 
 /// A peer selecting more identities than this is wide: identities are grouped by the wide peers
 /// selecting them once, instead of per probe.
@@ -200,7 +200,7 @@ impl Nodes {
 }
 
 /// One probe per group of pods that decide alike, in the order of their first pods.
-pub fn probes(engine: &Engine, cluster: &Cluster) -> Probes {
+pub fn probes(engine: &Engine, cluster: &ClusterModel) -> Probes {
     let peers = PeerIndex::new(engine);
     let atoms = Atoms::new(engine, &peers);
     let nodes = Nodes::new(engine, &peers);
@@ -245,7 +245,7 @@ pub fn probes(engine: &Engine, cluster: &Cluster) -> Probes {
 
 /// The pods of `cluster` with an address, each by its first identity's pod: the order
 /// [`Probes::members`] numbers them in.
-pub fn pods(cluster: &Cluster) -> impl Iterator<Item = (&PodRef, &PodInfo)> {
+pub fn pods(cluster: &ClusterModel) -> impl Iterator<Item = (&PodRef, &PodInfo)> {
     cluster
         .pods()
         .filter_map(|(pod, identities)| Some((pod, identities.first()?.as_pod()?)))

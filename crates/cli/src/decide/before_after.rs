@@ -1,51 +1,67 @@
-//! Deciding both sides of a diff and keeping the flows whose verdict changes.
+//! A cluster decided before and after a change, and the flows whose verdict differs: what
+//! `netpol diff` reports.
 //!
-//! Pods are decided per class of pods alike on both sides ([`Classes`]), as `matrix` does, and
+//! Pods are decided per class of pods alike on both sides ([`Classes`]), as a matrix is, and
 //! only the class rows and columns (and other parties) that can change ([`Changing`]); the
-//! changes are expanded to pods at the end. The sides are decided one after the other: BEFORE
-//! is dropped (its policies, and its pods where AFTER does not share them) before AFTER is
-//! decided, and each side's engine before the next is built.
+//! changes are class-level, expanded to pods by the caller. The sides are decided one after
+//! the other ([`decide_side`]), so that the caller can drop BEFORE (its policies, and its pods
+//! where AFTER does not share them) before AFTER is decided, and each side's engine before the
+//! next is built.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 use std::rc::Rc;
 
-use netpol_engine::flow::DirectionOracle;
+use netpol_engine::flow::{DirectionOracle, FlowDecisionRef};
+use netpol_engine::Protocol;
 
-use super::newcomers::lend_missing_pods;
-use super::report::{ClassChange, End, Report};
-use crate::decide::changing::Changing;
-use crate::decide::matrix::{
+use super::changing::Changing;
+use super::class_matrix::{
     compute_some, deciding_pods_where, node_parties, outside_parties, pods_among, Classes, Matrix,
     Party, Prepared,
 };
-use crate::decide::what_if::WhatIf;
-use crate::decide::{decider, is_mapstate, EngineArgs};
-use crate::output::report::DecisionJson;
-use crate::probes::{probe_labels, ProbeArgs};
-use crate::scenario::{Cluster, PodRef, Scenario};
+use super::what_if::WhatIf;
+use super::{decider, is_mapstate, EngineArgs};
+use crate::loader::{ClusterModel, PodRef, Scenario};
+
+/// One end of a class-level change: the pods of a class, or another party (a node or a region
+/// outside the cluster, by position after the pods).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum End {
+    Class(u32),
+    Other(u32),
+}
+
+/// A change between two ends on one probe: positions in the probes and in each side's
+/// decisions of that probe.
+#[derive(Clone, Copy, Debug)]
+pub struct ClassChange {
+    pub probe: u32,
+    pub from: End,
+    pub to: End,
+    pub before: u32,
+    pub after: u32,
+}
 
 /// What both sides are compared over, found while both are loaded.
-struct Setup {
-    probes: Vec<(netpol_engine::Protocol, u16)>,
-    probe_labels: Vec<String>,
+pub struct Sides {
     /// BEFORE's parties: the common pods, then the nodes both sides have, then the regions
     /// outside; AFTER's, where they differ (a node's address may differ between the sides).
-    parties: Vec<Party>,
+    pub parties: Vec<Party>,
     after_parties: Option<Vec<Party>>,
-    pods_compared: usize,
-    pods_only_before: Vec<String>,
-    pods_only_after: Vec<String>,
-    nodes_compared: usize,
-    outside_regions: Vec<String>,
-    classes: Rc<Classes>,
+    pub pods_compared: usize,
+    /// Pods (`namespace/name`) only BEFORE has, and only AFTER has: not compared.
+    pub pods_only_before: Vec<String>,
+    pub pods_only_after: Vec<String>,
+    pub nodes_compared: usize,
+    pub outside_regions: Vec<String>,
+    /// The classes of the common pods, alike on both sides.
+    pub classes: Rc<Classes>,
     changing: Changing,
 }
 
-impl Setup {
-    fn new(clusters: [&Cluster; 2], probes: ProbeArgs) -> Setup {
-        let probes = probes.ports(&clusters);
-        let probe_labels = probe_labels(&clusters, &probes);
+impl Sides {
+    pub fn new(clusters: [&ClusterModel; 2]) -> Sides {
         let pods = clusters.map(|cluster| {
             cluster
                 .addressed_pods()
@@ -89,9 +105,7 @@ impl Setup {
         let classes = Rc::new(Classes::new(&clusters, &common));
         let after = after_parties.as_deref().unwrap_or(&parties);
         let changing = Changing::new(clusters, [&parties, after], &classes);
-        Setup {
-            probes,
-            probe_labels,
+        Sides {
             pods_compared,
             pods_only_before: names(pods[0].difference(&pods[1])),
             pods_only_after: names(pods[1].difference(&pods[0])),
@@ -113,86 +127,18 @@ impl Setup {
     }
 }
 
-/// Decides every flow between pods both sides have, and between those pods and the nodes both
-/// sides have and the regions outside the cluster either side's policies tell apart, on every
-/// probe port, and keeps those whose verdict differs. Pods are decided per class of pods alike
-/// on both sides ([`Classes`]), as `matrix` does, and expanded to pods only where a verdict
-/// changes. `None` where a side has no decider (reported on `err`).
-pub fn compare(
-    scenarios: [Scenario; 2],
-    engine: EngineArgs,
-    probes: ProbeArgs,
-    err: &mut dyn Write,
-) -> io::Result<Option<Report>> {
-    let [mut before, mut after] = scenarios;
-    // Pods only one side has are lent to the other, so their flows are compared too.
-    let new = lend_missing_pods(&mut before.cluster, &after.cluster);
-    let gone = lend_missing_pods(&mut after.cluster, &before.cluster);
-    let setup = Setup::new([&before.cluster, &after.cluster], probes);
-    // BEFORE is decided and dropped first: AFTER names the pods' workloads in the report.
-    let Some(was) = decide(&setup, 0, &before, engine, err)? else {
-        return Ok(None);
-    };
-    drop(before);
-    let Some(now) = decide(&setup, 1, &after, engine, err)? else {
-        return Ok(None);
-    };
-    // Every matrix of a side knows each pod's own node alike.
-    let own_nodes = (0..setup.pods_compared)
-        .map(|pod| [&was, &now].map(|side| side.first().and_then(|m| m.own_node(pod))))
-        .collect();
-    let (changes, decisions) = changes(&setup, &[was, now]);
-    let workload = |party: &Party| match party {
-        Party::Pod(pod) => Some(workload(&after.cluster, pod)),
-        _ => None,
-    };
-    let Setup {
-        probes,
-        probe_labels,
-        parties,
-        classes,
-        pods_compared,
-        pods_only_before,
-        pods_only_after,
-        nodes_compared,
-        outside_regions,
-        ..
-    } = setup;
-    Ok(Some(Report {
-        probes: probes.iter().map(|(p, n)| format!("{p}/{n}")).collect(),
-        probe_ports: probes.iter().map(|&(p, n)| (p.to_string(), n)).collect(),
-        probe_labels,
-        pods_compared,
-        pods_only_before,
-        pods_only_after,
-        pods_gone: gone.lent,
-        pods_new: new.lent,
-        stand_ins: Vec::new(),
-        nodes_compared,
-        outside_regions,
-        workloads: parties.iter().map(workload).collect(),
-        parties: parties
-            .iter()
-            .map(|party| (party.to_string(), party.kind()))
-            .collect(),
-        decisions,
-        classes,
-        own_nodes,
-        changes,
-    }))
-}
-
-/// Side `i`'s matrices (0 BEFORE, 1 AFTER): only the flows that may change, per probe. `None`
-/// where the side has no decider (reported on `err`).
-fn decide(
-    setup: &Setup,
+/// Side `i`'s matrices (0 BEFORE, 1 AFTER, `side` its scenario): only the flows that may
+/// change, per probe. `None` where the side has no decider (reported on `err`).
+pub fn decide_side(
+    sides: &Sides,
     i: usize,
     side: &Scenario,
     engine: EngineArgs,
+    probes: &[(Protocol, u16)],
     err: &mut dyn Write,
 ) -> io::Result<Option<Vec<Matrix>>> {
-    let (classes, changing) = (&setup.classes, &setup.changing);
-    let parties = setup.parties(i);
+    let (classes, changing) = (&sides.classes, &sides.changing);
+    let parties = sides.parties(i);
     let cluster = &side.cluster;
     // The MapState engine decides with what-if maps, resolving no endpoint; the other deciders
     // resolve the pods the matrix asks about: a class none of whose flows within itself or with
@@ -210,8 +156,7 @@ fn decide(
     };
     let mut prepared = Prepared::new(cluster, parties, classes);
     Ok(Some(
-        setup
-            .probes
+        probes
             .iter()
             .map(|&(protocol, port)| {
                 compute_some(&mut prepared, oracle.as_ref(), protocol, port, changing)
@@ -220,42 +165,38 @@ fn decide(
     ))
 }
 
-/// The workload a pod belongs to, `ns/name`, or the pod itself.
-fn workload(cluster: &Cluster, pod: &PodRef) -> String {
-    match cluster.facts(pod).and_then(|f| f.owner.as_ref()) {
-        Some(owner) => format!("{}/{}", pod.namespace, owner.name),
-        None => pod.to_string(),
-    }
-}
+/// Per probe and side, the decisions changes name, each converted once.
+pub type Decisions<T> = Vec<[Vec<T>; 2]>;
 
-/// Per probe and side, the decisions changes name (each converted once).
-type Decisions = Vec<[Vec<DecisionJson>; 2]>;
-
-/// Every class-level change between the sides' matrices: between two classes whose cells'
-/// verdicts differ (and that have two distinct pods), and between a class and another party
-/// (where some pod of the class is not on it), by probe.
-fn changes(setup: &Setup, matrices: &[Vec<Matrix>; 2]) -> (Vec<ClassChange>, Decisions) {
-    let (classes, changing) = (&setup.classes, &setup.changing);
+/// Every class-level change between the sides' matrices (per probe, as [`decide_side`] made
+/// them): between two classes whose cells' verdicts differ (and that have two distinct pods),
+/// and between a class and another party (where some pod of the class is not on it), by probe.
+/// The decisions they name are `convert`ed once each.
+pub fn class_changes<T>(
+    sides: &Sides,
+    matrices: &[Vec<Matrix>; 2],
+    convert: impl Fn(FlowDecisionRef) -> T,
+) -> (Vec<ClassChange>, Decisions<T>) {
+    let (classes, changing) = (&sides.classes, &sides.changing);
     let mut changes = Vec::new();
-    let mut decisions: Decisions = Vec::new();
+    let mut decisions: Decisions<T> = Vec::new();
     let k = classes.len();
-    let others = setup.parties.len() - setup.pods_compared;
+    let others = sides.parties.len() - sides.pods_compared;
     let columns: Vec<usize> = (0..k).filter(|&b| changing.column(b)).collect();
     let every: Vec<usize> = (0..k).collect();
     let changing_others: Vec<usize> = (0..others).filter(|&o| changing.other(o)).collect();
     let every_other: Vec<usize> = (0..others).collect();
     for (p, (was, now)) in matrices[0].iter().zip(&matrices[1]).enumerate() {
-        let mut converted: [(HashMap<u32, u32>, Vec<DecisionJson>); 2] = Default::default();
+        let mut converted: [(HashMap<u32, u32>, Vec<T>); 2] = Default::default();
         let mut position = |side: usize, code: u32, matrix: &Matrix| {
             let (index, list) = &mut converted[side];
             *index.entry(code).or_insert_with(|| {
-                list.push(
+                list.push(convert(
                     matrix
                         .decisions
                         .get(code)
-                        .expect("a changed flow is defined")
-                        .into(),
-                );
+                        .expect("a changed flow is defined"),
+                ));
                 list.len() as u32 - 1
             })
         };

@@ -256,7 +256,7 @@ impl<'de> Visitor<'de> for ItemsSeed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::objects::sourced_at;
+    use crate::loader::objects::sourced_at;
 
     /// Positions and what is read, as reading the whole text into values and unpacking it gives.
     fn whole(text: &str) -> Vec<String> {

@@ -5,13 +5,13 @@ use std::collections::BTreeSet;
 
 use netpol_engine::{NamedPort, Protocol};
 
-use super::cluster::Cluster;
+use super::cluster_model::ClusterModel;
 use super::expect::{Endpoint, PodRef};
 
 /// How many suggestions a message lists at most.
 const MAX_SUGGESTIONS: usize = 5;
 
-impl Cluster {
+impl ClusterModel {
     /// `ns/name` as the user means it: the pod of that name, else the first pod (by name) of the
     /// workload of that name in `ns`. An address stays as it is.
     pub fn resolve_endpoint(&self, endpoint: &Endpoint) -> Result<Endpoint, String> {
@@ -169,12 +169,12 @@ fn listing(names: &[&str]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::cluster::PodFacts;
+    use crate::loader::cluster_model::PodFacts;
     use netpol_api::workloads::Owner;
     use netpol_engine::{Identity, PodInfo};
 
-    fn cluster() -> Cluster {
-        let mut c = Cluster::new();
+    fn cluster() -> ClusterModel {
+        let mut c = ClusterModel::new();
         c.set_input_name("the manifests");
         for (ns, name, ip, owner) in [
             ("shop", "web-7d9f-a", "10.1.0.1", Some("web")),

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use netpol_engine::{PortMatch, Protocol};
 
-use crate::scenario::{parse_protocol, Cluster};
+use crate::loader::{parse_protocol, ClusterModel};
 
 /// `--protocol` and `--port`, which narrow the probe ports.
 #[derive(Clone, Copy, Debug, Default, clap::Args)]
@@ -22,7 +22,7 @@ pub struct ProbeArgs {
 
 impl ProbeArgs {
     /// The probe ports of `clusters`, narrowed as the user asked.
-    pub fn ports(self, clusters: &[&Cluster]) -> Vec<(Protocol, u16)> {
+    pub fn ports(self, clusters: &[&ClusterModel]) -> Vec<(Protocol, u16)> {
         probe_ports(clusters, self.protocol, self.port)
     }
 }
@@ -40,7 +40,7 @@ pub const FALLBACK_PORT: (Protocol, u16) = (Protocol::Tcp, 80);
 /// "every other port" of each protocol a rule names, and one for every protocol none names (see
 /// [`PortPlan`]). When nothing is left, the user's port (TCP if no protocol).
 pub fn probe_ports(
-    clusters: &[&Cluster],
+    clusters: &[&ClusterModel],
     protocol: Option<Protocol>,
     port: Option<u16>,
 ) -> Vec<(Protocol, u16)> {
@@ -94,7 +94,7 @@ pub struct PortPlan {
 }
 
 impl PortPlan {
-    pub fn new(clusters: &[&Cluster]) -> PortPlan {
+    pub fn new(clusters: &[&ClusterModel]) -> PortPlan {
         let mut plan = PortPlan {
             named: BTreeMap::new(),
             declared: BTreeSet::new(),
@@ -105,7 +105,7 @@ impl PortPlan {
         plan
     }
 
-    fn collect(&mut self, cluster: &Cluster) {
+    fn collect(&mut self, cluster: &ClusterModel) {
         // Every named port some pod declares, each once, by name: a rule's named port is looked
         // up here instead of scanning every pod per rule (rules times pods: 2,400 named-port
         // rules of 10,000 pods were most of a diff on every probe port).
@@ -231,7 +231,7 @@ fn spans(ranges: &BTreeSet<(u16, u16)>) -> impl Iterator<Item = (u16, u16, bool)
 }
 
 /// The protocol/port pairs pods of `cluster` declare, per port name.
-fn declared_ports(cluster: &Cluster) -> HashMap<&str, BTreeSet<(Protocol, u16)>> {
+fn declared_ports(cluster: &ClusterModel) -> HashMap<&str, BTreeSet<(Protocol, u16)>> {
     let mut declared: HashMap<&str, BTreeSet<(Protocol, u16)>> = HashMap::new();
     for (_, identities) in cluster.pods() {
         for pod in identities.into_iter().filter_map(|i| i.as_pod()) {
@@ -248,7 +248,7 @@ fn declared_ports(cluster: &Cluster) -> HashMap<&str, BTreeSet<(Protocol, u16)>>
 
 /// The names pods of `clusters` give `protocol`/`port` (`http`), sorted, each once: a matrix or
 /// a diff shows a named port by name and number.
-pub fn port_names(clusters: &[&Cluster], protocol: Protocol, port: u16) -> Vec<String> {
+pub fn port_names(clusters: &[&ClusterModel], protocol: Protocol, port: u16) -> Vec<String> {
     let names: BTreeSet<String> = clusters
         .iter()
         .flat_map(|c| c.pods().flat_map(|(_, ids)| ids))
@@ -263,7 +263,7 @@ pub fn port_names(clusters: &[&Cluster], protocol: Protocol, port: u16) -> Vec<S
 /// `TCP/8080`, `TCP/8080 (http)` where pods name the port, and what a probe stands for beyond
 /// itself: `TCP/80 (every other port)`, `TCP/11 (ports 11-19)`, `UDP/80 (every UDP and SCTP
 /// port)`; per probe of `probes`.
-pub fn probe_labels(clusters: &[&Cluster], probes: &[(Protocol, u16)]) -> Vec<String> {
+pub fn probe_labels(clusters: &[&ClusterModel], probes: &[(Protocol, u16)]) -> Vec<String> {
     let plan = PortPlan::new(clusters);
     probes
         .iter()

@@ -2,7 +2,7 @@
 //! `diff`'s BEFORE and AFTER when both are the shared manifests (`-f`) with other policies, or
 //! the live cluster before and after policies are applied or deleted. The shared objects are
 //! read once (not once per side), and both clusters hold one copy of the pods, namespaces and
-//! nodes ([`Cluster`] shares them between clones): at 150,000 pods each copy is about 300 MB.
+//! nodes ([`ClusterModel`] shares them between clones): at 150,000 pods each copy is about 300 MB.
 //!
 //! Each side is what [`super::api::build_cluster`] builds from the base objects with its own
 //! objects applied on top (same kind, namespace and name replaces), with the same warnings and
@@ -18,7 +18,7 @@ use super::api::{
     add_pods_and_nodes, finish, is_policy, read, translate_policy, Built, NamespaceLabels, Placed,
     ReadRules, Reading, Translated,
 };
-use super::cluster::Cluster;
+use super::cluster_model::ClusterModel;
 use super::error::LoadErrors;
 use super::objects::overlay;
 use super::prepared::{Content, Origin, ReadOne};
@@ -71,7 +71,7 @@ pub fn build_sides(
     let (policies, others): (Vec<Placed>, Vec<Placed>) =
         base.into_iter().partition(Placed::is_policy);
     let namespaces = NamespaceLabels::of(&others);
-    let mut cluster = Cluster::new();
+    let mut cluster = ClusterModel::new();
     cluster.set_input_name(rules.input_name);
     let mut templates = Reading {
         templates: std::mem::take(&mut base_reading.templates),
@@ -126,12 +126,12 @@ mod tests {
     use std::path::Path;
 
     use super::*;
-    use crate::decide::matrix::{
+    use crate::decide::class_matrix::{
         compute_between, node_parties, outside_parties, pod_parties, Party,
     };
     use crate::decide::{oracle, EngineArgs, EngineKind, HcnIpSets};
-    use crate::scenario::api::build_cluster;
-    use crate::scenario::stream::read_objects;
+    use crate::loader::api::build_cluster;
+    use crate::loader::stream::read_objects;
 
     /// Namespaces, two pods and a Deployment (which gives a third), a node, a Service (skipped),
     /// and policies: one isolating `x`, one with an `ipBlock` and its `except`, one selecting
@@ -246,7 +246,7 @@ spec:
 
     /// Every cell of every probe of `cluster`'s full matrix, by party name, with the regions
     /// outside the cluster `outside` (as `diff` cuts them, by both sides' prefixes).
-    fn decisions(cluster: &Cluster, outside: &[Party]) -> Vec<(String, Option<String>)> {
+    fn decisions(cluster: &ClusterModel, outside: &[Party]) -> Vec<(String, Option<String>)> {
         let mut parties = pod_parties(cluster);
         parties.extend(node_parties(cluster));
         parties.extend(outside.iter().cloned());
@@ -257,12 +257,12 @@ spec:
             hcn_sim_mode: netpol_hcn::sim::SimMode::Ideal,
         };
         let oracle = oracle(args, cluster).expect("the engine decides");
-        let classes = std::rc::Rc::new(crate::decide::matrix::pod_classes(
+        let classes = std::rc::Rc::new(crate::decide::class_matrix::pod_classes(
             cluster,
             &parties[..cluster.addressed_pods().count()],
         ));
         let mut cells = Vec::new();
-        for (protocol, port) in crate::probes::probe_ports(&[cluster], None, None) {
+        for (protocol, port) in crate::probe_ports::probe_ports(&[cluster], None, None) {
             let matrix =
                 compute_between(cluster, oracle.as_ref(), &parties, &classes, protocol, port);
             for (i, from) in parties.iter().enumerate() {
@@ -301,7 +301,7 @@ spec:
             assert_eq!(built.warnings, alone.warnings);
             assert_eq!(built.inventory, alone.inventory);
             assert_eq!(built.cluster.entries(), alone.cluster.entries());
-            let pods = |c: &Cluster| {
+            let pods = |c: &ClusterModel| {
                 c.pods()
                     .map(|(pod, ids)| (pod.clone(), ids.into_iter().cloned().collect::<Vec<_>>()))
                     .collect::<Vec<_>>()

@@ -1,15 +1,17 @@
-//! A synthetic-cluster generator for benchmarks and scale tests: namespaces, pods spread over
-//! nodes, and a mix of policies of every tier. Deterministic for a given size.
+//! The synthetic cluster in engine terms, for the engine's and the datapaths' benchmarks, which
+//! stage identities and policy entries straight into an engine (they cannot read files: the
+//! translator depends on the engine). Its namespaces are the files' ([`super::namespace_labels`]);
+//! its pods are simpler (one Deployment-like label set per app and tier) and its policies are
+//! entries of every tier, not API objects. Deterministic for a given size.
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use crate::engine::Engine;
-use crate::entry::{Direction, PolicyEntry, Priority, Provenance, Tier, Verdict};
-use crate::identity::{Identity, NodeInfo, PodInfo};
-use crate::labels::{LabelSelector, Labels, NAMESPACE_NAME_LABEL};
-use crate::ports::{NamedPort, PortRule, Protocol};
-use crate::prefixes::PrefixSet;
-use crate::selector::{AddressScope, CidrSelector, Peer, PodSelector};
+use netpol_engine::prefixes::PrefixSet;
+use netpol_engine::{
+    AddressScope, CidrSelector, Direction, Enforcement, Engine, Identity, LabelSelector, Labels,
+    NamedPort, NodeInfo, Peer, PodInfo, PodSelector, PolicyEntry, PortRule, Priority, Protocol,
+    Provenance, Tier, Verdict,
+};
 
 #[derive(Clone, Debug)]
 pub struct ClusterSize {
@@ -48,16 +50,10 @@ impl SyntheticCluster {
     }
 
     pub fn namespace_labels(&self, ns: usize) -> Labels {
-        [
-            (NAMESPACE_NAME_LABEL.to_string(), format!("ns-{ns}")),
-            ("team".to_string(), format!("team-{}", ns % 20)),
-            (
-                "env".to_string(),
-                if ns.is_multiple_of(3) { "prod" } else { "dev" }.to_string(),
-            ),
-        ]
-        .into_iter()
-        .collect()
+        super::namespace_labels(ns)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
     }
 
     /// The node of the `i`th pod: consecutive pods share a node, so every node hosts a spread
@@ -126,7 +122,7 @@ impl SyntheticCluster {
             peers: vec![Peer::pods(PodSelector::in_namespace(&ns, app(i + 1)))],
             ports: vec![PortRule::single(Protocol::Tcp, 80)],
             default_deny: true,
-            enforcement: crate::entry::Enforcement::Enforce,
+            enforcement: Enforcement::Enforce,
             auth: None,
             provenance: provenance("NetworkPolicy"),
         };
@@ -222,7 +218,7 @@ pub fn cidr_workload(subject: &PodSelector) -> Vec<PolicyEntry> {
                 })],
                 ports: vec![PortRule::single(Protocol::Tcp, 80 + (i % 97) as u16)],
                 default_deny: true,
-                enforcement: crate::entry::Enforcement::Enforce,
+                enforcement: Enforcement::Enforce,
                 auth: None,
                 provenance: Provenance {
                     kind: "Bench".into(),

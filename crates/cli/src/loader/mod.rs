@@ -1,11 +1,11 @@
 //! Scenario files: the cluster objects the API server would hold and the connectivity that must
 //! result (see docs/scenarios.md). Manifests (see [`manifests`]) load into the same
-//! [`Scenario`], without expectations. Loading one yields a [`Cluster`] in engine terms and
+//! [`Scenario`], without expectations. Loading one yields a [`ClusterModel`] in engine terms and
 //! the flows it expects, each already resolved to identities, so that evaluating a scenario cannot
 //! fail half-way.
 
 mod api;
-mod cluster;
+mod cluster_model;
 mod discover;
 mod document;
 mod error;
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use netpol_engine::IdentityId;
 
 pub use api::ReadRules;
-pub use cluster::{Cluster, PodFacts};
+pub use cluster_model::{ClusterModel, PodFacts};
 pub use discover::{manifest_files, scenario_files};
 pub use error::{LoadError, LoadErrors};
 pub use expect::{parse_port, parse_protocol, Endpoint, Expected, FlowExpectation, PodRef};
@@ -45,7 +45,7 @@ pub struct Scenario {
     pub file: PathBuf,
     pub name: String,
     pub description: String,
-    pub cluster: Cluster,
+    pub cluster: ClusterModel,
     pub flows: Vec<ExpectedFlow>,
     /// Things the user should know that do not make the scenario invalid, each naming its file
     /// and object, or the input as a whole.
@@ -125,7 +125,7 @@ pub enum Input {
     /// Manifest files, folders and `-` for stdin.
     Manifests(Vec<PathBuf>),
     /// The live cluster (`--cluster`), with manifests applied on top.
-    Live(crate::cluster_args::Live),
+    Live(crate::live::args::Live),
 }
 
 impl Input {
@@ -230,7 +230,7 @@ impl Scenario {
 /// cell).
 fn resolve(
     file: &Path,
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     expectations: Vec<FlowExpectation>,
 ) -> Result<Vec<ExpectedFlow>, LoadErrors> {
     let mut flows = Vec::with_capacity(expectations.len());

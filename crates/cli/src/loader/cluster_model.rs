@@ -18,7 +18,7 @@ use netpol_api::workloads::Owner;
 /// changes them: the two sides of a `diff` that differ only in policies hold one copy of a
 /// 150,000-pod cluster's pods between them, not two.
 #[derive(Clone, Debug)]
-pub struct Cluster {
+pub struct ClusterModel {
     core: Arc<Core>,
     /// The node probe allowance, then the entries of every policy object.
     entries: Vec<PolicyEntry>,
@@ -56,7 +56,7 @@ pub struct PodFacts {
     pub stand_in: bool,
 }
 
-/// How many entries [`Cluster::new`] puts ahead of the policies' own.
+/// How many entries [`ClusterModel::new`] puts ahead of the policies' own.
 const BUILT_IN_ENTRIES: usize = 1;
 
 /// The address family of an address, to pair a flow's two sides.
@@ -83,13 +83,13 @@ impl Family {
     }
 }
 
-impl Default for Cluster {
+impl Default for ClusterModel {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl Cluster {
+impl ClusterModel {
     /// An empty cluster: every address is outside it, and a pod's own node may always reach it.
     pub fn new() -> Self {
         let mut store = IdentityStore::new();
@@ -99,7 +99,7 @@ impl Cluster {
         }
         let entries = vec![PolicyEntry::node_probe_allowance()];
         debug_assert_eq!(entries.len(), BUILT_IN_ENTRIES);
-        Cluster {
+        ClusterModel {
             core: Arc::new(Core {
                 store,
                 pods: BTreeMap::new(),
@@ -119,13 +119,13 @@ impl Cluster {
 
     /// Whether two clusters share their identities, pods and nodes (one was cloned from the
     /// other and neither changed them since): they differ in policy entries at most.
-    pub fn shares_pods_with(&self, other: &Cluster) -> bool {
+    pub fn shares_pods_with(&self, other: &ClusterModel) -> bool {
         Arc::ptr_eq(&self.core, &other.core)
     }
 
     /// Shares `other`'s identities, pods and nodes, as a clone of it would: for two sides that
     /// shared them before the same pods were added to `other`.
-    pub fn share_pods_of(&mut self, other: &Cluster) {
+    pub fn share_pods_of(&mut self, other: &ClusterModel) {
         self.core = Arc::clone(&other.core);
     }
 
@@ -191,7 +191,7 @@ impl Cluster {
     }
 
     /// Registers the prefixes `entry`'s peers name as identities outside the cluster, as
-    /// [`Cluster::add_entries`] does, without adding the entry; a prefix already known changes
+    /// [`ClusterModel::add_entries`] does, without adding the entry; a prefix already known changes
     /// nothing (so clusters sharing their identities keep sharing them).
     pub fn add_prefixes_of(&mut self, entry: &PolicyEntry) {
         for prefix in entry.peers.iter().flat_map(|peer| peer.prefixes()) {
@@ -220,7 +220,7 @@ impl Cluster {
     /// The cluster as the would-be view sees it (`netpol_engine::audit`): every policy
     /// enforced, those in audit mode included. None where no policy is in audit mode (the
     /// would-be view is the cluster itself). Pods, nodes and identities are shared, not copied.
-    pub fn would_be(&self) -> Option<Cluster> {
+    pub fn would_be(&self) -> Option<ClusterModel> {
         let audited = |e: &PolicyEntry| e.enforcement == Enforcement::Audit;
         if !self.policy_entries().iter().any(audited) {
             return None;
@@ -409,8 +409,8 @@ mod tests {
             .collect()
     }
 
-    fn cluster() -> Cluster {
-        let mut c = Cluster::new();
+    fn cluster() -> ClusterModel {
+        let mut c = ClusterModel::new();
         c.add_pod(
             pod_ref("x", "dual"),
             pod_identities("x", "dual", &["10.1.0.1", "fd00::1"]),
@@ -429,7 +429,7 @@ mod tests {
         c
     }
 
-    fn describe(c: &Cluster, from: &str, to: &str) -> Result<String, String> {
+    fn describe(c: &ClusterModel, from: &str, to: &str) -> Result<String, String> {
         let (src, dst) = c.flow_identities(&from.parse().unwrap(), &to.parse().unwrap())?;
         let store = c.store();
         Ok(format!(

@@ -1,6 +1,6 @@
 //! The adapter between input objects and the API layer: the one module that reads Kubernetes
 //! objects with netpol-api and turns them into the identities and policy entries of a
-//! [`Cluster`], by the [`ReadRules`] of the input (scenario files are tests and refuse what they
+//! [`ClusterModel`], by the [`ReadRules`] of the input (scenario files are tests and refuse what they
 //! cannot use; manifests are a real app's folder and skip what netpol does not read).
 
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use netpol_api::cluster::{
 use netpol_api::{translate_for, CrdChannel, Diagnostic, Object, ObjectRef, Pod, ReadObject};
 use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};
 
-use super::cluster::{Cluster, PodFacts};
+use super::cluster_model::{ClusterModel, PodFacts};
 use super::error::{LoadError, LoadErrors};
 use super::expect::PodRef;
 use super::inventory::Inventory;
@@ -78,7 +78,7 @@ impl ReadRules {
 /// A cluster built from objects, the warnings reading raised (each naming its file and object,
 /// or the input as a whole), and what the input held.
 pub struct Built {
-    pub cluster: Cluster,
+    pub cluster: ClusterModel,
     pub warnings: Vec<String>,
     pub inventory: Inventory,
 }
@@ -167,7 +167,7 @@ impl NamespaceLabels {
 /// Adds the pods and nodes of `objects` (namespaces need nothing more), then the pods of the
 /// workloads `reading` set aside that no pod of `objects` runs.
 pub(super) fn add_pods_and_nodes(
-    cluster: &mut Cluster,
+    cluster: &mut ClusterModel,
     objects: impl IntoIterator<Item = Placed>,
     namespaces: &NamespaceLabels,
     reading: &mut Reading,
@@ -273,7 +273,7 @@ pub fn build_cluster(
     let own = read(own, &rules, &mut reading);
     let objects = overlay(topology, own, Placed::key);
     let namespaces = NamespaceLabels::of(&objects);
-    let mut cluster = Cluster::new();
+    let mut cluster = ClusterModel::new();
     cluster.set_input_name(rules.input_name);
     let mut policies: Vec<(Origin, ObjectRef, Range<usize>)> = Vec::new();
     let (policy_objects, others): (Vec<Placed>, Vec<Placed>) =
@@ -309,7 +309,7 @@ pub fn build_cluster(
 /// The built cluster, or every error reading it raised: the reading's warnings and errors, then
 /// those of the workloads' pods (`templates`), then what the input lacks.
 pub(super) fn finish(
-    mut cluster: Cluster,
+    mut cluster: ClusterModel,
     mut reading: Reading,
     templates: Reading,
     policies: &[(Origin, ObjectRef, Range<usize>)],
@@ -410,7 +410,7 @@ pub(super) fn read(sources: Vec<ReadOne>, rules: &ReadRules, reading: &mut Readi
 /// `placement` (the same address and node the agent gives it) at an address no pod or node has,
 /// on a node of `--assign-nodes`, else of the input, else on [`STAND_IN_NODE`].
 fn add_template_pods(
-    cluster: &mut Cluster,
+    cluster: &mut ClusterModel,
     reading: &mut Reading,
     running: &[(String, BTreeMap<String, String>)],
     labels_of: &dyn Fn(&str) -> SharedLabels,

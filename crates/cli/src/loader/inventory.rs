@@ -10,7 +10,7 @@ use netpol_api::ObjectRef;
 use netpol_engine::resolve::SubjectIndex;
 use netpol_engine::{PodInfo, PodSelector};
 
-use super::cluster::Cluster;
+use super::cluster_model::ClusterModel;
 use super::prepared::Origin;
 
 /// What an input held.
@@ -32,7 +32,7 @@ pub struct Inventory {
 }
 
 impl Inventory {
-    pub(super) fn count(&mut self, cluster: &Cluster) {
+    pub(super) fn count(&mut self, cluster: &ClusterModel) {
         self.pods = cluster.addressed_pods().count();
         self.nodes = cluster.nodes().count();
     }
@@ -40,7 +40,7 @@ impl Inventory {
     /// The warnings about what the input lacks or holds in vain.
     pub(super) fn warnings(
         &self,
-        cluster: &Cluster,
+        cluster: &ClusterModel,
         policies: &[(Origin, ObjectRef, Range<usize>)],
         input: &str,
     ) -> Vec<String> {
@@ -95,7 +95,7 @@ impl Inventory {
 }
 
 /// The pods of the cluster, once per namespace and label set (what a subject reads).
-fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
+fn distinct_pods(cluster: &ClusterModel) -> Vec<&PodInfo> {
     let mut seen = HashSet::new();
     cluster
         .pods()
@@ -108,7 +108,7 @@ fn distinct_pods(cluster: &Cluster) -> Vec<&PodInfo> {
 /// may select them (most subjects name their namespace), not every policy for every pod: at
 /// 40,000 pods that was a fifth of loading.
 fn selecting_policies(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     policies: &[(Origin, ObjectRef, Range<usize>)],
 ) -> Vec<bool> {
     let subjects: Vec<(usize, &PodSelector)> = policies

@@ -25,7 +25,7 @@ use netpol_engine::{
     SharedLabels, NAMESPACE_NAME_LABEL,
 };
 
-use super::cluster::{Cluster, PodFacts};
+use super::cluster_model::{ClusterModel, PodFacts};
 use super::expect::PodRef;
 use netpol_api::workloads::Placement;
 
@@ -46,7 +46,7 @@ struct Candidate {
 /// Adds to every cluster of `clusters` (the sides of a diff, or one matrix's) the same
 /// stand-ins: those some policy peer of any of them selects. Clusters that shared their pods
 /// keep sharing them. Returns the stand-ins added, by name.
-pub fn add_stand_ins(clusters: &mut [&mut Cluster], placement: &Placement) -> Vec<PodRef> {
+pub fn add_stand_ins(clusters: &mut [&mut ClusterModel], placement: &Placement) -> Vec<PodRef> {
     let namespaces = known_namespaces(clusters);
     let mut candidates = generic_candidates(&namespaces);
     for cluster in clusters.iter() {
@@ -128,7 +128,7 @@ pub fn add_stand_ins(clusters: &mut [&mut Cluster], placement: &Placement) -> Ve
 }
 
 /// Every namespace some pod of the clusters is in, with its labels.
-fn known_namespaces(clusters: &[&mut Cluster]) -> BTreeMap<String, SharedLabels> {
+fn known_namespaces(clusters: &[&mut ClusterModel]) -> BTreeMap<String, SharedLabels> {
     let mut namespaces = BTreeMap::new();
     for cluster in clusters {
         for (_, identities) in cluster.pods() {
@@ -232,7 +232,7 @@ fn name_label(namespace: &str) -> Labels {
 }
 
 /// Whether a pod of `cluster` is one `selector` selects.
-fn selects_a_pod(cluster: &Cluster, selector: &PodSelector) -> bool {
+fn selects_a_pod(cluster: &ClusterModel, selector: &PodSelector) -> bool {
     cluster.pods().any(|(_, identities)| {
         identities
             .iter()
@@ -241,7 +241,7 @@ fn selects_a_pod(cluster: &Cluster, selector: &PodSelector) -> bool {
 }
 
 /// Whether a pod peer (or an entity every pod is in) of a policy of `cluster` selects `pod`.
-fn some_peer_selects(cluster: &Cluster, pod: &Identity) -> bool {
+fn some_peer_selects(cluster: &ClusterModel, pod: &Identity) -> bool {
     cluster
         .policy_entries()
         .iter()
@@ -255,7 +255,7 @@ fn some_peer_selects(cluster: &Cluster, pod: &Identity) -> bool {
 }
 
 /// The nodes every cluster has, by name, sorted.
-fn common_nodes(clusters: &[&mut Cluster]) -> Vec<String> {
+fn common_nodes(clusters: &[&mut ClusterModel]) -> Vec<String> {
     let Some((first, rest)) = clusters.split_first() else {
         return Vec::new();
     };

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use netpol_engine::flow::FlowDecisionRef;
 
-use super::matrix::{Matrix, Party, UNDEFINED};
-use crate::scenario::{Cluster, PodRef};
+use super::class_matrix::{Matrix, Party, UNDEFINED};
+use crate::loader::{ClusterModel, PodRef};
 
 /// Labels that differ between the replicas of one workload by construction.
 const PER_POD_LABELS: [&str; 5] = [
@@ -33,7 +33,7 @@ pub struct Group {
     pub members: Vec<usize>,
     /// Its pods were derived from a workload template (addresses assigned).
     pub derived: bool,
-    /// It is a stand-in for pods the input does not hold (`scenario::add_stand_ins`).
+    /// It is a stand-in for pods the input does not hold (`loader::add_stand_ins`).
     pub stand_in: bool,
 }
 
@@ -41,7 +41,7 @@ pub struct Group {
 /// a workload whose pods do not all decide alike splits into parts that do (pods of one class
 /// with the same flows to and from every node and outside region). With no matrices, every
 /// workload is one group.
-pub fn group(cluster: &Cluster, parties: &[Party], matrices: &[Matrix]) -> Vec<Group> {
+pub fn group(cluster: &ClusterModel, parties: &[Party], matrices: &[Matrix]) -> Vec<Group> {
     let mut candidates: BTreeMap<GroupKey, Vec<usize>> = BTreeMap::new();
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, party) in parties.iter().enumerate() {
@@ -201,7 +201,7 @@ pub fn collapse(groups: &[Group], matrix: &Matrix) -> Vec<Vec<char>> {
 }
 
 /// The candidate key of a pod: its namespace and labels, less the per-replica ones.
-fn key(cluster: &Cluster, pod: &PodRef) -> GroupKey {
+fn key(cluster: &ClusterModel, pod: &PodRef) -> GroupKey {
     let labels = cluster
         .pod_info(pod)
         .map(|info| {
@@ -250,7 +250,7 @@ fn uniform(matrix: &Matrix, members: &[usize]) -> bool {
 
 /// `shop/web (3 pods)`: the workload the pods share, else the name they start with, else the
 /// first pod's name and how many more.
-fn label(cluster: &Cluster, pods: &[&PodRef]) -> String {
+fn label(cluster: &ClusterModel, pods: &[&PodRef]) -> String {
     let first = pods[0];
     if pods.len() == 1 {
         return first.to_string();

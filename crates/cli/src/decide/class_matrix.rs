@@ -10,11 +10,11 @@ use std::rc::Rc;
 use netpol_engine::flow::{decide_flow, DirectionOracle, FlowDecision, FlowDecisionRef};
 use netpol_engine::{IdentityId, Protocol};
 
+use super::cell_codes::Grid;
 pub use super::classes::Classes;
 use super::directions::{pod_pair, with_address, Decisions, Interner, Signatures, Views};
-use super::grid::Grid;
 pub use super::parties::{node_parties, outside_parties, pod_parties, Party};
-use crate::scenario::{Cluster, Endpoint, PodRef};
+use crate::loader::{ClusterModel, Endpoint, PodRef};
 
 pub use super::directions::UNDEFINED;
 
@@ -171,7 +171,7 @@ impl Matrix {
 
 /// Decides the flow between every ordered pair of pods, one pod per class.
 pub fn compute(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     oracle: &dyn DirectionOracle,
     protocol: Protocol,
     port: u16,
@@ -182,7 +182,7 @@ pub fn compute(
 }
 
 /// The classes of the pods among `parties` in `cluster`.
-pub fn pod_classes(cluster: &Cluster, parties: &[Party]) -> Classes {
+pub fn pod_classes(cluster: &ClusterModel, parties: &[Party]) -> Classes {
     Classes::new(&[cluster], &pods_among(parties))
 }
 
@@ -201,7 +201,11 @@ pub fn pods_among(parties: &[Party]) -> Vec<&PodRef> {
 /// pods among `parties` in `classes`: per class its first member and its [`partner`] (flows
 /// within the class, and with the first's own node). An oracle that answers at these pods only
 /// ([`super::oracle_at`]) decides the whole matrix.
-pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) -> BTreeSet<String> {
+pub fn deciding_pods(
+    cluster: &ClusterModel,
+    parties: &[Party],
+    classes: &Classes,
+) -> BTreeSet<String> {
     deciding_pods_where(cluster, parties, classes, &|_| true)
 }
 
@@ -209,7 +213,7 @@ pub fn deciding_pods(cluster: &Cluster, parties: &[Party], classes: &Classes) ->
 /// matrix is asked only for that class's flows with pods of other classes
 /// ([`compute_some`]).
 pub fn deciding_pods_where(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     parties: &[Party],
     classes: &Classes,
     every: &dyn Fn(usize) -> bool,
@@ -240,7 +244,7 @@ fn pod_at(parties: &[Party], position: usize) -> &PodRef {
 /// every pod (no peer selects a pod by its node), so any second member decides flows within the
 /// class; one on another node decides the flows with the first's node too, so that a class is
 /// asked about at two pods, not three.
-pub fn partner(cluster: &Cluster, parties: &[Party], members: &[usize]) -> Option<usize> {
+pub fn partner(cluster: &ClusterModel, parties: &[Party], members: &[usize]) -> Option<usize> {
     let first_node = cluster.pod_node(pod_at(parties, members[0]));
     members[1..]
         .iter()
@@ -253,7 +257,7 @@ pub fn partner(cluster: &Cluster, parties: &[Party], members: &[usize]) -> Optio
 /// MapState is a function of its class and its node (host-relative peers), so these pods'
 /// MapStates stand for every pod's.
 pub fn pod_per_class_and_node(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     parties: &[Party],
     classes: &Classes,
 ) -> BTreeSet<String> {
@@ -273,7 +277,7 @@ pub fn pod_per_class_and_node(
 /// Decides the flow between every ordered pair of `parties` (pods first, in the order of
 /// `classes`): once per pair of pod classes, once per pod and other party.
 pub fn compute_between(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     oracle: &dyn DirectionOracle,
     parties: &[Party],
     classes: &Rc<Classes>,
@@ -339,7 +343,7 @@ impl Wanted for Every {
 /// parties' identities. Prepared once per cluster and reused for every probe (the views of
 /// 40,000 pods' remotes were a third of a diff when made again per probe).
 pub struct Prepared<'a> {
-    cluster: &'a Cluster,
+    cluster: &'a ClusterModel,
     parties: &'a [Party],
     classes: Rc<Classes>,
     pods: usize,
@@ -357,7 +361,7 @@ pub struct Prepared<'a> {
 
 impl<'a> Prepared<'a> {
     /// For `parties` (pods first, in the order of `classes`, then other parties) of `cluster`.
-    pub fn new(cluster: &'a Cluster, parties: &'a [Party], classes: &Rc<Classes>) -> Self {
+    pub fn new(cluster: &'a ClusterModel, parties: &'a [Party], classes: &Rc<Classes>) -> Self {
         let pods = parties.iter().take_while(|p| p.is_pod()).count();
         assert_eq!(pods, classes.of.len(), "pods come first, one class each");
         assert!(parties[pods..].iter().all(|p| !p.is_pod()));
@@ -598,7 +602,7 @@ pub fn compute_some(
 /// The flow from one party to another, or `None` where it is not defined. A pod to itself is
 /// a flow, always allowed.
 pub fn decide_between(
-    cluster: &Cluster,
+    cluster: &ClusterModel,
     oracle: &dyn DirectionOracle,
     from: &Party,
     to: &Party,
@@ -625,7 +629,7 @@ pub fn decide_between(
 }
 
 /// Whether one party is a pod and the other its own node: traffic Kubernetes leaves undefined.
-fn own_node(cluster: &Cluster, a: &Party, b: &Party) -> bool {
+fn own_node(cluster: &ClusterModel, a: &Party, b: &Party) -> bool {
     let (pod, node) = match (a, b) {
         (Party::Pod(pod), Party::Node { name, .. })
         | (Party::Node { name, .. }, Party::Pod(pod)) => (pod, name),
