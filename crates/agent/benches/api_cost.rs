@@ -27,7 +27,7 @@ use kube::runtime::watcher::Event;
 use netpol_agent::driver::Input;
 use netpol_agent::health::Health;
 use netpol_agent::metrics::Metrics;
-use netpol_agent::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use netpol_agent::sources::cluster::{spawn_watches, PodSource, Sinks, WatchConfig};
 use netpol_agent::SourceKind;
 use netpol_testkit::apiserver::{ApiServer, TrafficCount};
 use netpol_testkit::realistic;
@@ -131,7 +131,7 @@ fn agent_start(server: &ApiServer, config: WatchConfig, idle: Duration) -> (Star
             metrics: Metrics::register(&mut registry),
             health: Arc::new(Health::default()),
         };
-        spawn_watches(&server.client(), &sinks, config);
+        spawn_watches(&server.client(), &sinks, config, &PodSource::Pods);
     }
     let mut listed = BTreeSet::new();
     let deadline = Instant::now() + Duration::from_secs(600);

@@ -13,7 +13,7 @@ use netpol_agent::health::Health;
 use netpol_agent::instrumented::Instrumented;
 use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
-use netpol_agent::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use netpol_agent::sources::cluster::{spawn_watches, PodSource, Sinks, WatchConfig};
 use netpol_agent::SourceKind;
 use netpol_datapath::Backoff;
 use netpol_engine::Protocol;
@@ -98,7 +98,7 @@ impl ClusterAgent {
                 metrics,
                 health: health.clone(),
             };
-            spawn_watches(&server.client(), &sinks, config);
+            spawn_watches(&server.client(), &sinks, config, &PodSource::Pods);
         }
         ClusterAgent {
             runtime,

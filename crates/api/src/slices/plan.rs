@@ -77,13 +77,17 @@ pub fn desired(
         if placed.contains(key.as_str()) {
             continue;
         }
-        let namespace = &wanted[key].endpoint.namespace;
+        // Keys are `namespace/name` and no namespace holds a `/`: a slice holds the namespace
+        // when its first key at or after `namespace/` begins so (one lookup, not a scan, which
+        // matters at the first publication of 150,000 endpoints).
+        let prefix = format!("{}/", wanted[key].endpoint.namespace);
         let has_room = |held: &BTreeSet<&str>| held.len() < capacity;
         let same_namespace = members.iter().find(|(_, held)| {
             has_room(held)
                 && held
-                    .iter()
-                    .any(|k| wanted[*k].endpoint.namespace == *namespace)
+                    .range(prefix.as_str()..)
+                    .next()
+                    .is_some_and(|k| k.starts_with(&prefix))
         });
         let target = match same_namespace.or_else(|| members.iter().find(|(_, h)| has_room(h))) {
             Some((name, _)) => name.clone(),
