@@ -30,7 +30,7 @@ pub struct LeaseConfig {
 pub async fn elect(client: &Client, config: &LeaseConfig) -> Result<bool, kube::Error> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), &config.namespace);
     let now = Timestamp::now();
-    let duration = i32::try_from(config.duration.as_secs().max(1)).unwrap_or(i32::MAX);
+    let duration = i32::try_from(config.duration.as_secs()).unwrap_or(i32::MAX);
     let me = &config.identity;
     let result = match leases.get_opt(&config.name).await? {
         None => {
