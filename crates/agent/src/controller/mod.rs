@@ -97,6 +97,9 @@ impl ControllerConfig {
 /// The controller's Lease.
 pub const LEASE_NAME: &str = "netpol-controller";
 
+/// The name of the controller's threads (the pod index's is `controller-pods`).
+pub const THREAD_NAME: &str = "controller";
+
 /// How often an idle controller shows it is alive (liveness).
 const HEARTBEAT: Duration = Duration::from_secs(10);
 
@@ -124,8 +127,10 @@ pub fn run_with(
     let registry = Arc::new(registry);
     let health = Arc::new(Health::default());
     health.heartbeat();
+    // Named, so that a profile (or the api_cost bench) tells the controller's threads apart.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(THREAD_NAME)
         .enable_all()
         .build()?;
     let served = runtime.block_on(async {
@@ -187,7 +192,7 @@ fn follow_pods(
     health: Arc<Health>,
 ) -> std::io::Result<()> {
     std::thread::Builder::new()
-        .name("pods".into())
+        .name(format!("{THREAD_NAME}-pods"))
         .spawn(move || {
             let _guard = FatalOnUnwind::new(&health, "the pod index");
             for input in receiver {
