@@ -37,7 +37,8 @@ struct Controller {
 
 impl Controller {
     fn start(server: &ApiServer, identity: &str) -> Controller {
-        let dir = scratch_dir(&format!("controller-{identity}"));
+        // One folder per server and replica: tests run in parallel.
+        let dir = scratch_dir(&format!("controller-{}-{identity}", server.address.port()));
         let kubeconfig = dir.join("kubeconfig");
         server.write_kubeconfig(&kubeconfig);
         let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -85,9 +85,7 @@ impl Publisher {
         let Some(current) = &self.current else {
             return Vec::new();
         };
-        let current: Vec<NetpolEndpointSlice> = current.values().cloned().collect();
-        let desired = plan::desired(wanted, &current, self.capacity);
-        plan::writes(&desired, &current)
+        plan::changes(wanted, current.values(), self.capacity)
     }
 
     /// How many slices are held.

@@ -513,7 +513,8 @@ impl Follower {
     }
 
     fn page_size(&self) -> PageSize {
-        if self.kind.is_policy() {
+        // Slices are large too: 1,000 endpoints, about 300 KB each.
+        if self.kind.is_policy() || self.kind == SourceKind::NetpolEndpointSlice {
             PageSize {
                 objects: self.config.policy_page_size,
                 bytes: self.config.policy_page_bytes,
