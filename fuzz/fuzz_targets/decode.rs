@@ -6,15 +6,12 @@
 
 use std::sync::OnceLock;
 
-use kube::api::ApiResource;
-use kube::runtime::watcher::Event;
+use kube::core::ApiResource;
 use libfuzzer_sys::fuzz_target;
-use netpol_agent::indexes::{Indexes, SourceEvent};
-use netpol_agent::sources::cluster::resources;
-use netpol_agent::sources::decode::{decode, Decoded};
-use netpol_agent::SourceKind;
 use netpol_api::{parse_values, parse_yaml, translate, Object};
 use netpol_fuzz::meter::{self, Meter};
+use netpol_indexes::decode::{decode, resources, Decoded};
+use netpol_indexes::{Event, Indexes, SourceEvent, SourceKind};
 use serde_json::Value;
 
 #[global_allocator]

@@ -31,13 +31,13 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kube::runtime::watcher::Event;
 use netpol_agent::controller::{self, ControllerConfig};
 use netpol_agent::driver::Input;
 use netpol_agent::health::Health;
 use netpol_agent::metrics::Metrics;
 use netpol_agent::sources::cluster::{spawn_watches, PodSource, Sinks, WatchConfig};
 use netpol_agent::SourceKind;
+use netpol_indexes::Event;
 use netpol_testkit::apiserver::{ApiServer, TrafficCount};
 use netpol_testkit::realistic;
 use prometheus_client::registry::Registry;

@@ -7,8 +7,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
+use netpol_indexes::Event;
 
 use super::health::{FatalOnUnwind, Health};
 use super::indexes::SourceEvent;

@@ -35,9 +35,7 @@ pub mod driver;
 pub mod flows;
 pub mod follow_files;
 pub mod health;
-pub mod indexes;
 pub mod instrumented;
-pub mod kind;
 pub mod lease;
 pub mod logline;
 pub mod metrics;
@@ -51,4 +49,7 @@ pub mod usage;
 pub mod would_be;
 
 pub use config::{AgentConfig, DatapathKind, DatapathOptions, SourceConfig};
-pub use kind::SourceKind;
+pub use netpol_indexes::SourceKind;
+/// The indexes live in their own crate, which builds without a Kubernetes client (the fuzz
+/// targets drive them); these keep the agent's paths.
+pub use netpol_indexes::{self as indexes, kind};

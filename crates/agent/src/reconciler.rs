@@ -26,7 +26,6 @@ use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
 use super::refusals::Refusal;
 use super::would_be::WouldBeRules;
-use kube::runtime::watcher::Event;
 use netpol_api::ValidationError;
 use netpol_datapath::{
     compile_endpoint_indexed, ApplyReport, Backoff, CompileIndex, CompileOptions, CompiledPods,
@@ -36,6 +35,7 @@ use netpol_engine::mapstate::ClassChange;
 use netpol_engine::{EndpointChanges, Engine, EngineConfig, IdentityId, Shared, SharedId};
 use netpol_hcn::discovery::EndpointDiscovery;
 use netpol_hcn::{HcnApi, HcnEnforcer};
+use netpol_indexes::Event;
 
 /// What one reconcile did.
 #[derive(Debug, Default)]

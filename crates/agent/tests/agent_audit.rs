@@ -5,11 +5,11 @@
 
 mod agent_support;
 
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::{EngineUpdate, Indexes, SourceEvent};
 use netpol_agent::SourceKind;
 use netpol_api::Object;
 use netpol_engine::{Enforcement, PolicyEntry};
+use netpol_indexes::Event;
 use serde_json::json;
 
 fn deny_all(enforcement: Option<&str>) -> Object {

@@ -2,10 +2,10 @@
 //! keeps only its isolation in the engine (its pods fail closed), is reported as over budget,
 //! and every other object and namespace keeps working.
 
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::{EngineUpdate, Indexes, PolicyBudgets, SourceEvent};
 use netpol_agent::SourceKind;
 use netpol_api::Object;
+use netpol_indexes::Event;
 use serde_json::{json, Value};
 
 const KIND: SourceKind = SourceKind::NetworkPolicy;

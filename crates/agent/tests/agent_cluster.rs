@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use agent_support::cluster::*;
 use agent_support::*;
-use kube::runtime::watcher::Event;
 use netpol_agent::driver::Input;
 use netpol_agent::sources::cluster::WatchConfig;
 use netpol_agent::SourceKind;
+use netpol_indexes::Event;
 use serde_json::json;
 
 #[test]

@@ -3,10 +3,10 @@
 mod agent_support;
 
 use agent_support::{scratch_dir, settled_scan};
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::SourceEvent;
 use netpol_agent::sources::files::{FileProblem, FileSource};
 use netpol_agent::SourceKind;
+use netpol_indexes::Event;
 
 const NAMESPACE_X: &str = "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n";
 const POLICY: &str = "apiVersion: networking.k8s.io/v1

@@ -1,10 +1,10 @@
 //! The indexes as pure state machines: watch events in, engine updates out.
 
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::{EngineUpdate, Indexes, SourceEvent};
 use netpol_agent::SourceKind;
 use netpol_api::Object;
 use netpol_engine::{Identity, IdentityKind};
+use netpol_indexes::Event;
 use serde_json::{json, Value};
 
 fn object(value: Value) -> Object {

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_support::*;
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::SourceEvent;
 use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
@@ -23,6 +22,7 @@ use netpol_hcn::sim::{Call, CallKind, HcnSim};
 use netpol_hcn::{
     AclRemoval, HcnAcls, HcnDatapath, IpSetMode, WriteOptions, DEFAULT_MAX_ACLS_PER_REQUEST,
 };
+use netpol_indexes::Event;
 use serde_json::{json, Value};
 
 const NAMESPACES: usize = 50;

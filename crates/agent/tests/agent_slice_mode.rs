@@ -4,13 +4,13 @@
 
 use std::collections::BTreeMap;
 
-use kube::runtime::watcher::Event;
 use netpol_agent::indexes::{Applied, Indexes, SourceEvent};
 use netpol_agent::SourceKind;
 use netpol_api::crd::NetpolEndpointSlice;
 use netpol_api::slices::{endpoint_of, plan, Endpoint};
 use netpol_api::Object;
 use netpol_engine::{Engine, EngineConfig, MapState};
+use netpol_indexes::Event;
 use serde_json::json;
 
 /// Lists every kind of `objects`, `keep` choosing which pods the pod watch sees.

@@ -4,9 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use kube::runtime::watcher::Event;
 use netpol_api::slices::{endpoint_of, Endpoint};
 use netpol_api::{Object, Pod};
+use netpol_indexes::Event;
 
 #[derive(Debug, Default)]
 pub struct World {

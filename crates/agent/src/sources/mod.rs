@@ -1,7 +1,7 @@
 //! Where watch events come from: the YAML files of the embedded mode, or the API server.
 
 pub mod cluster;
-pub mod decode;
+pub use netpol_indexes::decode;
 pub mod files;
 pub mod jitter;
 pub mod kube_api;

@@ -8,9 +8,9 @@
 
 use std::sync::mpsc::TrySendError;
 
-use kube::runtime::watcher::Event;
 use netpol_api::crd::NetpolEndpointSlice;
 use netpol_api::ValidationError;
+use netpol_indexes::Event;
 use serde_json::Value;
 
 use super::{Follower, Stopped, FULL_CHANNEL_RETRY};

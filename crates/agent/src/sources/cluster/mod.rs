@@ -47,15 +47,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::ApiResource;
 use kube::Client;
-use netpol_api::crd::{
-    AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
-    CiliumNetworkPolicy, ClusterNetworkPolicy, NetpolEndpointSlice,
-};
-use netpol_api::{Node, ObjectRef, Pod};
+use netpol_api::crd::NetpolEndpointSlice;
+use netpol_api::ObjectRef;
+pub use netpol_indexes::decode::resources;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -132,39 +128,6 @@ pub struct Sinks {
     pub inputs: SyncSender<Input>,
     pub metrics: Metrics,
     pub health: Arc<Health>,
-}
-
-/// Every watched kind with its API resource.
-pub fn resources() -> Vec<(SourceKind, ApiResource)> {
-    vec![
-        (SourceKind::Namespace, ApiResource::erase::<Namespace>(&())),
-        (SourceKind::Pod, ApiResource::erase::<Pod>(&())),
-        (SourceKind::Node, ApiResource::erase::<Node>(&())),
-        (
-            SourceKind::NetworkPolicy,
-            ApiResource::erase::<NetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::AdminNetworkPolicy,
-            ApiResource::erase::<AdminNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::BaselineAdminNetworkPolicy,
-            ApiResource::erase::<BaselineAdminNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::ClusterNetworkPolicy,
-            ApiResource::erase::<ClusterNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::CiliumNetworkPolicy,
-            ApiResource::erase::<CiliumNetworkPolicy>(&()),
-        ),
-        (
-            SourceKind::CiliumClusterwideNetworkPolicy,
-            ApiResource::erase::<CiliumClusterwideNetworkPolicy>(&()),
-        ),
-    ]
 }
 
 /// Where remote pods come from: every Pod (direct mode), or NetpolEndpointSlices with this

@@ -42,8 +42,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use kube::runtime::watcher::Event;
 use netpol_api::{Object, ObjectRef, ValidationError};
+use netpol_indexes::Event;
 
 use objects::{file_digest, parse_file, Digests, FileError, Key, Parsed};
 pub use templates::TemplatePlacement;

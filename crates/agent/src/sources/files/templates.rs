@@ -6,10 +6,10 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
-use kube::runtime::watcher::Event;
 use netpol_api::pod::{PodSpec, PodStatus};
 use netpol_api::workloads::{template_owner, Placement};
 use netpol_api::Object;
+use netpol_indexes::Event;
 
 use crate::indexes::SourceEvent;
 

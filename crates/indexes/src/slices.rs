@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use kube::runtime::watcher::Event;
+use crate::event::Event;
 use netpol_api::crd::{NetpolEndpointSlice, SliceEndpoint};
 use netpol_api::slices::pod_of;
 use netpol_api::Pod;

@@ -1,13 +1,16 @@
 //! The indexes: pure state machines that turn watch events into engine updates.
 //!
-//! Every kind is fed `kube::runtime::watcher::Event`s, whether they come from a Kubernetes watch
-//! or from the files of the embedded mode. Each index keeps the values it derives from objects
+//! Every kind is fed [`Event`]s, whether they come from a Kubernetes watch or from the files of
+//! the embedded mode. Each index keeps the values it derives from objects
 //! (identities, translated entries), not the objects themselves, and reports only the updates
 //! that change what the engine sees. Namespace labels are part of every pod identity, so a
 //! namespace relabel turns into updates of that namespace's pods.
 
 mod budget;
+pub mod decode;
+pub mod event;
 mod keyed;
+pub mod kind;
 mod nodes;
 mod pods;
 mod policies;
@@ -17,19 +20,19 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::runtime::watcher::Event;
 use netpol_api::cluster::{namespace_labels, namespace_name_labels};
 use netpol_api::{Object, ObjectRef, ValidationError, Warning};
 use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
 pub use budget::{PolicyBudgets, PolicyCost, OVER_BUDGET_PREFIX};
+pub use event::Event;
 pub use keyed::{Change, Keyed};
 pub use nodes::{Nodes, OwnNode};
 pub use pods::{PodClaim, Pods};
 pub use policies::{Policies, PolicyCounts};
 pub use slices::Slices;
 
-use super::kind::SourceKind;
+pub use kind::SourceKind;
 
 /// One watch event of one kind.
 #[derive(Clone, Debug)]

@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{DefaultHasher, Hash, Hasher};
 
-use kube::runtime::watcher::Event;
+use crate::event::Event;
 use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError, Warning};
 use netpol_engine::{Enforcement, PolicyEntry};
 
 use super::budget::{is_over_budget, BudgetBook, PolicyBudgets};
 use super::keyed::{Change, Keyed};
 use super::{Applied, EngineUpdate, Rejection};
-use crate::kind::SourceKind;
+use crate::SourceKind;
 
 /// How many policies of each kind are known, valid and invalid.
 pub type PolicyCounts = BTreeMap<SourceKind, ValidityCounts>;

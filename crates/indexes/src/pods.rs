@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use kube::runtime::watcher::Event;
+use crate::event::Event;
 use netpol_api::cluster::{namespace_name_labels, pod_identities};
 use netpol_api::{Pod, DEFAULT_NAMESPACE};
 use netpol_engine::{Identity, IdentityKind, LabelInterner, SharedLabels};

@@ -6,7 +6,7 @@
 //! that kubelet's probes keep passing, and [`Nodes::own_node`] says it is missing, for a warning,
 //! a metric and `/readyz`. If it was never seen, no address is known to admit.
 
-use kube::runtime::watcher::Event;
+use crate::event::Event;
 use netpol_api::cluster::node_identities;
 use netpol_api::Node;
 use netpol_engine::Identity;

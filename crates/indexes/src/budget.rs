@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use netpol_api::{ObjectRef, Translation, ValidationError};
 use netpol_engine::{Peer, PolicyEntry};
 
-use crate::kind::SourceKind;
+use crate::SourceKind;
 
 /// How much one object, and the objects of one namespace together, may name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,11 +1,50 @@
 //! Reads one object of a watched kind from raw JSON through netpol-api's validation. An object
 //! whose shape does not fit its kind is rejected alone, with an error naming it and the field.
 
-use kube::api::ApiResource;
-use netpol_api::{Object, ObjectRef, ValidationError};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use kube::core::ApiResource;
+use netpol_api::crd::{
+    AdminNetworkPolicy, BaselineAdminNetworkPolicy, CiliumClusterwideNetworkPolicy,
+    CiliumNetworkPolicy, ClusterNetworkPolicy,
+};
+use netpol_api::{Node, Object, ObjectRef, Pod, ValidationError};
 use serde_json::Value;
 
-use crate::kind::SourceKind;
+use crate::SourceKind;
+
+/// Every watched kind with its API resource.
+pub fn resources() -> Vec<(SourceKind, ApiResource)> {
+    vec![
+        (SourceKind::Namespace, ApiResource::erase::<Namespace>(&())),
+        (SourceKind::Pod, ApiResource::erase::<Pod>(&())),
+        (SourceKind::Node, ApiResource::erase::<Node>(&())),
+        (
+            SourceKind::NetworkPolicy,
+            ApiResource::erase::<NetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::AdminNetworkPolicy,
+            ApiResource::erase::<AdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::BaselineAdminNetworkPolicy,
+            ApiResource::erase::<BaselineAdminNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::ClusterNetworkPolicy,
+            ApiResource::erase::<ClusterNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumNetworkPolicy,
+            ApiResource::erase::<CiliumNetworkPolicy>(&()),
+        ),
+        (
+            SourceKind::CiliumClusterwideNetworkPolicy,
+            ApiResource::erase::<CiliumClusterwideNetworkPolicy>(&()),
+        ),
+    ]
+}
 
 /// One object as read.
 #[derive(Debug)]
