@@ -257,20 +257,22 @@ fn slice_mode_programs_what_direct_mode_programs_on_a_synthetic_cluster() {
     assert_modes_agree(&server, "slices-synth");
 }
 
+/// A server with `replicas` `shop` pods named `PREFIX{i}` on node-2, published by a controller.
+fn published_shop(prefix: &str, replicas: u32) -> (ApiServer, Controller) {
+    let server = ApiServer::start();
+    for i in 0..replicas {
+        let name = format!("{prefix}{i}");
+        let ip = format!("10.1.0.{}", i + 1);
+        server.preload(pod(&name, "shop", "node-2", &ip, "web"));
+    }
+    let controller = Controller::start(&server, "a");
+    wait_for("the first publication", || in_step(&server));
+    (server, controller)
+}
+
 #[test]
 fn a_rolling_update_is_a_handful_of_writes() {
-    let server = ApiServer::start();
-    for i in 0..100 {
-        server.preload(pod(
-            &format!("web-old-{i}"),
-            "shop",
-            "node-2",
-            &format!("10.1.0.{}", i + 1),
-            "web",
-        ));
-    }
-    let _controller = Controller::start(&server, "a");
-    wait_for("the first publication", || in_step(&server));
+    let (server, _controller) = published_shop("web-old-", 100);
     let first = slice_writes(&server).len();
     assert_eq!(
         first,
@@ -299,18 +301,7 @@ fn a_rolling_update_is_a_handful_of_writes() {
 
 #[test]
 fn a_slice_changed_behind_the_controllers_back_is_read_again_not_overwritten() {
-    let server = ApiServer::start();
-    for i in 0..10 {
-        server.preload(pod(
-            &format!("web-{i}"),
-            "shop",
-            "node-2",
-            &format!("10.1.0.{}", i + 1),
-            "web",
-        ));
-    }
-    let controller = Controller::start(&server, "a");
-    wait_for("the first publication", || in_step(&server));
+    let (server, controller) = published_shop("web-", 10);
     // Someone else writes the slice (a previous leader's late write): a stray endpoint.
     let mut slice = server.objects("NetpolEndpointSlice").remove(0);
     let mut stray = slice["spec"]["endpoints"][0].clone();

@@ -124,6 +124,21 @@ fn by_kind_and_name(docs: Vec<Value>) -> BTreeMap<(String, String), Value> {
         .collect()
 }
 
+/// The container's arguments, with `from_env` (what the pod's environment gives), parse with
+/// the binary's parser.
+fn assert_args_parse(container: &Value, from_env: &str) {
+    let mut args = vec!["netpol".to_string()];
+    args.extend(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.push(from_env.into());
+    Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
 fn check_overlay(overlay: &str, os: &str, image: &str) {
     let rendered = by_kind_and_name(render(&config().join(overlay)));
     let version = env!("CARGO_PKG_VERSION");
@@ -145,17 +160,8 @@ fn check_overlay(overlay: &str, os: &str, image: &str) {
         rendered.contains_key(&("ServiceAccount".to_string(), account.to_string())),
         "{overlay}: ServiceAccount {account} is rendered beside the DaemonSet"
     );
-    let mut args = vec!["netpol".to_string()];
-    args.extend(
-        container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
     // The node name comes from NODE_NAME in the pod.
-    args.push("--node=node-1".into());
-    Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{overlay}: {args:?}: {e}"));
+    assert_args_parse(container, "--node=node-1");
     for ((kind, name), doc) in &rendered {
         let namespaced = !CLUSTER_SCOPED.contains(&kind.as_str());
         assert_eq!(
@@ -222,17 +228,8 @@ fn the_controller_overlay_renders() {
         "ServiceAccount",
         pod["serviceAccountName"].as_str().unwrap(),
     );
-    let mut args = vec!["netpol".to_string()];
-    args.extend(
-        container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
     // The identity comes from POD_NAME in the pod.
-    args.push("--identity=netpol-controller-0".into());
-    Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert_args_parse(container, "--identity=netpol-controller-0");
     let budget = get("PodDisruptionBudget", "netpol-controller");
     assert_eq!(budget["spec"]["minAvailable"], 1);
     assert_eq!(
