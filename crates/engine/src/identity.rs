@@ -1,6 +1,8 @@
-//! Identities: what a policy peer can select. A pod or node address, or a prefix outside the
-//! cluster. Each identity carries exactly one prefix (a pod's IPv4 and IPv6 addresses are two
-//! identities with the same labels), so that CIDR peers match per address family exactly.
+//! Identities: what a policy peer can select. Pod and node addresses, or prefixes outside the
+//! cluster. An [`Identity`] value carries one prefix (a pod's IPv4 and IPv6 addresses are two
+//! identities with the same labels), so that CIDR peers match per address family exactly; the
+//! store groups them: replicas alike into one shared identity, world prefixes alike into one
+//! class ([`WorldClass`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
@@ -10,6 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::labels::SharedLabels;
 use crate::ports::NamedPort;
+
+mod world;
+
+pub use world::{EntryRef, WorldClass};
 
 /// A small, stable handle for an identity. Allocated by [`IdentityStore`]; never reused while the
 /// store lives, so a removed identity cannot be confused with a new one.
@@ -63,7 +69,8 @@ pub enum IdentityKind {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Identity {
     pub kind: IdentityKind,
-    /// A host prefix (/32, /128) for pods and nodes; the CIDR for world identities.
+    /// A host prefix (/32, /128) for pods and nodes; the CIDR for world identities (for a
+    /// stored class of prefixes, its lowest: see [`IdentityStore::members`] for all).
     pub prefix: IpNet,
 }
 
@@ -137,6 +144,9 @@ enum IdentityKey {
         kind: IdentityKind,
         cidrs: Vec<IpNet>,
     },
+    /// A class of prefixes outside the cluster that every selector treats alike (see
+    /// [`WorldClass`]).
+    World(WorldClass),
 }
 
 #[derive(Clone, Debug)]
@@ -144,7 +154,8 @@ struct Stored {
     /// An identity standing for every member: its kind, and the prefix of one member. Selection
     /// evaluated on it holds for every member, because members differ in nothing a selector reads.
     representative: Identity,
-    /// Member addresses (host prefixes), or the world prefix.
+    /// Member addresses (host prefixes), or the world prefixes (one, or a class of them: see
+    /// [`WorldClass`]).
     members: Vec<IpNet>,
     key: IdentityKey,
 }
@@ -268,7 +279,7 @@ impl IdentityStore {
                 kind: kind.clone(),
                 prefix: identity.prefix,
             },
-            IdentityKey::Exact(_) => identity.clone(),
+            IdentityKey::Exact(_) | IdentityKey::World(_) => identity.clone(),
         };
         if identity.is_world() {
             self.world.insert(identity.prefix, id);
@@ -281,6 +292,7 @@ impl IdentityStore {
                     }
                 }
                 IdentityKey::Exact(_) => self.exact_hosts += 1,
+                IdentityKey::World(_) => {}
             }
         }
         self.by_key.insert(key.clone(), id);
@@ -300,7 +312,11 @@ impl IdentityStore {
         let stored = self.by_id.remove(&id)?;
         self.by_key.remove(&stored.key);
         if stored.representative.is_world() {
-            self.world.remove(&stored.representative.prefix);
+            for member in &stored.members {
+                if self.world.get(member) == Some(&id) {
+                    self.world.remove(member);
+                }
+            }
         } else {
             match &stored.key {
                 IdentityKey::Shared { cidrs, .. } => {
@@ -314,6 +330,7 @@ impl IdentityStore {
                     }
                 }
                 IdentityKey::Exact(_) => self.exact_hosts -= 1,
+                IdentityKey::World(_) => {}
             }
         }
         for member in &stored.members {
@@ -365,21 +382,27 @@ impl IdentityStore {
         }
     }
 
-    /// Every identity with addresses inside `prefix`: the world prefixes it holds (a range of
-    /// the sorted world map) and the pod and node identities ([`IdentityStore::hosts_within`]).
+    /// Every identity with addresses inside `prefix`: the world identities of the world
+    /// prefixes it holds ([`IdentityStore::worlds_within`]) and the pod and node identities
+    /// ([`IdentityStore::hosts_within`]), each once.
     pub fn identities_within(&self, prefix: IpNet) -> Vec<IdentityId> {
+        let worlds: BTreeSet<IdentityId> = self.worlds_within(prefix).map(|(_, id)| id).collect();
+        let mut ids: Vec<IdentityId> = worlds.into_iter().collect();
+        ids.extend(self.hosts_within(prefix));
+        ids
+    }
+
+    /// The world prefixes inside `prefix` (itself included), each with its identity: a range of
+    /// the sorted world map.
+    pub fn worlds_within(&self, prefix: IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
         let (first, last) = (prefix.network(), prefix.broadcast());
         let max_len = if first.is_ipv4() { 32 } else { 128 };
         let range = IpNet::new(first, 0).expect("length 0")
             ..=IpNet::new(last, max_len).expect("host length");
-        let mut ids: Vec<IdentityId> = self
-            .world
+        self.world
             .range(range)
-            .filter(|(net, _)| prefix.contains(*net))
-            .map(|(_, id)| *id)
-            .collect();
-        ids.extend(self.hosts_within(prefix));
-        ids
+            .filter(move |(net, _)| prefix.contains(*net))
+            .map(|(net, id)| (*net, *id))
     }
 
     /// One member prefix of the identity in the given family (IPv6 or not), if it has one.
@@ -408,7 +431,7 @@ impl IdentityStore {
         Some(hasher.finish())
     }
 
-    /// The addresses of an identity: its members' host prefixes, or its world prefix.
+    /// The addresses of an identity: its members' host prefixes, or its world prefixes.
     pub fn members(&self, id: IdentityId) -> &[IpNet] {
         self.by_id.get(&id).map_or(&[], |s| s.members.as_slice())
     }
@@ -439,10 +462,28 @@ impl IdentityStore {
             IdentityKind::Node(n) if stored.members.len() > 1 => {
                 format!("node {} [{}]", n.name, members.join(","))
             }
+            IdentityKind::World if stored.members.len() > 1 => {
+                let mut prefixes = stored.members.clone();
+                prefixes.sort_unstable();
+                let prefixes: Vec<String> = prefixes.iter().map(IpNet::to_string).collect();
+                format!("world [{}]", prefixes.join(","))
+            }
             _ if stored.members.len() > 1 => {
                 format!("{} [{}]", stored.representative, members.join(","))
             }
             _ => stored.representative.to_string(),
+        }
+    }
+
+    /// A short name for an identity, for people: its representative, and for a class of world
+    /// prefixes how many more it has ("world 192.0.2.1/32 (+49,999 prefixes)").
+    pub fn summary(&self, id: IdentityId) -> String {
+        match self.by_id.get(&id) {
+            None => format!("unknown identity {id}"),
+            Some(stored) if stored.representative.is_world() && stored.members.len() > 1 => {
+                world::describe_class(&stored.representative, stored.members.len())
+            }
+            Some(stored) => stored.representative.to_string(),
         }
     }
 
@@ -526,7 +567,7 @@ impl IdentityStore {
         // Every member of every identity, sorted by family and first address, so the members
         // inside a prefix are one range of it: a policy's 60,000 `except`s are 60,000 world
         // identities, and scanning all members for each of them was quadratic.
-        let mut members: Vec<(bool, u128, u128, IdentityId, bool, u8)> = self
+        let mut members: Vec<MemberSpan> = self
             .by_id
             .iter()
             .flat_map(|(id, s)| {
@@ -540,43 +581,59 @@ impl IdentityStore {
         members.sort_unstable();
         let mut out = HashMap::new();
         for (id, stored) in &self.by_id {
-            let prefix = stored.representative.prefix;
             if !stored.representative.is_world() {
-                out.insert(*id, prefix.addr());
+                out.insert(*id, stored.representative.prefix.addr());
                 continue;
             }
-            let (start, end) = span(&prefix);
-            let v6 = prefix.addr().is_ipv6();
-            let first = members.partition_point(|m| (m.0, m.1) < (v6, start));
-            // Holes: what lies inside the prefix and claims its addresses first (a longer
-            // prefix, or a pod or node address), sorted by their first address.
-            let holes = members[first..]
+            // A class of prefixes: the first of its prefixes, in order, with an address of its own.
+            let mut prefixes = stored.members.clone();
+            prefixes.sort_unstable();
+            if let Some(address) = prefixes
                 .iter()
-                .take_while(|m| m.0 == v6 && m.1 <= end)
-                .filter(|m| m.3 != *id && m.2 <= end)
-                .filter(|m| m.5 > prefix.prefix_len() || !m.4)
-                .map(|m| (m.1, m.2));
-            // The first address after the holes; none when they reach the top of the address
-            // space (a hole ending at `u128::MAX` leaves nothing after it, and saturating there
-            // would name an address inside the hole).
-            let mut candidate = Some(start);
-            for (lo, hi) in holes {
-                match candidate {
-                    Some(c) if c > hi => {}
-                    Some(c) if c >= lo => candidate = hi.checked_add(1),
-                    _ => break,
-                }
-            }
-            if let Some(candidate) = candidate.filter(|c| *c <= end) {
-                let address = match prefix {
-                    IpNet::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(candidate as u32)),
-                    IpNet::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(candidate)),
-                };
+                .find_map(|prefix| unclaimed_address(&members, *id, prefix))
+            {
                 out.insert(*id, address);
             }
         }
         out
     }
+}
+
+/// A member of an identity as [`IdentityStore::representative_addresses`] sorts them: family
+/// (IPv6 or not), first and last address, identity, whether a world prefix, prefix length.
+type MemberSpan = (bool, u128, u128, IdentityId, bool, u8);
+
+/// The lowest address of the world prefix `prefix` (of identity `id`) that no longer prefix or
+/// host claims first; `members`: every member of every identity, as
+/// [`IdentityStore::representative_addresses`] sorts them.
+fn unclaimed_address(members: &[MemberSpan], id: IdentityId, prefix: &IpNet) -> Option<IpAddr> {
+    let (start, end) = span(prefix);
+    let v6 = prefix.addr().is_ipv6();
+    let first = members.partition_point(|m| (m.0, m.1) < (v6, start));
+    // Holes: what lies inside the prefix and claims its addresses first (a longer prefix, or
+    // a pod or node address), sorted by their first address.
+    let holes = members[first..]
+        .iter()
+        .take_while(|m| m.0 == v6 && m.1 <= end)
+        .filter(|m| m.3 != id && m.2 <= end)
+        .filter(|m| m.5 > prefix.prefix_len() || !m.4)
+        .map(|m| (m.1, m.2));
+    // The first address after the holes; none when they reach the top of the address space (a
+    // hole ending at `u128::MAX` leaves nothing after it, and saturating there would name an
+    // address inside the hole).
+    let mut candidate = Some(start);
+    for (lo, hi) in holes {
+        match candidate {
+            Some(c) if c > hi => {}
+            Some(c) if c >= lo => candidate = hi.checked_add(1),
+            _ => break,
+        }
+    }
+    let candidate = candidate.filter(|c| *c <= end)?;
+    Some(match prefix {
+        IpNet::V4(_) => IpAddr::from(std::net::Ipv4Addr::from(candidate as u32)),
+        IpNet::V6(_) => IpAddr::from(std::net::Ipv6Addr::from(candidate)),
+    })
 }
 
 fn span(net: &IpNet) -> (u128, u128) {

@@ -34,7 +34,9 @@ pub use entry::{
     Tier, Verdict,
 };
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
-pub use identity::{Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo};
+pub use identity::{
+    EntryRef, Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo, WorldClass,
+};
 pub use labels::{
     LabelInterner, LabelSelector, Labels, Requirement, SharedLabels, NAMESPACE_NAME_LABEL,
 };

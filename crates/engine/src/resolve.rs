@@ -12,7 +12,7 @@ use crate::labels::NAMESPACE_NAME_LABEL;
 use crate::ports::{PortMatch, Protocol};
 use crate::precedence::{isolation_key, Levels};
 use crate::reference::Reason;
-use crate::selector::{Peer, PodSelector};
+use crate::selector::{Peer, PeerReach, PodSelector};
 use crate::selector_cache::SelectorId;
 
 /// Evaluation bands: the three tiers and, below them, the default.
@@ -39,7 +39,7 @@ type MergeKey = (Direction, SelectorId, u32, Arc<[RulePort]>);
 #[derive(Clone, Debug)]
 pub struct SelectorRule {
     pub direction: Direction,
-    pub peer: Peer,
+    pub peer: PeerReach,
     pub selector: SelectorId,
     pub band: Band,
     pub level: u32,
@@ -207,7 +207,7 @@ impl EndpointPolicy {
                 merged.insert(key, policy.rules.len());
                 policy.rules.push(SelectorRule {
                     direction: entry.direction,
-                    peer: peer.clone(),
+                    peer: PeerReach::of(peer),
                     selector,
                     band: Band::Tier(entry.tier),
                     level,
@@ -219,6 +219,9 @@ impl EndpointPolicy {
             }
         }
         policy.flatten();
+        // Kept as long as the endpoint: no growth slack (a rule per peer, 50,000 for one
+        // CIDR-heavy entry).
+        policy.rules.shrink_to_fit();
         policy
     }
 

@@ -133,12 +133,7 @@ impl Peer {
 
     /// True unless the peer is host-relative and the identity is on the wrong side.
     pub fn node_relation_holds(&self, identity: &Identity, local_node: Option<&str>) -> bool {
-        let node_name = identity.as_node().map(|n| n.name.as_str());
-        match self {
-            Peer::Entity(Entity::Host) => node_name.is_some() && node_name == local_node,
-            Peer::Entity(Entity::RemoteNode) => node_name.is_some() && node_name != local_node,
-            _ => true,
-        }
+        PeerReach::of(self).node_relation_holds(identity, local_node)
     }
 
     pub fn is_node_relative(&self) -> bool {
@@ -158,6 +153,47 @@ impl Peer {
                 .map(|n| n.trunc())
                 .collect(),
             _ => Vec::new(),
+        }
+    }
+}
+
+/// What a rule needs of its peer beyond the identities its selector selects: whether it is the
+/// wildcard, and whether it is relative to the endpoint's node. One byte, not the peer: an
+/// endpoint has a rule per peer, and a policy may have 50,000 CIDR peers (issue 33).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerReach {
+    /// Every identity: the MapState keys it as identity `*`.
+    Wildcard,
+    /// The endpoint's own node ([`Entity::Host`]).
+    Host,
+    /// Every node but the endpoint's ([`Entity::RemoteNode`]).
+    RemoteNode,
+    /// What its selector selects.
+    Selected,
+}
+
+impl PeerReach {
+    pub fn of(peer: &Peer) -> PeerReach {
+        match peer {
+            Peer::Entity(Entity::All) => PeerReach::Wildcard,
+            Peer::Entity(Entity::Host) => PeerReach::Host,
+            Peer::Entity(Entity::RemoteNode) => PeerReach::RemoteNode,
+            _ => PeerReach::Selected,
+        }
+    }
+
+    /// See [`Peer::is_wildcard`].
+    pub fn is_wildcard(self) -> bool {
+        self == PeerReach::Wildcard
+    }
+
+    /// See [`Peer::node_relation_holds`].
+    pub fn node_relation_holds(self, identity: &Identity, local_node: Option<&str>) -> bool {
+        let node_name = identity.as_node().map(|n| n.name.as_str());
+        match self {
+            PeerReach::Host => node_name.is_some() && node_name == local_node,
+            PeerReach::RemoteNode => node_name.is_some() && node_name != local_node,
+            PeerReach::Wildcard | PeerReach::Selected => true,
         }
     }
 }

@@ -16,7 +16,7 @@ use ipnet::IpNet;
 use crate::identity::{Identity, IdentityId, IdentityKind, IdentityStore};
 use crate::labels::Labels;
 use crate::prefixes::truncations;
-use crate::selector::Peer;
+use crate::selector::{CidrSelector, Peer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SelectorId(pub u32);
@@ -47,6 +47,17 @@ pub struct SelectorCache {
     cidrs: CidrSelectors,
     /// The other selectors by a label each requires.
     anchors: SelectorAnchors,
+}
+
+/// The world identities a CIDR selector selects: the classes of the world prefixes it covers.
+/// Every prefix of a class is selected by the same live entries, so the selector's entry covers
+/// the whole class through its peers ([`crate::identity::WorldClass`]).
+fn worlds_covered(cidr: &CidrSelector, store: &IdentityStore) -> BTreeSet<IdentityId> {
+    store
+        .worlds_within(cidr.net)
+        .filter(|(prefix, _)| cidr.covers(prefix))
+        .map(|(_, id)| id)
+        .collect()
 }
 
 /// One label a selector requires of every identity it selects: a pod label or a namespace label
@@ -121,19 +132,24 @@ impl SelectorAnchors {
 /// The CIDR selectors by prefix, with the distinct prefix lengths they have.
 #[derive(Debug, Default)]
 struct CidrSelectors {
-    by_net: HashMap<IpNet, BTreeSet<SelectorId>>,
+    /// A few selectors a prefix (those with other exceptions), most often one: a vector, not a
+    /// set, whose node would cost more than the prefix's other state (issue 33).
+    by_net: HashMap<IpNet, Vec<SelectorId>>,
     lengths: BTreeMap<u8, usize>,
 }
 
 impl CidrSelectors {
     fn insert(&mut self, net: IpNet, id: SelectorId) {
-        self.by_net.entry(net.trunc()).or_default().insert(id);
+        let ids = self.by_net.entry(net.trunc()).or_default();
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
         *self.lengths.entry(net.prefix_len()).or_default() += 1;
     }
 
     fn remove(&mut self, net: IpNet, id: SelectorId) {
         if let Some(ids) = self.by_net.get_mut(&net.trunc()) {
-            ids.remove(&id);
+            ids.retain(|i| *i != id);
             if ids.is_empty() {
                 self.by_net.remove(&net.trunc());
             }
@@ -242,15 +258,15 @@ impl SelectorCache {
         self.next += 1;
         let selected = match (peer, self.index.candidates(peer)) {
             // Only identities inside the prefix can be selected: found by range, not by scan.
-            (Peer::Cidr(cidr), _) => store
-                .identities_within(cidr.net)
-                .into_iter()
-                .filter(|id| {
+            (Peer::Cidr(cidr), _) => {
+                let mut selected = worlds_covered(cidr, store);
+                selected.extend(store.hosts_within(cidr.net).into_iter().filter(|id| {
                     store
                         .get(*id)
                         .is_some_and(|i| peer.selects_ignoring_node(i))
-                })
-                .collect(),
+                }));
+                selected
+            }
             (_, Some(candidates)) => candidates
                 .iter()
                 .copied()
@@ -294,6 +310,19 @@ impl SelectorCache {
                 }
                 self.by_peer.remove(&sel.peer);
             }
+        }
+    }
+
+    /// Gives back the tables' room once most selectors are gone: hash tables keep their largest
+    /// size, and five CIDR-heavy policies taken out left 84 MB of empty slots (issue 33).
+    /// Amortized: a table shrinks when under a quarter full, to what it holds.
+    pub fn trim(&mut self) {
+        if self.selectors.len() * 4 < self.selectors.capacity() {
+            self.selectors.shrink_to_fit();
+            self.by_peer.shrink_to_fit();
+        }
+        if self.cidrs.by_net.len() * 4 < self.cidrs.by_net.capacity() {
+            self.cidrs.by_net.shrink_to_fit();
         }
     }
 
@@ -360,11 +389,65 @@ impl SelectorCache {
 
 impl SelectorCache {
     /// The selectors that may select `identity`: the CIDR selectors holding its address and
-    /// the others anchored at one of its labels or at none, in id order.
+    /// the others anchored at one of its labels or at none, in id order. A world identity's
+    /// CIDR selectors are left to [`SelectorCache::refresh_worlds`]: one may select it through a
+    /// prefix of its class other than the representative's.
     fn candidates(&self, identity: &Identity) -> BTreeSet<SelectorId> {
         let mut out = self.anchors.candidates(identity);
-        out.extend(self.cidrs.holding(&identity.prefix));
+        if !identity.is_world() {
+            out.extend(self.cidrs.holding(&identity.prefix));
+        }
         out
+    }
+
+    /// Brings the CIDR selectors up to date with the world prefixes that came, went or moved to
+    /// another class (`moved`), after [`SelectorCache::apply`] has applied the commit's other
+    /// identity changes, adding what changed to `deltas`. A CIDR selector selects the classes
+    /// of the world prefixes it covers; only those holding a moved prefix can differ, and each
+    /// is evaluated once.
+    pub fn refresh_worlds(
+        &mut self,
+        store: &IdentityStore,
+        moved: &[IpNet],
+        deltas: &mut HashMap<SelectorId, SelectorDelta>,
+    ) {
+        let holding: BTreeSet<SelectorId> =
+            moved.iter().flat_map(|p| self.cidrs.holding(p)).collect();
+        for sid in holding {
+            let sel = self
+                .selectors
+                .get_mut(&sid)
+                .expect("indexed selector exists");
+            let Peer::Cidr(cidr) = &sel.peer else {
+                continue;
+            };
+            let now = worlds_covered(cidr, store);
+            // Pod and node identities went through `apply`: what is left of the selection that is
+            // not a pod or node now is a world identity, present or gone.
+            let before: Vec<IdentityId> = sel
+                .selected
+                .iter()
+                .filter(|id| store.get(**id).is_none_or(Identity::is_world))
+                .copied()
+                .collect();
+            let mut delta = SelectorDelta::default();
+            for id in &before {
+                if !now.contains(id) {
+                    sel.selected.remove(id);
+                    delta.removed.push(*id);
+                }
+            }
+            for id in now {
+                if sel.selected.insert(id) {
+                    delta.added.push(id);
+                }
+            }
+            if !delta.added.is_empty() || !delta.removed.is_empty() {
+                let entry = deltas.entry(sid).or_default();
+                entry.added.extend(delta.added);
+                entry.removed.extend(delta.removed);
+            }
+        }
     }
 
     /// The id of a selector already in use.

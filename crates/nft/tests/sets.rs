@@ -38,6 +38,8 @@ fn shared_store() -> IdentityStore {
         let (id, _) = store.insert_shared(pod(i, address), cidrs(address));
         assert_eq!(reference.resolve(address), Some(id), "ids as store_with's");
     }
+    // The pooled world class `build` adds after the hosts.
+    pool(&mut store);
     store
 }
 
@@ -50,6 +52,7 @@ fn pod(i: usize, address: IpAddr) -> Identity {
 fn cidrs(address: IpAddr) -> Vec<IpNet> {
     WORLDS
         .iter()
+        .chain(POOLED.iter())
         .map(|w| w.parse::<IpNet>().unwrap())
         .filter(|w| w.contains(&address))
         .collect()

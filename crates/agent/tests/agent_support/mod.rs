@@ -338,3 +338,4 @@ pub fn ip(text: &str) -> IpAddr {
     text.parse().unwrap()
 }
 pub mod cluster;
+pub mod counting;

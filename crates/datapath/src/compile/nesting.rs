@@ -18,7 +18,7 @@
 //! member stands for all, and a replica joining an identity never changes the placement. The
 //! datapath then names the identity's address set and updates its contents.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ipnet::IpNet;
 use netpol_engine::prefixes::truncations;
@@ -59,17 +59,21 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// One node per family of an identity's addresses: a world prefix, or the members of a pod
-    /// or node identity in each family it has members in.
+    /// The nodes of an identity's addresses: one per world prefix (a world identity may be a
+    /// class of several), or one per family a pod or node identity has members in.
     pub fn all_of(store: &IdentityStore, id: IdentityId) -> Result<Vec<Node>, CompileError> {
         let identity = store.get(id).ok_or(CompileError::UnknownIdentity(id))?;
         if identity.is_world() {
-            return Ok(vec![Node {
-                id,
-                family: Family::of(&identity.prefix),
-                prefix: identity.prefix,
-                host: false,
-            }]);
+            return Ok(store
+                .members(id)
+                .iter()
+                .map(|prefix| Node {
+                    id,
+                    family: Family::of(prefix),
+                    prefix: *prefix,
+                    host: false,
+                })
+                .collect());
         }
         Ok([false, true]
             .into_iter()
@@ -125,6 +129,13 @@ impl Enclosers {
             .push((self.count, node));
         self.lengths.insert(node.prefix.prefix_len());
         self.count += 1;
+    }
+
+    /// Every prefix inserted, in order of insertion.
+    fn prefixes(&self) -> Vec<IpNet> {
+        let mut nodes: Vec<&(usize, Node)> = self.by_prefix.values().flatten().collect();
+        nodes.sort_unstable_by_key(|(at, _)| *at);
+        nodes.into_iter().map(|(_, n)| n.prefix).collect()
     }
 
     /// The nodes `node` is nested in, deepest first, each with its position of insertion.
@@ -292,54 +303,85 @@ pub(crate) fn place(
         })
         .filter(|n| leaking_index.of(n).next().is_some())
         .collect();
-    let mut hosts: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
+    let mut hosts_seen: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
     for outer in &leaking {
         for id in store.hosts_within(outer.prefix) {
             for node in Node::all_of(store, id)? {
-                if node.family == outer.family && hosts.insert(node.key()) {
+                if node.family == outer.family && hosts_seen.insert(node.key()) {
                     nested.push(node);
                 }
             }
         }
     }
-    // Enclosing identities first, so an identity's ancestors are decided before it.
+    // Enclosing identities first, so an identity's ancestors are decided before it. World
+    // prefixes come before every pod or node address of their family.
     nested.sort_by_key(|n| (n.depth(), n.id, n.prefix));
+    let (worlds, mut hosts): (Vec<Node>, Vec<Node>) = nested.into_iter().partition(|n| !n.host);
 
-    let mut analysis = Analysis::new(entries);
-    let mut exceptions: Vec<Node> = Vec::new();
-    // Only world identities can enclose others, so only their lists can catch other addresses.
-    let mut enclosing_exceptions = Enclosers::default();
-    let mut shadowed: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
-    let mut enclosure = HashMap::new();
-    for node in &nested {
-        let provider = enclosing_exceptions.of(node).next().map(|(_, k)| *k);
-        let own = analysis.own_vector(node.id);
-        let needs_list = match provider {
-            // Inside an exception list, the enclosing list's complete decision applies.
-            Some(k) => {
-                shadowed.insert(node.key());
-                analysis.own_vector(k.id) != own
-            }
-            None => {
-                // In the order of `leaking`, as the cache key and the decision expect.
-                let mut enclosing: Vec<(usize, IdentityId)> =
-                    leaking_index.of(node).map(|(at, a)| (*at, a.id)).collect();
-                enclosing.sort_unstable();
-                let enclosing: Vec<IdentityId> = enclosing.into_iter().map(|(_, id)| id).collect();
-                analysis.main_vector(node.id, enclosing) != own
-            }
+    let mut decider = Decider {
+        analysis: Analysis::new(entries),
+        leaking_index: &leaking_index,
+        enclosing_exceptions: Enclosers::default(),
+        exceptions: Vec::new(),
+        shadowed: BTreeSet::new(),
+        enclosure: HashMap::new(),
+    };
+    // A world identity of several prefixes holds no other world prefix (the engine pools only
+    // those: `netpol_engine::identity::WorldClass`), so nothing of another world identity
+    // waits on its decision: it is taken once all its prefixes are seen.
+    let mut classes: BTreeMap<(IdentityId, Family), ClassOutcome> = BTreeMap::new();
+    for node in &worlds {
+        let pooled = store.members(node.id).len() > 1;
+        let outcome = decider.decide(node);
+        if !pooled {
+            decider.settle(node, outcome, std::slice::from_ref(node));
+            continue;
+        }
+        let class = classes.entry(node.key()).or_default();
+        class.needs_list |= outcome.needs_list;
+        class.shadowed += usize::from(outcome.shadowed);
+    }
+    for ((id, family), class) in classes {
+        let members: Vec<Node> = Node::all_of(store, id)?
+            .into_iter()
+            .filter(|n| n.family == family)
+            .collect();
+        // Shadowed as a whole only when every prefix is; otherwise its rules decide for the
+        // prefixes outside the lists, which decide as its own entries do for the others.
+        let outcome = Outcome {
+            needs_list: class.needs_list,
+            shadowed: !class.needs_list && class.shadowed == members.len(),
         };
-        if needs_list {
-            exceptions.push(*node);
-            if !node.host {
-                enclosing_exceptions.insert(*node);
+        // Its list goes ahead of those of every prefix enclosing one of its prefixes: at the
+        // depth of its deepest prefix (none of its prefixes holds another world prefix).
+        let deepest = *members.iter().max_by_key(|n| n.depth()).expect("a member");
+        decider.settle(&deepest, outcome, &members);
+        if outcome.needs_list {
+            // Its list also covers prefixes outside every leaking one: the pods and nodes
+            // there meet it first too.
+            for member in &members {
+                for id in store.hosts_within(member.prefix) {
+                    for node in Node::all_of(store, id)? {
+                        if node.family == family && hosts_seen.insert(node.key()) {
+                            hosts.push(node);
+                        }
+                    }
+                }
             }
-        } else if provider.is_none() && node.host {
-            let mut ids: Vec<IdentityId> = leaking_index.of(node).map(|(_, a)| a.id).collect();
-            ids.sort_unstable();
-            enclosure.insert(node.key(), ids);
         }
     }
+    hosts.sort_by_key(|n| (n.depth(), n.id, n.prefix));
+    for node in &hosts {
+        let outcome = decider.decide(node);
+        decider.settle(node, outcome, std::slice::from_ref(node));
+    }
+    let Decider {
+        exceptions,
+        shadowed,
+        enclosure,
+        enclosing_exceptions,
+        ..
+    } = decider;
     let placed_apart: BTreeSet<(IdentityId, Family)> = exceptions
         .iter()
         .map(Node::key)
@@ -350,14 +392,84 @@ pub(crate) fn place(
             .into_iter()
             .filter(|n| !placed_apart.contains(&n.key()))
             .collect(),
-        exception_worlds: exceptions
-            .iter()
-            .filter(|n| !n.host)
-            .map(|n| n.prefix)
-            .collect(),
+        exception_worlds: enclosing_exceptions.prefixes(),
         exceptions,
         shadowed,
         leaking: leaking.iter().map(|n| (n.prefix, n.id)).collect(),
         enclosure,
     })
+}
+
+/// What the enclosing rules make of one node.
+#[derive(Clone, Copy, Debug, Default)]
+struct Outcome {
+    /// Its decision differs from what reaches it: it needs an exception list.
+    needs_list: bool,
+    /// It lies inside an exception list, which decides for it.
+    shadowed: bool,
+}
+
+/// The outcomes of the prefixes of one world class, gathered.
+#[derive(Default)]
+struct ClassOutcome {
+    needs_list: bool,
+    shadowed: usize,
+}
+
+/// The placement under construction, node by node in depth order.
+struct Decider<'a> {
+    analysis: Analysis<'a>,
+    leaking_index: &'a Enclosers,
+    /// Only world identities can enclose others, so only their lists can catch other addresses.
+    enclosing_exceptions: Enclosers,
+    exceptions: Vec<Node>,
+    shadowed: BTreeSet<(IdentityId, Family)>,
+    enclosure: HashMap<(IdentityId, Family), Vec<IdentityId>>,
+}
+
+impl Decider<'_> {
+    fn decide(&mut self, node: &Node) -> Outcome {
+        let provider = self.enclosing_exceptions.of(node).next().map(|(_, k)| *k);
+        let own = self.analysis.own_vector(node.id);
+        match provider {
+            // Inside an exception list, the enclosing list's complete decision applies.
+            Some(k) => Outcome {
+                needs_list: self.analysis.own_vector(k.id) != own,
+                shadowed: true,
+            },
+            None => {
+                // In the order of `leaking`, as the cache key and the decision expect.
+                let mut enclosing: Vec<(usize, IdentityId)> = self
+                    .leaking_index
+                    .of(node)
+                    .map(|(at, a)| (*at, a.id))
+                    .collect();
+                enclosing.sort_unstable();
+                let enclosing: Vec<IdentityId> = enclosing.into_iter().map(|(_, id)| id).collect();
+                Outcome {
+                    needs_list: self.analysis.main_vector(node.id, enclosing) != own,
+                    shadowed: false,
+                }
+            }
+        }
+    }
+
+    /// Places the identity of `node` (its addresses in `node`'s family: `members`) by `outcome`.
+    fn settle(&mut self, node: &Node, outcome: Outcome, members: &[Node]) {
+        if outcome.shadowed {
+            self.shadowed.insert(node.key());
+        }
+        if outcome.needs_list {
+            self.exceptions.push(*node);
+            if !node.host {
+                members
+                    .iter()
+                    .for_each(|m| self.enclosing_exceptions.insert(*m));
+            }
+        } else if !outcome.shadowed && node.host {
+            let mut ids: Vec<IdentityId> = self.leaking_index.of(node).map(|(_, a)| a.id).collect();
+            ids.sort_unstable();
+            self.enclosure.insert(node.key(), ids);
+        }
+    }
 }

@@ -31,7 +31,6 @@ use std::hash::{Hash, Hasher};
 
 use ipnet::IpNet;
 use netpol_engine::mapstate::{ClassChange, ClassEntries};
-use netpol_engine::prefixes::truncations;
 use netpol_engine::{Direction, IdentityId, IdentityStore, PrefixSet};
 
 use super::entries::DirectionEntries;
@@ -54,11 +53,13 @@ struct DirectionIndex {
     classes: HashMap<u64, Vec<IndexedClass>>,
     /// Identities with an exception list of their own or inside another's.
     placed_apart: HashSet<IdentityId>,
-    /// The world identities with entries in this direction, by prefix: rules for them would
-    /// also catch an address inside them, which may then need an exception list.
-    leaking: HashMap<IpNet, Vec<IdentityId>>,
-    /// The distinct lengths of those prefixes.
-    leaking_lengths: Vec<u8>,
+    /// The world identities with entries in this direction: rules for them would also catch an
+    /// address inside them, which may then need an exception list. By identity, their prefixes
+    /// found through the ipcache: one class may hold 50,000 prefixes (issue 33), and a copy of
+    /// them per compiled endpoint was most of what such a policy cost. A class's prefixes are
+    /// those of the compile: a commit that moves one reports the endpoints naming the classes
+    /// around it as readdressed, compiled anew rather than patched.
+    leaking: HashSet<IdentityId>,
     /// The world prefixes with exception lists: an identity inside one is decided by it.
     exception_worlds: PrefixSet,
     /// Some entry placed in this direction requires authentication: the compile's warning
@@ -110,14 +111,7 @@ impl CompileIndex {
             .map(|n| n.id)
             .chain(placement.shadowed.iter().map(|(id, _)| *id))
             .collect();
-        index.leaking = HashMap::new();
-        for (prefix, id) in &placement.leaking {
-            index.leaking.entry(*prefix).or_default().push(*id);
-        }
-        let mut lengths: Vec<u8> = index.leaking.keys().map(IpNet::prefix_len).collect();
-        lengths.sort_unstable();
-        lengths.dedup();
-        index.leaking_lengths = lengths;
+        index.leaking = placement.leaking.iter().map(|(_, id)| *id).collect();
         index.exception_worlds = PrefixSet::new(placement.exception_worlds.iter().copied());
         let mut rules_of: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
         for (offset, held) in rule_groups.iter().enumerate() {
@@ -167,21 +161,22 @@ impl CompileIndex {
 
 impl DirectionIndex {
     /// Whether a world prefix with entries here holds one of `members`.
-    fn catches(&self, members: &[IpNet]) -> bool {
+    fn catches(&self, members: &[IpNet], store: &IdentityStore) -> bool {
         !self.leaking.is_empty()
             && members
                 .iter()
-                .any(|member| !self.enclosing(member).is_empty())
+                .any(|member| !self.enclosing(member, store).is_empty())
     }
 
-    /// The leaking identities whose prefix holds `net`, sorted.
-    fn enclosing(&self, net: &IpNet) -> Vec<IdentityId> {
-        let mut ids: Vec<IdentityId> = truncations(net, &self.leaking_lengths)
-            .filter_map(|outer| self.leaking.get(&outer))
-            .flatten()
-            .copied()
+    /// The leaking identities with a prefix holding `net`, sorted.
+    fn enclosing(&self, net: &IpNet, store: &IdentityStore) -> Vec<IdentityId> {
+        let mut ids: Vec<IdentityId> = store
+            .worlds_holding(net)
+            .into_iter()
+            .filter(|id| self.leaking.contains(id))
             .collect();
         ids.sort_unstable();
+        ids.dedup();
         ids
     }
 
@@ -264,7 +259,7 @@ pub fn patch(
             if side.placed_apart.contains(id) {
                 return None;
             }
-            if side.catches(store.members(*id)) {
+            if side.catches(store.members(*id), store) {
                 return None;
             }
         }
@@ -283,7 +278,7 @@ pub fn patch(
         if !change.old.is_empty() {
             // An identity that stays without a class here, inside a prefix whose rules catch
             // it, may now need an exception list.
-            if change.new.is_empty() && side.catches(store.members(id)) {
+            if change.new.is_empty() && side.catches(store.members(id), store) {
                 return None;
             }
             leave(&mut rules, side, &change.old, id, memo)?;
@@ -352,7 +347,7 @@ fn join(
         if side.exception_worlds.contains(&node.prefix) {
             return None;
         }
-        let enclosure = side.enclosing(&node.prefix);
+        let enclosure = side.enclosing(&node.prefix, store);
         let class = side.class_mut(new, node.family)?;
         // Placed as the identities of its class in the same prefixes are, or unknown.
         *class.enclosures.get_mut(&enclosure)? += 1;

@@ -343,13 +343,30 @@ impl SetBook {
             }
             let world = self.worlds.contains(id);
             for slot in holders.clone() {
-                let delta = self.slot_mut(slot).addresses.patch(&added, &removed, world);
+                let delta = if world {
+                    // A world class gained or lost prefixes: they may hold, or stop holding, other
+                    // members of the set, which a patch by the class's members alone cannot see.
+                    self.resolve_again(slot, store)
+                } else {
+                    self.slot_mut(slot).addresses.patch(&added, &removed, world)
+                };
                 if !delta.is_empty() {
                     let previous = deltas.remove(&slot).unwrap_or_default();
                     deltas.insert(slot, previous.then(delta));
                 }
             }
         }
+    }
+
+    /// The set in `slot` resolved anew; returns how its addresses changed.
+    fn resolve_again(&mut self, slot: SlotId, store: &IdentityStore) -> SetDelta {
+        let booked = self.slot_mut(slot);
+        let resolved = SetAddresses::resolve(&booked.set, store);
+        let now: Vec<IpNet> = resolved.nets().copied().collect();
+        let before: Vec<IpNet> = booked.addresses.nets().copied().collect();
+        let (added, removed) = difference(&now, &before);
+        booked.addresses = resolved;
+        SetDelta { added, removed }
     }
 
     /// Whether `set` differs from the set in `slot` only by non-world identities in `changed`

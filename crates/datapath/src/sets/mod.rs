@@ -52,10 +52,12 @@ pub struct SetAddresses {
 impl SetAddresses {
     /// Resolves `set` in full.
     pub fn resolve(set: &RemoteSet, store: &IdentityStore) -> SetAddresses {
+        // Every prefix of every world identity (a class of prefixes has many).
         let worlds = PrefixSet::new(
             set.identities
                 .iter()
-                .filter_map(|id| store.get(*id).filter(|i| i.is_world()).map(|i| i.prefix))
+                .filter(|id| store.get(**id).is_some_and(|i| i.is_world()))
+                .flat_map(|id| store.members(*id).iter().copied())
                 .filter(|prefix| family_matches(set.family, prefix)),
         );
         let names_world = set

@@ -39,6 +39,33 @@ pub const HOSTS: [&str; 6] = [
     "fd00:1::5",
 ];
 
+/// Leaf prefixes (none holds another world prefix) pooled into one world identity, as the
+/// engine pools prefixes that every live entry treats alike: one inside three nested prefixes,
+/// one at a pod's address, others under `10.0.0.0/8`, the any-address prefixes and an IPv6
+/// prefix, so a class's prefixes sit under different enclosing rules.
+pub const POOLED: [&str; 6] = [
+    "10.1.2.128/25",
+    "172.16.0.1/32",
+    "10.3.0.0/16",
+    "192.0.2.0/24",
+    "fd00:2::/32",
+    "2001:db8::/32",
+];
+
+/// Adds the [`POOLED`] prefixes to `store` as one world identity; returns it.
+pub fn pool(store: &mut IdentityStore) -> IdentityId {
+    let class = WorldClass::SelectedBy(std::sync::Arc::from([(std::sync::Arc::from("pooled"), 0)]));
+    POOLED
+        .iter()
+        .map(|prefix| {
+            store
+                .insert_world_member(prefix.parse().unwrap(), class.clone())
+                .0
+        })
+        .last()
+        .expect("prefixes to pool")
+}
+
 #[derive(Clone, Debug)]
 pub struct RandomEntry {
     pub direction: Direction,
@@ -66,7 +93,7 @@ pub fn port_key() -> impl Strategy<Value = PortKey> {
 pub fn random_entry() -> impl Strategy<Value = RandomEntry> {
     (
         prop::sample::select(Direction::BOTH.to_vec()),
-        prop::option::weighted(0.75, 0..WORLDS.len() + HOSTS.len() + 2),
+        prop::option::weighted(0.75, 0..WORLDS.len() + HOSTS.len() + 3),
         port_key(),
         0..6u128,
         prop::sample::select(vec![Verdict::Allow, Verdict::Deny]),
@@ -108,13 +135,14 @@ fn covers(outer: &PortKey, inner: &PortKey) -> bool {
 }
 
 pub fn build(entries: &[RandomEntry], roots: [(u128, Verdict); 2]) -> (MapState, IdentityStore) {
-    let (store, ids) = store_with(&WORLDS, &HOSTS);
-    let order: Vec<IdentityId> = ["0.0.0.0/0", "::/0"]
+    let (mut store, ids) = store_with(&WORLDS, &HOSTS);
+    let mut order: Vec<IdentityId> = ["0.0.0.0/0", "::/0"]
         .iter()
         .chain(WORLDS.iter())
         .chain(HOSTS.iter())
         .map(|n| ids[*n])
         .collect();
+    order.push(pool(&mut store));
     let mut classes: HashMap<(Direction, Option<IdentityId>), HashMap<PortKey, MapValue>> =
         HashMap::new();
     for (d, (precedence, verdict)) in Direction::BOTH.into_iter().zip(roots) {

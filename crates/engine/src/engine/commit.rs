@@ -183,7 +183,9 @@ impl Engine {
             .collect();
         let removed: Vec<(IdentityId, &Identity)> =
             identities.removed.iter().map(|(id, i)| (*id, i)).collect();
-        let deltas = self.cache.apply(&added, &removed);
+        let mut deltas = self.cache.apply(&added, &removed);
+        self.cache
+            .refresh_worlds(&self.store, &identities.worlds_moved, &mut deltas);
         let (gained, lost) = if live_moved {
             self.live.transition()
         } else {
@@ -198,6 +200,7 @@ impl Engine {
                 self.cache.release(id);
             }
         }
+        self.cache.trim();
         deltas
     }
 
@@ -258,6 +261,8 @@ impl Engine {
             removed,
             readdressed,
             moved: _,
+            worlds_moved,
+            worlds_readdressed,
         } = identities;
         self.changed_identities = added
             .iter()
@@ -274,6 +279,14 @@ impl Engine {
             .filter(|i| !i.is_world())
             .flat_map(|i| self.store.worlds_holding(&i.prefix))
             .collect();
+        // World prefixes that came, went or changed class: the prefixes holding them may now
+        // catch other identities' addresses, and the classes they left or joined hold others.
+        nested.extend(
+            worlds_moved
+                .iter()
+                .flat_map(|prefix| self.store.worlds_holding(prefix)),
+        );
+        nested.extend(worlds_readdressed);
         nested.sort_unstable();
         nested.dedup();
         let removed: HashMap<IdentityId, Identity> = removed.into_iter().collect();

@@ -1,6 +1,6 @@
 //! The identity store's side of a commit: pods' and nodes' addresses departing and arriving,
-//! world prefixes and cluster CIDRs following the policies, and addresses re-keyed when the
-//! cluster CIDRs holding them change.
+//! cluster CIDRs following the policies (world prefixes too, in `world_classes`), and addresses
+//! re-keyed when the cluster CIDRs holding them change.
 //!
 //! Nothing here touches a selector or a MapState: it only records, in [`IdentityChanges`], what
 //! the selectors and endpoints must hear about afterwards.
@@ -28,6 +28,11 @@ pub(super) struct IdentityChanges {
     pub(super) readdressed: HashSet<IdentityId>,
     /// Every pod or node address that arrived or departed.
     pub(super) moved: Vec<IpAddr>,
+    /// World prefixes that came, went or moved to another class: the CIDR selectors holding
+    /// them select classes anew ([`crate::selector_cache::SelectorCache::refresh_worlds`]).
+    pub(super) worlds_moved: Vec<IpNet>,
+    /// World identities that live on with other prefixes.
+    pub(super) worlds_readdressed: Vec<IdentityId>,
 }
 
 /// A staged pod's or node's identities (one per address; none: the object is gone) and its
@@ -216,9 +221,7 @@ impl Engine {
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
     ) {
-        let (added, removed) = self.sync_world_identities();
-        changes.added.extend(added);
-        changes.removed.extend(removed);
+        self.sync_world_identities(changes);
         let used = LabelsInUse::of(self.live_entries());
         let changed_keys = used.changed_keys(&self.labels_in_use);
         self.labels_in_use = used;
@@ -226,44 +229,6 @@ impl Engine {
         if cidrs_changed || !changed_keys.is_empty() {
             self.rekey_addresses(changes, arrivals, cidrs_changed, &changed_keys);
         }
-    }
-
-    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer of a live entry names (see
-    /// `live`: a prefix only entries selecting no local pod name decides nothing here).
-    pub(super) fn sync_world_identities(
-        &mut self,
-    ) -> (Vec<IdentityId>, Vec<(IdentityId, Identity)>) {
-        let mut wanted: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
-            .iter()
-            .map(|s| s.parse().expect("valid"))
-            .collect();
-        wanted.extend(
-            self.live_entries()
-                .flat_map(|e| &e.peers)
-                .flat_map(Peer::prefixes),
-        );
-        let mut added = Vec::new();
-        let mut removed = Vec::new();
-        let stale: Vec<IpNet> = self
-            .world
-            .keys()
-            .filter(|p| !wanted.contains(p))
-            .copied()
-            .collect();
-        for prefix in stale {
-            let id = self.world.remove(&prefix).expect("listed");
-            if let Some(identity) = self.store.remove(id) {
-                removed.push((id, identity));
-            }
-        }
-        for prefix in wanted {
-            if !self.world.contains_key(&prefix) {
-                let (id, _) = self.store.insert(Identity::world(prefix));
-                self.world.insert(prefix, id);
-                added.push(id);
-            }
-        }
-        (added, removed)
     }
 
     /// Every prefix a CIDR peer of a live entry names, of either scope; returns whether they

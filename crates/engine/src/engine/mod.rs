@@ -8,8 +8,9 @@
 //!
 //! This module holds the engine's state and its public face. The commit lives in `commit`, as
 //! the phases whose order makes delivery transactional; `identities` is the identity store's
-//! side of it (addresses arriving, departing and re-keyed; world prefixes; cluster CIDRs), and
-//! `endpoints` the MapStates' side (full and per-class recomputes, twins).
+//! side of it (addresses arriving, departing and re-keyed; cluster CIDRs), `world_classes` the
+//! world identities' (prefixes pooled into classes), and `endpoints` the MapStates' side (full
+//! and per-class recomputes, twins).
 
 mod budget;
 mod claims;
@@ -19,6 +20,7 @@ mod identities;
 mod labels_in_use;
 mod live;
 mod what_if;
+mod world_classes;
 mod would_be;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -140,7 +142,6 @@ pub struct Engine {
     nodes: BTreeMap<String, Arc<[Identity]>>,
     /// Which pod or node owns each address, when several claim one (a reused pod address).
     claims: claims::ClaimBook,
-    world: BTreeMap<IpNet, IdentityId>,
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
     cluster_cidrs: BTreeSet<IpNet>,
@@ -186,7 +187,6 @@ impl Engine {
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             claims: claims::ClaimBook::default(),
-            world: BTreeMap::new(),
             cluster_cidrs: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             labels_in_use: LabelsInUse::default(),
@@ -204,7 +204,7 @@ impl Engine {
             keep_audited: false,
         };
         engine.rebuild_entries(BTreeMap::new());
-        engine.sync_world_identities();
+        engine.sync_world_identities(&mut identities::IdentityChanges::default());
         // The engine's own entries (the node-probe allowance) hold their selectors for life.
         for peer in engine.entries.iter().flat_map(|e| &e.peers) {
             engine.cache.acquire(peer, &engine.store);
@@ -348,7 +348,7 @@ impl Engine {
     /// numbering the reference evaluator and scenarios use.
     pub fn per_address_store(&self) -> IdentityStore {
         let mut store = IdentityStore::new();
-        for prefix in self.world.keys() {
+        for (prefix, _) in self.store.world_prefixes() {
             store.insert(Identity::world(*prefix));
         }
         // Only an address's owner: a pod still listing an address a newer one was given holds

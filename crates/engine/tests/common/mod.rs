@@ -140,7 +140,7 @@ fn pod_selector() -> impl Strategy<Value = PodSelector> {
         .prop_map(|(namespaces, pods)| PodSelector { namespaces, pods })
 }
 
-fn cidr(net: &str, except: &[&str], scope: AddressScope) -> Peer {
+pub fn cidr(net: &str, except: &[&str], scope: AddressScope) -> Peer {
     Peer::Cidr(CidrSelector {
         net: net.parse().unwrap(),
         except: except

@@ -1,0 +1,182 @@
+//! World identities follow the live entries: which class each world prefix belongs to
+//! ([`WorldClass`]: the prefixes the live entries' peers name, each pooled with the others that
+//! the same live entries select), and the store brought up to date with it.
+//!
+//! Cost: one pass over the live entries' peers, then per prefix one lookup per distinct length
+//! of the CIDR peers' prefixes (the peers that may hold it are among its own truncations), not a
+//! test against every peer: one policy may name 50,000 prefixes.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use super::identities::IdentityChanges;
+use super::Engine;
+use crate::identity::{EntryRef, IdentityId, IdentityStore, WorldClass};
+use crate::prefixes::truncations;
+use crate::selector::{CidrSelector, Peer};
+
+impl Engine {
+    /// World identities: 0.0.0.0/0, ::/0 and every prefix a peer of a live entry names (see
+    /// `live`: a prefix only entries selecting no local pod name decides nothing here), pooled
+    /// into classes. A prefix whose class changed moves to its new class's identity; classes that
+    /// neither gain nor lose a prefix keep their ids. New prefixes join first, then stale ones
+    /// leave, then those that changed class join their new one, so a class that loses some
+    /// prefixes and gains others lives on.
+    pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) {
+        let classes = classify(self);
+        let stale: Vec<IpNet> = self
+            .store
+            .world_prefixes()
+            .filter(|(prefix, id)| classes.get(*prefix) != self.store.world_class(**id))
+            .map(|(prefix, _)| *prefix)
+            .collect();
+        let mut moves = Moves::default();
+        for (prefix, class) in &classes {
+            if self.store.world_of(prefix).is_none() {
+                moves.join(&mut self.store, *prefix, class);
+                moves.prefixes.push(*prefix);
+            }
+        }
+        for (id, gone) in self.store.remove_world_members(&stale) {
+            match gone {
+                Some(identity) => changes.removed.push((id, identity)),
+                None => {
+                    moves.readdressed.insert(id);
+                }
+            }
+        }
+        for prefix in &stale {
+            if let Some(class) = classes.get(prefix) {
+                moves.join(&mut self.store, *prefix, class);
+            }
+        }
+        moves.prefixes.extend(stale);
+        // In id order: identities are numbered in the order they were made, which is the order
+        // of their prefixes.
+        changes.added.extend(moves.added.iter().copied());
+        for id in moves.readdressed.difference(&moves.added) {
+            changes.readdressed.insert(*id);
+            changes.worlds_readdressed.push(*id);
+        }
+        changes.worlds_moved.extend(moves.prefixes);
+    }
+}
+
+/// What one sync did to the world identities.
+#[derive(Default)]
+struct Moves {
+    added: BTreeSet<IdentityId>,
+    /// Identities that gained or lost prefixes (and, for those also in `added`, are new).
+    readdressed: BTreeSet<IdentityId>,
+    /// Prefixes that came, went or changed class.
+    prefixes: Vec<IpNet>,
+}
+
+impl Moves {
+    fn join(&mut self, store: &mut IdentityStore, prefix: IpNet, class: &WorldClass) {
+        let (id, new) = store.insert_world_member(prefix, class.clone());
+        if new {
+            self.added.insert(id);
+        } else {
+            self.readdressed.insert(id);
+        }
+    }
+}
+
+/// The live entries' CIDR peers by prefix, each with the entry it belongs to.
+#[derive(Default)]
+struct CidrPeers<'a> {
+    /// The live entries with CIDR peers, as classes name them; peers point into it.
+    entries: Vec<EntryRef>,
+    by_net: HashMap<IpNet, Vec<(u32, &'a CidrSelector)>>,
+    lengths: BTreeSet<u8>,
+}
+
+impl<'a> CidrPeers<'a> {
+    fn add(&mut self, entry: EntryRef, peers: &'a [Peer]) {
+        let at = self.entries.len() as u32;
+        let mut any = false;
+        for peer in peers {
+            if let Peer::Cidr(cidr) = peer {
+                any = true;
+                self.by_net
+                    .entry(cidr.net.trunc())
+                    .or_default()
+                    .push((at, cidr));
+                self.lengths.insert(cidr.net.prefix_len());
+            }
+        }
+        if any {
+            self.entries.push(entry);
+        }
+    }
+
+    /// The entries (positions in `entries`) whose CIDR peers cover `prefix`, sorted.
+    fn covering(&self, prefix: &IpNet) -> Vec<u32> {
+        let mut out: Vec<u32> = truncations(prefix, &self.lengths)
+            .filter_map(|net| self.by_net.get(&net))
+            .flatten()
+            .filter(|(_, cidr)| cidr.covers(prefix))
+            .map(|(at, _)| *at)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+}
+
+/// Every world prefix the engine needs (`0.0.0.0/0`, `::/0` and every prefix a live entry's
+/// peer names, `except`s included) with its class.
+fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
+    let mut prefixes: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
+        .iter()
+        .map(|s| s.parse().expect("valid"))
+        .collect();
+    let mut peers = CidrPeers::default();
+    // The engine's own entries first, then each policy's, in the entry list's order.
+    let own = engine.entries.len() - engine.policies.values().sum::<usize>();
+    let mut named: Vec<(usize, EntryRef)> =
+        (0..own).map(|i| (i, (Arc::from(""), i as u32))).collect();
+    let mut start = own;
+    for (key, count) in &engine.policies {
+        let key: Arc<str> = Arc::from(key.as_str());
+        named.extend((0..*count).map(|j| (start + j, (key.clone(), j as u32))));
+        start += count;
+    }
+    for (i, entry) in named {
+        if !engine.live.is_live(i) {
+            continue;
+        }
+        let entry_peers = &engine.entries[i].peers;
+        prefixes.extend(entry_peers.iter().flat_map(Peer::prefixes));
+        peers.add(entry, entry_peers);
+    }
+    let mut interned: HashMap<Vec<u32>, Arc<[EntryRef]>> = HashMap::new();
+    let mut out = BTreeMap::new();
+    let mut ordered = prefixes.iter().peekable();
+    while let Some(prefix) = ordered.next() {
+        // Prefixes are sorted by first address, then length: one holding others is followed by
+        // the first of them.
+        let holds_others = ordered.peek().is_some_and(|next| {
+            next.addr().is_ipv4() == prefix.addr().is_ipv4() && prefix.contains(&next.addr())
+        });
+        // The whole address spaces stay identities of their own, whatever they hold: the
+        // outside addresses no policy names, which explanations name as such.
+        let class = if holds_others || prefix.prefix_len() == 0 {
+            WorldClass::Prefix(*prefix)
+        } else {
+            let covering = peers.covering(prefix);
+            let entries = interned.entry(covering).or_insert_with_key(|covering| {
+                covering
+                    .iter()
+                    .map(|at| peers.entries[*at as usize].clone())
+                    .collect()
+            });
+            WorldClass::SelectedBy(entries.clone())
+        };
+        out.insert(*prefix, class);
+    }
+    out
+}
