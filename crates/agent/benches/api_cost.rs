@@ -12,8 +12,16 @@
 //! counted) and how far the start raised the process's peak RSS (the stand-in's pre-rendered
 //! pages are counted before the start, not in it).
 //!
+//! Slice mode (`--source slices`) is measured after `netpol controller` (in process, its threads
+//! named and counted apart) has published the cluster as NetpolEndpointSlices: the agent reads
+//! the slices and its own node's Pods (`fieldSelector=spec.nodeName=node-0`). The controller's
+//! own cost is printed below the table: the writes to publish the cluster, the CPU of its
+//! threads, how far it raised the process's peak RSS (the stand-in's pages rendered meanwhile
+//! included: an upper bound), and how long a pod change took to reach its slice.
+//!
 //! `cargo bench -p netpol-agent --bench api_cost` (`NETPOL_API_COST_PODS`, default 10,000;
-//! `NETPOL_API_COST_IDLE_MS`, the idle window, default 2,000). Bytes and requests do not depend
+//! `NETPOL_API_COST_IDLE_MS`, the idle window, default 2,000; `NETPOL_API_COST_ROWS=paged,slices`
+//! measures only the rows whose names start so). Bytes and requests do not depend
 //! on the build profile: `cargo test -p netpol-agent --release --bench api_cost` or a debug
 //! build gives the same counts. Not a timed test: the figures are printed, not asserted.
 
@@ -23,10 +31,11 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use netpol_agent::controller::{self, ControllerConfig};
 use netpol_agent::driver::Input;
 use netpol_agent::health::Health;
 use netpol_agent::metrics::Metrics;
-use netpol_agent::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use netpol_agent::sources::cluster::{spawn_watches, PodSource, Sinks, WatchConfig};
 use netpol_agent::SourceKind;
 use netpol_indexes::Event;
 use netpol_testkit::apiserver::{ApiServer, TrafficCount};
@@ -43,13 +52,24 @@ fn main() {
     };
     let pods = var("NETPOL_API_COST_PODS", 10_000) as usize;
     let idle = Duration::from_millis(var("NETPOL_API_COST_IDLE_MS", 2_000));
+    // The rows to measure, by the start of their name (`paged,slices`); all by default.
+    let rows: Option<Vec<String>> = std::env::var("NETPOL_API_COST_ROWS")
+        .ok()
+        .map(|r| r.split(',').map(str::to_owned).collect());
     println!("| lists | pods | requests at start | lists | watches | MB read at start | bytes per pod | agent CPU s | peak RSS added MB | requests in {} s idle (non-watch) |", idle.as_secs_f64());
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    for (name, streaming, refused) in [
-        ("paged, gzip (default)", false, false),
-        ("streaming (--streaming-lists)", true, false),
-        ("streaming refused → paged", true, true),
-    ] {
+    let mut published = None;
+    for (name, streaming, refused, sliced) in [
+        ("paged, gzip (default)", false, false, false),
+        ("streaming (--streaming-lists)", true, false, false),
+        ("streaming refused → paged", true, true, false),
+        ("slices (--source slices), paged", false, false, true),
+    ]
+    .into_iter()
+    .filter(|row| {
+        rows.as_ref()
+            .is_none_or(|rows| rows.iter().any(|r| row.0.starts_with(r)))
+    }) {
         let server = cluster(pods);
         if refused {
             server.refuse_streaming_lists();
@@ -58,7 +78,15 @@ fn main() {
             streaming_lists: streaming,
             ..WatchConfig::default()
         };
-        let (start, idle_cost) = agent_start(&server, config, idle);
+        let source = if sliced {
+            published = Some(publish(&server, pods));
+            PodSource::Slices {
+                node: "node-0".into(),
+            }
+        } else {
+            PodSource::Pods
+        };
+        let (start, idle_cost) = agent_start(&server, config, idle, &source);
         println!(
             "| {name} | {pods} | {} | {} | {} | {:.1} | {:.0} | {:.2} | {:.0} | {} ({}) |",
             start.traffic.requests(),
@@ -72,13 +100,126 @@ fn main() {
             idle_cost.non_watch_requests()
         );
     }
+    if let Some(controller) = published {
+        println!();
+        println!("| controller | pods | slices | requests to publish (slices, Lease) | CPU s | peak RSS added MB (process, stand-in included) | a pod change in its slice, ms |");
+        println!("|---|---|---|---|---|---|---|");
+        println!(
+            "| netpol controller | {pods} | {} | {} | {:.2} | {:.0} | {} |",
+            controller.slices,
+            controller.writes,
+            controller.cpu.as_secs_f64(),
+            controller.peak_rss_added as f64 / 1e6,
+            controller.change_ms
+        );
+    }
+}
+
+/// What publishing the cluster cost the controller.
+struct Published {
+    slices: usize,
+    writes: u64,
+    /// CPU time of the controller's threads, until everything was published.
+    cpu: Duration,
+    peak_rss_added: u64,
+    /// From a pod's relabel on the server to its slice holding the new label.
+    change_ms: u128,
+}
+
+/// Runs `netpol controller` (in process, its threads named) until the server's slices hold
+/// every pod with an address, measures a change's trip to its slice, and stops it.
+fn publish(server: &ApiServer, pods: usize) -> Published {
+    let dir = std::env::temp_dir().join(format!("netpol-api-cost-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig);
+    // Every realistic pod runs with an address: each is an endpoint.
+    let expected = pods;
+    let listen = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let config = ControllerConfig::new(Some(kubeconfig), listen, "netpol-system", "bench");
+    let rss_before = reset_peak_rss();
+    let before = server.traffic();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        controller::run_with(&config, async {
+            let _ = stopped.await;
+        })
+    });
+    let endpoints = |server: &ApiServer| -> usize {
+        server
+            .objects("NetpolEndpointSlice")
+            .iter()
+            .map(|s| s["spec"]["endpoints"].as_array().map_or(0, Vec::len))
+            .sum()
+    };
+    let deadline = Instant::now() + Duration::from_secs(900);
+    while endpoints(server) < expected {
+        assert!(Instant::now() < deadline, "the slices never held every pod");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let cpu = controller_cpu();
+    let peak_rss_added = status_kib("VmHWM:").saturating_sub(rss_before) * 1024;
+    let writes = server.traffic().since(&before).writable;
+    // One pod relabelled: how long until its slice says so.
+    let mut pod = realistic::pod(0, nodes(pods));
+    pod["metadata"]["labels"]["bench"] = json!("changed");
+    let changed = Instant::now();
+    let mut writes_seen = server.traffic().writable;
+    server.apply(pod);
+    // Timed at the write that lands it (a cheap counter, read often), checked in the slices.
+    let change_ms = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the change never reached its slice"
+        );
+        let writes = server.traffic().writable;
+        if writes == writes_seen {
+            std::thread::sleep(Duration::from_micros(200));
+            continue;
+        }
+        let at = changed.elapsed().as_millis();
+        writes_seen = writes;
+        let landed = server
+            .objects("NetpolEndpointSlice")
+            .iter()
+            .any(|s| s.to_string().contains("\"bench\":\"changed\""));
+        if landed {
+            break at;
+        }
+    };
+    let slices = server.objects("NetpolEndpointSlice").len();
+    let _ = stop.send(());
+    thread.join().unwrap().unwrap();
+    Published {
+        slices,
+        writes,
+        cpu,
+        peak_rss_added,
+        change_ms,
+    }
+}
+
+/// CPU time so far of the controller's threads (named `controller...`).
+fn controller_cpu() -> Duration {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.starts_with(controller::THREAD_NAME))
+        })
+        .map(|task| cpu_time(&task.path()))
+        .sum()
 }
 
 /// The example cluster's policies with `pods` realistic pods on `pods / 100` nodes in 50
 /// namespaces.
 fn cluster(pods: usize) -> ApiServer {
     let server = ApiServer::with_example_cluster();
-    let nodes = (pods / 100).max(1);
+    let nodes = nodes(pods);
     for n in 0..50 {
         server.preload(json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": format!("ns-{n}"), "labels": {"kubernetes.io/metadata.name": format!("ns-{n}")}}}));
@@ -94,6 +235,11 @@ fn cluster(pods: usize) -> ApiServer {
     server
 }
 
+/// The cluster's nodes: 100 pods each.
+fn nodes(pods: usize) -> usize {
+    (pods / 100).max(1)
+}
+
 /// What one agent start cost.
 struct Start {
     traffic: TrafficCount,
@@ -105,7 +251,12 @@ struct Start {
 
 /// Starts the agent's followers, takes their inputs until every kind is listed, and returns
 /// the start's cost, and the traffic during the idle window after.
-fn agent_start(server: &ApiServer, config: WatchConfig, idle: Duration) -> (Start, TrafficCount) {
+fn agent_start(
+    server: &ApiServer,
+    config: WatchConfig,
+    idle: Duration,
+    source: &PodSource,
+) -> (Start, TrafficCount) {
     let threads = Arc::new(Mutex::new(Vec::new()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -131,19 +282,24 @@ fn agent_start(server: &ApiServer, config: WatchConfig, idle: Duration) -> (Star
             metrics: Metrics::register(&mut registry),
             health: Arc::new(Health::default()),
         };
-        spawn_watches(&server.client(), &sinks, config);
+        spawn_watches(&server.client(), &sinks, config, source);
     }
     let mut listed = BTreeSet::new();
+    let kinds = SourceKind::ALL.len() + usize::from(matches!(source, PodSource::Slices { .. }));
     let deadline = Instant::now() + Duration::from_secs(600);
-    while listed.len() < SourceKind::ALL.len() {
+    while listed.len() < kinds {
         assert!(
             Instant::now() < deadline,
             "not every kind listed: {listed:?}"
         );
-        if let Ok(Input::Event(event)) = receiver.recv_timeout(Duration::from_millis(100)) {
-            if matches!(event.event, Event::InitDone) {
+        match receiver.recv_timeout(Duration::from_millis(100)) {
+            Ok(Input::Event(event)) if matches!(event.event, Event::InitDone) => {
                 listed.insert(event.kind);
             }
+            Ok(Input::Slice(event)) if matches!(*event, Event::InitDone) => {
+                listed.insert(SourceKind::NetpolEndpointSlice);
+            }
+            _ => {}
         }
     }
     let start = Start {

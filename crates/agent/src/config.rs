@@ -12,9 +12,11 @@ pub enum SourceConfig {
     /// Cluster mode: watches through this kubeconfig, or the in-cluster configuration.
     /// `streaming_lists`: list as streaming lists where the server offers them, rather than in
     /// gzipped pages ([`crate::sources::cluster::WatchConfig::streaming_lists`]).
+    /// `pods`: where the pods of other nodes come from (every Pod, or NetpolEndpointSlices).
     Cluster {
         kubeconfig: Option<PathBuf>,
         streaming_lists: bool,
+        pods: crate::sources::cluster::PodSource,
     },
 }
 

@@ -23,7 +23,7 @@ use crate::health::{self, FatalOnUnwind, Health};
 use crate::metrics::Metrics;
 use crate::reconciler::Pipeline;
 use crate::refusals::{Reporter, ReporterConfig};
-use crate::sources::cluster::{resources, spawn_watches, Sinks, WatchConfig};
+use crate::sources::cluster::{resources, spawn_watches, PodSource, Sinks, WatchConfig};
 use crate::sources::files::{FileSource, TemplatePlacement};
 
 /// The exit code of an agent that panicked (`EX_SOFTWARE`).
@@ -128,6 +128,13 @@ pub fn run_with(
         });
     }
     let mut pipeline = Pipeline::with_enforcer(&config.node, enforcer, metrics.clone());
+    if let SourceConfig::Cluster {
+        pods: PodSource::Slices { .. },
+        ..
+    } = &config.source
+    {
+        pipeline.read_remote_pods_from_slices();
+    }
     if let Some(limit) = config.datapath_options.max_policy_entries {
         pipeline.set_max_policy_entries(limit);
     }
@@ -188,6 +195,7 @@ pub fn run_with(
             SourceConfig::Cluster {
                 kubeconfig,
                 streaming_lists,
+                pods,
             } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
                 // One agent of the cluster (the Lease holder) posts Events on refused objects.
@@ -212,7 +220,7 @@ pub fn run_with(
                     streaming_lists: *streaming_lists,
                     ..WatchConfig::default()
                 };
-                spawn_watches(&client, &sinks, watch);
+                spawn_watches(&client, &sinks, watch, pods);
             }
         }
         health::serve_with_flows(listener, health.clone(), registry, flows, shutdown)
@@ -247,7 +255,7 @@ pub async fn kube_client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::C
 
 /// Completes on Ctrl-C, and on SIGTERM (Unix) or a shutdown or close event (Windows), which is
 /// how the kubelet stops a container.
-async fn shutdown_signal() {
+pub async fn shutdown_signal() {
     let interrupt = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -24,6 +24,8 @@ pub enum Input {
     Event(Box<SourceEvent>),
     /// A policy its source could not read as its kind, in place of its event.
     Rejected(SourceKind, Box<Event<ValidationError>>),
+    /// Slice mode: a NetpolEndpointSlice's event (the pods of other nodes).
+    Slice(Box<Event<netpol_api::crd::NetpolEndpointSlice>>),
     /// Re-read every endpoint (the datapath may have lost state).
     Resync,
     Shutdown,
@@ -138,6 +140,7 @@ fn take(pipeline: &mut Pipeline, input: Input) -> bool {
     match input {
         Input::Event(event) => pipeline.ingest(*event),
         Input::Rejected(kind, event) => pipeline.ingest_rejected(kind, *event),
+        Input::Slice(event) => pipeline.ingest_slice(*event),
         Input::Resync => pipeline.request_resync(),
         Input::Shutdown => return false,
     }

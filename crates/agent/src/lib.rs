@@ -23,9 +23,11 @@
 //! | [`health`], [`metrics`], [`rule_metrics`] | `/healthz`, `/readyz`, `/metrics` (with the datapath's per-rule counters) |
 //! | [`flows`] | the drop log: the datapath's last decisions, naming their rules, on `/flows` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
+//! | [`controller`], [`lease`] | `netpol controller`: pods published as NetpolEndpointSlices by the Lease holder |
 
 pub mod coexistence;
 pub mod config;
+pub mod controller;
 pub mod daemon;
 pub mod datapath_refusals;
 pub mod datapaths;
@@ -34,6 +36,7 @@ pub mod flows;
 pub mod follow_files;
 pub mod health;
 pub mod instrumented;
+pub mod lease;
 pub mod logline;
 pub mod metrics;
 pub mod once;

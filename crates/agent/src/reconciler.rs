@@ -245,6 +245,21 @@ impl Pipeline {
         ))
     }
 
+    /// Slice mode: the pods of other nodes come from NetpolEndpointSlices
+    /// ([`Pipeline::ingest_slice`]), the pod watch carries this node's own pods alone. Call it
+    /// before the first event is ingested.
+    pub fn read_remote_pods_from_slices(&mut self) {
+        debug_assert!(!self.synced && !self.staged, "set before any event");
+        self.indexes.read_remote_pods_from_slices(&self.node);
+    }
+
+    /// Feeds one NetpolEndpointSlice event (slice mode) and stages what it changes.
+    pub fn ingest_slice(&mut self, event: Event<netpol_api::crd::NetpolEndpointSlice>) {
+        self.note_received(Instant::now());
+        let applied = self.indexes.apply_slices(event);
+        self.stage(applied);
+    }
+
     /// Feeds the event of a policy its source could not read: it counts as invalid and replaces
     /// what its key held.
     pub fn ingest_rejected(&mut self, kind: SourceKind, event: Event<ValidationError>) {

@@ -26,14 +26,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 use netpol_api::ValidationError;
 use tokio::sync::mpsc::UnboundedReceiver;
+
+use crate::lease::{elect, LeaseConfig};
 
 /// The reason of a refused policy's Event.
 pub const INVALID_POLICY: &str = "InvalidPolicy";
@@ -272,67 +273,15 @@ impl Reporter {
     /// it, takes it over if its holder let it expire. A 409 (another agent wrote it first) is
     /// losing, not an error.
     pub async fn elect(&mut self) -> Result<bool, kube::Error> {
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        let now = Timestamp::now();
-        let duration = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
-        let me = &self.config.identity;
-        let result = match leases.get_opt(&self.config.lease_name).await? {
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(self.config.lease_name.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    spec: Some(LeaseSpec {
-                        holder_identity: Some(me.clone()),
-                        lease_duration_seconds: Some(duration),
-                        acquire_time: Some(MicroTime(now)),
-                        renew_time: Some(MicroTime(now)),
-                        lease_transitions: Some(0),
-                        ..LeaseSpec::default()
-                    }),
-                };
-                leases
-                    .create(&PostParams::default(), &lease)
-                    .await
-                    .map(|_| ())
-            }
-            Some(mut lease) => {
-                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
-                let held_by_me = spec.holder_identity.as_deref() == Some(me.as_str());
-                let expired = match (&spec.renew_time, spec.lease_duration_seconds) {
-                    (Some(MicroTime(renewed)), Some(seconds)) => {
-                        *renewed + SignedDuration::from_secs(i64::from(seconds)) < now
-                    }
-                    _ => true,
-                };
-                if !held_by_me && !expired {
-                    self.holder = false;
-                    return Ok(false);
-                }
-                if !held_by_me {
-                    spec.holder_identity = Some(me.clone());
-                    spec.acquire_time = Some(MicroTime(now));
-                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-                }
-                spec.renew_time = Some(MicroTime(now));
-                spec.lease_duration_seconds = Some(duration);
-                // Carries the resourceVersion read: a write by anyone since is a 409.
-                leases
-                    .replace(&self.config.lease_name, &PostParams::default(), &lease)
-                    .await
-                    .map(|_| ())
-            }
+        let lease = LeaseConfig {
+            namespace: self.config.namespace.clone(),
+            name: self.config.lease_name.clone(),
+            identity: self.config.identity.clone(),
+            duration: self.config.lease_duration,
         };
-        self.holder = match result {
-            Ok(()) => true,
-            Err(kube::Error::Api(status)) if status.code == 409 => false,
-            Err(error) => {
-                self.holder = false;
-                return Err(error);
-            }
-        };
-        Ok(self.holder)
+        let result = elect(&self.client, &lease).await;
+        self.holder = matches!(result, Ok(true));
+        result
     }
 
     /// Posts every remembered refusal if this agent holds the Lease, and this node's own

@@ -5,7 +5,7 @@
 use clap::{Parser, Subcommand};
 
 use crate::commands::{
-    acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
+    acls, agent, check, cleanup, controller, crds, diff, explain, flows, lint, matrix, version,
 };
 
 /// Kubernetes network policy for Windows nodes: one engine for NetworkPolicy,
@@ -34,6 +34,9 @@ pub enum Command {
     Acls(acls::Args),
     /// Run the node agent: keep this node's endpoint rules equal to what the policies say.
     Agent(agent::Args),
+    /// Publish the cluster's pods as NetpolEndpointSlices for agents in slice mode (a
+    /// Deployment of two replicas; the Lease holder writes).
+    Controller(controller::Args),
     /// Follow a running agent's drop log: each denied connection with the rule that denied it.
     Flows(flows::Args),
     /// Remove everything netpol programmed on this node (its nftables table, or its HCN ACLs

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use netpol_cli::cli::{Cli, Command};
 use netpol_cli::commands::{
-    acls, agent, check, cleanup, crds, diff, explain, flows, lint, matrix, version,
+    acls, agent, check, cleanup, controller, crds, diff, explain, flows, lint, matrix, version,
 };
 use netpol_cli::Outcome;
 
@@ -48,6 +48,9 @@ fn main() -> ExitCode {
     if let Command::Agent(args) = &cli.command {
         return agent::run(args);
     }
+    if let Command::Controller(args) = &cli.command {
+        return controller::run(args);
+    }
     let mut out = std::io::stdout().lock();
     let mut err = std::io::stderr().lock();
     let result = match &cli.command {
@@ -61,7 +64,7 @@ fn main() -> ExitCode {
         Command::Crds(args) => crds::run(args, &mut out, &mut err),
         Command::Version(args) => version::run(args, &mut out),
         Command::Flows(args) => flows::run(args, &mut out, &mut err),
-        Command::Agent(_) => Ok(Outcome::Success), // ran above
+        Command::Agent(_) | Command::Controller(_) => Ok(Outcome::Success), // ran above
     };
     match result.and_then(|outcome| out.flush().map(|()| outcome)) {
         Ok(outcome) => outcome.into(),

@@ -124,6 +124,21 @@ fn by_kind_and_name(docs: Vec<Value>) -> BTreeMap<(String, String), Value> {
         .collect()
 }
 
+/// The container's arguments, with `from_env` (what the pod's environment gives), parse with
+/// the binary's parser.
+fn assert_args_parse(container: &Value, from_env: &str) {
+    let mut args = vec!["netpol".to_string()];
+    args.extend(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string()),
+    );
+    args.push(from_env.into());
+    Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+}
+
 fn check_overlay(overlay: &str, os: &str, image: &str) {
     let rendered = by_kind_and_name(render(&config().join(overlay)));
     let version = env!("CARGO_PKG_VERSION");
@@ -145,17 +160,8 @@ fn check_overlay(overlay: &str, os: &str, image: &str) {
         rendered.contains_key(&("ServiceAccount".to_string(), account.to_string())),
         "{overlay}: ServiceAccount {account} is rendered beside the DaemonSet"
     );
-    let mut args = vec!["netpol".to_string()];
-    args.extend(
-        container["args"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_str().unwrap().to_string()),
-    );
     // The node name comes from NODE_NAME in the pod.
-    args.push("--node=node-1".into());
-    Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{overlay}: {args:?}: {e}"));
+    assert_args_parse(container, "--node=node-1");
     for ((kind, name), doc) in &rendered {
         let namespaced = !CLUSTER_SCOPED.contains(&kind.as_str());
         assert_eq!(
@@ -195,4 +201,61 @@ fn the_windows_overlay_renders() {
 #[test]
 fn the_linux_overlay_renders() {
     check_overlay("linux", "linux", "ghcr.io/netpol/netpol-agent-linux");
+}
+
+/// `config/controller`: two replicas of `netpol controller` with a PodDisruptionBudget, the
+/// only writer of NetpolEndpointSlices; agents only read them.
+#[test]
+fn the_controller_overlay_renders() {
+    let rendered = by_kind_and_name(render(&config().join("controller")));
+    let get = |kind: &str, name: &str| -> &Value {
+        rendered
+            .get(&(kind.to_string(), name.to_string()))
+            .unwrap_or_else(|| panic!("{kind} {name} is not rendered"))
+    };
+    let deployment = get("Deployment", "netpol-controller");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert_eq!(
+        container["image"],
+        format!(
+            "ghcr.io/netpol/netpol-agent-linux:{}",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+    get(
+        "ServiceAccount",
+        pod["serviceAccountName"].as_str().unwrap(),
+    );
+    // The identity comes from POD_NAME in the pod.
+    assert_args_parse(container, "--identity=netpol-controller-0");
+    let budget = get("PodDisruptionBudget", "netpol-controller");
+    assert_eq!(budget["spec"]["minAvailable"], 1);
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    let slice_verbs = |role: &str| -> Vec<String> {
+        get("ClusterRole", role)["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| {
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&json!("netpolendpointslices"))
+            })
+            .flat_map(|r| r["verbs"].as_array().unwrap().iter())
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(slice_verbs("netpol-controller").contains(&"update".to_string()));
+    assert_eq!(slice_verbs("netpol-agent"), ["get", "list", "watch"]);
+    let lease = get("Role", "netpol-controller-lease");
+    assert!(
+        lease.to_string().contains("\"netpol-controller\""),
+        "{lease}"
+    );
 }

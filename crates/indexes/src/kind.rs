@@ -15,9 +15,14 @@ pub enum SourceKind {
     ClusterNetworkPolicy,
     CiliumNetworkPolicy,
     CiliumClusterwideNetworkPolicy,
+    /// Slice mode's NetpolEndpointSlices: the pods of other nodes, as the controller publishes
+    /// them. Not an [`Object`] kind (its events reach the indexes on their own path), so not in
+    /// [`SourceKind::ALL`].
+    NetpolEndpointSlice,
 }
 
 impl SourceKind {
+    /// The kinds of [`Object`]s.
     pub const ALL: [SourceKind; 9] = [
         SourceKind::Namespace,
         SourceKind::Pod,
@@ -52,6 +57,7 @@ impl SourceKind {
             SourceKind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
             SourceKind::CiliumNetworkPolicy => "CiliumNetworkPolicy",
             SourceKind::CiliumClusterwideNetworkPolicy => "CiliumClusterwideNetworkPolicy",
+            SourceKind::NetpolEndpointSlice => "NetpolEndpointSlice",
         }
     }
 

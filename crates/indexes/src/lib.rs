@@ -167,13 +167,18 @@ impl Indexes {
     /// The indexes of an agent on node `own` in slice mode: pods of other nodes come from
     /// [`Indexes::apply_slices`], the pod watch carries the node's own pods alone.
     pub fn for_node_with_slices(own: &str) -> Self {
-        Indexes {
-            remote: Some(RemotePods {
-                slices: Slices::for_node(own),
-                pods: Pods::default(),
-            }),
-            ..Self::for_node(own)
-        }
+        let mut indexes = Self::for_node(own);
+        indexes.read_remote_pods_from_slices(own);
+        indexes
+    }
+
+    /// From now on, pods of other nodes than `own` come from [`Indexes::apply_slices`] (see
+    /// [`Indexes::for_node_with_slices`]); call it before any event.
+    pub fn read_remote_pods_from_slices(&mut self, own: &str) {
+        self.remote = Some(RemotePods {
+            slices: Slices::for_node(own),
+            pods: Pods::default(),
+        });
     }
 
     /// Feeds one NetpolEndpointSlice event (slice mode; ignored otherwise) and returns the
@@ -281,6 +286,12 @@ impl Indexes {
                 SourceKind::Node => !self.nodes.is_synced(),
                 policy => !self.policies.is_synced(*policy),
             })
+            .chain(
+                self.remote
+                    .as_ref()
+                    .filter(|r| !r.pods.is_synced())
+                    .map(|_| SourceKind::NetpolEndpointSlice),
+            )
             .collect()
     }
 

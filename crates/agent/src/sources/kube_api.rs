@@ -30,6 +30,8 @@ pub struct KindApi {
     pub resource: ApiResource,
     /// What is read of each object.
     shape: &'static Shape,
+    /// Only the objects this field selector selects (`spec.nodeName=NODE`), in lists and watches.
+    field_selector: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +129,7 @@ impl Pages {
         let params = ListParams {
             limit: Some(self.page_size.limit(self.object_bytes)),
             continue_token: self.continue_token.clone(),
+            field_selector: self.api.field_selector.clone(),
             ..ListParams::default()
         };
         let request = self
@@ -265,7 +268,14 @@ impl KindApi {
             request: Request::new(url),
             shape: projection::shape_of(&resource.kind),
             resource,
+            field_selector: None,
         }
+    }
+
+    /// The same endpoint, listing and watching only the objects `selector` selects.
+    pub fn with_field_selector(mut self, selector: String) -> KindApi {
+        self.field_selector = Some(selector);
+        self
     }
 
     /// Lists every object, `page_size` at a time, each page within `page_timeout`: a list of
@@ -317,6 +327,7 @@ impl KindApi {
         let params = WatchParams {
             bookmarks: true,
             timeout: Some(timeout_s),
+            field_selector: self.field_selector.clone(),
             ..WatchParams::default()
         };
         self.watch_with(&params, resource_version).await
@@ -333,6 +344,7 @@ impl KindApi {
     ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
         let params = WatchParams {
             timeout: Some(timeout_s),
+            field_selector: self.field_selector.clone(),
             ..WatchParams::streaming_lists()
         };
         self.watch_with(&params, "").await

@@ -13,7 +13,7 @@ use netpol_agent::health::Health;
 use netpol_agent::instrumented::Instrumented;
 use netpol_agent::metrics::Metrics;
 use netpol_agent::reconciler::Pipeline;
-use netpol_agent::sources::cluster::{spawn_watches, Sinks, WatchConfig};
+use netpol_agent::sources::cluster::{spawn_watches, PodSource, Sinks, WatchConfig};
 use netpol_agent::SourceKind;
 use netpol_datapath::Backoff;
 use netpol_engine::Protocol;
@@ -67,6 +67,16 @@ impl ClusterAgent {
         config: WatchConfig,
         sim: Arc<HcnDatapath<HcnSim>>,
     ) -> ClusterAgent {
+        ClusterAgent::start_reading(server, config, sim, &PodSource::Pods)
+    }
+
+    /// An agent reading the pods of other nodes from `pods` (every Pod, or slices).
+    pub fn start_reading(
+        server: &ApiServer,
+        config: WatchConfig,
+        sim: Arc<HcnDatapath<HcnSim>>,
+        pods: &PodSource,
+    ) -> ClusterAgent {
         // The agent's log, shown for failed tests (RUST_LOG picks the level).
         let _ = tracing_subscriber::fmt()
             .with_test_writer()
@@ -77,13 +87,16 @@ impl ClusterAgent {
         let health = Arc::new(Health::default());
         health.heartbeat();
         let raw: Arc<dyn HcnApi> = sim.clone();
-        let pipeline = Pipeline::new(
+        let mut pipeline = Pipeline::new(
             NODE,
             Arc::new(Instrumented::new(raw, metrics.clone())),
             Box::new(SimulatedCni::new(sim.clone())),
             backoff(),
             metrics.clone(),
         );
+        if matches!(pods, PodSource::Slices { .. }) {
+            pipeline.read_remote_pods_from_slices();
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -98,7 +111,7 @@ impl ClusterAgent {
                 metrics,
                 health: health.clone(),
             };
-            spawn_watches(&server.client(), &sinks, config);
+            spawn_watches(&server.client(), &sinks, config, pods);
         }
         ClusterAgent {
             runtime,
@@ -140,6 +153,7 @@ impl ClusterAgent {
         match input {
             Input::Event(event) => self.pipeline.ingest(*event),
             Input::Rejected(kind, event) => self.pipeline.ingest_rejected(kind, *event),
+            Input::Slice(event) => self.pipeline.ingest_slice(*event),
             Input::Resync => self.pipeline.request_resync(),
             Input::Shutdown => {}
         }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use netpol_agent::indexes::PolicyBudgets;
 use netpol_agent::once::{self, ATTEMPTS};
+use netpol_agent::sources::cluster::PodSource;
 use netpol_agent::{daemon, AgentConfig, DatapathOptions, SourceConfig};
 use netpol_engine::Protocol;
 
@@ -41,6 +42,14 @@ impl From<DatapathKind> for netpol_agent::DatapathKind {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PodSourceArg {
+    /// Every Pod of the cluster (direct mode).
+    Pods,
+    /// NetpolEndpointSlices for other nodes' pods, this node's own Pods in full (slice mode).
+    Slices,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -60,6 +69,11 @@ pub struct Args {
     /// lists, but are never gzipped: with realistic pods they cost several times the bytes.
     #[arg(long, conflicts_with = "from_dir")]
     pub streaming_lists: bool,
+    /// Cluster mode: where the pods of other nodes come from. `pods` watches every Pod;
+    /// `slices` watches the NetpolEndpointSlices `netpol controller` publishes, and only this
+    /// node's own Pods (`fieldSelector=spec.nodeName=NODE`).
+    #[arg(long, value_enum, default_value_t = PodSourceArg::Pods, conflicts_with = "from_dir")]
+    pub source: PodSourceArg,
     /// This node's name: its pods are the local endpoints.
     #[arg(long, env = "NODE_NAME")]
     pub node: String,
@@ -245,6 +259,12 @@ impl Args {
             None => SourceConfig::Cluster {
                 kubeconfig: self.kubeconfig.clone(),
                 streaming_lists: self.streaming_lists,
+                pods: match self.source {
+                    PodSourceArg::Pods => PodSource::Pods,
+                    PodSourceArg::Slices => PodSource::Slices {
+                        node: self.node.clone(),
+                    },
+                },
             },
         };
         AgentConfig {
@@ -307,7 +327,7 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+pub(crate) fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

@@ -4,6 +4,7 @@ pub mod acls;
 pub mod agent;
 pub mod check;
 pub mod cleanup;
+pub mod controller;
 pub mod crds;
 pub mod diff;
 pub mod explain;

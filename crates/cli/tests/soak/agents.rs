@@ -83,6 +83,7 @@ impl RunningAgent {
             source: SourceConfig::Cluster {
                 kubeconfig: Some(kubeconfig.to_owned()),
                 streaming_lists: false,
+                pods: netpol_agent::sources::cluster::PodSource::Pods,
             },
             // Not read: the datapath is given.
             datapath: DatapathKind::HcnSim,

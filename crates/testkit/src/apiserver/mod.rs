@@ -8,8 +8,11 @@
 //! requests and response bytes are counted ([`traffic`]).
 
 mod encoding;
+mod lists;
+mod selector;
 mod traffic;
 mod watches;
+mod writes;
 
 pub use traffic::TrafficCount;
 
@@ -30,9 +33,12 @@ use crate::writable::{route, Writable};
 use traffic::Traffic;
 use watches::serve_watch;
 
-/// Where each kind is served, and whether list items carry `apiVersion`/`kind` (custom
-/// resources do, built-in kinds do not).
-pub const RESOURCES: [(&str, &str, &str, bool); 9] = [
+/// A served kind: its name, apiVersion, collection path, and whether list items carry
+/// `apiVersion`/`kind` (custom resources do, built-in kinds do not).
+pub type Resource = (&'static str, &'static str, &'static str, bool);
+
+/// Where each kind netpol's readers list is served.
+pub const RESOURCES: [Resource; 9] = [
     ("Namespace", "v1", "/api/v1/namespaces", false),
     ("Pod", "v1", "/api/v1/pods", false),
     ("Node", "v1", "/api/v1/nodes", false),
@@ -74,9 +80,22 @@ pub const RESOURCES: [(&str, &str, &str, bool); 9] = [
     ),
 ];
 
-fn resource_of(kind: &str) -> (&'static str, &'static str, &'static str, bool) {
-    *RESOURCES
-        .iter()
+/// NetpolEndpointSlices, which `netpol controller` writes (create, replace, delete with
+/// resourceVersion preconditions: see [`writes`]) and agents in slice mode watch.
+pub const ENDPOINT_SLICES: Resource = (
+    "NetpolEndpointSlice",
+    "netpol.io/v1alpha1",
+    "/apis/netpol.io/v1alpha1/netpolendpointslices",
+    true,
+);
+
+/// Every kind served: [`RESOURCES`] and [`ENDPOINT_SLICES`].
+fn served() -> impl Iterator<Item = &'static Resource> {
+    RESOURCES.iter().chain(std::iter::once(&ENDPOINT_SLICES))
+}
+
+fn resource_of(kind: &str) -> Resource {
+    *served()
         .find(|r| r.0 == kind)
         .unwrap_or_else(|| panic!("no resource for kind {kind}"))
 }
@@ -126,6 +145,14 @@ struct Shared {
     /// Bumped to sever every open watch connection.
     sever: watch::Sender<u64>,
     traffic: Traffic,
+}
+
+impl Shared {
+    /// Keeps `change` in the history and hands it to the open watches.
+    fn record(&self, store: &mut Store, change: Change) {
+        store.history.push(change.clone());
+        let _ = self.changes.send(change);
+    }
 }
 
 /// The running stand-in.
@@ -202,8 +229,14 @@ impl ApiServer {
             let documents: Vec<Value> =
                 serde_saphyr::from_multiple_with_options(&text, serde_saphyr::Options::default())
                     .unwrap();
-            for document in documents.into_iter().filter(|d| !d.is_null()) {
-                self.put_quietly(document);
+            for mut document in documents.into_iter().filter(|d| !d.is_null()) {
+                // A `kind: List` (what `netpol-dev synth` writes) holds the objects.
+                match document.get_mut("items").map(Value::take) {
+                    Some(Value::Array(items)) if document["kind"] == "List" => {
+                        items.into_iter().for_each(|item| self.put_quietly(item));
+                    }
+                    _ => self.put_quietly(document),
+                }
             }
         }
     }
@@ -281,8 +314,7 @@ impl ApiServer {
     }
 
     fn record(&self, store: &mut Store, change: Change) {
-        store.history.push(change.clone());
-        let _ = self.shared.changes.send(change);
+        self.shared.record(store, change);
     }
 
     /// Forgets the history up to now: watches from an older resourceVersion get 410 Gone.
@@ -469,12 +501,28 @@ impl ApiServer {
         std::fs::create_dir_all(dir).unwrap();
         let store = self.store();
         let mut n = 0;
-        for objects in store.objects.values() {
+        // Slices are netpol's own record of the pods, not an object policies are read from.
+        let read = store
+            .objects
+            .iter()
+            .filter(|(path, _)| **path != ENDPOINT_SLICES.2);
+        for (_, objects) in read {
             for object in objects.values() {
                 n += 1;
                 std::fs::write(dir.join(format!("{n:05}.json")), object.to_string()).unwrap();
             }
         }
+    }
+
+    /// The stored objects of `kind`, by key.
+    pub fn objects(&self, kind: &str) -> Vec<Value> {
+        let path = resource_of(kind).2;
+        let store = self.store();
+        store
+            .objects
+            .get(path)
+            .map(|o| o.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The Events posted so far (every namespace).
@@ -623,7 +671,16 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             .unwrap()
             .handle(&method, target, &body);
     }
-    let Some(resource) = RESOURCES.iter().find(|r| r.2 == path) else {
+    if request.method() != axum::http::Method::GET {
+        if let Some(target) = writes::route(&path) {
+            let method = request.method().clone();
+            let Ok(body) = axum::body::to_bytes(request.into_body(), 4 << 20).await else {
+                return (StatusCode::BAD_REQUEST, "unreadable body").into_response();
+            };
+            return writes::handle(&shared, &method, target, &path, &body);
+        }
+    }
+    let Some(resource) = served().find(|r| r.2 == path) else {
         return serve_get(&shared, &path, gzip);
     };
     let watch = query_param(&query, "watch").is_some_and(|w| w == "true" || w == "1");
@@ -685,14 +742,14 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             json_response(code, status(code.as_u16(), reason, &message))
         }
         None if watch => serve_watch(&shared, resource.2, &query),
-        None => serve_list(&shared, resource, &query, gzip),
+        None => lists::serve_list(&shared, resource, &query, gzip),
     }
 }
 
 /// A `GET` of one object: `PREFIX/namespaces/NS/PLURAL/NAME`, or `PREFIX/PLURAL/NAME` for a
 /// cluster-scoped kind; 404 `NotFound` when there is no such object.
 fn serve_get(shared: &Shared, path: &str, gzip: bool) -> Response {
-    let found = RESOURCES.iter().find_map(|resource| {
+    let found = served().find_map(|resource| {
         let (prefix, plural) = resource.2.rsplit_once('/')?;
         let rest = path.strip_prefix(prefix)?.strip_prefix('/')?;
         let key = match rest.split('/').collect::<Vec<_>>().as_slice() {
@@ -724,57 +781,4 @@ fn serve_get(shared: &Shared, path: &str, gzip: bool) -> Response {
             ),
         ),
     }
-}
-
-fn serve_list(
-    shared: &Shared,
-    resource: &(&'static str, &'static str, &'static str, bool),
-    query: &str,
-    gzip: bool,
-) -> Response {
-    let mut store = shared.store.lock().unwrap();
-    let limit = query_param(query, "limit").and_then(|l| l.parse::<usize>().ok());
-    // A continue token is "resourceVersion-offset": the list is a consistent snapshot, so a
-    // token older than the compaction is gone.
-    let (version, offset) = match query_param(query, "continue") {
-        Some(token) => {
-            let (version, offset) = token.split_once('-').unwrap();
-            let version: u64 = version.parse().unwrap();
-            if version < store.compacted {
-                return json_response(
-                    StatusCode::GONE,
-                    status(410, "Expired", "the continue token is too old"),
-                );
-            }
-            (version, offset.parse::<usize>().unwrap())
-        }
-        None => (store.version, 0),
-    };
-    // Only the page's objects are copied: a list of 150,000 pods in pages of 500 would
-    // otherwise copy every pod for every page.
-    let kind = store.objects.get(resource.2);
-    let total = kind.map_or(0, |o| o.len());
-    let end = limit.map_or(total, |l| (offset + l).min(total));
-    let items: Vec<Value> = kind
-        .into_iter()
-        .flat_map(|o| o.values())
-        .skip(offset)
-        .take(end.saturating_sub(offset))
-        .map(|o| as_served(o, true))
-        .collect();
-    let mut metadata = json!({"resourceVersion": version.to_string()});
-    if end < total {
-        metadata["continue"] = json!(format!("{version}-{end}"));
-    }
-    store.version = store.version.max(version);
-    let body = json!({
-        "kind": format!("{}List", resource.0),
-        "apiVersion": resource.1,
-        "metadata": metadata,
-        "items": items,
-    })
-    .to_string();
-    let (response, sent) = encoding::json_body(StatusCode::OK, body, gzip);
-    Traffic::count(&shared.traffic.list_bytes, sent);
-    response
 }

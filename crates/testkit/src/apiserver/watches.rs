@@ -18,7 +18,8 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::{as_served, query_param, status, Change, Shared, RESOURCES};
+use super::selector::FieldSelector;
+use super::{as_served, query_param, status, Change, Shared};
 
 /// A watch of the kind at `path` from the query's resourceVersion.
 pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str) -> Response {
@@ -26,6 +27,7 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let bookmarks = query_param(query, "allowWatchBookmarks") == Some("true");
+    let selector = FieldSelector::of_query(query);
     let streaming = query_param(query, "sendInitialEvents") == Some("true");
     if streaming && shared.store.lock().unwrap().streaming_refused {
         let invalid = status(
@@ -47,7 +49,9 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
         let replay: Vec<Change> = store
             .history
             .iter()
-            .filter(|c| c.path == path && c.version > from && !streaming)
+            .filter(|c| {
+                c.path == path && c.version > from && !streaming && selector.matches(&c.object)
+            })
             .cloned()
             .collect();
         // The keys only: each object is read (and copied) as it is sent.
@@ -55,7 +59,13 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
             .objects
             .get(path)
             .filter(|_| streaming)
-            .map(|objects| objects.keys().cloned().collect())
+            .map(|objects| {
+                objects
+                    .iter()
+                    .filter(|(_, o)| selector.matches(o))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         let expired = from < store.compacted && !streaming;
         (
@@ -71,7 +81,7 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
     sever.mark_unchanged();
     let shared = shared.clone();
     tokio::spawn(async move {
-        let kind = RESOURCES.iter().find(|r| r.2 == path).unwrap();
+        let kind = super::served().find(|r| r.2 == path).unwrap();
         let bookmark = |version: u64| {
             json!({"type": "BOOKMARK", "object": {
                 "kind": kind.0, "apiVersion": kind.1,
@@ -151,7 +161,7 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
         loop {
             tokio::select! {
                 change = live.recv() => match change {
-                    Ok(change) if change.path == path && change.version > sent => {
+                    Ok(change) if change.path == path && change.version > sent && selector.matches(&change.object) => {
                         sent = change.version;
                         marked = marked.max(sent);
                         let event = json!({"type": change.kind, "object": as_served(&change.object, false)});

@@ -42,28 +42,29 @@
 
 use std::collections::BTreeSet;
 use std::pin::pin;
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::mpsc::SyncSender;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use kube::api::ApiResource;
 use kube::Client;
-use netpol_api::{Object, ObjectRef, ValidationError};
+use netpol_api::crd::NetpolEndpointSlice;
+use netpol_api::ObjectRef;
 pub use netpol_indexes::decode::resources;
-use netpol_indexes::Event;
 use serde_json::Value;
 use tokio::time::Instant;
 
+mod emit;
 mod streaming;
 
-use super::decode::{decode, skeleton, Decoded};
 use super::jitter::Jitter;
 use super::kube_api::{resource_version, CallError, KindApi, Page, PageSize, WatchItem};
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
-use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::metrics::Metrics;
+use emit::{Change, Marker};
 use netpol_datapath::Backoff;
 use streaming::StreamFailed;
 
@@ -129,27 +130,64 @@ pub struct Sinks {
     pub health: Arc<Health>,
 }
 
+/// Where remote pods come from: every Pod (direct mode), or NetpolEndpointSlices with this
+/// node's own Pods alone (slice mode).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PodSource {
+    Pods,
+    Slices { node: String },
+}
+
 /// Starts one follower per kind on the current tokio runtime. A follower that panics fails
-/// liveness.
+/// liveness. In slice mode the pod watch carries `spec.nodeName=NODE` and NetpolEndpointSlices
+/// are followed too.
 pub fn spawn_watches(
     client: &Client,
     sinks: &Sinks,
     config: WatchConfig,
+    pods: &PodSource,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    resources()
+    let mut followed: Vec<(SourceKind, KindApi)> = resources()
         .into_iter()
         .map(|(kind, resource)| {
-            let follower =
-                Follower::new(KindApi::new(client.clone(), resource), kind, sinks, config);
-            let task = tokio::spawn(follower.run());
-            // A follower that panicked would leave its kind silently stale.
-            tokio::spawn(fatal_if_task_panics(
-                sinks.health.clone(),
-                format!("the {kind} watch"),
-                task,
-            ))
+            let api = KindApi::new(client.clone(), resource);
+            match pods {
+                PodSource::Slices { node } if kind == SourceKind::Pod => (
+                    kind,
+                    api.with_field_selector(format!("spec.nodeName={node}")),
+                ),
+                _ => (kind, api),
+            }
         })
+        .collect();
+    if matches!(pods, PodSource::Slices { .. }) {
+        let slices = ApiResource::erase::<NetpolEndpointSlice>(&());
+        followed.push((
+            SourceKind::NetpolEndpointSlice,
+            KindApi::new(client.clone(), slices),
+        ));
+    }
+    followed
+        .into_iter()
+        .map(|(kind, api)| spawn_follower(api, kind, sinks, config))
         .collect()
+}
+
+/// Starts one kind's follower; its panic fails liveness.
+pub fn spawn_follower(
+    api: KindApi,
+    kind: SourceKind,
+    sinks: &Sinks,
+    config: WatchConfig,
+) -> tokio::task::JoinHandle<()> {
+    let follower = Follower::new(api, kind, sinks, config);
+    let task = tokio::spawn(follower.run());
+    // A follower that panicked would leave its kind silently stale.
+    tokio::spawn(fatal_if_task_panics(
+        sinks.health.clone(),
+        format!("the {kind} watch"),
+        task,
+    ))
 }
 
 /// The receiver went away: the agent is stopping.
@@ -255,16 +293,16 @@ impl Follower {
                     }
                 }
                 Err(ListFailed::Stopped) => return Err(Stopped),
-                Err(ListFailed::Call(CallError::NotInstalled)) => {
+                // Slice mode without the CRD has no remote pods to go by: never counted empty
+                // (that would program every rule naming a remote pod as matching none).
+                Err(ListFailed::Call(CallError::NotInstalled))
+                    if self.kind != SourceKind::NetpolEndpointSlice =>
+                {
                     if !self.absent {
                         tracing::warn!(kind = %self.kind, "CRD not installed: skipping this kind until it appears");
                         self.absent = true;
                         // No objects of a kind that does not exist: an empty, complete list.
-                        self.send(Input::Event(Box::new(SourceEvent::new(
-                            self.kind,
-                            Event::Init,
-                        ))))
-                        .await?;
+                        self.send_marker(Marker::Init).await?;
                         self.end_list(0).await?;
                     }
                     self.failures = self.failures.saturating_add(1);
@@ -336,16 +374,11 @@ impl Follower {
                 break;
             };
             if pages.pages == 1 {
-                self.send(Input::Event(Box::new(SourceEvent::new(
-                    self.kind,
-                    Event::Init,
-                ))))
-                .await?;
+                self.send_marker(Marker::Init).await?;
             }
             objects += items.len();
             for item in items {
-                self.send_object(item, Event::InitApply, Event::InitApply)
-                    .await?;
+                self.send_object(item, Change::InitApply).await?;
             }
             resource_version = version;
         }
@@ -401,12 +434,11 @@ impl Follower {
                     }
                     Ok(WatchItem::Added(object) | WatchItem::Modified(object)) => {
                         resource_version = version_of(&object, resource_version);
-                        self.send_object(object, Event::Apply, Event::Apply).await?;
+                        self.send_object(object, Change::Apply).await?;
                     }
                     Ok(WatchItem::Deleted(object)) => {
                         resource_version = version_of(&object, resource_version);
-                        self.send_object(object, Event::Delete, Event::Delete)
-                            .await?;
+                        self.send_object(object, Change::Delete).await?;
                     }
                     Err(CallError::Expired) => {
                         return Ok(Relist {
@@ -444,7 +476,8 @@ impl Follower {
     }
 
     fn page_size(&self) -> PageSize {
-        if self.kind.is_policy() {
+        // Slices are large too: 1,000 endpoints, about 300 KB each.
+        if self.kind.is_policy() || self.kind == SourceKind::NetpolEndpointSlice {
             PageSize {
                 objects: self.config.policy_page_size,
                 bytes: self.config.policy_page_bytes,
@@ -459,11 +492,7 @@ impl Follower {
         if self.lists > 0 || self.listed {
             tracing::info!(kind = %self.kind, objects, "listed again");
         }
-        self.send(Input::Event(Box::new(SourceEvent::new(
-            self.kind,
-            Event::InitDone,
-        ))))
-        .await?;
+        self.send_marker(Marker::InitDone).await?;
         self.listed = true;
         self.lists += 1;
         // A complete list shows the server healthy: the failures before it say nothing about
@@ -472,70 +501,6 @@ impl Follower {
         self.stalled = false;
         self.working();
         Ok(())
-    }
-
-    /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
-    /// or as absent (other kinds).
-    async fn send_object(
-        &mut self,
-        value: Value,
-        valid: fn(Object) -> Event<Object>,
-        invalid: fn(ValidationError) -> Event<ValidationError>,
-    ) -> Result<(), Stopped> {
-        match decode(self.kind, &self.api.resource, value) {
-            Decoded::Valid(object) => {
-                self.logged_invalid.remove(&object.object_ref());
-                self.send(Input::Event(Box::new(SourceEvent::new(
-                    self.kind,
-                    valid(*object),
-                ))))
-                .await
-            }
-            // The reconcile loop logs and counts it once per change, as it does any invalid policy.
-            Decoded::Invalid(error) if self.kind.is_policy() => {
-                self.send(Input::Rejected(self.kind, Box::new(invalid(error))))
-                    .await
-            }
-            Decoded::Invalid(error) => {
-                if self.logged_invalid.insert(error.object.clone()) {
-                    tracing::warn!(
-                        object = %error.object,
-                        field = %error.field,
-                        "unreadable object treated as absent: {}",
-                        crate::logline::bounded(&error.message)
-                    );
-                }
-                let event = invalid(error);
-                let (Event::Apply(error) | Event::Delete(error)) = event else {
-                    return Ok(()); // not in a list: absent
-                };
-                match skeleton(&self.api.resource, &error) {
-                    Some(object) => {
-                        self.send(Input::Event(Box::new(SourceEvent::new(
-                            self.kind,
-                            Event::Delete(object),
-                        ))))
-                        .await
-                    }
-                    None => Ok(()),
-                }
-            }
-        }
-    }
-
-    /// Hands `input` to the reconcile loop, waiting while its channel is full: the runtime
-    /// thread stays free for the other kinds and for HTTP meanwhile.
-    async fn send(&self, mut input: Input) -> Result<(), Stopped> {
-        loop {
-            match self.sinks.inputs.try_send(input) {
-                Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(_)) => return Err(Stopped),
-                Err(TrySendError::Full(back)) => {
-                    input = back;
-                    tokio::time::sleep(FULL_CHANNEL_RETRY).await;
-                }
-            }
-        }
     }
 
     /// A call failed: count it, back off, and say the kind is not in sync.
@@ -639,16 +604,8 @@ impl Follower {
             waited_s = self.config.initial_wait.as_secs(),
             "the kind cannot be listed: enforcing the other kinds without it meanwhile"
         );
-        self.send(Input::Event(Box::new(SourceEvent::new(
-            self.kind,
-            Event::Init,
-        ))))
-        .await?;
-        self.send(Input::Event(Box::new(SourceEvent::new(
-            self.kind,
-            Event::InitDone,
-        ))))
-        .await?;
+        self.send_marker(Marker::Init).await?;
+        self.send_marker(Marker::InitDone).await?;
         self.listed = true;
         Ok(())
     }

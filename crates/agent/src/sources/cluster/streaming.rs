@@ -12,10 +12,9 @@
 use std::pin::pin;
 
 use futures::StreamExt;
-use netpol_indexes::Event;
 
-use super::{Follower, ListFailed, SourceEvent};
-use crate::driver::Input;
+use super::emit::{Change, Marker};
+use super::{Follower, ListFailed};
 use crate::sources::kube_api::{CallError, WatchItem};
 
 /// Why a streaming list did not complete.
@@ -48,11 +47,7 @@ impl Follower {
             Err(CallError::Invalid(why)) => return Err(StreamFailed::Unsupported(why)),
             Err(error) => return Err(call(error)),
         };
-        self.send(Input::Event(Box::new(SourceEvent::new(
-            self.kind,
-            Event::Init,
-        ))))
-        .await?;
+        self.send_marker(Marker::Init).await?;
         let mut objects = 0;
         let mut events = pin!(events);
         loop {
@@ -69,8 +64,7 @@ impl Follower {
                 }
                 Some(Ok(WatchItem::Added(object) | WatchItem::Modified(object))) => {
                     objects += 1;
-                    self.send_object(object, Event::InitApply, Event::InitApply)
-                        .await?;
+                    self.send_object(object, Change::InitApply).await?;
                 }
                 // Not part of the initial events; the relist's end removes what is gone.
                 Some(Ok(WatchItem::Deleted(_))) => {}

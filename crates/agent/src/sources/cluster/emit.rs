@@ -1,0 +1,166 @@
+//! What a follower hands the reconcile loop: each object decoded on its own and sent as its
+//! kind's event, and the markers that open and close a list.
+//!
+//! NetpolEndpointSlices (slice mode) go on their own path ([`Input::Slice`]): they are not
+//! [`netpol_api::Object`]s. An unreadable slice is logged once, with the field, and changes
+//! nothing (the endpoints it listed at its last valid version stay); its deletion still removes
+//! them.
+
+use std::sync::mpsc::TrySendError;
+
+use netpol_api::crd::NetpolEndpointSlice;
+use netpol_api::ValidationError;
+use netpol_indexes::Event;
+use serde_json::Value;
+
+use super::{Follower, Stopped, FULL_CHANNEL_RETRY};
+use crate::driver::Input;
+use crate::indexes::SourceEvent;
+use crate::kind::SourceKind;
+use crate::sources::decode::{decode, skeleton, Decoded};
+
+/// What happened to one object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Change {
+    /// Listed (a list or a streaming list's initial events).
+    InitApply,
+    /// Added or modified (a watch event).
+    Apply,
+    Delete,
+}
+
+impl Change {
+    fn event<K>(self, object: K) -> Event<K> {
+        match self {
+            Change::InitApply => Event::InitApply(object),
+            Change::Apply => Event::Apply(object),
+            Change::Delete => Event::Delete(object),
+        }
+    }
+}
+
+/// A list begins (`Init`) or is complete (`InitDone`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Marker {
+    Init,
+    InitDone,
+}
+
+impl Marker {
+    fn event<K>(self) -> Event<K> {
+        match self {
+            Marker::Init => Event::Init,
+            Marker::InitDone => Event::InitDone,
+        }
+    }
+}
+
+impl Follower {
+    /// Sends a list's start or end.
+    pub(super) async fn send_marker(&self, marker: Marker) -> Result<(), Stopped> {
+        let input = if self.kind == SourceKind::NetpolEndpointSlice {
+            Input::Slice(Box::new(marker.event()))
+        } else {
+            Input::Event(Box::new(SourceEvent::new(self.kind, marker.event())))
+        };
+        self.send(input).await
+    }
+
+    /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
+    /// or as absent (other kinds).
+    pub(super) async fn send_object(
+        &mut self,
+        value: Value,
+        change: Change,
+    ) -> Result<(), Stopped> {
+        if self.kind == SourceKind::NetpolEndpointSlice {
+            return self.send_slice(value, change).await;
+        }
+        match decode(self.kind, &self.api.resource, value) {
+            Decoded::Valid(object) => {
+                self.logged_invalid.remove(&object.object_ref());
+                self.send(Input::Event(Box::new(SourceEvent::new(
+                    self.kind,
+                    change.event(*object),
+                ))))
+                .await
+            }
+            // The reconcile loop logs and counts it once per change, as it does any invalid policy.
+            Decoded::Invalid(error) if self.kind.is_policy() => {
+                self.send(Input::Rejected(self.kind, Box::new(change.event(error))))
+                    .await
+            }
+            Decoded::Invalid(error) => {
+                self.log_invalid(&error);
+                if change == Change::InitApply {
+                    return Ok(()); // not in a list: absent
+                }
+                match skeleton(&self.api.resource, &error) {
+                    Some(object) => {
+                        self.send(Input::Event(Box::new(SourceEvent::new(
+                            self.kind,
+                            Event::Delete(object),
+                        ))))
+                        .await
+                    }
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// One NetpolEndpointSlice's event, read and checked.
+    async fn send_slice(&mut self, mut value: Value, change: Change) -> Result<(), Stopped> {
+        if let Some(map) = value.as_object_mut() {
+            map.entry("apiVersion")
+                .or_insert_with(|| Value::String(self.api.resource.api_version.clone()));
+            map.entry("kind")
+                .or_insert_with(|| Value::String(self.api.resource.kind.clone()));
+        }
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        match NetpolEndpointSlice::from_value(value) {
+            Ok(slice) => {
+                self.logged_invalid.remove(&slice.object_ref());
+                self.send(Input::Slice(Box::new(change.event(slice)))).await
+            }
+            Err(error) => {
+                self.log_invalid(&error);
+                if change != Change::Delete {
+                    return Ok(()); // its last valid endpoints stay
+                }
+                let gone = NetpolEndpointSlice::new(&name, Default::default());
+                self.send(Input::Slice(Box::new(Event::Delete(gone)))).await
+            }
+        }
+    }
+
+    /// Logs an unreadable object once (until it is read again).
+    fn log_invalid(&mut self, error: &ValidationError) {
+        if self.logged_invalid.insert(error.object.clone()) {
+            tracing::warn!(
+                object = %error.object,
+                field = %error.field,
+                "unreadable object treated as absent: {}",
+                crate::logline::bounded(&error.message)
+            );
+        }
+    }
+
+    /// Hands `input` to the reconcile loop, waiting while its channel is full: the runtime
+    /// thread stays free for the other kinds and for HTTP meanwhile.
+    pub(super) async fn send(&self, mut input: Input) -> Result<(), Stopped> {
+        loop {
+            match self.sinks.inputs.try_send(input) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Disconnected(_)) => return Err(Stopped),
+                Err(TrySendError::Full(back)) => {
+                    input = back;
+                    tokio::time::sleep(FULL_CHANNEL_RETRY).await;
+                }
+            }
+        }
+    }
+}
