@@ -1,6 +1,7 @@
 //! The deployment manifests under `config/` are what `kubectl apply -k config/windows` and
 //! `kubectl apply -k config/linux` send to the API server: each overlay is its OS's DaemonSet over
-//! `config/base` (namespace, ServiceAccount, ClusterRole and binding, shared). Each manifest must
+//! `config/base` (namespace, ServiceAccount, ClusterRole and binding, shared); `config/controller`
+//! is `netpol controller`'s Deployment over the same base. Each manifest must
 //! parse into its typed k8s-openapi object *without losing a field*: k8s-openapi ignores unknown
 //! fields, so a misspelled key would otherwise pass silently and be dropped by the API server too.
 //! The checks below then pin the properties the agent depends on.
@@ -8,8 +9,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, PodSpec, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -19,7 +21,7 @@ fn config_dir() -> PathBuf {
 }
 
 /// The kustomizations: the shared base and one overlay per node OS.
-const KUSTOMIZATIONS: [&str; 3] = ["base", "windows", "linux"];
+const KUSTOMIZATIONS: [&str; 4] = ["base", "windows", "linux", "controller"];
 
 #[derive(Deserialize)]
 struct Kustomization {
@@ -116,6 +118,8 @@ fn every_kustomization_resource_parses_into_its_typed_object() {
             "Role" => drop(typed::<Role>(file)),
             "RoleBinding" => drop(typed::<RoleBinding>(file)),
             "DaemonSet" => drop(typed::<DaemonSet>(file)),
+            "Deployment" => drop(typed::<Deployment>(file)),
+            "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(file)),
             other => panic!("config/{file}: unexpected kind {other}"),
         }
         kinds.insert(head.kind);
@@ -128,6 +132,8 @@ fn every_kustomization_resource_parses_into_its_typed_object() {
         "Role",
         "RoleBinding",
         "DaemonSet",
+        "Deployment",
+        "PodDisruptionBudget",
     ]
     .map(String::from)
     .into();
@@ -193,6 +199,38 @@ fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds_and_creatin
         "clusternetworkpolicies.policy.networking.k8s.io",
         "ciliumnetworkpolicies.cilium.io",
         "ciliumclusterwidenetworkpolicies.cilium.io",
+        // Read in slice mode (`--source slices`): what `netpol controller` publishes.
+        "netpolendpointslices.netpol.io",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(granted, expected);
+}
+
+#[test]
+fn the_controller_reads_pods_and_writes_only_endpoint_slices() {
+    let role: ClusterRole = typed("controller/clusterrole.yaml");
+    let mut granted = BTreeSet::new();
+    for rule in role.rules.unwrap() {
+        assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+        for group in rule.api_groups.unwrap() {
+            for resource in rule.resources.clone().unwrap() {
+                for verb in &rule.verbs {
+                    granted.insert(format!("{resource}.{group} {verb}"));
+                }
+            }
+        }
+    }
+    let expected: BTreeSet<String> = [
+        "pods. get",
+        "pods. list",
+        "pods. watch",
+        "netpolendpointslices.netpol.io get",
+        "netpolendpointslices.netpol.io list",
+        "netpolendpointslices.netpol.io watch",
+        "netpolendpointslices.netpol.io create",
+        "netpolendpointslices.netpol.io update",
+        "netpolendpointslices.netpol.io delete",
     ]
     .map(String::from)
     .into();
