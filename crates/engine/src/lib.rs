@@ -42,5 +42,5 @@ pub use labels::{
 pub use mapstate::{ClassChange, MapChange, MapKey, MapState, MapValue, PortKey};
 pub use ports::{NamedPort, PortMatch, PortRule, Protocol};
 pub use prefixes::PrefixSet;
-pub use selector::{AddressScope, CidrSelector, Entity, Peer, PodSelector};
+pub use selector::{AddressScope, CidrSelector, Entity, Peer, PeerGroup, PodSelector};
 pub use shared::{Shared, SharedId};

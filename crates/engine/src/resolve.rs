@@ -12,7 +12,7 @@ use crate::labels::NAMESPACE_NAME_LABEL;
 use crate::ports::{PortMatch, Protocol};
 use crate::precedence::{isolation_key, Levels};
 use crate::reference::Reason;
-use crate::selector::{Peer, PeerReach, PodSelector};
+use crate::selector::{PeerGroup, PeerReach, PodSelector};
 use crate::selector_cache::SelectorId;
 
 /// Evaluation bands: the three tiers and, below them, the default.
@@ -157,13 +157,13 @@ pub struct EndpointPolicy {
 }
 
 impl EndpointPolicy {
-    /// Resolves `entries` (already known to select `endpoint`) with `acquire` mapping each peer
-    /// to its selector-cache id.
+    /// Resolves `entries` (already known to select `endpoint`) with `acquire` mapping each group
+    /// of an entry's peers ([`PeerGroup`]) to its selector-cache id.
     pub fn resolve<'a>(
         entries: impl IntoIterator<Item = &'a PolicyEntry>,
         endpoint: &PodInfo,
         levels: &Levels,
-        mut acquire: impl FnMut(&Peer) -> SelectorId,
+        mut acquire: impl FnMut(PeerGroup<'_>) -> SelectorId,
     ) -> Self {
         let mut policy = EndpointPolicy::default();
         let mut merged: HashMap<MergeKey, usize> = HashMap::new();
@@ -194,8 +194,8 @@ impl EndpointPolicy {
                 priority: entry.priority.clone(),
                 provenance: entry.provenance.clone(),
             });
-            for peer in &entry.peers {
-                let selector = acquire(peer);
+            for group in PeerGroup::of_entry(&entry.peers) {
+                let selector = acquire(group);
                 // Merge at equal order (CFP-23380): one rule per (selector, ports, order), with the
                 // strongest authentication of the merged entries.
                 let key = (entry.direction, selector, level, ports.clone());
@@ -207,7 +207,7 @@ impl EndpointPolicy {
                 merged.insert(key, policy.rules.len());
                 policy.rules.push(SelectorRule {
                     direction: entry.direction,
-                    peer: PeerReach::of(peer),
+                    peer: group.reach(),
                     selector,
                     band: Band::Tier(entry.tier),
                     level,

@@ -64,6 +64,59 @@ impl CidrSelector {
     pub fn covers(&self, prefix: &IpNet) -> bool {
         self.net.contains(prefix) && !self.except.contains(prefix)
     }
+
+    /// Whether this selector selects `identity` (see [`Peer::selects_ignoring_node`]).
+    pub fn selects(&self, identity: &Identity) -> bool {
+        (self.scope == AddressScope::Any || matches!(identity.kind, IdentityKind::World))
+            && self.covers(&identity.prefix)
+    }
+}
+
+/// What one selector of the selector cache stands for in an entry: one of its peers other than
+/// a CIDR one, or all its CIDR peers together. A rule is made per group, so an entry of 50,000
+/// `/32` peers is one selector and one rule per endpoint, not 50,000 of each (issue 33): its
+/// prefixes cost their place in the shared prefix index, not a selector each. The peers of
+/// one entry share the entry's ports, order and verdict, so the union decides as they did.
+#[derive(Clone, Copy, Debug)]
+pub enum PeerGroup<'a> {
+    One(&'a Peer),
+    /// The entry's peers, of which the CIDR ones are the group (at least one).
+    Cidrs(&'a [Peer]),
+}
+
+impl<'a> PeerGroup<'a> {
+    /// The groups of an entry's peers: each non-CIDR peer, then the CIDR peers if any.
+    pub fn of_entry(peers: &'a [Peer]) -> impl Iterator<Item = PeerGroup<'a>> + 'a {
+        let cidrs = peers
+            .iter()
+            .any(|p| matches!(p, Peer::Cidr(_)))
+            .then_some(PeerGroup::Cidrs(peers));
+        peers
+            .iter()
+            .filter(|p| !matches!(p, Peer::Cidr(_)))
+            .map(PeerGroup::One)
+            .chain(cidrs)
+    }
+
+    /// The CIDR selectors of a CIDR group, in the entry's order; none for one peer.
+    pub fn cidrs(self) -> impl Iterator<Item = &'a CidrSelector> + 'a {
+        let peers = match self {
+            PeerGroup::Cidrs(peers) => peers,
+            PeerGroup::One(_) => &[],
+        };
+        peers.iter().filter_map(|p| match p {
+            Peer::Cidr(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// What a rule for this group needs of its peers ([`PeerReach`]).
+    pub fn reach(self) -> PeerReach {
+        match self {
+            PeerGroup::One(peer) => PeerReach::of(peer),
+            PeerGroup::Cidrs(_) => PeerReach::Selected,
+        }
+    }
 }
 
 /// Cilium-style entities, relative to the selecting endpoint where it matters.
@@ -119,10 +172,7 @@ impl Peer {
         match (self, &identity.kind) {
             (Peer::Pods(sel), IdentityKind::Pod(pod)) => sel.matches(pod),
             (Peer::Nodes(sel), IdentityKind::Node(node)) => sel.matches(&node.labels),
-            (Peer::Cidr(c), kind) => {
-                (c.scope == AddressScope::Any || matches!(kind, IdentityKind::World))
-                    && c.covers(&identity.prefix)
-            }
+            (Peer::Cidr(c), _) => c.selects(identity),
             (Peer::Entity(Entity::All), _) => true,
             (Peer::Entity(Entity::World), IdentityKind::World) => true,
             (Peer::Entity(Entity::Cluster), IdentityKind::Pod(_) | IdentityKind::Node(_)) => true,

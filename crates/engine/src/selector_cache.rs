@@ -8,24 +8,63 @@
 //! identity arriving or leaving is tested against the selectors that can select it: CIDR
 //! selectors by prefix, the others by one label each requires ([`SelectorAnchors`]), not against
 //! every selector of 36,000 policies.
+//!
+//! An entry's CIDR peers are one selector together ([`PeerGroup`]): a policy of 50,000 `/32`s is
+//! one selector whose prefixes sit in the shared prefix index, not 50,000 selectors.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
 use ipnet::IpNet;
 
 use crate::identity::{Identity, IdentityId, IdentityKind, IdentityStore};
 use crate::labels::Labels;
 use crate::prefixes::truncations;
-use crate::selector::{CidrSelector, Peer};
+use crate::selector::{CidrSelector, Peer, PeerGroup};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SelectorId(pub u32);
 
 #[derive(Debug)]
 struct CachedSelector {
-    peer: Peer,
+    selects: Selects,
     users: usize,
     selected: BTreeSet<IdentityId>,
+}
+
+/// What a cached selector selects by.
+#[derive(Debug)]
+enum Selects {
+    /// One peer other than a CIDR one.
+    Peer(Peer),
+    /// An entry's CIDR peers, in the entry's order (what its key compares).
+    Cidrs(Box<[CidrSelector]>),
+}
+
+impl Selects {
+    fn selects_ignoring_node(&self, identity: &Identity) -> bool {
+        match self {
+            Selects::Peer(peer) => peer.selects_ignoring_node(identity),
+            Selects::Cidrs(cidrs) => cidrs.iter().any(|c| c.selects(identity)),
+        }
+    }
+
+    fn cidrs(&self) -> &[CidrSelector] {
+        match self {
+            Selects::Peer(_) => &[],
+            Selects::Cidrs(cidrs) => cidrs,
+        }
+    }
+}
+
+/// The key of a CIDR group: a hash of its selectors, in order.
+fn group_hash<'a>(cidrs: impl Iterator<Item = &'a CidrSelector>) -> u64 {
+    let mut hasher = std::hash::DefaultHasher::new();
+    for cidr in cidrs {
+        cidr.hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// What one identity change did to one selector.
@@ -38,7 +77,10 @@ pub struct SelectorDelta {
 #[derive(Debug, Default)]
 pub struct SelectorCache {
     next: u32,
+    /// The selectors of single peers (none of them CIDR peers).
     by_peer: HashMap<Peer, SelectorId>,
+    /// The selectors of CIDR groups by [`group_hash`] (several only where hashes collide).
+    by_cidrs: HashMap<u64, Vec<SelectorId>>,
     selectors: HashMap<SelectorId, CachedSelector>,
     index: IdentityIndex,
     /// CIDR selectors by their prefix, so an identity finds the ones that may select it among
@@ -49,15 +91,41 @@ pub struct SelectorCache {
     anchors: SelectorAnchors,
 }
 
-/// The world identities a CIDR selector selects: the classes of the world prefixes it covers.
-/// Every prefix of a class is selected by the same live entries, so the selector's entry covers
+/// The world identities CIDR selectors select: the classes of the world prefixes they cover.
+/// Every prefix of a class is selected by the same live entries, so the selectors' entry covers
 /// the whole class through its peers ([`crate::identity::WorldClass`]).
-fn worlds_covered(cidr: &CidrSelector, store: &IdentityStore) -> BTreeSet<IdentityId> {
-    store
-        .worlds_within(cidr.net)
-        .filter(|(prefix, _)| cidr.covers(prefix))
-        .map(|(_, id)| id)
-        .collect()
+fn worlds_covered<'a>(
+    cidrs: impl IntoIterator<Item = &'a CidrSelector>,
+    store: &IdentityStore,
+) -> BTreeSet<IdentityId> {
+    let mut out = BTreeSet::new();
+    for cidr in cidrs {
+        out.extend(
+            store
+                .worlds_within(cidr.net)
+                .filter(|(prefix, _)| cidr.covers(prefix))
+                .map(|(_, id)| id),
+        );
+    }
+    out
+}
+
+/// Every identity CIDR selectors select: world classes, and the pods and nodes inside an
+/// `ipBlock`-like selector's prefix, found by range, not by scan.
+fn cidr_selection<'a>(
+    cidrs: impl IntoIterator<Item = &'a CidrSelector> + Clone,
+    store: &IdentityStore,
+) -> BTreeSet<IdentityId> {
+    let mut selected = worlds_covered(cidrs.clone(), store);
+    for cidr in cidrs {
+        selected.extend(
+            store
+                .hosts_within(cidr.net)
+                .into_iter()
+                .filter(|id| store.get(*id).is_some_and(|i| cidr.selects(i))),
+        );
+    }
+    selected
 }
 
 /// One label a selector requires of every identity it selects: a pod label or a namespace label
@@ -245,29 +313,41 @@ impl SelectorCache {
         Self::default()
     }
 
-    /// Registers a user of `peer`, computing its selection on first use.
-    pub fn acquire(&mut self, peer: &Peer, store: &IdentityStore) -> SelectorId {
-        if let Some(id) = self.by_peer.get(peer) {
+    /// Registers a user of `group`, computing its selection on first use.
+    pub fn acquire(&mut self, group: PeerGroup<'_>, store: &IdentityStore) -> SelectorId {
+        if let Some(id) = self.id_of(group) {
             self.selectors
-                .get_mut(id)
+                .get_mut(&id)
                 .expect("indexed selector exists")
                 .users += 1;
-            return *id;
+            return id;
         }
         let id = SelectorId(self.next);
         self.next += 1;
-        let selected = match (peer, self.index.candidates(peer)) {
-            // Only identities inside the prefix can be selected: found by range, not by scan.
-            (Peer::Cidr(cidr), _) => {
-                let mut selected = worlds_covered(cidr, store);
-                selected.extend(store.hosts_within(cidr.net).into_iter().filter(|id| {
-                    store
-                        .get(*id)
-                        .is_some_and(|i| peer.selects_ignoring_node(i))
-                }));
-                selected
+        let peer = match group {
+            PeerGroup::One(peer) => peer,
+            PeerGroup::Cidrs(_) => {
+                let cidrs: Box<[CidrSelector]> = group.cidrs().cloned().collect();
+                let selected = cidr_selection(cidrs.iter(), store);
+                for cidr in cidrs.iter() {
+                    self.cidrs.insert(cidr.net, id);
+                }
+                let hash = group_hash(cidrs.iter());
+                self.by_cidrs.entry(hash).or_default().push(id);
+                self.selectors.insert(
+                    id,
+                    CachedSelector {
+                        selects: Selects::Cidrs(cidrs),
+                        users: 1,
+                        selected,
+                    },
+                );
+                return id;
             }
-            (_, Some(candidates)) => candidates
+        };
+        debug_assert!(!matches!(peer, Peer::Cidr(_)), "CIDR peers come as a group");
+        let selected = match self.index.candidates(peer) {
+            Some(candidates) => candidates
                 .iter()
                 .copied()
                 .filter(|id| {
@@ -276,21 +356,18 @@ impl SelectorCache {
                         .is_some_and(|i| peer.selects_ignoring_node(i))
                 })
                 .collect(),
-            (_, None) => store
+            None => store
                 .iter()
                 .filter(|(_, i)| peer.selects_ignoring_node(i))
                 .map(|(id, _)| id)
                 .collect(),
         };
-        match peer {
-            Peer::Cidr(cidr) => self.cidrs.insert(cidr.net, id),
-            _ => self.anchors.insert(peer, id),
-        }
+        self.anchors.insert(peer, id);
         self.by_peer.insert(peer.clone(), id);
         self.selectors.insert(
             id,
             CachedSelector {
-                peer: peer.clone(),
+                selects: Selects::Peer(peer.clone()),
                 users: 1,
                 selected,
             },
@@ -304,11 +381,24 @@ impl SelectorCache {
             sel.users -= 1;
             if sel.users == 0 {
                 let sel = self.selectors.remove(&id).expect("present");
-                match &sel.peer {
-                    Peer::Cidr(cidr) => self.cidrs.remove(cidr.net, id),
-                    peer => self.anchors.remove(peer, id),
+                match &sel.selects {
+                    Selects::Cidrs(cidrs) => {
+                        for cidr in cidrs.iter() {
+                            self.cidrs.remove(cidr.net, id);
+                        }
+                        let hash = group_hash(cidrs.iter());
+                        if let Some(ids) = self.by_cidrs.get_mut(&hash) {
+                            ids.retain(|i| *i != id);
+                            if ids.is_empty() {
+                                self.by_cidrs.remove(&hash);
+                            }
+                        }
+                    }
+                    Selects::Peer(peer) => {
+                        self.anchors.remove(peer, id);
+                        self.by_peer.remove(peer);
+                    }
                 }
-                self.by_peer.remove(&sel.peer);
             }
         }
     }
@@ -324,10 +414,9 @@ impl SelectorCache {
         if self.cidrs.by_net.len() * 4 < self.cidrs.by_net.capacity() {
             self.cidrs.by_net.shrink_to_fit();
         }
-    }
-
-    pub fn peer(&self, id: SelectorId) -> &Peer {
-        &self.selectors[&id].peer
+        if self.by_cidrs.len() * 4 < self.by_cidrs.capacity() {
+            self.by_cidrs.shrink_to_fit();
+        }
     }
 
     pub fn selected(&self, id: SelectorId) -> &BTreeSet<IdentityId> {
@@ -378,7 +467,7 @@ impl SelectorCache {
                     .selectors
                     .get_mut(&sid)
                     .expect("indexed selector exists");
-                if sel.peer.selects_ignoring_node(identity) && sel.selected.insert(*id) {
+                if sel.selects.selects_ignoring_node(identity) && sel.selected.insert(*id) {
                     deltas.entry(sid).or_default().added.push(*id);
                 }
             }
@@ -418,10 +507,7 @@ impl SelectorCache {
                 .selectors
                 .get_mut(&sid)
                 .expect("indexed selector exists");
-            let Peer::Cidr(cidr) = &sel.peer else {
-                continue;
-            };
-            let now = worlds_covered(cidr, store);
+            let now = worlds_covered(sel.selects.cidrs(), store);
             // Pod and node identities went through `apply`: what is left of the selection that is
             // not a pod or node now is a world identity, present or gone.
             let before: Vec<IdentityId> = sel
@@ -451,7 +537,28 @@ impl SelectorCache {
     }
 
     /// The id of a selector already in use.
-    pub fn id_of(&self, peer: &Peer) -> Option<SelectorId> {
-        self.by_peer.get(peer).copied()
+    pub fn id_of(&self, group: PeerGroup<'_>) -> Option<SelectorId> {
+        match group {
+            PeerGroup::One(peer) => self.by_peer.get(peer).copied(),
+            PeerGroup::Cidrs(_) => self
+                .by_cidrs
+                .get(&group_hash(group.cidrs()))?
+                .iter()
+                .copied()
+                .find(|id| self.selectors[id].selects.cidrs().iter().eq(group.cidrs())),
+        }
+    }
+
+    /// The identities one peer selects, the node relation aside: its selector's selection, or
+    /// for a CIDR peer (whose selector is its entry's group) its own, computed. None for a peer
+    /// other than a CIDR one that no selector in use stands for.
+    pub fn selected_by(&self, peer: &Peer, store: &IdentityStore) -> Option<Cow<'_, BTreeSet<IdentityId>>> {
+        match peer {
+            Peer::Cidr(cidr) => Some(Cow::Owned(cidr_selection([cidr], store))),
+            peer => self
+                .by_peer
+                .get(peer)
+                .map(|id| Cow::Borrowed(&self.selectors[id].selected)),
+        }
     }
 }

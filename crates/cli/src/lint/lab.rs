@@ -104,7 +104,9 @@ impl<'c> Lab<'c> {
 
     /// The identities `peer` selects, the node relation aside (none for a peer of no entry).
     pub fn selected_by(&self, peer: &Peer) -> impl Iterator<Item = IdentityId> + '_ {
-        self.engine.selected_by(peer).into_iter().flatten().copied()
+        let selected = self.engine.selected_by(peer);
+        let ids: Vec<IdentityId> = selected.iter().flat_map(|s| s.iter().copied()).collect();
+        ids.into_iter()
     }
 
     /// Whether every pod decides every key as before with `replaced` applied.

@@ -20,6 +20,7 @@
 //! ("wide" ones) split the identities once into [`Atoms`], and only the few identities the
 //! probe's other peers select are looked at one by one.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use netpol_engine::{Engine, IdentityId, IdentityKind, IdentityStore, NamedPort, Peer, PodInfo};
@@ -54,7 +55,7 @@ struct PeerIndex<'e> {
     /// Per entry: its peers, by position among the distinct peers.
     of_entry: Vec<Vec<u32>>,
     /// Per distinct peer: the identities it selects (the node relation aside).
-    selection: Vec<&'e BTreeSet<IdentityId>>,
+    selection: Vec<Cow<'e, BTreeSet<IdentityId>>>,
     /// Per identity selected by some peer: the peers selecting it, ascending.
     selecting: HashMap<IdentityId, Vec<u32>>,
 }

@@ -17,6 +17,7 @@ use crate::entry::{Direction, PolicyEntry, Provenance, Tier, Verdict};
 use crate::mapstate::{ClassChange, MapState, MapValue, PortKey};
 use crate::reference::Reason;
 use crate::resolve::SelectorRule;
+use crate::selector::PeerGroup;
 use crate::shared::Shared;
 
 /// The default budget: MapState entries per endpoint, each shared class counted once plus one per
@@ -162,7 +163,7 @@ impl Engine {
                 provenance: allowance.provenance.clone(),
             });
             let host = &allowance.peers[0];
-            let selector = self.cache.id_of(host).expect("held for the engine's life");
+            let selector = self.cache.id_of(PeerGroup::One(host)).expect("held for the engine's life");
             for id in self.cache.selected(selector) {
                 let own_node = self
                     .store

@@ -9,7 +9,7 @@ use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
 use crate::identity::{Identity, IdentityId, PodInfo};
 use crate::mapstate::ClassChange;
-use crate::selector::Peer;
+use crate::selector::{Peer, PeerGroup};
 use crate::selector_cache::{SelectorDelta, SelectorId};
 use crate::shared::SharedId;
 
@@ -17,7 +17,8 @@ use crate::shared::SharedId;
 /// commit brings in acquire theirs once they are found live, `live`.)
 #[derive(Debug, Default)]
 struct PeerChanges {
-    removed: Vec<Peer>,
+    /// The peers of each entry gone that held selectors.
+    removed: Vec<Vec<Peer>>,
 }
 
 /// What a commit returns of the endpoints it changed.
@@ -109,7 +110,7 @@ impl Engine {
                     old.into_iter()
                         .zip(old_held)
                         .filter(|(_, held)| *held)
-                        .flat_map(|(e, _)| e.peers),
+                        .map(|(e, _)| e.peers),
                 );
             }
             if let Some(entries) = entries {
@@ -191,13 +192,18 @@ impl Engine {
         } else {
             Default::default()
         };
-        for peer in gained.iter().flat_map(|&i| &self.entries[i].peers) {
-            self.cache.acquire(peer, &self.store);
+        for &i in &gained {
+            for group in PeerGroup::of_entry(&self.entries[i].peers) {
+                self.cache.acquire(group, &self.store);
+            }
         }
-        let lost_peers = lost.iter().flat_map(|&i| &self.entries[i].peers);
-        for peer in peers.removed.iter().chain(lost_peers) {
-            if let Some(id) = self.cache.id_of(peer) {
-                self.cache.release(id);
+        let lost_peers = lost.iter().map(|&i| &self.entries[i].peers[..]);
+        let removed = peers.removed.iter().map(|p| &p[..]);
+        for entry_peers in removed.chain(lost_peers) {
+            for group in PeerGroup::of_entry(entry_peers) {
+                if let Some(id) = self.cache.id_of(group) {
+                    self.cache.release(id);
+                }
             }
         }
         self.cache.trim();

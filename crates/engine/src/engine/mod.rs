@@ -40,6 +40,7 @@ use crate::ports::Protocol;
 use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
+use crate::selector::PeerGroup;
 use crate::selector_cache::SelectorCache;
 use crate::shared::Shared;
 use labels_in_use::LabelsInUse;
@@ -147,6 +148,8 @@ pub struct Engine {
     /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
     /// ones holding it (see [`IdentityStore::insert_shared`]).
     cluster_cidrs: BTreeSet<IpNet>,
+    /// The distinct lengths of `cluster_cidrs`.
+    cluster_cidr_lengths: BTreeSet<u8>,
     /// The identities whose member addresses the last commit changed (new and removed ones
     /// included).
     changed_identities: BTreeSet<IdentityId>,
@@ -190,6 +193,7 @@ impl Engine {
             nodes: BTreeMap::new(),
             claims: claims::ClaimBook::default(),
             cluster_cidrs: BTreeSet::new(),
+            cluster_cidr_lengths: BTreeSet::new(),
             changed_identities: BTreeSet::new(),
             labels_in_use: LabelsInUse::default(),
             live: LiveEntries::default(),
@@ -208,8 +212,10 @@ impl Engine {
         engine.rebuild_entries(BTreeMap::new());
         engine.sync_world_identities(&mut identities::IdentityChanges::default());
         // The engine's own entries (the node-probe allowance) hold their selectors for life.
-        for peer in engine.entries.iter().flat_map(|e| &e.peers) {
-            engine.cache.acquire(peer, &engine.store);
+        for entry in &engine.entries {
+            for group in PeerGroup::of_entry(&entry.peers) {
+                engine.cache.acquire(group, &engine.store);
+            }
         }
         engine.live.set_held(vec![true; engine.entries.len()]);
         engine

@@ -8,6 +8,7 @@
 //! 150,000 pods neither fits. Here the levels stay those of the whole policy set (what lint's
 //! question keeps fixed anyway), and the caller names the remotes that tell its classes apart.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::ops::Range;
 
@@ -46,8 +47,8 @@ impl Engine {
 
     /// The identities a peer of the committed entries selects, the node relation aside (see
     /// [`Peer::selects_ignoring_node`]); `None` for a peer no entry has.
-    pub fn selected_by(&self, peer: &Peer) -> Option<&BTreeSet<IdentityId>> {
-        self.cache.id_of(peer).map(|id| self.cache.selected(id))
+    pub fn selected_by(&self, peer: &Peer) -> Option<Cow<'_, BTreeSet<IdentityId>>> {
+        self.cache.selected_by(peer, &self.store)
     }
 
     /// The MapState an endpoint for `pod` would have if `entries` (in precedence-neutral order,
@@ -89,9 +90,9 @@ impl Engine {
         pod: &PodInfo,
     ) -> EndpointPolicy {
         let cache = &self.cache;
-        EndpointPolicy::resolve(entries, pod, &self.levels, |peer| {
+        EndpointPolicy::resolve(entries, pod, &self.levels, |group| {
             cache
-                .id_of(peer)
+                .id_of(group)
                 .expect("every peer of the policy set has a selector")
         })
     }
