@@ -3,6 +3,7 @@
 //! then every selector, and only then any MapState.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::identities::{IdentityChanges, StagedClaim, Touched};
 use super::{EndpointChanges, Engine};
@@ -104,8 +105,13 @@ impl Engine {
         let mut held = self.live.take_held(own, &self.policies);
         let mut policies = self.take_policy_entries();
         for (key, entries) in staged {
+            self.policy_delta.staged.insert(Arc::from(key.as_str()));
             if let Some(old) = policies.remove(&key) {
                 let old_held = held.remove(&key).unwrap_or_default();
+                let lost = old.iter().zip(&old_held).filter(|(_, held)| **held);
+                self.policy_delta
+                    .lost
+                    .extend(lost.flat_map(|(e, _)| e.peers.iter().flat_map(Peer::prefixes)));
                 peers.removed.extend(
                     old.into_iter()
                         .zip(old_held)

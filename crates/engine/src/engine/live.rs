@@ -35,6 +35,12 @@ impl LiveEntries {
         self.live.get(entry).copied().unwrap_or(false)
     }
 
+    /// Whether the entry's peers hold selectors: whether it was live at the last commit that
+    /// moved them (false for an entry of a policy staged since).
+    pub(super) fn was_held(&self, entry: usize) -> bool {
+        self.held.get(entry).copied().unwrap_or(false)
+    }
+
     /// Whether some entry became live or stopped being live since the selectors were updated.
     pub(super) fn changed(&self) -> bool {
         self.live != self.held

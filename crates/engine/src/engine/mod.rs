@@ -22,6 +22,7 @@ mod live;
 mod partition;
 mod what_if;
 mod world_classes;
+mod world_delta;
 mod would_be;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -150,6 +151,8 @@ pub struct Engine {
     cluster_cidrs: BTreeSet<IpNet>,
     /// The distinct lengths of `cluster_cidrs`.
     cluster_cidr_lengths: BTreeSet<u8>,
+    /// What the policies staged last did that the world classes follow (taken by their sync).
+    policy_delta: world_delta::PolicyDelta,
     /// The identities whose member addresses the last commit changed (new and removed ones
     /// included).
     changed_identities: BTreeSet<IdentityId>,
@@ -194,6 +197,7 @@ impl Engine {
             claims: claims::ClaimBook::default(),
             cluster_cidrs: BTreeSet::new(),
             cluster_cidr_lengths: BTreeSet::new(),
+            policy_delta: Default::default(),
             changed_identities: BTreeSet::new(),
             labels_in_use: LabelsInUse::default(),
             live: LiveEntries::default(),

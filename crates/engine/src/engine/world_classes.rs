@@ -24,13 +24,31 @@ impl Engine {
     /// neither gain nor lose a prefix keep their ids. New prefixes join first, then stale ones
     /// leave, then those that changed class join their new one, so a class that loses some
     /// prefixes and gains others lives on.
+    ///
+    /// A change that stays among its own prefixes re-classifies those only
+    /// ([`Engine::touched_classes`]); any other, every prefix.
     pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) {
-        let classes = classify(self);
-        let stale: Vec<IpNet> = self
-            .store
-            .world_prefixes()
-            .filter(|(prefix, id)| classes.get(*prefix) != self.store.world_class(**id))
-            .map(|(prefix, _)| *prefix)
+        let delta = std::mem::take(&mut self.policy_delta);
+        let (classes, candidates): (BTreeMap<IpNet, WorldClass>, Vec<IpNet>) =
+            match self.touched_classes(&delta) {
+                Some(touched) => {
+                    let mut candidates = touched.gone;
+                    candidates.extend(touched.classes.keys().copied());
+                    (touched.classes, candidates)
+                }
+                None => {
+                    let classes = classify(self);
+                    let all = self.store.world_prefixes().map(|(p, _)| *p).collect();
+                    (classes, all)
+                }
+            };
+        let stale: Vec<IpNet> = candidates
+            .into_iter()
+            .filter(|prefix| {
+                self.store
+                    .world_of(prefix)
+                    .is_some_and(|id| classes.get(prefix) != self.store.world_class(id))
+            })
             .collect();
         let mut moves = Moves::default();
         for (prefix, class) in &classes {
@@ -61,6 +79,21 @@ impl Engine {
             changes.worlds_readdressed.push(*id);
         }
         changes.worlds_moved.extend(moves.prefixes);
+        #[cfg(debug_assertions)]
+        self.assert_classes_exact();
+    }
+
+    /// Every world prefix in the class a full classification gives it (debug builds: the tests
+    /// check the incremental path against the whole one at every commit).
+    #[cfg(debug_assertions)]
+    fn assert_classes_exact(&self) {
+        let classes = classify(self);
+        let stored: BTreeMap<IpNet, WorldClass> = self
+            .store
+            .world_prefixes()
+            .map(|(p, id)| (*p, self.store.world_class(*id).expect("world").clone()))
+            .collect();
+        assert_eq!(stored, classes, "incremental world classes");
     }
 }
 
@@ -87,7 +120,7 @@ impl Moves {
 
 /// The live entries' CIDR peers by prefix, each with the entry it belongs to.
 #[derive(Default)]
-struct CidrPeers<'a> {
+pub(super) struct CidrPeers<'a> {
     /// The live entries with CIDR peers, as classes name them; peers point into it.
     entries: Vec<EntryRef>,
     by_net: HashMap<IpNet, Vec<(u32, &'a CidrSelector)>>,
@@ -95,7 +128,7 @@ struct CidrPeers<'a> {
 }
 
 impl<'a> CidrPeers<'a> {
-    fn add(&mut self, entry: EntryRef, peers: &'a [Peer]) {
+    pub(super) fn add(&mut self, entry: EntryRef, peers: &'a [Peer]) {
         let at = self.entries.len() as u32;
         let mut any = false;
         for peer in peers {
@@ -127,15 +160,9 @@ impl<'a> CidrPeers<'a> {
     }
 }
 
-/// Every world prefix the engine needs (`0.0.0.0/0`, `::/0` and every prefix a live entry's
-/// peer names, `except`s included) with its class.
-fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
-    let mut prefixes: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
-        .iter()
-        .map(|s| s.parse().expect("valid"))
-        .collect();
-    let mut peers = CidrPeers::default();
-    // The engine's own entries first, then each policy's, in the entry list's order.
+/// Every entry of the engine with its name as classes hold it: the engine's own entries first,
+/// then each policy's, in the entry list's order (which is the names' order).
+pub(super) fn named_entries(engine: &Engine) -> Vec<(usize, EntryRef)> {
     let own = engine.entries.len() - engine.policies.values().sum::<usize>();
     let mut named: Vec<(usize, EntryRef)> =
         (0..own).map(|i| (i, (Arc::from(""), i as u32))).collect();
@@ -145,7 +172,18 @@ fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
         named.extend((0..*count).map(|j| (start + j, (key.clone(), j as u32))));
         start += count;
     }
-    for (i, entry) in named {
+    named
+}
+
+/// Every world prefix the engine needs (`0.0.0.0/0`, `::/0` and every prefix a live entry's
+/// peer names, `except`s included) with its class.
+fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
+    let mut prefixes: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
+        .iter()
+        .map(|s| s.parse().expect("valid"))
+        .collect();
+    let mut peers = CidrPeers::default();
+    for (i, entry) in named_entries(engine) {
         if !engine.live.is_live(i) {
             continue;
         }
@@ -153,6 +191,15 @@ fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
         prefixes.extend(entry_peers.iter().flat_map(Peer::prefixes));
         peers.add(entry, entry_peers);
     }
+    classify_prefixes(&prefixes, &peers)
+}
+
+/// The classes of `prefixes`, a set closed under what `peers` name: a prefix holding another of
+/// them is one of its own, a leaf is in the class of the peers' entries covering it.
+pub(super) fn classify_prefixes(
+    prefixes: &BTreeSet<IpNet>,
+    peers: &CidrPeers<'_>,
+) -> BTreeMap<IpNet, WorldClass> {
     let mut interned: HashMap<Vec<u32>, Arc<[EntryRef]>> = HashMap::new();
     let mut out = BTreeMap::new();
     let mut ordered = prefixes.iter().peekable();

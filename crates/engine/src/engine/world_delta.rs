@@ -1,0 +1,100 @@
+//! World classes after a change, from what it touched: the prefixes of the entries that came,
+//! went or changed liveness, not every prefix of every live entry (issue 33: the fifth policy of
+//! 50,000 `/32`s re-classified all 250,000 prefixes, and the hundredth five million).
+//!
+//! Exact only where the change stays among its own prefixes: no prefix it names is named by,
+//! holds or lies in a prefix of an entry it leaves alone (a `/0` aside, which stays an identity
+//! of its own; entries with a `/0` peer, which cover every prefix, are consulted). Then no other
+//! prefix changes class, and the touched ones are classified among the changed entries alone.
+//! Otherwise [`Engine::touched_classes`] says so and the caller classifies everything.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use super::world_classes::{classify_prefixes, named_entries, CidrPeers};
+use super::Engine;
+use crate::identity::{EntryRef, WorldClass};
+use crate::prefixes::truncations;
+use crate::selector::Peer;
+
+/// What a policy change did that the world classes follow, noted when the policies are applied.
+#[derive(Debug, Default)]
+pub(super) struct PolicyDelta {
+    /// The keys of the policies staged: every entry of theirs counts as changed.
+    pub(super) staged: HashSet<Arc<str>>,
+    /// The prefixes the old entries of those policies named, where they were live.
+    pub(super) lost: Vec<IpNet>,
+}
+
+/// The classes of the touched prefixes: those that stay or come, with their class, and those
+/// that go.
+pub(super) struct Touched {
+    pub(super) classes: BTreeMap<IpNet, WorldClass>,
+    pub(super) gone: Vec<IpNet>,
+}
+
+impl Engine {
+    /// The classes of the prefixes `delta` and the liveness flips touched, or None where the
+    /// change reaches prefixes it does not name (see the module).
+    pub(super) fn touched_classes(&self, delta: &PolicyDelta) -> Option<Touched> {
+        // The whole address spaces are there from the first sync on, which is a full one.
+        let whole: IpNet = "0.0.0.0/0".parse().expect("valid");
+        self.store.world_of(&whole)?;
+        let mut lost: HashSet<IpNet> = delta.lost.iter().copied().collect();
+        let mut gained: BTreeSet<IpNet> = BTreeSet::new();
+        let mut peers = CidrPeers::default();
+        let mut flipped: HashSet<EntryRef> = HashSet::new();
+        for (i, entry) in named_entries(self) {
+            let entry_peers = &self.entries[i].peers;
+            let (live, held) = (self.live.is_live(i), self.live.was_held(i));
+            let staged = delta.staged.contains(&entry.0);
+            if live && (staged || !held) {
+                gained.extend(entry_peers.iter().flat_map(Peer::prefixes));
+                flipped.insert(entry.clone());
+                peers.add(entry, entry_peers);
+            } else if !staged && held && !live {
+                lost.extend(entry_peers.iter().flat_map(Peer::prefixes));
+                flipped.insert(entry);
+            } else if live && covers_everything(entry_peers) {
+                peers.add(entry, entry_peers);
+            }
+        }
+        let changed = |r: &EntryRef| delta.staged.contains(&r.0) || flipped.contains(r);
+        let mine = |p: &IpNet| lost.contains(p) || gained.contains(p);
+        for prefix in lost.iter().chain(&gained) {
+            if prefix.prefix_len() == 0 {
+                return None;
+            }
+            if let Some(id) = self.store.world_of(prefix) {
+                // Named before: by the changed entries alone, or the change is not its own.
+                let alone = match self.store.world_class(id)? {
+                    WorldClass::SelectedBy(refs) => refs.iter().all(changed),
+                    WorldClass::Prefix(_) => false,
+                };
+                if !alone || !lost.contains(prefix) {
+                    return None;
+                }
+            }
+            let related = truncations(prefix, &self.cluster_cidr_lengths)
+                .filter(|outer| outer != prefix && outer.prefix_len() > 0)
+                .filter(|outer| self.store.world_of(outer).is_some())
+                .chain(self.store.worlds_within(*prefix).map(|(inner, _)| inner))
+                .any(|other| other != *prefix && !mine(&other));
+            if related {
+                return None;
+            }
+        }
+        let classes = classify_prefixes(&gained, &peers);
+        let gone = lost.into_iter().filter(|p| !gained.contains(p)).collect();
+        Some(Touched { classes, gone })
+    }
+}
+
+/// Whether some CIDR peer is a whole address space, which covers every prefix of its family.
+fn covers_everything(peers: &[Peer]) -> bool {
+    peers
+        .iter()
+        .any(|p| matches!(p, Peer::Cidr(c) if c.net.prefix_len() == 0))
+}
