@@ -9,6 +9,7 @@
 
 pub mod cidr;
 pub mod cli;
+pub mod cpu;
 pub mod synth;
 
 pub use cli::run;

@@ -200,27 +200,50 @@ impl SelectorAnchors {
 /// The CIDR selectors by prefix, with the distinct prefix lengths they have.
 #[derive(Debug, Default)]
 struct CidrSelectors {
-    /// A few selectors a prefix (those with other exceptions), most often one: a vector, not a
-    /// set, whose node would cost more than the prefix's other state (issue 33).
-    by_net: HashMap<IpNet, Vec<SelectorId>>,
+    /// The first selector naming each prefix: most prefixes have one (an entry's group), and a
+    /// slot of the prefix and an id, with nothing allocated, is most of what a prefix of a
+    /// 50,000-prefix policy costs here (a vector a prefix cost 60 bytes more; issue 33).
+    first: HashMap<IpNet, SelectorId>,
+    /// The other selectors of prefixes several name.
+    more: HashMap<IpNet, Vec<SelectorId>>,
     lengths: BTreeMap<u8, usize>,
 }
 
 impl CidrSelectors {
     fn insert(&mut self, net: IpNet, id: SelectorId) {
-        let ids = self.by_net.entry(net.trunc()).or_default();
-        if !ids.contains(&id) {
-            ids.push(id);
+        let net = net.trunc();
+        match self.first.get(&net) {
+            None => {
+                self.first.insert(net, id);
+            }
+            Some(first) if *first == id => {}
+            Some(_) => {
+                let ids = self.more.entry(net).or_default();
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
         }
         *self.lengths.entry(net.prefix_len()).or_default() += 1;
     }
 
     fn remove(&mut self, net: IpNet, id: SelectorId) {
-        if let Some(ids) = self.by_net.get_mut(&net.trunc()) {
-            ids.retain(|i| *i != id);
-            if ids.is_empty() {
-                self.by_net.remove(&net.trunc());
+        let net = net.trunc();
+        if self.first.get(&net) == Some(&id) {
+            // Another selector of the prefix, if any, becomes its first.
+            match self.more.get_mut(&net).and_then(Vec::pop) {
+                Some(next) => {
+                    self.first.insert(net, next);
+                }
+                None => {
+                    self.first.remove(&net);
+                }
             }
+        } else if let Some(ids) = self.more.get_mut(&net) {
+            ids.retain(|i| *i != id);
+        }
+        if self.more.get(&net).is_some_and(Vec::is_empty) {
+            self.more.remove(&net);
         }
         if let Some(count) = self.lengths.get_mut(&net.prefix_len()) {
             *count -= 1;
@@ -232,10 +255,20 @@ impl CidrSelectors {
 
     /// The CIDR selectors whose prefix holds `prefix`.
     fn holding<'a>(&'a self, prefix: &'a IpNet) -> impl Iterator<Item = SelectorId> + 'a {
-        truncations(prefix, self.lengths.keys())
-            .filter_map(|net| self.by_net.get(&net))
-            .flatten()
-            .copied()
+        truncations(prefix, self.lengths.keys()).flat_map(|net| {
+            let more = self.more.get(&net).map(Vec::as_slice).unwrap_or_default();
+            self.first.get(&net).into_iter().chain(more).copied()
+        })
+    }
+
+    /// Gives back the tables' room once most prefixes are gone (see [`SelectorCache::trim`]).
+    fn trim(&mut self) {
+        if self.first.len() * 4 < self.first.capacity() {
+            self.first.shrink_to_fit();
+        }
+        if self.more.len() * 4 < self.more.capacity() {
+            self.more.shrink_to_fit();
+        }
     }
 }
 
@@ -411,9 +444,7 @@ impl SelectorCache {
             self.selectors.shrink_to_fit();
             self.by_peer.shrink_to_fit();
         }
-        if self.cidrs.by_net.len() * 4 < self.cidrs.by_net.capacity() {
-            self.cidrs.by_net.shrink_to_fit();
-        }
+        self.cidrs.trim();
         if self.by_cidrs.len() * 4 < self.by_cidrs.capacity() {
             self.by_cidrs.shrink_to_fit();
         }
