@@ -12,7 +12,12 @@ pub fn process_cpu_seconds() -> f64 {
     };
     let fields: Vec<&str> = stat[end + 1..].split_whitespace().collect();
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command name.
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
@@ -27,6 +32,9 @@ mod tests {
             x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(7));
         }
         std::hint::black_box(x);
-        assert!(super::process_cpu_seconds() > before, "a busy loop of 120 ms uses CPU");
+        assert!(
+            super::process_cpu_seconds() > before,
+            "a busy loop of 120 ms uses CPU"
+        );
     }
 }

@@ -583,7 +583,11 @@ impl SelectorCache {
     /// The identities one peer selects, the node relation aside: its selector's selection, or
     /// for a CIDR peer (whose selector is its entry's group) its own, computed. None for a peer
     /// other than a CIDR one that no selector in use stands for.
-    pub fn selected_by(&self, peer: &Peer, store: &IdentityStore) -> Option<Cow<'_, BTreeSet<IdentityId>>> {
+    pub fn selected_by(
+        &self,
+        peer: &Peer,
+        store: &IdentityStore,
+    ) -> Option<Cow<'_, BTreeSet<IdentityId>>> {
         match peer {
             Peer::Cidr(cidr) => Some(Cow::Owned(cidr_selection([cidr], store))),
             peer => self

@@ -163,7 +163,10 @@ impl Engine {
                 provenance: allowance.provenance.clone(),
             });
             let host = &allowance.peers[0];
-            let selector = self.cache.id_of(PeerGroup::One(host)).expect("held for the engine's life");
+            let selector = self
+                .cache
+                .id_of(PeerGroup::One(host))
+                .expect("held for the engine's life");
             for id in self.cache.selected(selector) {
                 let own_node = self
                     .store

@@ -277,8 +277,10 @@ impl Engine {
     /// entries' prefixes ([`crate::identity::IdentityStore::worlds_holding`] tries every length, 33 lookups a
     /// `/32`, for each of a new policy's 50,000).
     pub(super) fn worlds_holding(&self, net: &IpNet) -> Vec<IdentityId> {
+        // The whole address spaces are always world prefixes; a `/0` peer adds its length too.
+        let whole: Option<&u8> = (!self.cluster_cidr_lengths.contains(&0)).then_some(&0);
         let holding: Vec<IdentityId> =
-            truncations(net, std::iter::once(&0).chain(&self.cluster_cidr_lengths))
+            truncations(net, whole.into_iter().chain(&self.cluster_cidr_lengths))
                 .filter_map(|outer| self.store.world_of(&outer))
                 .collect();
         debug_assert_eq!(holding, self.store.worlds_holding(net), "world lengths");
