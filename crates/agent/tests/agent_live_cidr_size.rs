@@ -1,7 +1,7 @@
 //! What CIDR-heavy policies cost the node whose pods they select (issue 33, "memory follows what
-//! can match"): five CiliumNetworkPolicies of 50,000 `/32`s each, selecting the pods of `ns-1`
-//! (all on this node), added one by one to a 200-pod synth cluster through the embedded mode's
-//! files. The prefixes of one policy are selected by the same entry, so they are one world
+//! can match"): five CiliumNetworkPolicies of 50,000 `/32`s each (`NETPOL_LIVE_CIDR_POLICIES`
+//! for another count), selecting the pods of `ns-1` (all on this node), added one by one to a
+//! 200-pod synth cluster through the embedded mode's files. The prefixes of one policy are selected by the same entry, so they are one world
 //! identity of 50,000 prefixes: one MapState entry per endpoint and one HCN set, not 50,000 of
 //! each (before, about 2.8 KB a prefix). Heap bytes are counted by a global allocator of this test
 //! binary (see `agent_support::counting`); one test, so that no other test's allocations run
@@ -21,8 +21,7 @@ static ALLOCATOR: Counting = Counting;
 
 const PREFIXES: u32 = 50_000;
 
-/// How many policies: 5, or `NETPOL_LIVE_CIDR_POLICIES` (the 100-policy figure of
-/// docs/performance.md is this test in release with 100).
+/// How many policies: 5, or `NETPOL_LIVE_CIDR_POLICIES`.
 fn policy_count() -> usize {
     std::env::var("NETPOL_LIVE_CIDR_POLICIES")
         .ok()
@@ -30,13 +29,12 @@ fn policy_count() -> usize {
 }
 
 /// What a live prefix may cost this process, the HCN simulator's copy of the set included: its
-/// peer in the entries (48 bytes, see `agent_policy_size`), its selector (about 230 bytes: the
-/// largest part left, see docs/performance.md), its rule in each distinct endpoint policy, its
-/// place in the ipcache's prefix map and in its class, and its address in the class's one set.
-/// Measured 802 on average over the five on 2026-11-27 (417-1,377 a policy, the most where the
-/// selector cache's tables double); with an identity per prefix, 2.8 KB a prefix in the release
-/// agent's RSS.
-const BYTES_PER_LIVE_PREFIX: usize = 1_000;
+/// peer in the entries (32 bytes), its copy in its entry's CIDR selector and its slot in the
+/// shared prefix index (an entry's CIDR peers are one selector), its place in the ipcache's
+/// prefix map, its class and the cluster CIDRs, and its address in the class's one set.
+/// Measured 312 on average over the five on 2026-11-27 (release; 802 with a selector per
+/// prefix, 2.8 KB with an identity per prefix).
+const BYTES_PER_LIVE_PREFIX: usize = 500;
 
 fn map_entries(agent: &Agent) -> usize {
     agent
