@@ -12,12 +12,15 @@
 //! counted) and how far the start raised the process's peak RSS (the stand-in's pre-rendered
 //! pages are counted before the start, not in it).
 //!
-//! Slice mode (`--source slices`) is measured after `netpol controller` (in process, its threads
-//! named and counted apart) has published the cluster as NetpolEndpointSlices: the agent reads
-//! the slices and its own node's Pods (`fieldSelector=spec.nodeName=node-0`). The controller's
-//! own cost is printed below the table: the writes to publish the cluster, the CPU of its
-//! threads, how far it raised the process's peak RSS (the stand-in's pages rendered meanwhile
-//! included: an upper bound), and how long a pod change took to reach its slice.
+//! Slice mode (`--source slices`) is measured after `netpol controller` has published the
+//! cluster as NetpolEndpointSlices: the agent reads the slices and its own node's Pods
+//! (`fieldSelector=spec.nodeName=node-0`). The controller runs in a process of its own (this
+//! bench started again with `NETPOL_API_COST_CONTROLLER` set), so that its CPU time and peak
+//! RSS are its own; it is paused (SIGSTOP) while the agent starts and idles, so that its Lease
+//! renewals are not counted as the agent's. Its cost is printed below the table: the writes
+//! to publish the cluster, its CPU and peak RSS until then, how long a pod change took to reach
+//! its slice, and how long a change of a pod on another node took to reach the agent's inputs
+//! (what the reconcile loop then programs, after its debounce).
 //!
 //! `cargo bench -p netpol-agent --bench api_cost` (`NETPOL_API_COST_PODS`, default 10,000;
 //! `NETPOL_API_COST_IDLE_MS`, the idle window, default 2,000; `NETPOL_API_COST_ROWS=paged,slices`
@@ -43,7 +46,17 @@ use netpol_testkit::realistic;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 
+/// Set in the controller's own process: the kubeconfig to use.
+const CONTROLLER_CHILD: &str = "NETPOL_API_COST_CONTROLLER";
+
 fn main() {
+    if let Some(kubeconfig) = std::env::var_os(CONTROLLER_CHILD) {
+        let listen = "127.0.0.1:0".parse().unwrap();
+        let config =
+            ControllerConfig::new(Some(kubeconfig.into()), listen, "netpol-system", "bench");
+        controller::run(&config).unwrap();
+        return;
+    }
     let var = |name: &str, default: u64| {
         std::env::var(name)
             .ok()
@@ -58,7 +71,7 @@ fn main() {
         .map(|r| r.split(',').map(str::to_owned).collect());
     println!("| lists | pods | requests at start | lists | watches | MB read at start | bytes per pod | agent CPU s | peak RSS added MB | requests in {} s idle (non-watch) |", idle.as_secs_f64());
     println!("|---|---|---|---|---|---|---|---|---|---|");
-    let mut published = None;
+    let mut published: Option<(Published, Controller)> = None;
     for (name, streaming, refused, sliced) in [
         ("paged, gzip (default)", false, false, false),
         ("streaming (--streaming-lists)", true, false, false),
@@ -86,7 +99,12 @@ fn main() {
         } else {
             PodSource::Pods
         };
-        let (start, idle_cost) = agent_start(&server, config, idle, &source);
+        let (start, idle_cost) = agent_start(&server, config, idle, &source, |inputs| {
+            if let Some((published, controller)) = &mut published {
+                controller.signal("CONT");
+                published.to_agent_ms = Some(change_to_agent(&server, pods, inputs));
+            }
+        });
         println!(
             "| {name} | {pods} | {} | {} | {} | {:.1} | {:.0} | {:.2} | {:.0} | {} ({}) |",
             start.traffic.requests(),
@@ -100,18 +118,81 @@ fn main() {
             idle_cost.non_watch_requests()
         );
     }
-    if let Some(controller) = published {
+    if let Some((published, controller)) = published {
+        drop(controller);
         println!();
-        println!("| controller | pods | slices | requests to publish (slices, Lease) | CPU s | peak RSS added MB (process, stand-in included) | a pod change in its slice, ms |");
-        println!("|---|---|---|---|---|---|---|");
+        println!("| controller | pods | slices | requests to publish (slices, Lease) | CPU s | peak RSS MB (its process) | a pod change in its slice, ms | a remote pod change in an agent's inputs, ms |");
+        println!("|---|---|---|---|---|---|---|---|");
         println!(
-            "| netpol controller | {pods} | {} | {} | {:.2} | {:.0} | {} |",
-            controller.slices,
-            controller.writes,
-            controller.cpu.as_secs_f64(),
-            controller.peak_rss_added as f64 / 1e6,
-            controller.change_ms
+            "| netpol controller | {pods} | {} | {} | {:.2} | {:.0} | {} | {} |",
+            published.slices,
+            published.writes,
+            published.cpu.as_secs_f64(),
+            published.peak_rss as f64 / 1e6,
+            published.change_ms,
+            published
+                .to_agent_ms
+                .map_or_else(|| "-".to_owned(), |ms| ms.to_string()),
         );
+    }
+}
+
+/// The controller's process, killed when dropped.
+struct Controller(std::process::Child);
+
+impl Controller {
+    /// Sends the process `signal` (`STOP`, `CONT`).
+    fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{signal} failed");
+    }
+
+    fn proc(&self) -> std::path::PathBuf {
+        Path::new("/proc").join(self.0.id().to_string())
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.signal("CONT");
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Relabels a pod of another node than the agent's and returns how long, in ms, until the
+/// agent's inputs hold its slice with the new label.
+fn change_to_agent(server: &ApiServer, pods: usize, inputs: &mpsc::Receiver<Input>) -> u128 {
+    let nodes = nodes(pods);
+    // The pods are dealt to the nodes in turn: pod 1 is on node-1 (node-0 with one node).
+    let mut pod = realistic::pod(1.min(pods - 1), nodes);
+    pod["metadata"]["labels"]["bench"] = json!("changed-again");
+    let changed = Instant::now();
+    server.apply(pod);
+    let deadline = changed + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the change never reached the agent"
+        );
+        let Ok(Input::Slice(event)) = inputs.recv_timeout(Duration::from_millis(50)) else {
+            continue;
+        };
+        let Event::Apply(slice) = *event else {
+            continue;
+        };
+        let labelled = slice
+            .spec
+            .label_sets
+            .iter()
+            .any(|labels| labels.get("bench").map(String::as_str) == Some("changed-again"));
+        if labelled {
+            return changed.elapsed().as_millis();
+        }
     }
 }
 
@@ -119,35 +200,34 @@ fn main() {
 struct Published {
     slices: usize,
     writes: u64,
-    /// CPU time of the controller's threads, until everything was published.
+    /// CPU time of the controller's process, until everything was published.
     cpu: Duration,
-    peak_rss_added: u64,
+    /// The controller process's peak RSS, in bytes, until then.
+    peak_rss: u64,
     /// From a pod's relabel on the server to its slice holding the new label.
     change_ms: u128,
+    /// From a remote pod's relabel on the server to the agent's inputs holding it.
+    to_agent_ms: Option<u128>,
 }
 
-/// Runs `netpol controller` (in process, its threads named) until the server's slices hold
-/// every pod with an address, measures a change's trip to its slice, and stops it.
-fn publish(server: &ApiServer, pods: usize) -> Published {
+/// Starts `netpol controller` in a process of its own (this bench again), waits until the
+/// server's slices hold every pod with an address, measures a change's trip to its slice, and
+/// returns with the controller paused.
+fn publish(server: &ApiServer, pods: usize) -> (Published, Controller) {
     let dir = std::env::temp_dir().join(format!("netpol-api-cost-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     server.write_kubeconfig(&kubeconfig);
     // Every realistic pod runs with an address: each is an endpoint.
     let expected = pods;
-    let listen = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
-    let config = ControllerConfig::new(Some(kubeconfig), listen, "netpol-system", "bench");
-    let rss_before = reset_peak_rss();
     let before = server.traffic();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let thread = std::thread::spawn(move || {
-        controller::run_with(&config, async {
-            let _ = stopped.await;
-        })
-    });
+    let controller = Controller(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .env(CONTROLLER_CHILD, &kubeconfig)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
     let endpoints = |server: &ApiServer| -> usize {
         server
             .objects("NetpolEndpointSlice")
@@ -160,8 +240,8 @@ fn publish(server: &ApiServer, pods: usize) -> Published {
         assert!(Instant::now() < deadline, "the slices never held every pod");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let cpu = controller_cpu();
-    let peak_rss_added = status_kib("VmHWM:").saturating_sub(rss_before) * 1024;
+    let cpu = process_cpu(&controller.proc());
+    let peak_rss = status_kib(&controller.proc(), "VmHWM:") * 1024;
     let writes = server.traffic().since(&before).writable;
     // One pod relabelled: how long until its slice says so.
     let mut pod = realistic::pod(0, nodes(pods));
@@ -191,28 +271,27 @@ fn publish(server: &ApiServer, pods: usize) -> Published {
         }
     };
     let slices = server.objects("NetpolEndpointSlice").len();
-    let _ = stop.send(());
-    thread.join().unwrap().unwrap();
-    Published {
+    controller.signal("STOP");
+    let published = Published {
         slices,
         writes,
         cpu,
-        peak_rss_added,
+        peak_rss,
         change_ms,
-    }
+        to_agent_ms: None,
+    };
+    (published, controller)
 }
 
-/// CPU time so far of the controller's threads (named `controller...`).
-fn controller_cpu() -> Duration {
-    std::fs::read_dir("/proc/self/task")
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter(|task| {
-            std::fs::read_to_string(task.path().join("comm"))
-                .is_ok_and(|name| name.starts_with(controller::THREAD_NAME))
-        })
-        .map(|task| cpu_time(&task.path()))
-        .sum()
+/// CPU time so far of a process's threads (`/proc/PID`), the ones that ended included.
+fn process_cpu(process: &Path) -> Duration {
+    // utime and stime, in clock ticks (100 a second), after the command's closing parenthesis.
+    let stat = std::fs::read_to_string(process.join("stat")).unwrap();
+    let fields: Vec<u64> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    Duration::from_millis((fields[11] + fields[12]) * 10)
 }
 
 /// The example cluster's policies with `pods` realistic pods on `pods / 100` nodes in 50
@@ -256,6 +335,7 @@ fn agent_start(
     config: WatchConfig,
     idle: Duration,
     source: &PodSource,
+    then: impl FnOnce(&mpsc::Receiver<Input>),
 ) -> (Start, TrafficCount) {
     let threads = Arc::new(Mutex::new(Vec::new()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -310,7 +390,8 @@ fn agent_start(
             .iter()
             .map(|thread| cpu_time(&Path::new("/proc").join(thread)))
             .sum(),
-        peak_rss_added: status_kib("VmHWM:").saturating_sub(rss_before) * 1024,
+        peak_rss_added: status_kib(Path::new("/proc/self"), "VmHWM:").saturating_sub(rss_before)
+            * 1024,
     };
     let idle_from = server.traffic();
     let until = Instant::now() + idle;
@@ -318,6 +399,7 @@ fn agent_start(
         let _ = receiver.recv_timeout(Duration::from_millis(50));
     }
     let idle_cost = server.traffic().since(&idle_from);
+    then(&receiver);
     runtime.shutdown_background();
     (start, idle_cost)
 }
@@ -333,12 +415,12 @@ fn cpu_time(thread: &Path) -> Duration {
 /// Resets the process's peak RSS to its current RSS (`clear_refs` 5) and returns it, in KiB.
 fn reset_peak_rss() -> u64 {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-    status_kib("VmRSS:")
+    status_kib(Path::new("/proc/self"), "VmRSS:")
 }
 
-/// A `/proc/self/status` figure in KiB.
-fn status_kib(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+/// A figure of a process's `/proc/PID/status`, in KiB.
+fn status_kib(process: &Path, field: &str) -> u64 {
+    std::fs::read_to_string(process.join("status"))
         .ok()
         .and_then(|status| {
             let line = status.lines().find(|l| l.starts_with(field))?;

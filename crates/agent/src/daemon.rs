@@ -6,6 +6,7 @@
 //! and a dead reconcile loop would enforce nothing while the process looks alive. The kubelet
 //! restarts the agent; the datapath keeps what was programmed meanwhile.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -160,14 +161,7 @@ pub fn run_with(
         })?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("listening on {}", config.listen))?;
+    let body = |listener| async {
         tracing::info!(listen = %config.listen, node = %config.node, "netpol agent started");
         match &config.source {
             SourceConfig::Files(dir) => {
@@ -226,16 +220,51 @@ pub fn run_with(
         health::serve_with_flows(listener, health.clone(), registry, flows, shutdown)
             .await
             .context("serving HTTP")
-    });
-    stop.store(true, Ordering::Relaxed);
-    let _ = inputs.send(Input::Shutdown);
-    runtime.shutdown_timeout(Duration::from_secs(2));
+    };
+    let stopping = || {
+        stop.store(true, Ordering::Relaxed);
+        let _ = inputs.send(Input::Shutdown);
+    };
+    let served = serve_on_runtime(AGENT_THREADS, config.listen, body, stopping);
     if reconciler.join().is_err() {
         bail!("the reconcile loop panicked");
     }
     served?;
     tracing::info!("netpol agent stopped");
     Ok(())
+}
+
+/// The name of the agent's runtime threads (watches, HTTP).
+pub const AGENT_THREADS: &str = "agent";
+
+/// Serves on a runtime of two worker threads named `thread_name` (so that a profile tells
+/// them apart): binds `listen` and runs `body` with it until it returns, then runs `stopping`
+/// and gives the runtime's tasks 2 s to end. What `netpol agent` and `netpol controller`
+/// share.
+pub fn serve_on_runtime<Body, Served>(
+    thread_name: &str,
+    listen: SocketAddr,
+    body: Body,
+    stopping: impl FnOnce(),
+) -> anyhow::Result<()>
+where
+    Body: FnOnce(tokio::net::TcpListener) -> Served,
+    Served: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name(thread_name)
+        .enable_all()
+        .build()?;
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listening on {listen}"))?;
+        body(listener).await
+    });
+    stopping();
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    served
 }
 
 /// A client from `kubeconfig`, or from the in-cluster configuration.

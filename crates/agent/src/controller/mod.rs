@@ -41,7 +41,7 @@ use netpol_api::Pod;
 use prometheus_client::registry::Registry;
 use tokio::sync::{watch, Notify};
 
-use crate::daemon::{kube_client, shutdown_signal, INPUT_CAPACITY};
+use crate::daemon::{kube_client, serve_on_runtime, shutdown_signal, INPUT_CAPACITY};
 use crate::driver::Input;
 use crate::health::{self, FatalOnUnwind, Health};
 use crate::kind::SourceKind;
@@ -127,16 +127,7 @@ pub fn run_with(
     let registry = Arc::new(registry);
     let health = Arc::new(Health::default());
     health.heartbeat();
-    // Named, so that a profile (or the api_cost bench) tells the controller's threads apart.
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name(THREAD_NAME)
-        .enable_all()
-        .build()?;
-    let served = runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .with_context(|| format!("listening on {}", config.listen))?;
+    let body = |listener| async {
         let client = kube_client(config.kubeconfig.as_ref()).await?;
         tracing::info!(
             listen = %config.listen,
@@ -176,9 +167,9 @@ pub fn run_with(
         health::serve(listener, health, registry, shutdown)
             .await
             .context("serving HTTP")
-    });
-    runtime.shutdown_timeout(Duration::from_secs(2));
-    served?;
+    };
+    // Named, so that a profile (or the api_cost bench) tells the controller's threads apart.
+    serve_on_runtime(THREAD_NAME, config.listen, body, || {})?;
     tracing::info!("netpol controller stopped");
     Ok(())
 }
@@ -321,8 +312,12 @@ impl Writer {
             );
         }
         let (writes, endpoints) = {
-            let world = self.lock_world();
-            (self.publisher.plan(world.wanted()), world.wanted().len())
+            let mut world = self.world.lock().unwrap_or_else(|p| p.into_inner());
+            let dirty = world.take_dirty();
+            (
+                self.publisher.plan(world.wanted(), &dirty),
+                world.wanted().len(),
+            )
         };
         if writes.is_empty() {
             self.metrics.set_sizes(endpoints, self.publisher.slices());

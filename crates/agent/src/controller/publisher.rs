@@ -9,14 +9,22 @@
 //! adopts them: the plan keeps each endpoint where it is, so a restart rewrites nothing that
 //! is right, and an endpoint two slices list (a write lost between two leaders) is dropped from
 //! one.
+//!
+//! Between rounds the publisher keeps where each endpoint was placed
+//! ([`netpol_api::slices::placement`]), so that a round plans only the slices its changes
+//! touch. A round planned from anything else than what the last round wrote (the first round of
+//! a term, a relist, a stale write, a failed one) plans the whole cluster instead.
 
 use std::collections::BTreeMap;
 
 use kube::api::{DeleteParams, ListParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use netpol_api::crd::NetpolEndpointSlice;
-use netpol_api::slices::plan::{self, Write};
+use netpol_api::slices::placement::Placement;
+use netpol_api::slices::plan::Write;
 use netpol_api::slices::Endpoint;
+
+use super::world::Dirty;
 
 /// What one round of writes did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +49,8 @@ pub struct Publisher {
     capacity: usize,
     /// The slices as last read or written, by name; None until listed.
     current: Option<BTreeMap<String, NetpolEndpointSlice>>,
+    /// Where the last round placed each endpoint, while `current` holds what it planned.
+    placement: Option<Placement>,
 }
 
 impl Publisher {
@@ -49,6 +59,7 @@ impl Publisher {
             api: Api::all(client),
             capacity,
             current: None,
+            placement: None,
         }
     }
 
@@ -56,6 +67,7 @@ impl Publisher {
     /// cannot trust what it saw while another was writing).
     pub fn forget(&mut self) {
         self.current = None;
+        self.placement = None;
     }
 
     /// Lists every slice: the ones to adopt.
@@ -68,6 +80,7 @@ impl Publisher {
             .collect();
         let adopted = current.len();
         self.current = Some(current);
+        self.placement = None;
         Ok(adopted)
     }
 
@@ -80,12 +93,21 @@ impl Publisher {
         self.load().await.map(Some)
     }
 
-    /// The writes from the slices held to `wanted` (empty when not loaded).
-    pub fn plan(&self, wanted: &BTreeMap<String, Endpoint>) -> Vec<Write> {
+    /// The writes from the slices held to `wanted`, whose `dirty` endpoints changed since the
+    /// last plan (empty when not loaded). Only the touched slices are planned when the last
+    /// round's writes were all made; otherwise the whole cluster is.
+    pub fn plan(&mut self, wanted: &BTreeMap<String, Endpoint>, dirty: &Dirty) -> Vec<Write> {
         let Some(current) = &self.current else {
             return Vec::new();
         };
-        plan::changes(wanted, current.values(), self.capacity)
+        match (&mut self.placement, dirty) {
+            (Some(placement), Dirty::Keys(keys)) => placement.changes(wanted, keys, current),
+            _ => {
+                let (placement, writes) = Placement::full(wanted, current.values(), self.capacity);
+                self.placement = Some(placement);
+                writes
+            }
+        }
     }
 
     /// How many slices are held.
@@ -96,6 +118,8 @@ impl Publisher {
     /// Applies `writes` in order. A stale write re-reads its slice and is counted; any other
     /// failure ends the round (what was written is kept).
     pub async fn apply(&mut self, writes: Vec<Write>) -> Result<Published, kube::Error> {
+        // Until every write is made, the slices are not what the plan placed.
+        let placement = self.placement.take();
         let mut published = Published::default();
         for write in writes {
             let name = write.name().to_owned();
@@ -147,6 +171,9 @@ impl Publisher {
                 }
                 Err(error) => return Err(error),
             }
+        }
+        if published.stale == 0 {
+            self.placement = placement;
         }
         Ok(published)
     }

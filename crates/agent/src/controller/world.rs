@@ -2,7 +2,7 @@
 //! watch's events (see [`netpol_api::slices::endpoint_of`]: a pod without an identity publishes
 //! none).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use netpol_api::slices::{endpoint_of, Endpoint};
 use netpol_api::{Object, Pod};
@@ -17,6 +17,30 @@ pub struct World {
     /// The pods have been listed completely at least once: until then nothing is published (a
     /// partial world would delete the endpoints not yet listed).
     synced: bool,
+    /// What changed since the writer last took it.
+    dirty: Dirty,
+}
+
+/// What changed in the world since the writer last looked: the keys of the endpoints added,
+/// changed or removed, or everything (a relist, which the writer plans in full).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Dirty {
+    Keys(BTreeSet<String>),
+    All,
+}
+
+impl Default for Dirty {
+    fn default() -> Self {
+        Dirty::Keys(BTreeSet::new())
+    }
+}
+
+impl Dirty {
+    fn mark(&mut self, key: String) {
+        if let Dirty::Keys(keys) = self {
+            keys.insert(key);
+        }
+    }
 }
 
 impl World {
@@ -40,23 +64,37 @@ impl World {
                 let changed = !self.synced || listed != self.wanted;
                 self.wanted = listed;
                 self.synced = true;
+                if changed {
+                    self.dirty = Dirty::All;
+                }
                 changed
             }
             Event::Apply(Object::Pod(pod)) => {
                 let Some(key) = key_of(&pod) else {
                     return false;
                 };
-                match endpoint_of(&pod) {
+                let changed = match endpoint_of(&pod) {
                     Some(endpoint) if self.wanted.get(&key) == Some(&endpoint) => false,
                     Some(endpoint) => {
-                        self.wanted.insert(key, endpoint);
+                        self.wanted.insert(key.clone(), endpoint);
                         true
                     }
                     None => self.wanted.remove(&key).is_some(),
+                };
+                if changed {
+                    self.dirty.mark(key);
                 }
+                changed
             }
             Event::Delete(Object::Pod(pod)) => {
-                key_of(&pod).is_some_and(|key| self.wanted.remove(&key).is_some())
+                let Some(key) = key_of(&pod) else {
+                    return false;
+                };
+                let changed = self.wanted.remove(&key).is_some();
+                if changed {
+                    self.dirty.mark(key);
+                }
+                changed
             }
             // Not a pod: not on this watch.
             Event::InitApply(_) | Event::Apply(_) | Event::Delete(_) => false,
@@ -65,6 +103,11 @@ impl World {
 
     pub fn is_synced(&self) -> bool {
         self.synced
+    }
+
+    /// What changed since the last call.
+    pub fn take_dirty(&mut self) -> Dirty {
+        std::mem::take(&mut self.dirty)
     }
 
     /// The endpoints to publish, by `namespace/name`.
@@ -114,6 +157,20 @@ mod tests {
         assert!(world.apply(Event::Apply(pod("pending", Some("10.0.0.2"), "web"))));
         assert!(world.apply(Event::Delete(pod("a", None, "api"))));
         assert!(!world.apply(Event::Delete(pod("a", None, "api"))));
+        assert_eq!(
+            world.take_dirty(),
+            Dirty::All,
+            "the first list is planned in full"
+        );
+        world.apply(Event::Apply(pod("b", Some("10.0.0.3"), "web")));
+        world.apply(Event::Apply(pod("b", Some("10.0.0.3"), "web")));
+        world.apply(Event::Delete(pod("pending", None, "web")));
+        world.apply(Event::Delete(pod("gone", None, "web")));
+        let keys = ["shop/b", "shop/pending"].map(str::to_owned);
+        assert_eq!(world.take_dirty(), Dirty::Keys(BTreeSet::from(keys)));
+        assert_eq!(world.take_dirty(), Dirty::Keys(BTreeSet::new()));
+        world.apply(Event::Apply(pod("pending", Some("10.0.0.2"), "web")));
+        world.apply(Event::Delete(pod("b", None, "web")));
         // A relist that finds the same pods changes nothing.
         world.apply(Event::Init);
         world.apply(Event::InitApply(pod("pending", Some("10.0.0.2"), "web")));

@@ -9,6 +9,7 @@
 //! Pods without an identity (no address yet, host network, finished) are not published: a
 //! remote agent has nothing to match them by, as in direct mode where they give no identity.
 
+pub mod placement;
 pub mod plan;
 
 use std::collections::BTreeMap;

@@ -15,6 +15,7 @@
 //! always give the same object and an unchanged slice is never written.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 
 use crate::crd::{NetpolEndpointSlice, NetpolEndpointSliceSpec, SliceEndpoint};
 
@@ -68,6 +69,15 @@ pub fn changes<'a>(
     current: impl IntoIterator<Item = &'a NetpolEndpointSlice>,
     capacity: usize,
 ) -> Vec<Write> {
+    planned(wanted, current, capacity).1
+}
+
+/// [`changes`], with the placement the writes make: which slice holds which endpoint keys.
+pub(super) fn planned<'a, 'w>(
+    wanted: &'w BTreeMap<String, Endpoint>,
+    current: impl IntoIterator<Item = &'a NetpolEndpointSlice>,
+    capacity: usize,
+) -> (BTreeMap<String, BTreeSet<&'w str>>, Vec<Write>) {
     let current: BTreeMap<&str, &NetpolEndpointSlice> = current
         .into_iter()
         .map(|s| (s.metadata.name.as_deref().unwrap_or_default(), s))
@@ -75,13 +85,13 @@ pub fn changes<'a>(
     let members = placement(wanted, current.values().copied(), capacity);
     let mut unchanged: BTreeSet<&str> = BTreeSet::new();
     let mut desired = BTreeMap::new();
-    for (name, held) in members {
+    for (name, held) in &members {
         match current.get_key_value(name.as_str()) {
-            Some((key, existing)) if holds_exactly(existing, &held, wanted) => {
+            Some((key, existing)) if holds_exactly(existing, held, wanted) => {
                 unchanged.insert(key);
             }
             _ => {
-                desired.insert(name, spec_of(held.iter().map(|k| &wanted[*k])));
+                desired.insert(name.clone(), spec_of(held.iter().map(|k| &wanted[*k])));
             }
         }
     }
@@ -89,7 +99,7 @@ pub fn changes<'a>(
         .into_iter()
         .filter(|(name, _)| !unchanged.contains(name))
         .map(|(_, slice)| slice);
-    writes(&desired, rest)
+    (members, writes(&desired, rest))
 }
 
 /// Whether `slice` is already what [`spec_of`] makes of `held`: the same endpoints in key
@@ -153,26 +163,36 @@ fn placement<'a, 'w>(
         if placed.contains(key.as_str()) {
             continue;
         }
-        // Keys are `namespace/name` and no namespace holds a `/`: a slice holds the namespace
-        // when its first key at or after `namespace/` begins so (one lookup, not a scan, which
-        // matters at the first publication of 150,000 endpoints).
-        let prefix = format!("{}/", wanted[key].endpoint.namespace);
-        let has_room = |held: &BTreeSet<&str>| held.len() < capacity;
-        let same_namespace = members.iter().find(|(_, held)| {
-            has_room(held)
-                && held
-                    .range(prefix.as_str()..)
-                    .next()
-                    .is_some_and(|k| k.starts_with(&prefix))
-        });
-        let target = match same_namespace.or_else(|| members.iter().find(|(_, h)| has_room(h))) {
-            Some((name, _)) => name.clone(),
-            None => free_name(&members),
-        };
+        let target = slice_for(&members, &wanted[key].endpoint.namespace, capacity);
         members.entry(target).or_default().insert(key);
     }
     members.retain(|_, held| !held.is_empty());
     members
+}
+
+/// The slice a new endpoint of `namespace` joins: the first (by name) with room that holds
+/// the namespace, else the first with room, else a new one with the lowest free number.
+pub(super) fn slice_for<K: std::borrow::Borrow<str> + Ord>(
+    members: &BTreeMap<String, BTreeSet<K>>,
+    namespace: &str,
+    capacity: usize,
+) -> String {
+    // Keys are `namespace/name` and no namespace holds a `/`: a slice holds the namespace when
+    // its first key at or after `namespace/` begins so (one lookup, not a scan, which matters
+    // at the first publication of 150,000 endpoints).
+    let prefix = format!("{namespace}/");
+    let has_room = |held: &BTreeSet<K>| held.len() < capacity;
+    let same_namespace = members.iter().find(|(_, held)| {
+        has_room(held)
+            && held
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .next()
+                .is_some_and(|k| k.borrow().starts_with(&prefix))
+    });
+    match same_namespace.or_else(|| members.iter().find(|(_, h)| has_room(h))) {
+        Some((name, _)) => name.clone(),
+        None => free_name(members),
+    }
 }
 
 /// The writes that turn `current` into `desired`: creates and updates of the slices that differ,
@@ -210,7 +230,7 @@ pub fn writes<'a>(
 }
 
 /// The lowest-numbered slice name not in use.
-fn free_name(members: &BTreeMap<String, BTreeSet<&str>>) -> String {
+fn free_name<K>(members: &BTreeMap<String, BTreeSet<K>>) -> String {
     (1..)
         .map(|n| format!("{NAME_PREFIX}{n:05}"))
         .find(|name| !members.contains_key(name))
@@ -218,7 +238,9 @@ fn free_name(members: &BTreeMap<String, BTreeSet<&str>>) -> String {
 }
 
 /// A slice holding `endpoints` (in key order), each distinct label set once, sorted.
-fn spec_of<'a>(endpoints: impl Iterator<Item = &'a Endpoint> + Clone) -> NetpolEndpointSliceSpec {
+pub(super) fn spec_of<'a>(
+    endpoints: impl Iterator<Item = &'a Endpoint> + Clone,
+) -> NetpolEndpointSliceSpec {
     let sets: BTreeSet<&BTreeMap<String, String>> = endpoints.clone().map(|e| &e.labels).collect();
     let label_sets: Vec<BTreeMap<String, String>> = sets.into_iter().cloned().collect();
     let endpoints = endpoints

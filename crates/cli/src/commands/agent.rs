@@ -305,14 +305,7 @@ fn parse_probe(text: &str) -> Result<(Protocol, u16), String> {
 
 /// Runs the agent; the exit code says how it ended.
 pub fn run(args: &Args) -> ExitCode {
-    init_logging(args.log_format);
-    let build = &super::version::BUILD;
-    tracing::info!(
-        version = build.version,
-        commit = build.commit,
-        target = build.target,
-        "netpol agent starting"
-    );
+    start_logging(args.log_format, "agent");
     let config = args.config();
     let result = match (&config.source, args.once) {
         (SourceConfig::Files(dir), true) => run_once(args, dir),
@@ -327,7 +320,20 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-pub(crate) fn init_logging(format: LogFormat) {
+/// Starts logging in `format` and says which build of `netpol {command}` is starting (the
+/// first line of every long-running command's log).
+pub(crate) fn start_logging(format: LogFormat, command: &str) {
+    init_logging(format);
+    let build = &super::version::BUILD;
+    tracing::info!(
+        version = build.version,
+        commit = build.commit,
+        target = build.target,
+        "netpol {command} starting"
+    );
+}
+
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

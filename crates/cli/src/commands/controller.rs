@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use netpol_agent::controller::{self, ControllerConfig};
 
-use super::agent::{init_logging, LogFormat};
+use super::agent::{start_logging, LogFormat};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -55,13 +55,7 @@ impl Args {
 }
 
 pub fn run(args: &Args) -> ExitCode {
-    init_logging(args.log_format);
-    let build = &super::version::BUILD;
-    tracing::info!(
-        version = build.version,
-        commit = build.commit,
-        "netpol controller starting"
-    );
+    start_logging(args.log_format, "controller");
     match controller::run(&args.config()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

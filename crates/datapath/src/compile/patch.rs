@@ -24,7 +24,7 @@
 //! address. [`patch`] applies class changes where the rules above hold and answers None where
 //! they do not; the caller then compiles in full.
 //! The result equals a full compile of the new MapState (property-tested in
-//! `tests/patch_equivalence.rs`).
+//! `compile/patch/tests.rs`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::hash::{Hash, Hasher};

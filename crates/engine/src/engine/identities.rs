@@ -238,7 +238,7 @@ impl Engine {
     /// Addresses are grouped into one identity only when these prefixes hold them alike. A `/0`
     /// counts like any other: `0.0.0.0/0` holds every IPv4 address and no IPv6 one, so leaving it
     /// out put a dual-stack pod's two addresses in one identity, and a peer `0.0.0.0/0` selected
-    /// the pod's IPv6 address along with its IPv4 one (fuzz finding, tests/fuzz_regressions.rs). For
+    /// the pod's IPv6 address along with its IPv4 one (fuzz finding, tests/integration/fuzz_regressions.rs). For
     /// peers that select pods and nodes (`ipBlock`, `networks`) that keeps selection exact. For
     /// peers that only match outside addresses (Cilium's `toCIDR`) it keeps every datapath rule
     /// exact: a datapath matches addresses, not identities, so a rule for such a prefix also

@@ -7,7 +7,7 @@
 //! nothing a subject selector reads tells them apart (twins). [`Partition`] answers both for
 //! any pod given a policy set, without loading an engine: the authoring tools (`netpol matrix`,
 //! `diff`, `lint`) decide a flow once per pair of classes and ask this partition what the
-//! classes are, rather than re-deriving it from the selectors (`tests/partition.rs` checks it
+//! classes are, rather than re-deriving it from the selectors (`tests/integration/partition.rs` checks it
 //! against the identities and MapStates an engine computes).
 //!
 //! Every entry counts, as in an engine with no local node: a tool sees the whole cluster.

@@ -1,0 +1,6 @@
+//! netpol-api's integration tests, one module per former test file, in one binary: each test
+//! binary links every dependency again, so one binary per crate is what keeps the test build
+//! short. Run one file's tests with `cargo test -p netpol-api --test integration <module>::`.
+
+mod multi_object;
+mod shared_scenarios;
