@@ -78,7 +78,8 @@ fn a_panic_in_the_reconcile_loop_fails_liveness_at_once() {
 
 /// Set in the child process this test starts: where to panic.
 const CHILD: &str = "NETPOL_PANIC_CHILD";
-const TEST: &str = "a_panic_on_any_thread_ends_the_process_with_an_error";
+/// This test's full name in the test binary, which the child runs alone (`--exact`).
+const TEST: &str = "agent_panics::a_panic_on_any_thread_ends_the_process_with_an_error";
 
 /// In the child: the daemon's hook, then a panic on a thread or in a tokio task (which tokio
 /// would otherwise catch and keep to itself). Exits 0 if the process survives the panic.
