@@ -395,7 +395,7 @@ fn daemon_set_runs_an_nftables_agent_with_net_admin_alone_on_linux_nodes() {
     let dockerfile = std::fs::read_to_string(config_dir().join("linux/Dockerfile")).unwrap();
     assert!(
         dockerfile.contains(&format!(
-            "COPY --from=build /src/target/release/netpol {}",
+            "COPY --from=build /src/target/dist/netpol {}",
             command[0]
         )),
         "{dockerfile}"
