@@ -14,6 +14,7 @@ use crate::labels::SharedLabels;
 use crate::ports::NamedPort;
 
 mod world;
+mod world_map;
 
 pub use world::{EntryRef, WorldClass};
 
@@ -225,7 +226,7 @@ pub struct IdentityStore {
     by_key: HashMap<IdentityKey, IdentityId>,
     /// Ordered, so that the addresses inside a prefix are a range.
     hosts: HostIndex,
-    world: BTreeMap<IpNet, IdentityId>,
+    world: world_map::WorldMap,
     /// Shared pod and node identities by each policy CIDR holding their members.
     by_cidr: HashMap<IpNet, BTreeSet<IdentityId>>,
     /// Pod and node identities of their own (one address each), which the CIDR index does not
@@ -536,15 +537,19 @@ impl IdentityStore {
         self.world.iter()
     }
 
-    /// The world identities whose prefix holds `net` (itself included): one lookup per prefix
-    /// length, however many world prefixes there are.
+    /// The world identities whose prefix holds `net` (itself included), shortest first: one
+    /// lookup per prefix length present, however many world prefixes there are.
     pub fn worlds_holding(&self, net: &IpNet) -> Vec<IdentityId> {
-        (0..=net.prefix_len())
-            .filter_map(|len| {
-                let outer = IpNet::new(net.addr(), len).ok()?.trunc();
-                self.world.get(&outer).copied()
-            })
-            .collect()
+        self.world.holding(net).map(|(_, id)| id).collect()
+    }
+
+    /// The world prefixes holding `net` (itself included), each with its identity, shortest
+    /// first.
+    pub fn world_prefixes_holding<'a>(
+        &'a self,
+        net: &'a IpNet,
+    ) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
+        self.world.holding(net)
     }
 
     /// The identity of an address: the pod or node that owns it, else the longest world prefix
@@ -553,11 +558,7 @@ impl IdentityStore {
         if let Some(id) = self.hosts.get(&ip) {
             return Some(*id);
         }
-        let max_len = if ip.is_ipv4() { 32 } else { 128 };
-        (0..=max_len).rev().find_map(|len| {
-            let net = IpNet::new(ip, len).ok()?.trunc();
-            self.world.get(&net).copied()
-        })
+        self.world.longest_holding(ip)
     }
 
     /// For every identity, one address that [`IdentityStore::resolve`] maps back to it: a member

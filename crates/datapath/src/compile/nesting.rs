@@ -18,7 +18,7 @@
 //! member stands for all, and a replica joining an identity never changes the placement. The
 //! datapath then names the identity's address set and updates its contents.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use ipnet::IpNet;
 use netpol_engine::prefixes::truncations;
@@ -37,9 +37,8 @@ pub(crate) struct Placement {
     pub main: Vec<Node>,
     /// Identities (in one family) inside an exception list, which decides for them.
     pub shadowed: BTreeSet<(IdentityId, Family)>,
-    /// The world identities with entries, by prefix: their rules also catch the addresses
-    /// inside them.
-    pub leaking: Vec<(IpNet, IdentityId)>,
+    /// The world identities with entries: their rules also catch the addresses inside them.
+    pub leaking: Vec<IdentityId>,
     /// The world prefixes with exception lists: inside one, its list decides.
     pub exception_worlds: Vec<IpNet>,
     /// For each pod or node identity (in one family) inside a leaking prefix and placed in the
@@ -87,6 +86,22 @@ impl Node {
             .collect())
     }
 
+    /// One node per address family the identity has addresses in: what the main list needs,
+    /// which places identities, not prefixes (a world class may hold 50,000 prefixes).
+    fn per_family(store: &IdentityStore, id: IdentityId) -> Result<Vec<Node>, CompileError> {
+        let identity = store.get(id).ok_or(CompileError::UnknownIdentity(id))?;
+        Ok([false, true]
+            .into_iter()
+            .filter_map(|ipv6| store.member_of_family(id, ipv6))
+            .map(|prefix| Node {
+                id,
+                family: Family::of(&prefix),
+                prefix,
+                host: !identity.is_world(),
+            })
+            .collect())
+    }
+
     /// Deeper identities own their addresses ahead of shallower ones; a pod or node owns its
     /// address ahead of a world /32 naming the same address.
     pub fn depth(&self) -> (u8, bool) {
@@ -103,11 +118,43 @@ impl Node {
     }
 }
 
-/// World nodes by prefix, so that the nodes enclosing another are found among its own
-/// truncations (one lookup per distinct length) rather than by testing every node: a policy
-/// may carry tens of thousands of prefixes (70,000 `except`s fit in one object), and testing
-/// each against each is quadratic. Each node keeps its position of insertion, so callers can
-/// keep the order a scan would have given.
+/// The prefixes of the world identities with entries, found through the ipcache's world map
+/// (one lookup per prefix length present) rather than copied: one endpoint's leaking identities
+/// may hold 250,000 prefixes (five CIDR-heavy policies), and indexing them anew for every
+/// endpoint compiled was most of what a policy change cost the agent (issue 33).
+struct Leaking<'a> {
+    store: &'a IdentityStore,
+    ids: HashSet<IdentityId>,
+}
+
+impl<'a> Leaking<'a> {
+    /// The leaking prefixes `node` is nested in, as nodes.
+    fn of(&'a self, node: &'a Node) -> impl Iterator<Item = Node> + 'a {
+        self.store
+            .world_prefixes_holding(&node.prefix)
+            .filter(|(_, id)| self.ids.contains(id))
+            .map(|(prefix, id)| Node {
+                id,
+                family: node.family,
+                prefix,
+                host: false,
+            })
+            .filter(|outer| node.nested_in(outer))
+    }
+
+    /// The leaking identities `node` is nested in, sorted.
+    fn enclosing(&self, node: &Node) -> Vec<IdentityId> {
+        let mut ids: Vec<IdentityId> = self.of(node).map(|outer| outer.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// The world prefixes with exception lists, so that the list enclosing a node is found among
+/// its own truncations (one lookup per distinct length) rather than by testing every list: a
+/// policy may carry tens of thousands of prefixes (70,000 `except`s fit in one object), and
+/// testing each against each is quadratic. Each node keeps its position of insertion, the order
+/// the lists are reported in.
 #[derive(Default)]
 struct Enclosers {
     by_prefix: HashMap<IpNet, Vec<(usize, Node)>>,
@@ -116,12 +163,6 @@ struct Enclosers {
 }
 
 impl Enclosers {
-    fn new<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Enclosers {
-        let mut index = Enclosers::default();
-        nodes.into_iter().for_each(|n| index.insert(*n));
-        index
-    }
-
     fn insert(&mut self, node: Node) {
         self.by_prefix
             .entry(node.prefix)
@@ -275,41 +316,54 @@ pub(crate) fn place(
     store: &IdentityStore,
 ) -> Result<Placement, CompileError> {
     let mut with_entries: Vec<Node> = Vec::new();
+    let mut leaking: Vec<IdentityId> = Vec::new();
     for class in &entries.classes {
         for id in &class.identities {
-            with_entries.extend(Node::all_of(store, *id)?);
+            let nodes = Node::per_family(store, *id)?;
+            // Only world identities with entries can leak onto other identities' addresses.
+            if nodes.iter().any(|n| !n.host) {
+                leaking.push(*id);
+            }
+            with_entries.extend(nodes);
         }
     }
-    // Only world identities with entries can leak onto other identities' addresses.
-    let leaking: Vec<Node> = with_entries.iter().filter(|n| !n.host).copied().collect();
     if leaking.is_empty() {
         return Ok(Placement {
             main: with_entries,
             ..Placement::default()
         });
     }
-
-    let leaking_index = Enclosers::new(&leaking);
-    // World prefixes and pod or node identities inside a leaking prefix. Identities are found
-    // through the ipcache's CIDR index, so the cost follows the identities inside those
-    // prefixes, not their addresses.
-    let mut nested: Vec<Node> = store
-        .world_prefixes()
-        .map(|(prefix, id)| Node {
-            id: *id,
-            family: Family::of(prefix),
-            prefix: *prefix,
-            host: false,
-        })
-        .filter(|n| leaking_index.of(n).next().is_some())
-        .collect();
+    let leaking_index = Leaking {
+        store,
+        ids: leaking.iter().copied().collect(),
+    };
+    let mut nested = nested_worlds(store, &leaking);
+    // Pod and node identities inside a leaking prefix: found from whichever side is smaller,
+    // the leaking prefixes (through the ipcache's CIDR index, so the cost follows the
+    // identities inside them, not their addresses) or the cluster's addresses.
+    let leaking_prefixes: usize = leaking.iter().map(|id| store.members(*id).len()).sum();
     let mut hosts_seen: BTreeSet<(IdentityId, Family)> = BTreeSet::new();
-    for outer in &leaking {
-        for id in store.hosts_within(outer.prefix) {
-            for node in Node::all_of(store, id)? {
-                if node.family == outer.family && hosts_seen.insert(node.key()) {
-                    nested.push(node);
-                }
+    if leaking_prefixes <= store.address_count() {
+        for id in &leaking {
+            for prefix in store.members(*id) {
+                push_hosts_within(store, *prefix, &mut hosts_seen, &mut nested)?;
+            }
+        }
+    } else {
+        let everywhere = ["0.0.0.0/0", "::/0"].map(|net| net.parse::<IpNet>().expect("a prefix"));
+        for (address, id) in everywhere.into_iter().flat_map(|net| store.hosts_in(net)) {
+            let host = Node {
+                id,
+                family: Family::of(&IpNet::from(address)),
+                prefix: IpNet::from(address),
+                host: true,
+            };
+            if leaking_index.of(&host).next().is_some() && hosts_seen.insert(host.key()) {
+                nested.extend(
+                    Node::all_of(store, id)?
+                        .into_iter()
+                        .filter(|n| n.family == host.family),
+                );
             }
         }
     }
@@ -360,13 +414,7 @@ pub(crate) fn place(
             // Its list also covers prefixes outside every leaking one: the pods and nodes
             // there meet it first too.
             for member in &members {
-                for id in store.hosts_within(member.prefix) {
-                    for node in Node::all_of(store, id)? {
-                        if node.family == family && hosts_seen.insert(node.key()) {
-                            hosts.push(node);
-                        }
-                    }
-                }
+                push_hosts_within(store, member.prefix, &mut hosts_seen, &mut hosts)?;
             }
         }
     }
@@ -395,9 +443,56 @@ pub(crate) fn place(
         exception_worlds: enclosing_exceptions.prefixes(),
         exceptions,
         shadowed,
-        leaking: leaking.iter().map(|n| (n.prefix, n.id)).collect(),
+        leaking,
         enclosure,
     })
+}
+
+/// The world prefixes nested in a prefix of the `leaking` identities. A world identity of
+/// several prefixes holds no other world prefix (the engine pools only leaves:
+/// `netpol_engine::identity::WorldClass`), so only the prefixes of identities of their own are
+/// searched, each a range of the ipcache's sorted world map: a class of 50,000 `/32`s costs
+/// nothing here.
+fn nested_worlds(store: &IdentityStore, leaking: &[IdentityId]) -> Vec<Node> {
+    let mut found: BTreeSet<(IpNet, IdentityId)> = BTreeSet::new();
+    for id in leaking {
+        let [outer] = store.members(*id) else {
+            continue;
+        };
+        found.extend(
+            store
+                .worlds_within(*outer)
+                .filter(|(prefix, _)| prefix != outer),
+        );
+    }
+    found
+        .into_iter()
+        .map(|(prefix, id)| Node {
+            id,
+            family: Family::of(&prefix),
+            prefix,
+            host: false,
+        })
+        .collect()
+}
+
+/// Adds the node of each pod or node identity with addresses inside `prefix` (in its family)
+/// that `seen` does not hold yet.
+fn push_hosts_within(
+    store: &IdentityStore,
+    prefix: IpNet,
+    seen: &mut BTreeSet<(IdentityId, Family)>,
+    out: &mut Vec<Node>,
+) -> Result<(), CompileError> {
+    let family = Family::of(&prefix);
+    for id in store.hosts_within(prefix) {
+        for node in Node::all_of(store, id)? {
+            if node.family == family && seen.insert(node.key()) {
+                out.push(node);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What the enclosing rules make of one node.
@@ -419,7 +514,7 @@ struct ClassOutcome {
 /// The placement under construction, node by node in depth order.
 struct Decider<'a> {
     analysis: Analysis<'a>,
-    leaking_index: &'a Enclosers,
+    leaking_index: &'a Leaking<'a>,
     /// Only world identities can enclose others, so only their lists can catch other addresses.
     enclosing_exceptions: Enclosers,
     exceptions: Vec<Node>,
@@ -438,14 +533,7 @@ impl Decider<'_> {
                 shadowed: true,
             },
             None => {
-                // In the order of `leaking`, as the cache key and the decision expect.
-                let mut enclosing: Vec<(usize, IdentityId)> = self
-                    .leaking_index
-                    .of(node)
-                    .map(|(at, a)| (*at, a.id))
-                    .collect();
-                enclosing.sort_unstable();
-                let enclosing: Vec<IdentityId> = enclosing.into_iter().map(|(_, id)| id).collect();
+                let enclosing = self.leaking_index.enclosing(node);
                 Outcome {
                     needs_list: self.analysis.main_vector(node.id, enclosing) != own,
                     shadowed: false,
@@ -467,9 +555,8 @@ impl Decider<'_> {
                     .for_each(|m| self.enclosing_exceptions.insert(*m));
             }
         } else if !outcome.shadowed && node.host {
-            let mut ids: Vec<IdentityId> = self.leaking_index.of(node).map(|(_, a)| a.id).collect();
-            ids.sort_unstable();
-            self.enclosure.insert(node.key(), ids);
+            self.enclosure
+                .insert(node.key(), self.leaking_index.enclosing(node));
         }
     }
 }

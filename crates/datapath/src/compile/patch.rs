@@ -111,7 +111,7 @@ impl CompileIndex {
             .map(|n| n.id)
             .chain(placement.shadowed.iter().map(|(id, _)| *id))
             .collect();
-        index.leaking = placement.leaking.iter().map(|(_, id)| *id).collect();
+        index.leaking = placement.leaking.iter().copied().collect();
         index.exception_worlds = PrefixSet::new(placement.exception_worlds.iter().copied());
         let mut rules_of: Vec<Vec<u32>> = vec![Vec::new(); groups.len()];
         for (offset, held) in rule_groups.iter().enumerate() {

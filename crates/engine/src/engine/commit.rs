@@ -289,14 +289,14 @@ impl Engine {
             .filter_map(|id| self.store.get(*id))
             .chain(removed.iter().map(|(_, i)| i))
             .filter(|i| !i.is_world())
-            .flat_map(|i| self.worlds_holding(&i.prefix))
+            .flat_map(|i| self.store.worlds_holding(&i.prefix))
             .collect();
         // World prefixes that came, went or changed class: the prefixes holding them may now
         // catch other identities' addresses, and the classes they left or joined hold others.
         nested.extend(
             worlds_moved
                 .iter()
-                .flat_map(|prefix| self.worlds_holding(prefix)),
+                .flat_map(|prefix| self.store.worlds_holding(prefix)),
         );
         nested.extend(worlds_readdressed);
         nested.sort_unstable();

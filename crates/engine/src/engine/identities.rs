@@ -272,21 +272,6 @@ impl Engine {
         out
     }
 
-    /// The world identities whose prefix holds `net` (itself included), looked up at the lengths
-    /// world prefixes have: the whole address spaces and the cluster CIDRs, which are the live
-    /// entries' prefixes ([`crate::identity::IdentityStore::worlds_holding`] tries every length, 33 lookups a
-    /// `/32`, for each of a new policy's 50,000).
-    pub(super) fn worlds_holding(&self, net: &IpNet) -> Vec<IdentityId> {
-        // The whole address spaces are always world prefixes; a `/0` peer adds its length too.
-        let whole: Option<&u8> = (!self.cluster_cidr_lengths.contains(&0)).then_some(&0);
-        let holding: Vec<IdentityId> =
-            truncations(net, whole.into_iter().chain(&self.cluster_cidr_lengths))
-                .filter_map(|outer| self.store.world_of(&outer))
-                .collect();
-        debug_assert_eq!(holding, self.store.worlds_holding(net), "world lengths");
-        holding
-    }
-
     /// Moves every pod and node address whose set of cluster CIDRs changed (`cidrs_changed`:
     /// they may have), or that carries a label key whose use changed (`changed_keys`), to its
     /// new identity. An address whose identity comes out the same stays: a selector naming two
