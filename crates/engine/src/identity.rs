@@ -314,7 +314,7 @@ impl IdentityStore {
         self.by_key.remove(&stored.key);
         if stored.representative.is_world() {
             for member in &stored.members {
-                if self.world.get(member) == Some(&id) {
+                if self.world.get(member) == Some(id) {
                     self.world.remove(member);
                 }
             }
@@ -396,14 +396,9 @@ impl IdentityStore {
     /// The world prefixes inside `prefix` (itself included), each with its identity: a range of
     /// the sorted world map.
     pub fn worlds_within(&self, prefix: IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
-        let (first, last) = (prefix.network(), prefix.broadcast());
-        let max_len = if first.is_ipv4() { 32 } else { 128 };
-        let range = IpNet::new(first, 0).expect("length 0")
-            ..=IpNet::new(last, max_len).expect("host length");
         self.world
-            .range(range)
-            .filter(move |(net, _)| prefix.contains(*net))
-            .map(|(net, id)| (*net, *id))
+            .starting_in(prefix.network()..=prefix.broadcast())
+            .filter(move |(net, _)| prefix.contains(net))
     }
 
     /// One member prefix of the identity in the given family (IPv6 or not), if it has one.
@@ -533,7 +528,8 @@ impl IdentityStore {
         self.hosts.len()
     }
 
-    pub fn world_prefixes(&self) -> impl Iterator<Item = (&IpNet, &IdentityId)> {
+    /// Every world prefix with its identity, IPv4 first, each family in address order.
+    pub fn world_prefixes(&self) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
         self.world.iter()
     }
 

@@ -361,7 +361,7 @@ impl Engine {
     pub fn per_address_store(&self) -> IdentityStore {
         let mut store = IdentityStore::new();
         for (prefix, _) in self.store.world_prefixes() {
-            store.insert(Identity::world(*prefix));
+            store.insert(Identity::world(prefix));
         }
         // Only an address's owner: a pod still listing an address a newer one was given holds
         // it no longer.

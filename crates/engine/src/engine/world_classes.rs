@@ -38,7 +38,7 @@ impl Engine {
                 }
                 None => {
                     let classes = classify(self);
-                    let all = self.store.world_prefixes().map(|(p, _)| *p).collect();
+                    let all = self.store.world_prefixes().map(|(p, _)| p).collect();
                     (classes, all)
                 }
             };
@@ -91,7 +91,7 @@ impl Engine {
         let stored: BTreeMap<IpNet, WorldClass> = self
             .store
             .world_prefixes()
-            .map(|(p, id)| (*p, self.store.world_class(*id).expect("world").clone()))
+            .map(|(p, id)| (p, self.store.world_class(id).expect("world").clone()))
             .collect();
         assert_eq!(stored, classes, "incremental world classes");
     }

@@ -124,7 +124,7 @@ impl IdentityStore {
 
     /// The world identity of exactly the prefix `prefix`, if it is one.
     pub fn world_of(&self, prefix: &IpNet) -> Option<IdentityId> {
-        self.world.get(prefix).copied()
+        self.world.get(prefix)
     }
 }
 

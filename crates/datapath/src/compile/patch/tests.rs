@@ -12,7 +12,7 @@ fn new_pod(store: &mut IdentityStore, name: &str, address: &str) -> IdentityId {
     let address: IpAddr = address.parse().unwrap();
     let cidrs = store
         .world_prefixes()
-        .map(|(p, _)| *p)
+        .map(|(p, _)| p)
         .filter(|p| p.contains(&address))
         .collect();
     store

@@ -354,7 +354,7 @@ proptest! {
         let cidrs = |store: &IdentityStore, h: u8| -> Vec<IpNet> {
             let mut cidrs: Vec<IpNet> = store
                 .world_prefixes()
-                .map(|(p, _)| *p)
+                .map(|(p, _)| p)
                 .filter(|p| p.contains(&host(h)))
                 .collect();
             cidrs.sort();
