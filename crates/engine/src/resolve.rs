@@ -157,17 +157,18 @@ pub struct EndpointPolicy {
 }
 
 impl EndpointPolicy {
-    /// Resolves `entries` (already known to select `endpoint`) with `acquire` mapping each group
-    /// of an entry's peers ([`PeerGroup`]) to its selector-cache id.
+    /// Resolves `entries` (already known to select `endpoint`), each with its position in the
+    /// engine's entry list if it has one, with `acquire` mapping each group of an entry's peers
+    /// ([`PeerGroup`]) to its selector-cache id (given the entry's position too).
     pub fn resolve<'a>(
-        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+        entries: impl IntoIterator<Item = (Option<usize>, &'a PolicyEntry)>,
         endpoint: &PodInfo,
         levels: &Levels,
-        mut acquire: impl FnMut(PeerGroup<'_>) -> SelectorId,
+        mut acquire: impl FnMut(Option<usize>, PeerGroup<'_>) -> SelectorId,
     ) -> Self {
         let mut policy = EndpointPolicy::default();
         let mut merged: HashMap<MergeKey, usize> = HashMap::new();
-        for entry in entries {
+        for (at, entry) in entries {
             if entry.default_deny
                 && !policy
                     .isolations
@@ -195,7 +196,7 @@ impl EndpointPolicy {
                 provenance: entry.provenance.clone(),
             });
             for group in PeerGroup::of_entry(&entry.peers) {
-                let selector = acquire(group);
+                let selector = acquire(at, group);
                 // Merge at equal order (CFP-23380): one rule per (selector, ports, order), with the
                 // strongest authentication of the merged entries.
                 let key = (entry.direction, selector, level, ports.clone());

@@ -213,7 +213,22 @@ impl Engine {
             }
         }
         self.cache.trim();
+        if live_moved {
+            self.note_cidr_groups();
+        }
         deltas
+    }
+
+    /// Notes the selector of every live entry's CIDR group ([`Engine::cidr_groups`]).
+    fn note_cidr_groups(&mut self) {
+        self.cidr_groups = (0..self.entries.len())
+            .filter(|&i| self.live.is_live(i))
+            .filter_map(|i| {
+                let group = PeerGroup::of_entry(&self.entries[i].peers)
+                    .find(|g| matches!(g, PeerGroup::Cidrs(_)))?;
+                Some((i, self.cache.id_of(group)?))
+            })
+            .collect();
     }
 
     /// Part of phase 2: only the staged pods, and those whose addresses another claimant took

@@ -210,8 +210,8 @@ impl Engine {
     /// for [`Engine::would_be_map`] are not the view's).
     fn resolve_policy(&self, pod: &PodInfo) -> EndpointPolicy {
         let selecting = self.selecting(pod);
-        let entries = selecting.into_iter().map(|i| &self.entries[i]);
-        self.resolve_entries(entries.filter(|e| self.view.admits(e)), pod)
+        let entries = selecting.into_iter().map(|i| (Some(i), &self.entries[i]));
+        self.resolve_entries(entries.filter(|(_, e)| self.view.admits(e)), pod)
     }
 
     /// Every class the endpoint's rules can produce, and every class it holds now, so that the

@@ -42,7 +42,7 @@ use crate::precedence::Levels;
 use crate::reference::Decision;
 use crate::resolve::{EndpointPolicy, SubjectIndex};
 use crate::selector::PeerGroup;
-use crate::selector_cache::SelectorCache;
+use crate::selector_cache::{SelectorCache, SelectorId};
 use crate::shared::Shared;
 use labels_in_use::LabelsInUse;
 use live::LiveEntries;
@@ -138,6 +138,11 @@ pub struct Engine {
     /// per policy as well as the flat list held every selector of 36,000 policies twice.
     policies: BTreeMap<String, usize>,
     entries: Vec<PolicyEntry>,
+    /// The selector of each live entry's CIDR group, by position in `entries`, as of the last
+    /// selector update that could change it. Every endpoint an entry selects resolves the
+    /// entry's group, and looking a group up hashes every prefix of it: 50,000 for a CIDR-heavy
+    /// entry, for each of its endpoints at each policy change (issue 33).
+    cidr_groups: HashMap<usize, SelectorId>,
     subjects: SubjectIndex,
     levels: Levels,
     /// Each pod's identities as staged (one per address), by pod key. Shared with the caller
@@ -190,6 +195,7 @@ impl Engine {
             store: IdentityStore::new(),
             policies: BTreeMap::new(),
             entries: Vec::new(),
+            cidr_groups: HashMap::new(),
             subjects: SubjectIndex::default(),
             levels: Levels::default(),
             pods: BTreeMap::new(),
@@ -431,6 +437,8 @@ impl Engine {
                 (key, count)
             })
             .collect();
+        // Positions move: the groups are noted again once the selectors are updated.
+        self.cidr_groups.clear();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
         self.subject_labels = LabelsInUse::of_subjects(&entries);

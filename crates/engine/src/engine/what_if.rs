@@ -17,7 +17,8 @@ use crate::entry::{Direction, PolicyEntry};
 use crate::identity::{IdentityId, PodInfo};
 use crate::mapstate::{ClassKey, MapState};
 use crate::resolve::EndpointPolicy;
-use crate::selector::Peer;
+use crate::selector::{Peer, PeerGroup};
+use crate::selector_cache::SelectorId;
 
 impl Engine {
     /// The positions in [`Engine::entries`] of the entries whose subject selects `pod`, ascending.
@@ -66,7 +67,13 @@ impl Engine {
             addresses: Vec::new(),
             // Entries the engine's view leaves out (audited ones) decide nothing here either.
             policy: std::sync::Arc::new(
-                self.resolve_entries(entries.into_iter().filter(|e| self.view.admits(e)), pod),
+                self.resolve_entries(
+                    entries
+                        .into_iter()
+                        .filter(|e| self.view.admits(e))
+                        .map(|e| (None, e)),
+                    pod,
+                ),
             ),
             wildcard: Default::default(),
             map: Default::default(),
@@ -83,17 +90,32 @@ impl Engine {
         state.map.unwrap_or_clone()
     }
 
-    /// The rules of `entries` for an endpoint of `pod`.
+    /// The rules of `entries` (each with its position in [`Engine::entries`], if it has one)
+    /// for an endpoint of `pod`.
     pub(super) fn resolve_entries<'a>(
         &self,
-        entries: impl IntoIterator<Item = &'a PolicyEntry>,
+        entries: impl IntoIterator<Item = (Option<usize>, &'a PolicyEntry)>,
         pod: &PodInfo,
     ) -> EndpointPolicy {
-        let cache = &self.cache;
-        EndpointPolicy::resolve(entries, pod, &self.levels, |group| {
-            cache
-                .id_of(group)
-                .expect("every peer of the policy set has a selector")
+        EndpointPolicy::resolve(entries, pod, &self.levels, |at, group| {
+            self.selector_of(at, group)
         })
+    }
+
+    /// The selector of a group of the peers of an entry (at position `at` in the entry list, if
+    /// it is one of them): for a live entry's CIDR group, the one noted at the last selector
+    /// update ([`Engine::cidr_groups`]), else looked up.
+    fn selector_of(&self, at: Option<usize>, group: PeerGroup<'_>) -> SelectorId {
+        let noted = match group {
+            PeerGroup::Cidrs(_) => at.and_then(|i| self.cidr_groups.get(&i).copied()),
+            PeerGroup::One(_) => None,
+        };
+        if let Some(id) = noted {
+            debug_assert_eq!(self.cache.id_of(group), Some(id), "noted CIDR group");
+            return id;
+        }
+        self.cache
+            .id_of(group)
+            .expect("every peer of the policy set has a selector")
     }
 }

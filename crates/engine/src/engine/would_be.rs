@@ -27,8 +27,10 @@ impl Engine {
         {
             return None;
         }
-        let policy =
-            self.resolve_entries(selecting.iter().map(|&i| &self.entries[i]), &endpoint.pod);
+        let policy = self.resolve_entries(
+            selecting.iter().map(|&i| (Some(i), &self.entries[i])),
+            &endpoint.pod,
+        );
         let mut state = EndpointState {
             pod: endpoint.pod.clone(),
             addresses: endpoint.addresses.clone(),
