@@ -19,6 +19,7 @@ pub mod mapstate;
 pub mod portprefix;
 pub mod ports;
 pub mod precedence;
+pub mod prefix_map;
 pub mod prefixes;
 pub mod reference;
 pub mod resolve;

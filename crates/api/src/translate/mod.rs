@@ -61,6 +61,12 @@ pub fn translate_for(object: &Object, channel: CrdChannel) -> Translation {
         Object::CiliumClusterwideNetworkPolicy(p) => cilium::translate_clusterwide(p, &mut diags),
         Object::Namespace(_) | Object::Pod(_) | Object::Node(_) => Vec::new(),
     };
+    // Entries live as long as their policy: no growth slack (one CIDR-heavy rule is 50,000
+    // peers pushed one by one, and the slack was a quarter of them again).
+    for entry in &mut entries {
+        entry.peers.shrink_to_fit();
+    }
+    entries.shrink_to_fit();
     if object.is_policy() {
         if let Some(mode) = diags.check(enforcement::enforcement_of(object.metadata())) {
             entries.iter_mut().for_each(|e| e.enforcement = mode);

@@ -71,6 +71,9 @@ impl Engine {
             }
         }
         moves.prefixes.extend(stale);
+        for id in moves.added.union(&moves.readdressed) {
+            self.store.trim_world_members(*id);
+        }
         // In id order: identities are numbered in the order they were made, which is the order
         // of their prefixes.
         changes.added.extend(moves.added.iter().copied());

@@ -114,6 +114,14 @@ impl IdentityStore {
         out
     }
 
+    /// Gives back the room a world identity's prefix list grew beyond what it holds: a class
+    /// of 50,000 prefixes joined one by one kept room for 65,536.
+    pub(crate) fn trim_world_members(&mut self, id: IdentityId) {
+        if let Some(stored) = self.by_id.get_mut(&id) {
+            stored.members.shrink_to_fit();
+        }
+    }
+
     /// The class of a world identity made by [`IdentityStore::insert_world_member`].
     pub fn world_class(&self, id: IdentityId) -> Option<&WorldClass> {
         match self.by_id.get(&id).map(|s| &s.key) {

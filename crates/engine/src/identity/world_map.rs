@@ -5,21 +5,19 @@
 //! length there is: a cluster's world prefixes come in a few lengths (the whole address spaces,
 //! the cluster CIDRs, the `/32`s of a CIDR-heavy policy), while an IPv6 address has 129. The
 //! fuzzing harness and the datapath's nesting resolve addresses by the hundred thousand.
+//! The prefixes themselves are kept compactly ([`PrefixMap`]).
 
-use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 use std::ops::RangeInclusive;
 
-use ipnet::{IpNet, Ipv4Net, Ipv6Net};
+use ipnet::IpNet;
 
 use super::IdentityId;
+use crate::prefix_map::PrefixMap;
 
-/// Keyed by address and length as integers, in `IpNet`'s order: comparing `IpNet`s (an enum
-/// over byte arrays) was a fifth of a CIDR-heavy policy change's CPU, and the keys are smaller.
 #[derive(Clone, Debug)]
 pub(super) struct WorldMap {
-    v4: BTreeMap<(u32, u8), IdentityId>,
-    v6: BTreeMap<(u128, u8), IdentityId>,
+    by_prefix: PrefixMap<IdentityId>,
     /// How many prefixes of each length: `[0]` IPv4 (lengths 0-32), `[1]` IPv6 (0-128).
     lengths: [Vec<u32>; 2],
 }
@@ -27,8 +25,7 @@ pub(super) struct WorldMap {
 impl Default for WorldMap {
     fn default() -> Self {
         WorldMap {
-            v4: BTreeMap::new(),
-            v6: BTreeMap::new(),
+            by_prefix: PrefixMap::default(),
             lengths: [vec![0; 33], vec![0; 129]],
         }
     }
@@ -38,21 +35,10 @@ fn family(net: &IpNet) -> usize {
     usize::from(matches!(net, IpNet::V6(_)))
 }
 
-fn v4_net((addr, len): (u32, u8)) -> IpNet {
-    IpNet::V4(Ipv4Net::new(Ipv4Addr::from(addr), len).expect("a stored length"))
-}
-
-fn v6_net((addr, len): (u128, u8)) -> IpNet {
-    IpNet::V6(Ipv6Net::new(Ipv6Addr::from(addr), len).expect("a stored length"))
-}
-
 impl WorldMap {
     /// Maps `prefix` to `id`, returning the identity it had.
     pub fn insert(&mut self, prefix: IpNet, id: IdentityId) -> Option<IdentityId> {
-        let old = match prefix {
-            IpNet::V4(net) => self.v4.insert((net.addr().into(), net.prefix_len()), id),
-            IpNet::V6(net) => self.v6.insert((net.addr().into(), net.prefix_len()), id),
-        };
+        let old = self.by_prefix.insert(prefix, id);
         if old.is_none() {
             self.lengths[family(&prefix)][usize::from(prefix.prefix_len())] += 1;
         }
@@ -60,10 +46,7 @@ impl WorldMap {
     }
 
     pub fn remove(&mut self, prefix: &IpNet) -> Option<IdentityId> {
-        let old = match prefix {
-            IpNet::V4(net) => self.v4.remove(&(net.addr().into(), net.prefix_len())),
-            IpNet::V6(net) => self.v6.remove(&(net.addr().into(), net.prefix_len())),
-        };
+        let old = self.by_prefix.remove(prefix);
         if old.is_some() {
             self.lengths[family(prefix)][usize::from(prefix.prefix_len())] -= 1;
         }
@@ -71,38 +54,22 @@ impl WorldMap {
     }
 
     pub fn get(&self, prefix: &IpNet) -> Option<IdentityId> {
-        match prefix {
-            IpNet::V4(net) => self.v4.get(&(net.addr().into(), net.prefix_len())),
-            IpNet::V6(net) => self.v6.get(&(net.addr().into(), net.prefix_len())),
-        }
-        .copied()
+        self.by_prefix.get(prefix).copied()
     }
 
-    /// Every prefix with its identity, IPv4 first, each family by address, then length.
+    /// Every prefix with its identity, in order.
     pub fn iter(&self) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
-        let v4 = self.v4.iter().map(|(key, id)| (v4_net(*key), *id));
-        let v6 = self.v6.iter().map(|(key, id)| (v6_net(*key), *id));
-        v4.chain(v6)
+        self.by_prefix.iter().map(|(net, id)| (net, *id))
     }
 
     /// The prefixes whose address lies in `addresses` (both of one family), in order.
     pub fn starting_in(
         &self,
         addresses: RangeInclusive<IpAddr>,
-    ) -> Box<dyn Iterator<Item = (IpNet, IdentityId)> + '_> {
-        match (*addresses.start(), *addresses.end()) {
-            (IpAddr::V4(first), IpAddr::V4(last)) => Box::new(
-                self.v4
-                    .range((u32::from(first), 0)..=(u32::from(last), 32))
-                    .map(|(key, id)| (v4_net(*key), *id)),
-            ),
-            (IpAddr::V6(first), IpAddr::V6(last)) => Box::new(
-                self.v6
-                    .range((u128::from(first), 0)..=(u128::from(last), 128))
-                    .map(|(key, id)| (v6_net(*key), *id)),
-            ),
-            _ => Box::new(std::iter::empty()),
-        }
+    ) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
+        self.by_prefix
+            .starting_in(addresses)
+            .map(|(net, id)| (net, *id))
     }
 
     /// The prefixes of the map holding `net` (itself included), shortest first.
