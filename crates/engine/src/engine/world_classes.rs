@@ -38,23 +38,28 @@ impl Engine {
                 }
                 None => {
                     let classes = classify(self);
-                    let all = self.store.world_prefixes().map(|(p, _)| p).collect();
+                    let mut all: Vec<IpNet> = self.store.world_prefixes().map(|(p, _)| p).collect();
+                    all.extend(classes.keys().copied());
+                    all.sort_unstable();
+                    all.dedup();
                     (classes, all)
                 }
             };
-        let stale: Vec<IpNet> = candidates
-            .into_iter()
-            .filter(|prefix| {
-                self.store
-                    .world_of(prefix)
-                    .is_some_and(|id| classes.get(prefix) != self.store.world_class(id))
-            })
-            .collect();
+        // One lookup a prefix: a new one joins its class now, one whose class changed leaves
+        // its old one (and joins the new one below).
         let mut moves = Moves::default();
-        for (prefix, class) in &classes {
-            if self.store.world_of(prefix).is_none() {
-                moves.join(&mut self.store, *prefix, class);
-                moves.prefixes.push(*prefix);
+        let mut stale: Vec<IpNet> = Vec::new();
+        for prefix in candidates {
+            let class = classes.get(&prefix);
+            match self.store.world_of(&prefix) {
+                None => {
+                    if let Some(class) = class {
+                        moves.join(&mut self.store, prefix, class);
+                        moves.prefixes.push(prefix);
+                    }
+                }
+                Some(id) if class != self.store.world_class(id) => stale.push(prefix),
+                Some(_) => {}
             }
         }
         for (id, gone) in self.store.remove_world_members(&stale) {
@@ -103,6 +108,9 @@ impl Engine {
 /// What one sync did to the world identities.
 #[derive(Default)]
 struct Moves {
+    /// The class a prefix joined last, with its identity: prefixes come in address order, and
+    /// a policy's prefixes are mostly one class, whose key need not be hashed again for each.
+    last: Option<(WorldClass, IdentityId)>,
     added: BTreeSet<IdentityId>,
     /// Identities that gained or lost prefixes (and, for those also in `added`, are new).
     readdressed: BTreeSet<IdentityId>,
@@ -112,7 +120,14 @@ struct Moves {
 
 impl Moves {
     fn join(&mut self, store: &mut IdentityStore, prefix: IpNet, class: &WorldClass) {
-        let (id, new) = store.insert_world_member(prefix, class.clone());
+        let (id, new) = match &self.last {
+            Some((last, id)) if last == class && store.get(*id).is_some() => {
+                store.add_world_member(*id, prefix);
+                (*id, false)
+            }
+            _ => store.insert_world_member(prefix, class.clone()),
+        };
+        self.last = Some((class.clone(), id));
         if new {
             self.added.insert(id);
         } else {

@@ -71,6 +71,14 @@ impl IdentityStore {
         let Some(&id) = self.by_key.get(&key) else {
             return self.insert_keyed(key, Identity::world(prefix));
         };
+        self.add_world_member(id, prefix);
+        (id, false)
+    }
+
+    /// Adds the world prefix `prefix` to the existing world identity `id` (of the class
+    /// [`IdentityStore::insert_world_member`] would find).
+    pub(crate) fn add_world_member(&mut self, id: IdentityId, prefix: IpNet) {
+        let prefix = prefix.trunc();
         if self.world.insert(prefix, id) != Some(id) {
             let stored = self.by_id.get_mut(&id).expect("indexed identity exists");
             stored.members.push(prefix);
@@ -78,7 +86,6 @@ impl IdentityStore {
                 stored.representative.prefix = prefix;
             }
         }
-        (id, false)
     }
 
     /// Takes world prefixes out of their identities. Returns each identity that lost some, with
