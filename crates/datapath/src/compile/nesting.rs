@@ -74,16 +74,7 @@ impl Node {
                 })
                 .collect());
         }
-        Ok([false, true]
-            .into_iter()
-            .filter_map(|ipv6| store.member_of_family(id, ipv6))
-            .map(|prefix| Node {
-                id,
-                family: Family::of(&prefix),
-                prefix,
-                host: true,
-            })
-            .collect())
+        Node::per_family(store, id)
     }
 
     /// One node per address family the identity has addresses in: what the main list needs,
