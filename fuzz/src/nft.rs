@@ -6,6 +6,7 @@ use std::ffi::{c_char, c_int, CStr, CString};
 use std::io;
 use std::sync::Once;
 
+use netpol_nft::generation::{self, Generation, STEP_SCRIPT};
 use netpol_nft::programmer::{chains_via, sets_via, NftBackend, NftError};
 
 #[repr(C)]
@@ -27,6 +28,11 @@ extern "C" {
 /// One libnftables context, used by the thread that made it (the fuzzer's main thread).
 pub struct Nft {
     ctx: *mut NftCtx,
+    /// Read before each command: at the generations libnftables misreads (multiples of 65,536)
+    /// the context would work from a stale cache, as the agent's would
+    /// ([`netpol_nft::generation`]); without the step every process stopped after about 60,000
+    /// executions.
+    generation: std::cell::RefCell<Generation>,
 }
 
 static UNSHARE: Once = Once::new();
@@ -52,13 +58,32 @@ impl Nft {
             nft_ctx_buffer_output(ctx);
             nft_ctx_buffer_error(ctx);
         }
-        Nft { ctx }
+        let generation = Generation::open().expect("a netlink socket in the namespace");
+        Nft {
+            ctx,
+            generation: std::cell::RefCell::new(generation),
+        }
+    }
+
+    /// Moves the generation past one libnftables would misread.
+    fn step_past_blind_generation(&self) {
+        let now = self.generation.borrow_mut().read().expect("the nftables generation");
+        if generation::is_blind(now) {
+            let step = CString::new(STEP_SCRIPT).unwrap();
+            // SAFETY: ctx is valid for self's life.
+            let status = unsafe {
+                nft_ctx_set_dry_run(self.ctx, false);
+                nft_run_cmd_from_buffer(self.ctx, step.as_ptr())
+            };
+            assert_eq!(status, 0, "the generation step was refused");
+        }
     }
 
     /// Runs `script` as one transaction; a dry run only checks it (`nft -c`). Returns the
     /// output, or the error text.
     pub fn run(&self, script: &str, dry_run: bool) -> Result<String, String> {
         let text = CString::new(script).map_err(|_| "a NUL byte in the script".to_string())?;
+        self.step_past_blind_generation();
         // SAFETY: ctx is valid for self's life; the buffers are read before the next call.
         unsafe {
             nft_ctx_set_dry_run(self.ctx, dry_run);

@@ -49,6 +49,8 @@ pub mod enforcer;
 pub mod eval;
 pub mod fake;
 #[cfg(target_os = "linux")]
+pub mod generation;
+#[cfg(target_os = "linux")]
 pub mod host;
 pub mod isolate;
 pub mod labels;
@@ -62,6 +64,7 @@ mod rule_text;
 pub mod ruleset;
 pub mod script;
 pub mod sets;
+pub mod staging;
 
 pub use enforcer::NftEnforcer;
 pub use eval::{Evaluation, Packet};

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use libloading::{Library, Symbol};
 
+use crate::generation::{self, Generation, STEP_SCRIPT};
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
 
 /// The library's soname, as distributions install it.
@@ -54,6 +55,9 @@ struct Api {
 struct Context {
     ctx: *mut c_void,
     api: Api,
+    /// The generation of the context's namespace, read before each command ([`generation`]);
+    /// None where the socket could not be opened (the step is then not taken).
+    generation: Option<Generation>,
     /// Held for as long as the context exists: its functions live in the library.
     _library: Library,
 }
@@ -119,9 +123,15 @@ impl LibNft {
         if ctx.is_null() {
             return Err("nft_ctx_new failed".into());
         }
+        let generation = Generation::open()
+            .inspect_err(|error| {
+                tracing::warn!(%error, "the nftables generation cannot be read: no step past the generations libnftables misreads")
+            })
+            .ok();
         let context = Context {
             ctx,
             api,
+            generation,
             _library: library,
         };
         // SAFETY: a live context; output and errors go to buffers read after each command.
@@ -145,10 +155,11 @@ impl LibNft {
     fn run_with(&self, commands: &str, dry_run: bool, extra: c_uint) -> Result<String, NftError> {
         let commands =
             CString::new(commands).map_err(|_| NftError::refused("the script holds a NUL byte"))?;
-        let context = self
+        let mut context = self
             .context
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        step_past_blind_generation(&mut context);
         let api = &context.api;
         // SAFETY: a live context used by this thread alone (the lock); the buffers are read
         // before the next command replaces them, and copied out.
@@ -180,6 +191,28 @@ impl LibNft {
             }
             Ok(output)
         }
+    }
+}
+
+/// Moves the namespace's generation on when libnftables would misread it ([`generation`]).
+fn step_past_blind_generation(context: &mut Context) {
+    let Some(reader) = context.generation.as_mut() else {
+        return;
+    };
+    match reader.read() {
+        Ok(now) if generation::is_blind(now) => {
+            let step = CString::new(STEP_SCRIPT).expect("no NUL byte");
+            // SAFETY: a live context used under its lock; the step is a plain transaction.
+            let status = unsafe { (context.api.run)(context.ctx, step.as_ptr()) };
+            tracing::info!(
+                generation = now,
+                stepped = status == 0,
+                "nftables generation at a multiple of 65536, which libnftables takes for none: \
+                 stepped past it"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => tracing::debug!(%error, "the nftables generation could not be read"),
     }
 }
 

@@ -22,6 +22,7 @@ use ipnet::IpNet;
 
 use crate::ruleset::{AddressSet, Ruleset};
 use crate::script::{self, RenderMemo, ScriptError, SetChanges, Table};
+use crate::staging;
 
 /// Why `nft` did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -202,7 +203,9 @@ fn difference(have: &[IpNet], want: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
 /// sets element by element. `known` is what the kernel holds as last programmed (None: read
 /// the names back first); it is updated when the transaction commits, kept when the kernel
 /// refuses it (the kernel is then as before), and forgotten when `nft` could not be run (nothing
-/// says what happened).
+/// says what happened). New sets larger than [`staging::STAGE_ELEMENTS`] are created and filled
+/// first, in transactions of their own that no packet sees ([`staging`]); `known` holds them from
+/// then on, whatever becomes of the main transaction.
 pub fn program(
     backend: &dyn NftBackend,
     known: &mut Option<Known>,
@@ -214,23 +217,55 @@ pub fn program(
         .unwrap_or_default();
     let table = Table::with_memo(ruleset, &mut memo)?;
     if known.is_none() {
-        *known = Some(match Known::read(backend)? {
-            Some(k) => k,
-            None => {
-                let report = apply_changes(backend, &table, None)?;
-                *known = Some(known_after(&table, memo));
-                return Ok(report);
-            }
-        });
+        // None from here on: the table does not exist.
+        *known = Known::read(backend)?;
     }
-    let have = known.as_ref().expect("known was just read");
-    let result = apply_changes(backend, &table, Some(have));
+    let staged = stage(backend, known, &table)?;
+    let result = apply_changes(backend, &table, known.as_ref());
     match &result {
         Ok(_) => *known = Some(known_after(&table, memo)),
         Err(ProgramError::Nft(NftError::Unavailable(_))) => *known = None,
         Err(_) => {}
     }
-    result
+    result.map(|mut report| {
+        report.sets_added += staged;
+        report
+    })
+}
+
+/// Stages the new sets of `table` that are too large for the main transaction, and notes them in
+/// `known` (which then exists: staging creates the table). Returns how many were staged.
+fn stage(
+    backend: &dyn NftBackend,
+    known: &mut Option<Known>,
+    table: &Table,
+) -> Result<usize, ProgramError> {
+    let large: Vec<&Arc<AddressSet>> = table
+        .sets
+        .iter()
+        .filter(|(name, set)| {
+            set.nets.len() > staging::STAGE_ELEMENTS
+                && !known
+                    .as_ref()
+                    .is_some_and(|k| k.sets.contains_key(&***name))
+        })
+        .map(|(_, set)| set)
+        .collect();
+    if large.is_empty() {
+        return Ok(0);
+    }
+    let sets: Vec<&AddressSet> = large.iter().map(|set| &***set).collect();
+    if let Err(failed) = staging::stage_new_sets(backend, &sets) {
+        if !failed.cleaned {
+            *known = None;
+        }
+        return Err(failed.error.into());
+    }
+    let held = known.get_or_insert_with(Known::default);
+    for set in &large {
+        held.sets.insert(set.name.to_string(), KnownSet::of(set));
+    }
+    Ok(large.len())
 }
 
 /// What the kernel holds once `table` is programmed.

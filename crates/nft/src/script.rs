@@ -426,14 +426,28 @@ fn elements<'a>(nets: impl IntoIterator<Item = &'a IpNet>) -> String {
 
 /// A set's declaration inside a table block, with its elements.
 fn set_block(set: &AddressSet) -> String {
+    set_declaration(set, set.nets.iter())
+}
+
+/// A set's declaration inside a table block, holding `nets` (all or some of its elements).
+/// Declaring a set the kernel holds adds `nets` to it.
+fn set_declaration<'a>(set: &AddressSet, nets: impl Iterator<Item = &'a IpNet>) -> String {
     let kind = if set.v6 { "ipv6_addr" } else { "ipv4_addr" };
     let flags = if set.interval { " flags interval;" } else { "" };
-    let contents = if set.nets.is_empty() {
+    let mut nets = nets.peekable();
+    let contents = if nets.peek().is_none() {
         String::new()
     } else {
-        format!(" elements = {}", elements(set.nets.iter()))
+        format!(" elements = {}", elements(nets))
     };
     format!("\tset {} {{ type {kind};{flags}{contents} }}\n", set.name)
+}
+
+/// A transaction of [`crate::staging`]: declares `set` (creating it and the table where they do
+/// not exist) with `count` of its elements from the `from`th.
+pub fn render_set_fill(set: &AddressSet, from: usize, count: usize) -> String {
+    let nets = set.nets.iter().skip(from).take(count);
+    format!("table {TABLE} {{\n{}}}\n", set_declaration(set, nets))
 }
 
 /// A script that changes the sets as `sets` says, adds `add` (chain names of `table`) and

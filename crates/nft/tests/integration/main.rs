@@ -8,3 +8,4 @@ mod common;
 mod enforcer;
 mod equivalence;
 mod sets;
+mod staging;

@@ -438,3 +438,124 @@ fn libnftables_in_process_programs_the_table_the_command_would() {
         ProbeResult::Passed
     );
 }
+
+/// The generation the agent reads before each libnftables command moves by one a commit, and
+/// the step taken at the generations libnftables misreads (multiples of 65,536) commits once
+/// and leaves nothing behind. Reaching such a generation takes 65,536 commits (six minutes
+/// here), so the misreading itself is shown outside the suite (`fuzz/artifacts/render/`).
+#[test]
+fn the_nftables_generation_moves_one_a_commit_and_the_step_leaves_nothing() {
+    use netpol_nft::generation::{Generation, STEP_SCRIPT};
+    if netns::skip_kernel_test(
+        "the_nftables_generation_moves_one_a_commit_and_the_step_leaves_nothing",
+    ) {
+        return;
+    }
+    let namespace = netns::Netns::new().expect("a network namespace");
+    let (mut generation, library) = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                namespace.enter().expect("entering the namespace");
+                (
+                    Generation::open().expect("a netlink socket"),
+                    netpol_nft::libnft::LibNft::load().expect("libnftables is installed with nft"),
+                )
+            })
+            .join()
+            .unwrap()
+    });
+    let before = generation.read().unwrap();
+    library.apply("add table inet netpol\n").unwrap();
+    assert_eq!(generation.read().unwrap(), before + 1);
+    library.apply(STEP_SCRIPT).unwrap();
+    assert_eq!(generation.read().unwrap(), before + 2);
+    let tables = namespace.run("nft", &["list", "tables"], "").unwrap();
+    assert_eq!(tables.trim(), "table inet netpol", "{tables}");
+    // A listing commits nothing.
+    library.chains().unwrap();
+    assert_eq!(generation.read().unwrap(), before + 2);
+}
+
+/// A set too large for one transaction ([`netpol_nft::staging`]) is filled in parts before the
+/// chains that name it: the kernel holds every element, and an address of the last part passes
+/// where one outside the set is dropped.
+#[test]
+fn a_large_set_filled_in_parts_admits_its_last_address() {
+    use netpol_nft::staging::STAGE_ELEMENTS;
+    if netns::skip_kernel_test("a_large_set_filled_in_parts_admits_its_last_address") {
+        return;
+    }
+    let mut hosts = hosts();
+    for (name, address) in [("inside", "8.8.8.8"), ("outside", "9.9.9.9")] {
+        hosts.push(Host {
+            name: name.into(),
+            addresses: vec![ip(address)],
+        });
+    }
+    let topology = Topology::build(hosts).expect("the network builds");
+    let router = topology.router();
+
+    // 2.5 parts of addresses, 8.8.8.8 among the last ones.
+    let count = STAGE_ELEMENTS * 5 / 2;
+    let last = u32::from(std::net::Ipv4Addr::new(8, 8, 8, 8)) + 10;
+    let (mut store, _) = store_with(&[], &[]);
+    let class = WorldClass::SelectedBy(std::sync::Arc::from([(std::sync::Arc::from("big"), 0)]));
+    let mut id = None;
+    for address in last + 1 - count as u32..=last {
+        let net = ipnet::IpNet::from(IpAddr::from(std::net::Ipv4Addr::from(address)));
+        id = Some(store.insert_world_member(net, class.clone()).0);
+    }
+    let mut b = MapBuilder::new(Verdict::Allow);
+    b.set(
+        Direction::Ingress,
+        None,
+        PortKey::ANY,
+        value(1, Verdict::Deny, None),
+    );
+    b.set(
+        Direction::Ingress,
+        id,
+        key(Some(Protocol::Tcp), 80, 16),
+        value(1, Verdict::Allow, None),
+    );
+    let compiled = compile_entries(b.build().iter(), &store, &CompileOptions::default()).unwrap();
+    let mut ruleset = Ruleset::default();
+    ruleset.add(
+        "x/a",
+        vec![ip("10.1.0.1"), ip("fd00:1::1")],
+        &compiled.rules,
+        &store,
+    );
+
+    let created = program(router, &mut None, &ruleset).unwrap();
+    assert!(created.sets_added >= 1, "{created:?}");
+    let main = created.script.unwrap();
+    assert!(
+        !main.contains("8.8.8.8"),
+        "the main transaction only names the set"
+    );
+    let sets = router.sets().unwrap().unwrap();
+    let big = sets
+        .iter()
+        .find_map(|name| {
+            let listed = router
+                .run("nft", &["list", "set", "inet", "netpol", name], "")
+                .unwrap();
+            let elements = listed.matches(',').count() + 1;
+            (elements > STAGE_ELEMENTS).then_some(elements)
+        })
+        .expect("the large set is in the kernel");
+    assert_eq!(big, count);
+    assert_eq!(
+        tcp(&topology, "8.8.8.8", "10.1.0.1", 80),
+        ProbeResult::Passed
+    );
+    assert_eq!(
+        tcp(&topology, "9.9.9.9", "10.1.0.1", 80),
+        ProbeResult::Dropped
+    );
+    assert_eq!(
+        tcp(&topology, "8.8.8.8", "10.1.0.1", 81),
+        ProbeResult::Dropped
+    );
+}
