@@ -311,7 +311,7 @@ fn apply_changes(
                 Some((from, delta)) if from == held => {
                     if !delta.is_empty() {
                         sets.patch.push((
-                            name,
+                            set,
                             Cow::Borrowed(&delta.removed),
                             Cow::Borrowed(&delta.added),
                         ));
@@ -324,7 +324,7 @@ fn apply_changes(
                 if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
             Some(KnownSet::Contents(known)) => {
                 let (gone, new) = difference(&known.nets.to_vec(), &set.nets.to_vec());
-                sets.patch.push((name, Cow::Owned(gone), Cow::Owned(new)));
+                sets.patch.push((set, Cow::Owned(gone), Cow::Owned(new)));
             }
         }
     }

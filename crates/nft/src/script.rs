@@ -377,8 +377,8 @@ pub fn render(ruleset: &Ruleset) -> Result<String, ScriptError> {
     Ok(out)
 }
 
-/// Elements of one set to delete and to add: (name, deleted, added).
-pub type SetPatch<'a> = (&'a str, Cow<'a, [IpNet]>, Cow<'a, [IpNet]>);
+/// Elements of one set to delete and to add: (set, deleted, added).
+pub type SetPatch<'a> = (&'a AddressSet, Cow<'a, [IpNet]>, Cow<'a, [IpNet]>);
 
 /// What one transaction does to the table's named sets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -388,7 +388,7 @@ pub struct SetChanges<'a> {
     /// Sets the kernel holds with contents not known (read back after a start, a failure or a
     /// resync): flushed and filled in the same transaction.
     pub refill: Vec<&'a AddressSet>,
-    /// Sets whose contents are known: (name, elements to delete, elements to add).
+    /// Sets whose contents are known: (set, elements to delete, elements to add).
     pub patch: Vec<SetPatch<'a>>,
     /// Sets no chain references any more, deleted after the chains that referenced them.
     pub delete: Vec<&'a str>,
@@ -470,27 +470,13 @@ pub fn render_changes(
     for set in &sets.refill {
         let _ = writeln!(out, "flush set {TABLE} {}", set.name);
     }
-    for (name, deleted, _) in &sets.patch {
+    for (set, deleted, _) in &sets.patch {
         if !deleted.is_empty() {
             let _ = writeln!(
                 out,
-                "delete element {TABLE} {name} {}",
-                elements(deleted.iter())
-            );
-        }
-    }
-    for (name, _, added) in &sets.patch {
-        if !added.is_empty() {
-            let _ = writeln!(out, "add element {TABLE} {name} {}", elements(added.iter()));
-        }
-    }
-    for set in &sets.refill {
-        if !set.nets.is_empty() {
-            let _ = writeln!(
-                out,
-                "add element {TABLE} {} {}",
+                "delete element {TABLE} {} {}",
                 set.name,
-                elements(set.nets.iter())
+                elements(deleted.iter())
             );
         }
     }
@@ -500,7 +486,15 @@ pub fn render_changes(
     if add.iter().any(|n| is_log_chain(n)) {
         block.push_str(&limit_declaration(&table.drop_log));
     }
-    for set in &sets.create {
+    // Elements are added by declaring the set again with them, not by `add element`, which
+    // makes libnftables read every element of every interval set of the table first (2.6 s and
+    // 267 MB for one element beside 200,000 prefixes; the declaration: under 10 ms).
+    for (set, _, added) in &sets.patch {
+        if !added.is_empty() {
+            block.push_str(&set_declaration(set, added.iter()));
+        }
+    }
+    for set in sets.refill.iter().chain(&sets.create) {
         block.push_str(&set_block(set));
     }
     for name in add {
@@ -638,19 +632,24 @@ mod tests {
             set_block(&empty),
             "\tset a6_2 { type ipv6_addr; flags interval; }\n"
         );
+        let patched = set("a4_3", false, &["10.1.0.2/32"]);
         let changes = SetChanges {
             patch: vec![(
-                "a4_3",
+                &patched,
                 vec!["10.1.0.1/32".parse().unwrap()].into(),
                 vec!["10.1.0.2/32".parse().unwrap()].into(),
             )],
             delete: vec!["a4_4"],
             ..SetChanges::default()
         };
+        // Additions declare the set again with the new elements (no `add element`: see
+        // render_changes).
         assert_eq!(
             render_changes(&Table::default(), false, &changes, &[], &[]),
             "delete element inet netpol a4_3 { 10.1.0.1 }\n\
-             add element inet netpol a4_3 { 10.1.0.2 }\n\
+             table inet netpol {\n\
+             \tset a4_3 { type ipv4_addr; flags interval; elements = { 10.1.0.2 } }\n\
+             }\n\
              delete set inet netpol a4_4\n"
         );
     }

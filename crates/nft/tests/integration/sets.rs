@@ -314,7 +314,7 @@ fn a_replica_is_one_element_added_and_its_removal_one_deleted() {
     let sent = kernel.last_script().unwrap();
     assert_eq!(
         sent,
-        format!("add element inet netpol {set} {{ 10.1.2.13 }}\n")
+        format!("table inet netpol {{\n\tset {set} {{ type ipv4_addr; elements = {{ 10.1.2.13 }} }}\n}}\n")
     );
 
     store.remove_address("10.1.2.13".parse().unwrap());

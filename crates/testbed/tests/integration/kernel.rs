@@ -212,7 +212,8 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     );
 
     // A restart with nothing changed reads the table back and changes no chain and no set; it
-    // refills the sets, whose elements it does not read back.
+    // refills the sets, whose elements it does not read back: flushed, then declared again with
+    // their elements.
     let restart = program(router, &mut None, &first).unwrap();
     assert!(restart.added.is_empty() && restart.deleted.is_empty());
     assert_eq!(restart.sets_added + restart.sets_deleted, 0);
@@ -220,11 +221,13 @@ fn the_programmer_changes_only_what_changed_removes_orphans_and_restarts_quietly
     assert_eq!(restart.unchanged, 9);
     let script = restart.script.unwrap_or_default();
     assert!(
-        script
-            .lines()
-            .all(|l| l.starts_with("flush set ") || l.starts_with("add element ")),
+        script.lines().all(|l| l.starts_with("flush set ")
+            || l == "table inet netpol {"
+            || l.starts_with("\tset ")
+            || l == "}"),
         "{script}"
     );
+    assert!(script.contains("elements = {"), "{script}");
 
     // A chain netpol no longer wants (left by an earlier run) is removed.
     router
@@ -330,8 +333,10 @@ fn a_replica_is_admitted_by_one_element_and_no_chain_changes() {
     let done = program(router, &mut known, &build(&store, &mut cache)).unwrap();
     let script = done.script.unwrap();
     assert!(
-        script.starts_with("add element inet netpol a4_") && script.lines().count() == 1,
-        "{script}"
+        script.starts_with("table inet netpol {\n\tset a4_")
+            && script.contains("elements = { 10.1.0.3 }")
+            && script.lines().count() == 3,
+        "one set declared again with the new element: {script}"
     );
     assert_eq!(router.chains().unwrap().unwrap(), chains);
     assert_eq!(
