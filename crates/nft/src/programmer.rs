@@ -6,8 +6,10 @@
 //! - the dispatch chain and the three base chains are swapped (new ones added, old ones deleted)
 //!   whenever any jump target or address changed; both happen in the same transaction, so no
 //!   packet sees neither;
-//! - a set whose addresses changed gets exactly the elements that differ (`delete element`,
-//!   `add element`): a replica changes no chain;
+//! - a set whose addresses changed gets exactly the elements that differ (`delete element`, and
+//!   the set declared again with the new ones), or, if it lost elements and is small, is flushed
+//!   and declared again whole ([`script::REFILL_ON_DELETE`]): a replica changes no chain;
+//! - a new set too large for one transaction is filled in parts before it ([`staging`]);
 //! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
 //!   deleted after the chains that jumped to them, then the sets no chain references;
 //! - a restart with nothing changed reads the same names back, changes no chain and no set, and
@@ -310,11 +312,11 @@ fn apply_changes(
             Some(KnownSet::Revision(held)) => match set.patch.as_deref() {
                 Some((from, delta)) if from == held => {
                     if !delta.is_empty() {
-                        sets.patch.push((
+                        sets.patch_or_refill(
                             set,
                             Cow::Borrowed(&delta.removed),
                             Cow::Borrowed(&delta.added),
-                        ));
+                        );
                     }
                 }
                 // Revisions apart (a transaction the kernel refused in between): filled anew.
@@ -324,7 +326,7 @@ fn apply_changes(
                 if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
             Some(KnownSet::Contents(known)) => {
                 let (gone, new) = difference(&known.nets.to_vec(), &set.nets.to_vec());
-                sets.patch.push((set, Cow::Owned(gone), Cow::Owned(new)));
+                sets.patch_or_refill(set, Cow::Owned(gone), Cow::Owned(new));
             }
         }
     }

@@ -394,6 +394,30 @@ pub struct SetChanges<'a> {
     pub delete: Vec<&'a str>,
 }
 
+/// The most elements a set may hold for a deletion from it to be sent as the set flushed and
+/// declared again whole. libnftables answers any `delete element` in a table that holds interval
+/// sets by first reading every element of every interval set of the table (2.8 s and 267 MB
+/// beside 200,000 prefixes), so a pod set losing a replica is cheaper refilled; a larger set
+/// costs more to send whole than the table costs to read.
+pub const REFILL_ON_DELETE: usize = 16_384;
+
+impl<'a> SetChanges<'a> {
+    /// Notes that `set` loses `deleted` and gains `added`: a patch, or, when the set loses
+    /// elements and is small ([`REFILL_ON_DELETE`]), a refill in the same transaction.
+    pub fn patch_or_refill(
+        &mut self,
+        set: &'a AddressSet,
+        deleted: Cow<'a, [IpNet]>,
+        added: Cow<'a, [IpNet]>,
+    ) {
+        if !deleted.is_empty() && set.nets.len() <= REFILL_ON_DELETE {
+            self.refill.push(set);
+        } else {
+            self.patch.push((set, deleted, added));
+        }
+    }
+}
+
 impl SetChanges<'_> {
     pub fn is_empty(&self) -> bool {
         self.create.is_empty()
