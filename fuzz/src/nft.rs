@@ -154,4 +154,12 @@ impl NftBackend for Nft {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         sets_via(|args| self.command(args))
     }
+
+    /// Read through the kernel's netlink dump, as the agent reads.
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+        netpol_nft::set_dump::read_netpol_set(set)
+    }
 }

@@ -159,4 +159,11 @@ impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
     fn rules_json(&self) -> Result<String, NftError> {
         self.timed(DatapathCall::NftList, || self.inner.rules_json(), nft)
     }
+
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+        self.timed(DatapathCall::NftList, || self.inner.set_contents(set), nft)
+    }
 }

@@ -147,7 +147,12 @@ pub fn parse_counters(listing: &str) -> Result<Vec<RuleCount>, String> {
     let mut positions: HashMap<&str, usize> = HashMap::new();
     let mut out = Vec::new();
     for rule in items.iter().filter_map(|i| i.get("rule")) {
-        let Some(chain) = rule.get("chain").and_then(|c| c.as_str()) else {
+        // The listing is the whole ruleset: other tables' chains may have any name.
+        let field = |name: &str| rule.get(name).and_then(|v| v.as_str());
+        if field("family") != Some("inet") || field("table") != Some("netpol") {
+            continue;
+        }
+        let Some(chain) = field("chain") else {
             continue;
         };
         let position = positions.entry(chain).or_insert(0);
@@ -283,13 +288,16 @@ mod tests {
             ("shop/b", Direction::Ingress, "ep_b", &rules[..]),
         ];
         let book = RuleBook::build(chains.into_iter(), std::iter::empty());
-        let counts = parse_counters(&listing(&[
-            ("ep_a", 3),
-            ("ep_a", 1),
-            ("ep_b", 4),
-            ("ep_b", 2),
-        ]))
-        .unwrap();
+        // Another table's rules in the listing (a chain of the same name) are not netpol's.
+        let other = r#"{"rule": {"family": "ip", "table": "nat", "chain": "ep_a", "handle": 9, "expr": [{"counter": {"packets": 1000, "bytes": 1}}]}}"#;
+        let with_other = listing(&[("ep_a", 3), ("ep_a", 1), ("ep_b", 4), ("ep_b", 2)]).replacen(
+            "[{\"metainfo\"",
+            &format!("[{other}, {{\"metainfo\""),
+            1,
+        );
+        assert!(with_other.contains("\"nat\""));
+        let counts = parse_counters(&with_other).unwrap();
+        assert_eq!(counts.len(), 4);
         assert_eq!(counts[1].index, 1);
         let mut totals = CounterTotals::default();
         let read = totals.update(&counts, &book);

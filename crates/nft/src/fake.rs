@@ -9,7 +9,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+
 use crate::programmer::{NftBackend, NftError};
+use crate::ruleset::AddressSet;
 use crate::script::TABLE;
 
 #[derive(Debug, Default)]
@@ -228,5 +233,24 @@ impl NftBackend for FakeNft {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         self.judge("")?;
         Ok(self.table().map(|t| t.sets.into_keys().collect()))
+    }
+
+    fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError> {
+        self.judge("")?;
+        let Some(elements) = self.table().and_then(|t| t.sets.get(&*set.name).cloned()) else {
+            return Ok(None);
+        };
+        let mut nets = Vec::with_capacity(elements.len());
+        for element in elements {
+            let net = element
+                .parse::<IpNet>()
+                .or_else(|_| element.parse::<IpAddr>().map(IpNet::from));
+            match net {
+                Ok(net) => nets.push(net),
+                Err(_) => return Ok(None),
+            }
+        }
+        nets.sort_unstable();
+        Ok(Some(nets))
     }
 }

@@ -6,8 +6,11 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use ipnet::IpNet;
+
 use crate::bypass::{HostFacts, Link};
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError, LIST_RULES_JSON};
+use crate::ruleset::AddressSet;
 
 /// The kernel of the network namespace the agent runs in (the node's), through libnftables in
 /// this process where it is installed ([`crate::libnft::LibNft`], a transaction is one call),
@@ -48,6 +51,10 @@ impl NftBackend for HostNft {
 
     fn rules_json(&self) -> Result<String, NftError> {
         run_nft(Command::new("nft"), &LIST_RULES_JSON, "")
+    }
+
+    fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError> {
+        crate::set_dump::read_netpol_set(set)
     }
 }
 

@@ -137,6 +137,13 @@ mod tests {
             self.refuses(script)
         }
 
+        fn set_contents(
+            &self,
+            _: &crate::ruleset::AddressSet,
+        ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+            Ok(None)
+        }
+
         fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
             Ok(None)
         }
@@ -198,6 +205,12 @@ mod tests {
                 Ok(())
             }
             fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+                Ok(None)
+            }
+            fn set_contents(
+                &self,
+                _: &crate::ruleset::AddressSet,
+            ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
                 Ok(None)
             }
             fn sets(&self) -> Result<Option<Vec<String>>, NftError> {

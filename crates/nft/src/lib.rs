@@ -58,11 +58,15 @@ pub mod labels;
 pub mod libnft;
 mod log_settings;
 pub mod naming;
+#[cfg(target_os = "linux")]
+pub mod netlink;
 pub mod nflog;
 pub mod programmer;
 mod rule_text;
 pub mod ruleset;
 pub mod script;
+#[cfg(target_os = "linux")]
+pub mod set_dump;
 pub mod sets;
 pub mod staging;
 

@@ -13,10 +13,14 @@
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::sync::Mutex;
 
+use ipnet::IpNet;
 use libloading::{Library, Symbol};
 
-use crate::generation::{self, Generation, STEP_SCRIPT};
+use crate::generation::{self, STEP_SCRIPT};
+use crate::netlink::NetfilterSocket;
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
+use crate::ruleset::AddressSet;
+use crate::script::TABLE;
 
 /// The library's soname, as distributions install it.
 pub const LIBRARY: &str = "libnftables.so.1";
@@ -55,9 +59,10 @@ struct Api {
 struct Context {
     ctx: *mut c_void,
     api: Api,
-    /// The generation of the context's namespace, read before each command ([`generation`]);
-    /// None where the socket could not be opened (the step is then not taken).
-    generation: Option<Generation>,
+    /// A netlink socket of the context's namespace: its generation is read before each command
+    /// ([`generation`]), and large sets are read back through it ([`crate::set_dump`]). None
+    /// where it could not be opened (no step is taken, no set is read back).
+    kernel: Option<NetfilterSocket>,
     /// Held for as long as the context exists: its functions live in the library.
     _library: Library,
 }
@@ -123,15 +128,15 @@ impl LibNft {
         if ctx.is_null() {
             return Err("nft_ctx_new failed".into());
         }
-        let generation = Generation::open()
+        let kernel = NetfilterSocket::open()
             .inspect_err(|error| {
-                tracing::warn!(%error, "the nftables generation cannot be read: no step past the generations libnftables misreads")
+                tracing::warn!(%error, "no netfilter netlink socket: no step past the generations libnftables misreads, no set read back")
             })
             .ok();
         let context = Context {
             ctx,
             api,
-            generation,
+            kernel,
             _library: library,
         };
         // SAFETY: a live context; output and errors go to buffers read after each command.
@@ -196,10 +201,10 @@ impl LibNft {
 
 /// Moves the namespace's generation on when libnftables would misread it ([`generation`]).
 fn step_past_blind_generation(context: &mut Context) {
-    let Some(reader) = context.generation.as_mut() else {
+    let Some(socket) = context.kernel.as_mut() else {
         return;
     };
-    match reader.read() {
+    match generation::read(socket) {
         Ok(now) if generation::is_blind(now) => {
             let step = CString::new(STEP_SCRIPT).expect("no NUL byte");
             // SAFETY: a live context used under its lock; the step is a plain transaction.
@@ -244,6 +249,20 @@ impl NftBackend for LibNft {
     }
 
     fn rules_json(&self) -> Result<String, NftError> {
-        self.run_with("list table inet netpol", false, OUTPUT_TERSE | OUTPUT_JSON)
+        // As LIST_RULES_JSON, and for its reason.
+        self.run_with("list ruleset", false, OUTPUT_TERSE | OUTPUT_JSON)
+    }
+
+    fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError> {
+        let mut context = self
+            .context
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(socket) = context.kernel.as_mut() else {
+            return Ok(None);
+        };
+        let table = TABLE.strip_prefix("inet ").expect("netpol's table is inet");
+        crate::set_dump::read_set(socket, table, &set.name, set.v6, set.interval)
+            .map_err(NftError::Unavailable)
     }
 }

@@ -111,6 +111,22 @@ impl NftBackend for Netns {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         sets_via(|args| run_nft(self.command("nft"), args, ""))
     }
+
+    /// Read on a thread inside the namespace, as the agent reads its own.
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    self.enter().map_err(NftError::Unavailable)?;
+                    netpol_nft::set_dump::read_netpol_set(set)
+                })
+                .join()
+                .expect("the reading thread does not panic")
+        })
+    }
 }
 
 impl Drop for Netns {

@@ -57,6 +57,13 @@ impl NftBackend for Refusing {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         self.netns.sets()
     }
+
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+        self.netns.set_contents(set)
+    }
 }
 
 /// One agent running the daemon's code on a thread.

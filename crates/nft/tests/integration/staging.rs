@@ -91,6 +91,12 @@ impl NftBackend for Recording {
     fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
         self.kernel.sets()
     }
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<IpNet>>, NftError> {
+        self.kernel.set_contents(set)
+    }
 }
 
 /// How many of the large sets' elements a script carries.
@@ -152,6 +158,34 @@ fn large_new_sets_are_filled_in_bounded_parts_before_the_chains_that_name_them()
     // Nothing changed: nothing is sent.
     program(&backend, &mut known, &ruleset).unwrap();
     assert!(backend.sent().is_empty());
+
+    // A restart reads the large sets back rather than refilling them: nothing is sent either.
+    let restart = program(&backend, &mut None, &ruleset).unwrap();
+    assert!(backend.sent().is_empty(), "{restart:?}");
+    // A large set changed while the agent was down is patched by its difference.
+    let gone = big_address(5).to_string();
+    let (holder, _) = backend
+        .kernel
+        .table()
+        .unwrap()
+        .sets
+        .into_iter()
+        .find(|(_, elements)| elements.contains(&gone))
+        .unwrap();
+    backend
+        .kernel
+        .apply(&format!(
+            "delete element inet netpol {holder} {{ {gone} }}\n"
+        ))
+        .unwrap();
+    backend.sent();
+    program(&backend, &mut None, &ruleset).unwrap();
+    let sent = backend.sent();
+    assert_eq!(sent.len(), 1);
+    assert_eq!(big_elements(&sent[0]), 1, "{}", sent[0]);
+    assert!(held_big_sets(&backend.kernel)
+        .iter()
+        .all(|(_, n)| *n == BIG));
 }
 
 #[test]
