@@ -9,6 +9,23 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// `NETLINK_NETFILTER`.
 const NETLINK_NETFILTER: libc::c_int = 12;
+
+/// A new netfilter netlink socket in the calling thread's network namespace.
+pub fn open_netfilter() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket creation; the result is checked.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            NETLINK_NETFILTER,
+        )
+    };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
 /// `NFNL_SUBSYS_NFTABLES`, the high byte of every nf_tables message type.
 pub const NFTABLES: u16 = 10 << 8;
 const NLMSG_ERROR: u16 = 2;
@@ -65,21 +82,8 @@ pub struct NetfilterSocket {
 
 impl NetfilterSocket {
     pub fn open() -> io::Result<NetfilterSocket> {
-        // SAFETY: plain socket creation; the descriptor is owned at once.
-        let fd = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_NETFILTER,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a new descriptor nothing else owns.
-        let socket = unsafe { OwnedFd::from_raw_fd(fd) };
         Ok(NetfilterSocket {
-            socket,
+            socket: open_netfilter()?,
             sequence: 0,
         })
     }

@@ -12,12 +12,10 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 #[cfg(target_os = "linux")]
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 #[cfg(target_os = "linux")]
 use std::time::Duration;
 
-#[cfg(target_os = "linux")]
-const NETLINK_NETFILTER: libc::c_int = 12;
 const NFNL_SUBSYS_ULOG: u16 = 4;
 const NFULNL_MSG_PACKET: u16 = 0;
 #[cfg(target_os = "linux")]
@@ -81,19 +79,7 @@ impl NflogSocket {
     /// most `wait`. Fails if another process holds the group (`EBUSY`) or the kernel has no
     /// NFLOG (`nfnetlink_log` not loaded and not loadable).
     pub fn bind(group: u16, wait: Duration) -> io::Result<NflogSocket> {
-        // SAFETY: plain socket creation; the result is checked.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_NETLINK,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
-                NETLINK_NETFILTER,
-            )
-        };
-        if raw < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `raw` is a new descriptor nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fd = crate::netlink::open_netfilter()?;
         // SAFETY: a zeroed sockaddr_nl is valid; family set, port 0 (the kernel assigns one).
         let mut address: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         address.nl_family = libc::AF_NETLINK as libc::sa_family_t;

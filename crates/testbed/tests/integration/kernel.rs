@@ -158,6 +158,19 @@ fn the_kernel_forwards_exactly_what_the_rules_allow() {
     }
 }
 
+/// libnftables loaded on a thread inside `namespace`: the context's socket is bound there.
+fn library_in(namespace: &netns::Netns) -> netpol_nft::libnft::LibNft {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                namespace.enter().expect("entering the namespace");
+                netpol_nft::libnft::LibNft::load().expect("libnftables is installed with nft")
+            })
+            .join()
+            .unwrap()
+    })
+}
+
 fn hosts() -> Vec<Host> {
     vec![
         Host {
@@ -376,15 +389,7 @@ fn libnftables_in_process_programs_the_table_the_command_would() {
     let topology = Topology::build(hosts()).expect("the network builds");
     let router = topology.router();
     // Loaded on a thread inside the router's namespace: the context's socket is bound there.
-    let library = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                router.enter().expect("entering the router's namespace");
-                netpol_nft::libnft::LibNft::load().expect("libnftables is installed with nft")
-            })
-            .join()
-            .unwrap()
-    });
+    let library = library_in(router);
     let first = ruleset();
     let created = program(&library, &mut None, &first).unwrap();
     // Two chains of x/a, the dispatch chain, three base chains and the log chain of its deny rule.
@@ -567,15 +572,7 @@ fn a_large_set_filled_in_parts_admits_its_last_address() {
     );
     // A restart through libnftables reads the large set back from the kernel (netlink) and,
     // the set being as wanted, sends nothing; an address removed meanwhile is added back alone.
-    let library = std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                router.enter().expect("entering the router's namespace");
-                netpol_nft::libnft::LibNft::load().expect("libnftables is installed with nft")
-            })
-            .join()
-            .unwrap()
-    });
+    let library = library_in(router);
     let restart = program(&library, &mut None, &ruleset).unwrap();
     assert_eq!(restart.script, None, "{restart:?}");
     let name = sets
