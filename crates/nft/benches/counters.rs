@@ -1,6 +1,6 @@
 //! Reading the per-rule counters of one node of a cluster at Kubernetes' published limits
 //! (150,000 pods, 5,000 nodes, 36,000 policies; issue 41): what the agent does at each scrape of
-//! `/metrics` after `nft -j -t list table inet netpol` (no set elements) returned. The listing
+//! `/metrics` after `nft -j -t list ruleset` (no set elements) returned. The listing
 //! is parsed, each counted rule labelled through the [`RuleBook`] of the table netpol programs
 //! for node-0, and the counts summed by policy rule ([`CounterTotals`]). The listing is made in
 //! the kernel's JSON shape from that table: every endpoint chain rule with a set match, its
@@ -46,8 +46,8 @@ fn node_table() -> (Table, RuleBook) {
     (table, book)
 }
 
-/// `nft -j -t list table inet netpol` as the kernel would answer it for `table`: one object per
-/// rule of every chain, endpoint rules with a set match and a counter.
+/// netpol's part of `nft -j -t list ruleset` as the kernel would answer it for `table`: one
+/// object per rule of every chain, endpoint rules with a set match and a counter.
 fn listing(table: &Table) -> (String, usize) {
     let mut items = vec![r#"{"metainfo": {"version": "1.0.6"}}"#.to_string()];
     let mut counted = 0;
