@@ -33,6 +33,9 @@ pub struct Nft {
     /// ([`netpol_nft::generation`]); without the step every process stopped after about 60,000
     /// executions.
     generation: std::cell::RefCell<Generation>,
+    /// The context the step runs in, apart from `ctx`, as the agent's ([`netpol_nft::libnft`]):
+    /// a context that fills its cache at a misread generation never releases it.
+    step_ctx: *mut NftCtx,
 }
 
 static UNSHARE: Once = Once::new();
@@ -59,9 +62,13 @@ impl Nft {
             nft_ctx_buffer_error(ctx);
         }
         let generation = Generation::open().expect("a netlink socket in the namespace");
+        // SAFETY: as above.
+        let step_ctx = unsafe { nft_ctx_new(0) };
+        assert!(!step_ctx.is_null(), "nft_ctx_new failed");
         Nft {
             ctx,
             generation: std::cell::RefCell::new(generation),
+            step_ctx,
         }
     }
 
@@ -70,11 +77,8 @@ impl Nft {
         let now = self.generation.borrow_mut().read().expect("the nftables generation");
         if generation::is_blind(now) {
             let step = CString::new(STEP_SCRIPT).unwrap();
-            // SAFETY: ctx is valid for self's life.
-            let status = unsafe {
-                nft_ctx_set_dry_run(self.ctx, false);
-                nft_run_cmd_from_buffer(self.ctx, step.as_ptr())
-            };
+            // SAFETY: step_ctx is valid for self's life.
+            let status = unsafe { nft_run_cmd_from_buffer(self.step_ctx, step.as_ptr()) };
             assert_eq!(status, 0, "the generation step was refused");
         }
     }

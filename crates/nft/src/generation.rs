@@ -14,7 +14,10 @@
 //!
 //! The step: before a command, the generation is read (one netlink request, `NFT_MSG_GETGEN`,
 //! through a socket of the context's namespace); at such a generation a transaction that changes
-//! nothing lasting (a scratch table added and deleted) moves the generation on. Another process
+//! nothing lasting (a scratch table added and deleted) moves the generation on. The step runs in
+//! a context of its own: a context that fills its cache at such a generation records it as 0
+//! and never releases that cache, so its next fill is added to the stale one (every chain
+//! listed twice); run in the main context, the step caused exactly what it prevents. Another process
 //! committing between the read and the command can still land on one: a window of one
 //! generation in 65,536, which [`crate::isolate`]'s retries then cover.
 

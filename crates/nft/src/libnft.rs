@@ -63,6 +63,12 @@ struct Context {
     /// ([`generation`]), and large sets are read back through it ([`crate::set_dump`]). None
     /// where it could not be opened (no step is taken, no set is read back).
     kernel: Option<NetfilterSocket>,
+    /// A second context, made beside the first, that only ever runs the generation step (null
+    /// if it could not be made). The step runs at a generation libnftables misreads, and a
+    /// context that fills its cache then never releases that cache: the next fill is added to
+    /// it, and every chain is listed twice. Run in the main context, the step itself did that
+    /// (the `render` fuzz target found it); this one's cache never matters.
+    step_ctx: *mut c_void,
     /// Held for as long as the context exists: its functions live in the library.
     _library: Library,
 }
@@ -73,8 +79,13 @@ unsafe impl Send for Context {}
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: the context came from `nft_ctx_new` of this library and is freed once.
-        unsafe { (self.api.ctx_free)(self.ctx) }
+        // SAFETY: both contexts came from `nft_ctx_new` of this library and are freed once.
+        unsafe {
+            (self.api.ctx_free)(self.ctx);
+            if !self.step_ctx.is_null() {
+                (self.api.ctx_free)(self.step_ctx);
+            }
+        }
     }
 }
 
@@ -133,10 +144,13 @@ impl LibNft {
                 tracing::warn!(%error, "no netfilter netlink socket: no step past the generations libnftables misreads, no set read back")
             })
             .ok();
+        // SAFETY: as above; made in the same namespace as `ctx`.
+        let step_ctx = unsafe { ctx_new(0) };
         let context = Context {
             ctx,
             api,
             kernel,
+            step_ctx,
             _library: library,
         };
         // SAFETY: a live context; output and errors go to buffers read after each command.
@@ -206,9 +220,12 @@ fn step_past_blind_generation(context: &mut Context) {
     };
     match generation::read(socket) {
         Ok(now) if generation::is_blind(now) => {
+            if context.step_ctx.is_null() {
+                return;
+            }
             let step = CString::new(STEP_SCRIPT).expect("no NUL byte");
             // SAFETY: a live context used under its lock; the step is a plain transaction.
-            let status = unsafe { (context.api.run)(context.ctx, step.as_ptr()) };
+            let status = unsafe { (context.api.run)(context.step_ctx, step.as_ptr()) };
             tracing::info!(
                 generation = now,
                 stepped = status == 0,
