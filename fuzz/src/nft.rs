@@ -74,7 +74,11 @@ impl Nft {
 
     /// Moves the generation past one libnftables would misread.
     fn step_past_blind_generation(&self) {
-        let now = self.generation.borrow_mut().read().expect("the nftables generation");
+        let now = self
+            .generation
+            .borrow_mut()
+            .read()
+            .expect("the nftables generation");
         if generation::is_blind(now) {
             let step = CString::new(STEP_SCRIPT).unwrap();
             // SAFETY: step_ctx is valid for self's life.
