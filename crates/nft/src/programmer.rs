@@ -303,7 +303,7 @@ fn stage(
         return Ok(0);
     }
     let sets: Vec<&AddressSet> = large.iter().map(|set| &***set).collect();
-    if let Err(failed) = staging::stage_new_sets(backend, &sets) {
+    if let Err(failed) = staging::stage_new_sets(|script| backend.apply(script), &sets) {
         if !failed.cleaned {
             *known = None;
         }

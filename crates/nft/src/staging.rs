@@ -19,7 +19,6 @@
 //! Only sets that are new are staged. A set the kernel already holds is referenced by chains in
 //! force, so its changes stay in the one transaction with the chains.
 
-use crate::programmer::{NftBackend, NftError};
 use crate::ruleset::AddressSet;
 use crate::script::{render_set_fill, TABLE};
 
@@ -27,26 +26,30 @@ use crate::script::{render_set_fill, TABLE};
 /// new set of more is staged; smaller ones go into the main transaction as before.
 pub const STAGE_ELEMENTS: usize = 16_384;
 
-/// A staging that stopped part way.
+/// A staging that stopped part way, with the error of the transaction that failed.
 #[derive(Debug)]
-pub struct StageFailed {
-    pub error: NftError,
+pub struct StageFailed<E> {
+    pub error: E,
     /// Whether the sets staged before the failure were deleted again (one transaction): the
     /// kernel is then as before. If not, what it holds is not known.
     pub cleaned: bool,
 }
 
 /// Creates and fills each of `sets` (none of which the kernel holds or any chain references),
-/// in transactions of at most [`STAGE_ELEMENTS`] elements.
-pub fn stage_new_sets(backend: &dyn NftBackend, sets: &[&AddressSet]) -> Result<(), StageFailed> {
+/// in transactions of at most [`STAGE_ELEMENTS`] elements, each sent with `apply` (one
+/// transaction a call: the programmer's backend).
+pub fn stage_new_sets<E>(
+    apply: impl Fn(&str) -> Result<(), E>,
+    sets: &[&AddressSet],
+) -> Result<(), StageFailed<E>> {
     for (index, set) in sets.iter().enumerate() {
         let mut from = 0;
         while from < set.nets.len() {
             let count = STAGE_ELEMENTS.min(set.nets.len() - from);
-            if let Err(error) = backend.apply(&render_set_fill(set, from, count)) {
+            if let Err(error) = apply(&render_set_fill(set, from, count)) {
                 // The set being filled exists if its first part committed.
                 let touched = if from > 0 { index + 1 } else { index };
-                let cleaned = delete_sets(backend, &sets[..touched]).is_ok();
+                let cleaned = delete_sets(&apply, &sets[..touched]).is_ok();
                 return Err(StageFailed { error, cleaned });
             }
             from += count;
@@ -56,7 +59,7 @@ pub fn stage_new_sets(backend: &dyn NftBackend, sets: &[&AddressSet]) -> Result<
 }
 
 /// Deletes `sets` in one transaction (nothing references them).
-fn delete_sets(backend: &dyn NftBackend, sets: &[&AddressSet]) -> Result<(), NftError> {
+fn delete_sets<E>(apply: &impl Fn(&str) -> Result<(), E>, sets: &[&AddressSet]) -> Result<(), E> {
     if sets.is_empty() {
         return Ok(());
     }
@@ -64,5 +67,5 @@ fn delete_sets(backend: &dyn NftBackend, sets: &[&AddressSet]) -> Result<(), Nft
         .iter()
         .map(|set| format!("delete set {TABLE} {}\n", set.name))
         .collect();
-    backend.apply(&script)
+    apply(&script)
 }
