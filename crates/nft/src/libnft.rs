@@ -20,7 +20,6 @@ use crate::generation::{self, STEP_SCRIPT};
 use crate::netlink::NetfilterSocket;
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError};
 use crate::ruleset::AddressSet;
-use crate::script::TABLE;
 
 /// The library's soname, as distributions install it.
 pub const LIBRARY: &str = "libnftables.so.1";
@@ -278,8 +277,6 @@ impl NftBackend for LibNft {
         let Some(socket) = context.kernel.as_mut() else {
             return Ok(None);
         };
-        let table = TABLE.strip_prefix("inet ").expect("netpol's table is inet");
-        crate::set_dump::read_set(socket, table, &set.name, set.v6, set.interval)
-            .map_err(NftError::Unavailable)
+        crate::set_dump::read_netpol_set_through(socket, set)
     }
 }

@@ -86,11 +86,20 @@ pub fn read_set(
 pub fn read_netpol_set(
     set: &crate::ruleset::AddressSet,
 ) -> Result<Option<Vec<IpNet>>, crate::programmer::NftError> {
+    NetfilterSocket::open()
+        .map_err(crate::programmer::NftError::Unavailable)
+        .and_then(|mut socket| read_netpol_set_through(&mut socket, set))
+}
+
+/// [`read_set`] of netpol's table, through `socket`.
+pub fn read_netpol_set_through(
+    socket: &mut NetfilterSocket,
+    set: &crate::ruleset::AddressSet,
+) -> Result<Option<Vec<IpNet>>, crate::programmer::NftError> {
     let table = crate::script::TABLE
         .strip_prefix("inet ")
         .expect("netpol's table is inet");
-    NetfilterSocket::open()
-        .and_then(|mut socket| read_set(&mut socket, table, &set.name, set.v6, set.interval))
+    read_set(socket, table, &set.name, set.v6, set.interval)
         .map_err(crate::programmer::NftError::Unavailable)
 }
 
