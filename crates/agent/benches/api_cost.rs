@@ -46,6 +46,10 @@ use netpol_testkit::realistic;
 use prometheus_client::registry::Registry;
 use serde_json::json;
 
+// The `netpol` binary's allocator: the agent's and the controller's CPU and peak RSS are
+// measured as they are in the binary.
+netpol_agent::use_mimalloc!();
+
 /// Set in the controller's own process: the kubeconfig to use.
 const CONTROLLER_CHILD: &str = "NETPOL_API_COST_CONTROLLER";
 

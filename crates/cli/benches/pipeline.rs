@@ -44,10 +44,9 @@ use prometheus_client::registry::Registry;
 
 const NODE: &str = "node-1";
 
-/// The agent binary's allocator (`src/main.rs`), so that the pipeline is timed as it runs.
-#[cfg(target_os = "linux")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// The agent binary's allocator (`netpol_agent::allocator`), so that the pipeline is timed as it
+// runs.
+netpol_agent::use_mimalloc!();
 
 fn main() {
     let sizes = std::env::var("NETPOL_PIPELINE_PODS").unwrap_or_else(|_| "10000,40000".into());

@@ -10,37 +10,8 @@ use netpol_cli::commands::{
 };
 use netpol_cli::Outcome;
 
-/// mimalloc rather than glibc's allocator on Linux: the engine makes millions of small
-/// allocations (label maps, class entries, identities), and at 150,000 pods glibc's malloc and
-/// free were nearly half of an initial sync's CPU (`agent --once`: 7.8 s with glibc, 4.7 s with
-/// mimalloc, with a lower peak; see docs/performance.md). Windows keeps the system allocator
-/// until mimalloc is measured there.
-#[cfg(target_os = "linux")]
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// mimalloc's arenas are not committed up front. Linux overcommits, so by default mimalloc
-/// commits each arena (1 GiB of address space) as it reserves it, and memory it later purges
-/// stays counted in the RSS: at an initial sync of 150,000 pods the agent's peak RSS was about
-/// 40 MB higher (449 against 408 MB, the same CPU). Set by a constructor, before the first
-/// allocation reserves the first arena (the Rust runtime allocates before `main`).
-#[cfg(target_os = "linux")]
-#[used]
-#[link_section = ".init_array"]
-static ALLOCATOR_OPTIONS: extern "C" fn() = allocator_options;
-
-#[cfg(target_os = "linux")]
-extern "C" fn allocator_options() {
-    /// `mi_option_arena_eager_commit` in mimalloc's `mi_option_t`.
-    const ARENA_EAGER_COMMIT: std::ffi::c_int = 4;
-    extern "C" {
-        /// mimalloc's, linked with its allocator.
-        fn mi_option_set(option: std::ffi::c_int, value: std::ffi::c_long);
-    }
-    // SAFETY: setting an option is valid at any time; it only takes effect for arenas reserved
-    // later, and none is reserved before this runs.
-    unsafe { mi_option_set(ARENA_EAGER_COMMIT, 0) };
-}
+// mimalloc, set up as the agent's benchmarks set it up (`netpol_agent::allocator`).
+netpol_agent::use_mimalloc!();
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
