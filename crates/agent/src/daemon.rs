@@ -143,7 +143,7 @@ pub fn run_with(
     if config.datapath_options.audit_all {
         pipeline.audit_all();
     }
-    // In cluster mode refused objects are also reported as Events (by the Lease holder).
+    // In cluster mode refused objects are also reported as Events (`refusals`: who posts).
     let (refusals, mut refused) = tokio::sync::mpsc::unbounded_channel();
     if matches!(config.source, SourceConfig::Cluster { .. }) {
         pipeline.report_refusals(refusals);
@@ -192,14 +192,21 @@ pub fn run_with(
                 pods,
             } => {
                 let client = kube_client(kubeconfig.as_ref()).await?;
-                // One agent of the cluster (the Lease holder) posts Events on refused objects.
+                // One writer of the cluster posts Events on refused objects: the agent holding
+                // the Lease, or the controller in slice mode. This node's own, its agent.
                 let namespace = std::env::var("POD_NAMESPACE")
                     .ok()
                     .filter(|n| !n.is_empty())
                     .unwrap_or_else(|| "netpol-system".into());
+                let reporting = match pods {
+                    PodSource::Pods => ReporterConfig::for_node(&namespace, &config.node),
+                    PodSource::Slices { .. } => {
+                        ReporterConfig::for_node_beside_controller(&namespace, &config.node)
+                    }
+                };
                 let reporter = Reporter::new(
                     client.clone(),
-                    ReporterConfig::for_node(&namespace, &config.node),
+                    reporting,
                     resources().into_iter().map(|(_, r)| r).collect(),
                 );
                 let (_, none) = tokio::sync::mpsc::unbounded_channel();

@@ -19,12 +19,14 @@
 //! | [`datapaths`] | builds the chosen datapath's enforcer |
 //! | [`coexistence`] | at start on HCN, other owners' ACLs evaluated before netpol's (warning, metric) |
 //! | [`reconnect`], [`instrumented`] | the HCN client re-created after an HNS restart; HCN and `nft` calls counted and timed |
-//! | [`refusals`] | Events on refused objects, posted by the one agent holding a Lease |
+//! | [`refusals`] | Events on refused objects, posted by one writer: the agent holding a Lease, or the controller |
 //! | [`health`], [`metrics`], [`rule_metrics`] | `/healthz`, `/readyz`, `/metrics` (with the datapath's per-rule counters) |
 //! | [`flows`] | the drop log: the datapath's last decisions, naming their rules, on `/flows` |
 //! | [`daemon`], [`follow_files`], [`once`] | the long-running agent, its file poller, and `--once` |
-//! | [`controller`], [`lease`] | `netpol controller`: pods published as NetpolEndpointSlices by the Lease holder |
+//! | [`controller`], [`lease`] | `netpol controller`: pods published as NetpolEndpointSlices by the Lease holder, which also posts the refusal Events of slice mode |
+//! | [`allocator`] | mimalloc, the binary's allocator, set up as the benchmarks set it up |
 
+pub mod allocator;
 pub mod coexistence;
 pub mod config;
 pub mod controller;

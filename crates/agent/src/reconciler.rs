@@ -24,7 +24,7 @@ use super::datapath_refusals::DatapathRefusals;
 use super::indexes::{Applied, Indexes, OwnNode, PolicyBudgets, SourceEvent};
 use super::kind::SourceKind;
 use super::metrics::{gauge_value, Metrics, ProgramOutcome};
-use super::refusals::Refusal;
+use super::refusals::{refusals_of, Refusal};
 use super::would_be::WouldBeRules;
 use netpol_api::ValidationError;
 use netpol_datapath::{
@@ -280,23 +280,7 @@ impl Pipeline {
             tracing::warn!("{mismatch}");
         }
         for rejection in &applied.rejections {
-            self.metrics.count_rejection(rejection.kind);
-            if rejection.over_budget {
-                self.metrics.count_over_budget(rejection.kind);
-            }
-            for error in &rejection.errors {
-                let message = super::logline::bounded(&error.message);
-                let refusal = if rejection.over_budget {
-                    tracing::warn!(object = %error.object, "policy refused: {message}");
-                    Refusal::over_budget(error)
-                } else {
-                    tracing::warn!(
-                        object = %error.object,
-                        field = %error.field,
-                        "invalid policy skipped: {message}"
-                    );
-                    Refusal::invalid(error)
-                };
+            for refusal in refusals_of(rejection, &self.metrics) {
                 if let Some(refusals) = &self.refusals {
                     let _ = refusals.send(refusal);
                 }

@@ -34,7 +34,9 @@ use kube::{Api, Client};
 use netpol_api::ValidationError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
+use crate::indexes::Rejection;
 use crate::lease::{elect, LeaseConfig};
+use crate::metrics::Metrics;
 
 /// The reason of a refused policy's Event.
 pub const INVALID_POLICY: &str = "InvalidPolicy";
@@ -158,7 +160,7 @@ impl Refusal {
         )
     }
 
-    fn event(&self, found: &Found, reporter: &str) -> Event {
+    fn event(&self, found: &Found, component: &str, reporter: &str) -> Event {
         let now = Timestamp::now();
         Event {
             metadata: ObjectMeta {
@@ -180,10 +182,10 @@ impl Refusal {
             message: Some(self.text()),
             type_: Some("Warning".into()),
             source: Some(EventSource {
-                component: Some("netpol-agent".into()),
+                component: Some(component.to_owned()),
                 host: Some(reporter.to_owned()),
             }),
-            reporting_component: Some("netpol-agent".into()),
+            reporting_component: Some(component.to_owned()),
             reporting_instance: Some(reporter.to_owned()),
             first_timestamp: Some(Time(now)),
             last_timestamp: Some(Time(now)),
@@ -193,29 +195,97 @@ impl Refusal {
     }
 }
 
-/// Where the Lease is, and who this agent is.
+/// Logs and counts one refusal of a policy by the policy index; gives what to report of it,
+/// an Event per error.
+pub fn refusals_of(rejection: &Rejection, metrics: &Metrics) -> Vec<Refusal> {
+    metrics.count_rejection(rejection.kind);
+    if rejection.over_budget {
+        metrics.count_over_budget(rejection.kind);
+    }
+    rejection
+        .errors
+        .iter()
+        .map(|error| {
+            let message = crate::logline::bounded(&error.message);
+            if rejection.over_budget {
+                tracing::warn!(object = %error.object, "policy refused: {message}");
+                Refusal::over_budget(error)
+            } else {
+                tracing::warn!(
+                    object = %error.object,
+                    field = %error.field,
+                    "invalid policy skipped: {message}"
+                );
+                Refusal::invalid(error)
+            }
+        })
+        .collect()
+}
+
+/// Who posts the refusals of policies, which every agent sees alike. A node's own refusals
+/// ([`Refusal::is_local`]) are always posted by its agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Posting {
+    /// Direct mode: the agent holding the Lease posts them.
+    Elected,
+    /// Slice mode: `netpol controller` posts them (one writer, no Lease between agents); the
+    /// agent posts only its node's own.
+    ByController,
+    /// The controller's leader: it posts every refusal it is handed (the controller hands them
+    /// over only while it leads, `controller::refusals`).
+    Everything,
+}
+
+/// Where the Lease is, and who this reporter is.
 #[derive(Clone, Debug)]
 pub struct ReporterConfig {
     /// The agent's namespace (the Lease's).
     pub namespace: String,
     pub lease_name: String,
-    /// This agent's name in the Lease (its node).
+    /// This reporter's name: in the Lease (its node) and in its Events.
     pub identity: String,
     /// How long a holder that stopped renewing keeps the Lease.
     pub lease_duration: Duration,
+    /// The Events' reporting component.
+    pub component: &'static str,
+    pub posting: Posting,
 }
 
 impl ReporterConfig {
-    /// The defaults for the agent on `node`: Lease `netpol-refusals` in `namespace`, 15 s.
+    /// The defaults for the agent on `node` in direct mode: Lease `netpol-refusals` in
+    /// `namespace`, 15 s.
     pub fn for_node(namespace: &str, node: &str) -> ReporterConfig {
         ReporterConfig {
             namespace: namespace.to_owned(),
             lease_name: "netpol-refusals".into(),
             identity: node.to_owned(),
             lease_duration: Duration::from_secs(15),
+            component: AGENT,
+            posting: Posting::Elected,
+        }
+    }
+
+    /// The agent on `node` in slice mode: the controller posts what every agent sees.
+    pub fn for_node_beside_controller(namespace: &str, node: &str) -> ReporterConfig {
+        ReporterConfig {
+            posting: Posting::ByController,
+            ..ReporterConfig::for_node(namespace, node)
+        }
+    }
+
+    /// The controller replica `identity`, posting what it is handed.
+    pub fn for_controller(namespace: &str, identity: &str) -> ReporterConfig {
+        ReporterConfig {
+            component: CONTROLLER,
+            posting: Posting::Everything,
+            ..ReporterConfig::for_node(namespace, identity)
         }
     }
 }
+
+/// The Events' reporting components.
+const AGENT: &str = "netpol-agent";
+const CONTROLLER: &str = "netpol-controller";
 
 /// Elects itself (or not) and posts the refusals it is told of while it holds the Lease.
 pub struct Reporter {
@@ -234,15 +304,16 @@ impl Reporter {
     pub fn new(client: Client, config: ReporterConfig, kinds: Vec<ApiResource>) -> Reporter {
         Reporter {
             client,
+            holder: config.posting == Posting::Everything,
             config,
             kinds,
             pending: BTreeMap::new(),
             posted: BTreeSet::new(),
-            holder: false,
         }
     }
 
-    /// Whether this agent held the Lease at its last election.
+    /// Whether this reporter posts every refusal: it held the Lease at its last election, or
+    /// it is the controller's.
     pub fn is_holder(&self) -> bool {
         self.holder
     }
@@ -313,7 +384,7 @@ impl Reporter {
             match events
                 .create(
                     &PostParams::default(),
-                    &refusal.event(&found, &self.config.identity),
+                    &refusal.event(&found, self.config.component, &self.config.identity),
                 )
                 .await
             {
@@ -367,15 +438,20 @@ impl Reporter {
                 self.refused(refusal);
             }
             // This node's own refusals alone need no Lease (nor a read of it).
-            if self.pending.values().any(|refusal| !refusal.is_local()) {
-                match self.elect().await {
+            let others = self.pending.values().any(|refusal| !refusal.is_local());
+            match self.config.posting {
+                Posting::Elected if others => match self.elect().await {
                     Ok(true) => {}
                     Ok(false) => {
                         self.hand_over();
                     }
                     // Kept for the next turn; this node's own are posted all the same.
                     Err(error) => tracing::warn!("the refusal reporter's Lease: {error}"),
+                },
+                Posting::ByController => {
+                    self.hand_over();
                 }
+                Posting::Elected | Posting::Everything => {}
             }
             self.post().await;
         }

@@ -24,7 +24,7 @@ use netpol_api::cluster::{namespace_labels, namespace_name_labels};
 use netpol_api::{Object, ObjectRef, ValidationError, Warning};
 use netpol_engine::{Engine, Identity, PolicyEntry, SharedLabels};
 
-pub use budget::{PolicyBudgets, PolicyCost, OVER_BUDGET_PREFIX};
+pub use budget::{is_over_budget, PolicyBudgets, PolicyCost, OVER_BUDGET_PREFIX};
 pub use event::Event;
 pub use keyed::{Change, Keyed};
 pub use nodes::{Nodes, OwnNode};

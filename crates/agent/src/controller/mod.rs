@@ -1,10 +1,12 @@
 //! `netpol controller`: publishes the cluster's pods as NetpolEndpointSlices, so that agents in
-//! slice mode read a compact record of other nodes' pods instead of every Pod.
+//! slice mode read a compact record of other nodes' pods instead of every Pod; and posts the
+//! refusal Events of refused policies for the cluster ([`refusals`]).
 //!
 //! ```text
 //! Pod watch ──▶ World (pod → endpoint) ──change──▶ coalesce ──▶ plan (sticky batches) ──▶ writes
 //!                                                                  ▲                       │
 //!                                     slices listed on taking the Lease, 409 → read again ─┘
+//! policy watches ──▶ Policies (the agents' checks and budgets) ──refused, while leading──▶ Events
 //! ```
 //!
 //! - **One writer**: replicas compete for a coordination.k8s.io Lease ([`crate::lease`]); only
@@ -25,6 +27,7 @@
 
 pub mod metrics;
 mod publisher;
+mod refusals;
 mod world;
 
 use std::net::SocketAddr;
@@ -44,6 +47,7 @@ use tokio::sync::{watch, Notify};
 use crate::daemon::{kube_client, serve_on_runtime, shutdown_signal, INPUT_CAPACITY};
 use crate::driver::Input;
 use crate::health::{self, FatalOnUnwind, Health};
+use crate::indexes::PolicyBudgets;
 use crate::kind::SourceKind;
 use crate::lease::{elect, LeaseConfig};
 use crate::metrics::Metrics;
@@ -52,6 +56,7 @@ use crate::sources::jitter::Jitter;
 use crate::sources::kube_api::KindApi;
 use metrics::ControllerMetrics;
 use publisher::Publisher;
+use refusals::RefusalConfig;
 use world::World;
 
 /// What the controller is told.
@@ -67,6 +72,9 @@ pub struct ControllerConfig {
     /// Endpoints a slice holds at most.
     pub capacity: usize,
     pub watch: WatchConfig,
+    /// The agents' policy budgets: the controller posts the refusal Events of slice mode, so it
+    /// must refuse what they refuse.
+    pub budgets: PolicyBudgets,
 }
 
 impl ControllerConfig {
@@ -90,6 +98,7 @@ impl ControllerConfig {
             coalesce: Duration::from_millis(200),
             capacity: MAX_ENDPOINTS,
             watch: WatchConfig::default(),
+            budgets: PolicyBudgets::default(),
         }
     }
 }
@@ -147,6 +156,18 @@ pub fn run_with(
         let pods = KindApi::new(client.clone(), ApiResource::erase::<Pod>(&()));
         spawn_follower(pods, SourceKind::Pod, &sinks, config.watch);
         let (leadership, follows) = watch::channel(Leadership::default());
+        refusals::spawn(
+            &client,
+            RefusalConfig {
+                budgets: config.budgets,
+                watch: config.watch,
+                namespace: config.lease.namespace.clone(),
+                identity: config.lease.identity.clone(),
+            },
+            follows.clone(),
+            sinks.metrics.clone(),
+            health.clone(),
+        )?;
         tokio::spawn(lead(
             client.clone(),
             config.lease.clone(),

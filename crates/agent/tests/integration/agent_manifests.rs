@@ -208,7 +208,7 @@ fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds_and_creatin
 }
 
 #[test]
-fn the_controller_reads_pods_and_writes_only_endpoint_slices() {
+fn the_controller_reads_pods_and_policies_and_writes_only_slices_and_events() {
     let role: ClusterRole = typed("controller/clusterrole.yaml");
     let mut granted = BTreeSet::new();
     for rule in role.rules.unwrap() {
@@ -231,9 +231,24 @@ fn the_controller_reads_pods_and_writes_only_endpoint_slices() {
         "netpolendpointslices.netpol.io create",
         "netpolendpointslices.netpol.io update",
         "netpolendpointslices.netpol.io delete",
+        // The refusal Events of slice mode: every policy kind read, Events only created.
+        "events. create",
     ]
+    .into_iter()
     .map(String::from)
-    .into();
+    .chain(
+        [
+            "networkpolicies.networking.k8s.io",
+            "adminnetworkpolicies.policy.networking.k8s.io",
+            "baselineadminnetworkpolicies.policy.networking.k8s.io",
+            "clusternetworkpolicies.policy.networking.k8s.io",
+            "ciliumnetworkpolicies.cilium.io",
+            "ciliumclusterwidenetworkpolicies.cilium.io",
+        ]
+        .into_iter()
+        .flat_map(|kind| ["get", "list", "watch"].map(|verb| format!("{kind} {verb}"))),
+    )
+    .collect();
     assert_eq!(granted, expected);
 }
 

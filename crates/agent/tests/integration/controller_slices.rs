@@ -29,7 +29,7 @@ use netpol_testkit::apiserver::ApiServer;
 use serde_json::{json, Value};
 
 /// One controller replica running on a thread.
-struct Controller {
+pub(crate) struct Controller {
     listen: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<anyhow::Result<()>>>,
@@ -37,6 +37,15 @@ struct Controller {
 
 impl Controller {
     fn start(server: &ApiServer, identity: &str) -> Controller {
+        Controller::start_with(server, identity, |_| {})
+    }
+
+    /// A replica whose configuration `configure` changes from the tests' own.
+    pub(crate) fn start_with(
+        server: &ApiServer,
+        identity: &str,
+        configure: impl FnOnce(&mut ControllerConfig),
+    ) -> Controller {
         // One folder per server and replica: tests run in parallel.
         let dir = scratch_dir(&format!("controller-{}-{identity}", server.address.port()));
         let kubeconfig = dir.join("kubeconfig");
@@ -54,6 +63,7 @@ impl Controller {
             },
             ..WatchConfig::default()
         };
+        configure(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let thread = std::thread::spawn(move || {
             controller::run_with(&config, async {
@@ -79,7 +89,7 @@ impl Controller {
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 
-    fn is_leader(&self) -> bool {
+    pub(crate) fn is_leader(&self) -> bool {
         self.metric("netpol_controller_leader") == Some(1.0)
     }
 }
@@ -95,7 +105,7 @@ impl Drop for Controller {
     }
 }
 
-fn wait_for(what: &str, done: impl Fn() -> bool) {
+pub(crate) fn wait_for(what: &str, done: impl Fn() -> bool) {
     let deadline = Instant::now() + PATIENCE;
     while !done() {
         assert!(

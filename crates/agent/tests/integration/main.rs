@@ -26,5 +26,6 @@ mod agent_scale;
 mod agent_slice_mode;
 #[path = "../agent_support/mod.rs"]
 mod agent_support;
+mod controller_refusals;
 mod controller_slices;
 mod projection;

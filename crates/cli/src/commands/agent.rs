@@ -135,23 +135,8 @@ pub struct Args {
     /// counted in netpol_endpoints_over_budget; other pods are unaffected.
     #[arg(long, value_name = "ENTRIES", default_value_t = netpol_engine::engine::DEFAULT_MAX_ENTRIES)]
     pub max_policy_entries: usize,
-    /// CIDR prefixes (each cidr and each except) one policy object may name. An object over any
-    /// --max-policy-* or --max-namespace-* budget is refused alone: logged, counted in
-    /// netpol_policies_over_budget, reported as a PolicyOverBudget Event in cluster mode, and its
-    /// pods keep only its isolation (fail closed); every other object keeps working.
-    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_object)]
-    pub max_policy_prefixes: usize,
-    /// Peers other than CIDRs (pod, namespace, node selectors, entities) one policy object may
-    /// name.
-    #[arg(long, value_name = "PEERS", default_value_t = PolicyBudgets::default().selectors_per_object)]
-    pub max_policy_selectors: usize,
-    /// Port clauses one policy object may list, over all its rules.
-    #[arg(long, value_name = "PORTS", default_value_t = PolicyBudgets::default().ports_per_object)]
-    pub max_policy_ports: usize,
-    /// CIDR prefixes the policies of one namespace may name together, admitted in the order they
-    /// arrive (cluster-scoped policies share one such budget).
-    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_namespace)]
-    pub max_namespace_prefixes: usize,
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
     /// HCN (and hcn-sim): ACLs name network IP sets, so a replica of a workload is one set
     /// update on the network instead of a rewrite of every ACL naming it. `auto` uses them where
     /// the HNS has them (13.0 and later) and inlines addresses elsewhere.
@@ -212,6 +197,40 @@ pub enum HcnSetField {
     Remote,
 }
 
+/// The policy budgets: the agent's flags, and the controller's, which posts the refusal Events
+/// of slice mode and must refuse what the agents refuse.
+#[derive(Debug, clap::Args)]
+pub struct BudgetArgs {
+    /// CIDR prefixes (each cidr and each except) one policy object may name. An object over any
+    /// --max-policy-* or --max-namespace-* budget is refused alone: logged, counted in
+    /// netpol_policies_over_budget, reported as a PolicyOverBudget Event in cluster mode, and its
+    /// pods keep only its isolation (fail closed); every other object keeps working.
+    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_object)]
+    pub max_policy_prefixes: usize,
+    /// Peers other than CIDRs (pod, namespace, node selectors, entities) one policy object may
+    /// name.
+    #[arg(long, value_name = "PEERS", default_value_t = PolicyBudgets::default().selectors_per_object)]
+    pub max_policy_selectors: usize,
+    /// Port clauses one policy object may list, over all its rules.
+    #[arg(long, value_name = "PORTS", default_value_t = PolicyBudgets::default().ports_per_object)]
+    pub max_policy_ports: usize,
+    /// CIDR prefixes the policies of one namespace may name together, admitted in the order they
+    /// arrive (cluster-scoped policies share one such budget).
+    #[arg(long, value_name = "PREFIXES", default_value_t = PolicyBudgets::default().prefixes_per_namespace)]
+    pub max_namespace_prefixes: usize,
+}
+
+impl BudgetArgs {
+    pub fn budgets(&self) -> PolicyBudgets {
+        PolicyBudgets {
+            prefixes_per_object: self.max_policy_prefixes,
+            selectors_per_object: self.max_policy_selectors,
+            ports_per_object: self.max_policy_ports,
+            prefixes_per_namespace: self.max_namespace_prefixes,
+        }
+    }
+}
+
 impl Args {
     fn datapath_options(&self) -> DatapathOptions {
         DatapathOptions {
@@ -222,12 +241,7 @@ impl Args {
                 group: self.nflog_group,
                 rate: self.drop_log_rate,
             },
-            policy_budgets: PolicyBudgets {
-                prefixes_per_object: self.max_policy_prefixes,
-                selectors_per_object: self.max_policy_selectors,
-                ports_per_object: self.max_policy_ports,
-                prefixes_per_namespace: self.max_namespace_prefixes,
-            },
+            policy_budgets: self.budgets.budgets(),
             hcn_ip_sets: self.hcn_ip_sets.into(),
             hcn: netpol_hcn::HcnOptions {
                 writes: netpol_hcn::WriteOptions {

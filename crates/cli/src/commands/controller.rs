@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use netpol_agent::controller::{self, ControllerConfig};
 
-use super::agent::{start_logging, LogFormat};
+use super::agent::{start_logging, BudgetArgs, LogFormat};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -38,6 +38,10 @@ pub struct Args {
     pub coalesce: u64,
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// The agents' budgets (set both alike): the controller posts the refusal Events of slice
+    /// mode.
+    #[command(flatten)]
+    pub budgets: BudgetArgs,
 }
 
 impl Args {
@@ -50,6 +54,7 @@ impl Args {
         );
         config.lease.duration = Duration::from_secs(self.lease_duration);
         config.coalesce = Duration::from_millis(self.coalesce);
+        config.budgets = self.budgets.budgets();
         config
     }
 }
