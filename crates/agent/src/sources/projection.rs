@@ -164,10 +164,10 @@ impl<'de, S: ShapeOf> Deserialize<'de> for Projected<S> {
 
 /// A list page's items, each read in `shape` straight from `json`, and the list's metadata.
 pub fn list_page<M: for<'de> Deserialize<'de> + Default>(
-    json: &str,
+    json: &(impl AsRef<[u8]> + ?Sized),
     shape: &'static Shape,
 ) -> serde_json::Result<(M, Vec<Value>)> {
-    let mut deserializer = serde_json::Deserializer::from_str(json);
+    let mut deserializer = serde_json::Deserializer::from_slice(json.as_ref());
     let page = ListSeed(shape, PhantomData).deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(page)
