@@ -14,6 +14,11 @@
 //! namespace. An agent refusing some over budget stays ready (`/readyz` names them beside
 //! "ok"), and the row says how many it refused.
 //!
+//! `NETPOL_MEMORY_REALISTIC=1` serves the pods as a real API server does (about 6 KB of JSON
+//! each: `netpol_testkit::realistic::dress` adds managedFields, the container spec and the
+//! status, and nothing a policy reads), so that cluster mode and the tools' `--cluster` pay
+//! for skipping what they do not read (issue 36); the embedded agent reads the lean files.
+//!
 //! Then the authoring tools read the same live cluster (`--cluster`, the stand-in over HTTP,
 //! paged lists) and answer: `explain` of one flow, `lint`, a what-if `diff --cluster --delete`
 //! of one policy, and `matrix` in text and JSON; each is timed whole (read, build, decide, write)
@@ -55,7 +60,8 @@ fn main() {
     synth(&format, &cluster);
 
     let server = apiserver::ApiServer::start();
-    let served = load_objects(&served_files, &server);
+    let realistic = std::env::var("NETPOL_MEMORY_REALISTIC").as_deref() == Ok("1");
+    let served = load_objects(&served_files, &server, realistic);
     let _ = std::fs::remove_dir_all(&served_files);
     if let Ok(spec) = std::env::var("NETPOL_MEMORY_CIDR") {
         add_cidr_policies(&spec, &server, &cluster);
@@ -69,7 +75,15 @@ fn main() {
     println!("| mode | pods | workloads | files | objects | identities | refused | ready after s | CPU s | peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (mode, files, run) in [
-        ("cluster", "-", cluster_mode),
+        (
+            if realistic {
+                "cluster, realistic pods"
+            } else {
+                "cluster"
+            },
+            "-",
+            cluster_mode,
+        ),
         ("embedded", format.as_str(), embedded),
     ] {
         println!(
@@ -108,7 +122,11 @@ fn add_cidr_policies(spec: &str, server: &apiserver::ApiServer, cluster: &Path) 
 
 /// Serves every object of the synthetic cluster (its JSON files, `kind: List`s unpacked);
 /// returns each object's kind and `namespace/name`.
-fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> Vec<(String, String)> {
+fn load_objects(
+    dir: &Path,
+    server: &apiserver::ApiServer,
+    realistic: bool,
+) -> Vec<(String, String)> {
     let mut served = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -117,11 +135,16 @@ fn load_objects(dir: &Path, server: &apiserver::ApiServer) -> Vec<(String, Strin
             Some(Value::Array(items)) => items,
             _ => vec![document],
         };
-        for item in items {
+        for mut item in items {
             let text = |field: &str| item["metadata"][field].as_str().unwrap_or("").to_string();
             let kind = item["kind"].as_str().unwrap_or("").to_string();
             served.push((kind, format!("{}/{}", text("namespace"), text("name"))));
-            server.apply(item);
+            if realistic && item["kind"] == "Pod" {
+                netpol_testkit::realistic::dress(&mut item);
+            }
+            // Served from the start: no watch event kept for it (150,000 realistic pods kept
+            // twice would be gigabytes).
+            server.preload(item);
         }
     }
     served

@@ -87,8 +87,81 @@ pub fn pod(i: usize, nodes: usize) -> Value {
     })
 }
 
+/// Fields a policy reads of a pod, which [`dress`] never adds: a pod without an address stays
+/// without one, a container without named ports without them.
+const READ_BY_POLICY: [&str; 9] = [
+    "labels",
+    "nodeName",
+    "hostNetwork",
+    "phase",
+    "podIP",
+    "podIPs",
+    "hostIP",
+    "hostIPs",
+    "ports",
+];
+
+/// Dresses a lean pod (`netpol-dev synth`'s) as a real API server serves it: every field of
+/// [`pod`] that it lacks is added (managedFields, annotations, the container spec for each of
+/// its containers, tolerations, conditions, container statuses), and nothing a policy reads
+/// ([`READ_BY_POLICY`]) is added or changed.
+pub fn dress(lean: &mut Value) {
+    let full = pod(0, 1);
+    fill(lean, &full);
+}
+
+fn fill(target: &mut Value, source: &Value) {
+    let (Value::Object(target), Value::Object(source)) = (target, source) else {
+        return;
+    };
+    for (key, value) in source {
+        if READ_BY_POLICY.contains(&key.as_str()) {
+            continue;
+        }
+        match target.get_mut(key) {
+            None => {
+                target.insert(key.clone(), value.clone());
+            }
+            // Each of the pod's own containers gets the full container's other fields.
+            Some(Value::Array(containers)) if key == "containers" => {
+                for container in containers {
+                    fill(container, &value[0]);
+                }
+            }
+            Some(existing) => fill(existing, value),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dressed_pod_is_about_six_kilobytes_and_reads_as_it_did() {
+        let lean = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-0", "namespace": "shop", "labels": {"app": "web"}},
+            "spec": {"nodeName": "node-3", "containers": [
+                {"name": "a", "ports": [{"name": "web", "containerPort": 80}]},
+                {"name": "b"},
+            ]},
+            "status": {"phase": "Pending"},
+        });
+        let mut dressed = lean.clone();
+        super::dress(&mut dressed);
+        let size = dressed.to_string().len();
+        assert!((4_500..9_000).contains(&size), "{size} bytes");
+        assert!(dressed["metadata"]["managedFields"].is_array());
+        assert_eq!(dressed["metadata"]["labels"], lean["metadata"]["labels"]);
+        assert_eq!(dressed["spec"]["nodeName"], "node-3");
+        assert_eq!(dressed["status"]["phase"], "Pending");
+        assert!(dressed["status"].get("podIP").is_none(), "no address added");
+        let containers = dressed["spec"]["containers"].as_array().unwrap();
+        assert_eq!(containers[0]["name"], "a");
+        assert_eq!(containers[0]["ports"], lean["spec"]["containers"][0]["ports"]);
+        assert!(containers[1].get("ports").is_none(), "no port added");
+        assert!(containers[1]["livenessProbe"].is_object());
+    }
+
     #[test]
     fn a_pod_is_about_six_kilobytes() {
         let size = super::pod(12345, 100).to_string().len();
