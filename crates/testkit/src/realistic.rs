@@ -157,7 +157,10 @@ mod tests {
         assert!(dressed["status"].get("podIP").is_none(), "no address added");
         let containers = dressed["spec"]["containers"].as_array().unwrap();
         assert_eq!(containers[0]["name"], "a");
-        assert_eq!(containers[0]["ports"], lean["spec"]["containers"][0]["ports"]);
+        assert_eq!(
+            containers[0]["ports"],
+            lean["spec"]["containers"][0]["ports"]
+        );
         assert!(containers[1].get("ports").is_none(), "no port added");
         assert!(containers[1]["livenessProbe"].is_object());
     }
