@@ -23,7 +23,8 @@
 //! - Nothing is published before the pods are listed completely (a partial list would delete
 //!   what it has not reached yet).
 //!
-//! `/healthz`, `/readyz` (ready once the pods are listed) and `/metrics` as the agent serves them.
+//! `/healthz`, `/readyz` (ready once the pods are listed, while no followed kind fails) and
+//! `/metrics` as the agent serves them.
 
 pub mod metrics;
 mod publisher;
