@@ -193,19 +193,25 @@ fn cluster_role_grants_read_only_access_to_exactly_the_watched_kinds_and_creatin
         "pods.",
         "namespaces.",
         "nodes.",
-        "networkpolicies.networking.k8s.io",
-        "adminnetworkpolicies.policy.networking.k8s.io",
-        "baselineadminnetworkpolicies.policy.networking.k8s.io",
-        "clusternetworkpolicies.policy.networking.k8s.io",
-        "ciliumnetworkpolicies.cilium.io",
-        "ciliumclusterwidenetworkpolicies.cilium.io",
         // Read in slice mode (`--source slices`): what `netpol controller` publishes.
         "netpolendpointslices.netpol.io",
     ]
+    .into_iter()
+    .chain(POLICY_RESOURCES)
     .map(String::from)
-    .into();
+    .collect();
     assert_eq!(granted, expected);
 }
+
+/// The policy kinds' resources, as RBAC names them (`resource.group`).
+const POLICY_RESOURCES: [&str; 6] = [
+    "networkpolicies.networking.k8s.io",
+    "adminnetworkpolicies.policy.networking.k8s.io",
+    "baselineadminnetworkpolicies.policy.networking.k8s.io",
+    "clusternetworkpolicies.policy.networking.k8s.io",
+    "ciliumnetworkpolicies.cilium.io",
+    "ciliumclusterwidenetworkpolicies.cilium.io",
+];
 
 #[test]
 fn the_controller_reads_pods_and_policies_and_writes_only_slices_and_events() {
@@ -237,16 +243,9 @@ fn the_controller_reads_pods_and_policies_and_writes_only_slices_and_events() {
     .into_iter()
     .map(String::from)
     .chain(
-        [
-            "networkpolicies.networking.k8s.io",
-            "adminnetworkpolicies.policy.networking.k8s.io",
-            "baselineadminnetworkpolicies.policy.networking.k8s.io",
-            "clusternetworkpolicies.policy.networking.k8s.io",
-            "ciliumnetworkpolicies.cilium.io",
-            "ciliumclusterwidenetworkpolicies.cilium.io",
-        ]
-        .into_iter()
-        .flat_map(|kind| ["get", "list", "watch"].map(|verb| format!("{kind} {verb}"))),
+        POLICY_RESOURCES
+            .into_iter()
+            .flat_map(|kind| ["get", "list", "watch"].map(|verb| format!("{kind} {verb}"))),
     )
     .collect();
     assert_eq!(granted, expected);
