@@ -1,12 +1,13 @@
 //! Refusals where users look: an object the agent refuses (a policy that does not validate) gets
 //! a Kubernetes Event on it, which `kubectl describe` shows, naming the field.
 //!
-//! Every agent watches every policy, so every agent sees every refusal; one agent per cluster
-//! reports them, or thousands of nodes would post thousands of copies. The reporter is elected
-//! with a coordination.k8s.io Lease (`netpol-refusals` in the agent's namespace): an agent holds
-//! it while it renews it, another takes it over only once it has expired, and every write
-//! carries the resourceVersion read, so two agents racing for it cannot both win (the API server
-//! answers the loser 409 Conflict).
+//! Every agent watches every policy, so every agent sees every refusal; one writer per cluster
+//! reports them, or thousands of nodes would post thousands of copies. In slice mode that writer
+//! is `netpol controller` ([`Posting`]; `controller::refusals`) and agents post only their
+//! node's own. In direct mode the reporter is an agent elected with a coordination.k8s.io Lease
+//! (`netpol-refusals` in the agent's namespace): an agent holds it while it renews it, another
+//! takes it over only once it has expired, and every write carries the resourceVersion read, so
+//! two agents racing for it cannot both win (the API server answers the loser 409 Conflict).
 //!
 //! No polling in steady state: an agent reads the Lease only when it has refusals to report
 //! ([`Reporter::run`]), and the holder renews it only while it has Events left to post. An agent
@@ -287,7 +288,8 @@ impl ReporterConfig {
 const AGENT: &str = "netpol-agent";
 const CONTROLLER: &str = "netpol-controller";
 
-/// Elects itself (or not) and posts the refusals it is told of while it holds the Lease.
+/// Posts the refusals it is told of: as [`Posting`] says, while it holds the Lease, always (the
+/// controller's), or only its node's own.
 pub struct Reporter {
     client: Client,
     config: ReporterConfig,
