@@ -35,7 +35,7 @@ use kube::{Api, Client};
 use netpol_api::ValidationError;
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use crate::indexes::Rejection;
+use crate::indexes::{is_over_budget, Rejection};
 use crate::lease::{elect, LeaseConfig};
 use crate::metrics::Metrics;
 
@@ -80,6 +80,16 @@ impl Refusal {
             reason: INVALID_POLICY,
             field: error.field.clone(),
             message: error.message.clone(),
+        }
+    }
+
+    /// The refusal the policy index's `error` stands for: over a budget (its message says so,
+    /// `indexes::is_over_budget`) or invalid.
+    pub fn of(error: &ValidationError) -> Refusal {
+        if is_over_budget(error) {
+            Refusal::over_budget(error)
+        } else {
+            Refusal::invalid(error)
         }
     }
 
@@ -208,17 +218,17 @@ pub fn refusals_of(rejection: &Rejection, metrics: &Metrics) -> Vec<Refusal> {
         .iter()
         .map(|error| {
             let message = crate::logline::bounded(&error.message);
-            if rejection.over_budget {
+            let refusal = Refusal::of(error);
+            if refusal.reason == POLICY_OVER_BUDGET {
                 tracing::warn!(object = %error.object, "policy refused: {message}");
-                Refusal::over_budget(error)
             } else {
                 tracing::warn!(
                     object = %error.object,
                     field = %error.field,
                     "invalid policy skipped: {message}"
                 );
-                Refusal::invalid(error)
             }
+            refusal
         })
         .collect()
 }

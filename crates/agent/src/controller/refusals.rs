@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use netpol_indexes::{is_over_budget, Applied, Policies, PolicyBudgets};
+use netpol_indexes::{Applied, Policies, PolicyBudgets};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
@@ -125,20 +125,11 @@ impl PolicyIndex {
             new
         } else {
             self.term_handed_over = term;
-            self.policies.refused().map(standing).collect()
+            self.policies.refused().map(Refusal::of).collect()
         };
         for refusal in refusals {
             // The reporter goes only with the runtime: the controller is stopping.
             let _ = self.refusals.send(refusal);
         }
-    }
-}
-
-/// A refusal the index holds, as the reporter posts it.
-fn standing(error: &netpol_api::ValidationError) -> Refusal {
-    if is_over_budget(error) {
-        Refusal::over_budget(error)
-    } else {
-        Refusal::invalid(error)
     }
 }
