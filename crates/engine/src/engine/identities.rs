@@ -5,7 +5,7 @@
 //! Nothing here touches a selector or a MapState: it only records, in [`IdentityChanges`], what
 //! the selectors and endpoints must hear about afterwards.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -15,8 +15,6 @@ use super::claims::Claimant;
 use super::labels_in_use::{ChangedKeys, LabelsInUse};
 use super::Engine;
 use crate::identity::{Identity, IdentityId};
-use crate::prefixes::truncations;
-use crate::selector::Peer;
 
 /// What one commit did to the identity store.
 #[derive(Debug, Default)]
@@ -222,18 +220,23 @@ impl Engine {
         changes: &mut IdentityChanges,
         arrivals: &mut Vec<Identity>,
     ) {
-        self.sync_world_identities(changes);
+        let cidrs_changed = self.sync_world_identities(changes);
         let used = LabelsInUse::of(self.live_entries());
         let changed_keys = used.changed_keys(&self.labels_in_use);
         self.labels_in_use = used;
-        let cidrs_changed = self.sync_cluster_cidrs();
         if cidrs_changed || !changed_keys.is_empty() {
             self.rekey_addresses(changes, arrivals, cidrs_changed, &changed_keys);
         }
     }
 
-    /// Every prefix a CIDR peer of a live entry names, of either scope; returns whether they
-    /// changed.
+    /// The cluster CIDRs holding an address, part of its identity, shortest first (which is
+    /// their order).
+    ///
+    /// The cluster CIDRs are every prefix a CIDR peer of a live entry names, of either scope:
+    /// the world prefixes, which the world sync keeps to exactly those, less a whole address
+    /// space no live peer names (the world keeps both for the addresses nothing else holds).
+    /// They are read from the world map, not kept beside it: a copy cost about 30 bytes a live
+    /// prefix and a pass over every live prefix at each policy change (issue 33).
     ///
     /// Addresses are grouped into one identity only when these prefixes hold them alike. A `/0`
     /// counts like any other: `0.0.0.0/0` holds every IPv4 address and no IPv6 one, so leaving it
@@ -245,31 +248,14 @@ impl Engine {
     /// catches the pod addresses inside it, and the compiler decides per identity which need
     /// rules of their own ahead of it (`netpol_datapath`'s nesting). That decision holds for every
     /// member only if all of them lie inside the same prefixes.
-    fn sync_cluster_cidrs(&mut self) -> bool {
-        let wanted: BTreeSet<IpNet> = self
-            .live_entries()
-            .flat_map(|e| &e.peers)
-            .filter(|p| matches!(p, Peer::Cidr(_)))
-            .flat_map(Peer::prefixes)
-            .collect();
-        let changed = wanted != self.cluster_cidrs;
-        if changed {
-            self.cluster_cidr_lengths = wanted.iter().map(IpNet::prefix_len).collect();
-        }
-        self.cluster_cidrs = wanted;
-        changed
-    }
-
-    /// The cluster CIDRs holding an address, part of its identity, in order: one lookup per
-    /// distinct length, not a test against each of them (250,000 for five CIDR-heavy policies,
-    /// for each of the cluster's addresses).
     fn cidrs_holding(&self, address: IpAddr) -> Vec<IpNet> {
         let host = IpNet::from(address);
-        let mut out: Vec<IpNet> = truncations(&host, &self.cluster_cidr_lengths)
-            .filter(|net| self.cluster_cidrs.contains(net))
-            .collect();
-        out.sort_unstable();
-        out
+        let whole_named = self.wholes_named[usize::from(address.is_ipv6())];
+        self.store
+            .world_prefixes_holding(&host)
+            .map(|(net, _)| net)
+            .filter(|net| net.prefix_len() > 0 || whole_named)
+            .collect()
     }
 
     /// Moves every pod and node address whose set of cluster CIDRs changed (`cidrs_changed`:

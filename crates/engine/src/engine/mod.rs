@@ -29,8 +29,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use ipnet::IpNet;
-
 use crate::audit::PolicyView;
 use crate::entry::{Direction, PolicyEntry};
 use crate::flow::AddressOracle;
@@ -151,11 +149,10 @@ pub struct Engine {
     nodes: BTreeMap<String, Arc<[Identity]>>,
     /// Which pod or node owns each address, when several claim one (a reused pod address).
     claims: claims::ClaimBook,
-    /// Prefixes of CIDR peers that can select pods and nodes. An address's identity includes the
-    /// ones holding it (see [`IdentityStore::insert_shared`]).
-    cluster_cidrs: BTreeSet<IpNet>,
-    /// The distinct lengths of `cluster_cidrs`.
-    cluster_cidr_lengths: BTreeSet<u8>,
+    /// Whether a live entry's CIDR peer names the whole IPv4 (`[0]`) or IPv6 (`[1]`) address
+    /// space: only then is it a cluster CIDR (see `Engine::cidrs_holding`), although the
+    /// world identities always hold both.
+    wholes_named: [bool; 2],
     /// What the policies staged last did that the world classes follow (taken by their sync).
     policy_delta: world_delta::PolicyDelta,
     /// The identities whose member addresses the last commit changed (new and removed ones
@@ -201,8 +198,7 @@ impl Engine {
             pods: BTreeMap::new(),
             nodes: BTreeMap::new(),
             claims: claims::ClaimBook::default(),
-            cluster_cidrs: BTreeSet::new(),
-            cluster_cidr_lengths: BTreeSet::new(),
+            wholes_named: [false; 2],
             policy_delta: Default::default(),
             changed_identities: BTreeSet::new(),
             labels_in_use: LabelsInUse::default(),

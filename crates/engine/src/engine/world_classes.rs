@@ -27,8 +27,12 @@ impl Engine {
     ///
     /// A change that stays among its own prefixes re-classifies those only
     /// ([`Engine::touched_classes`]); any other, every prefix.
-    pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) {
+    ///
+    /// Returns whether the cluster CIDRs changed: a world prefix came or went, or a whole
+    /// address space became or stopped being named (see `Engine::cidrs_holding`).
+    pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) -> bool {
         let delta = std::mem::take(&mut self.policy_delta);
+        let mut cidrs_changed = false;
         let (classes, candidates): (BTreeMap<IpNet, WorldClass>, Vec<IpNet>) =
             match self.touched_classes(&delta) {
                 Some(touched) => {
@@ -37,6 +41,11 @@ impl Engine {
                     (touched.classes, candidates)
                 }
                 None => {
+                    // A change naming a whole address space is never a touched one, so the
+                    // wholes named change only here.
+                    let wholes_named = wholes_named(self);
+                    cidrs_changed |= wholes_named != self.wholes_named;
+                    self.wholes_named = wholes_named;
                     let classes = classify(self);
                     let mut all: Vec<IpNet> = self.store.world_prefixes().map(|(p, _)| p).collect();
                     all.extend(classes.keys().copied());
@@ -56,6 +65,7 @@ impl Engine {
                     if let Some(class) = class {
                         moves.join(&mut self.store, prefix, class);
                         moves.prefixes.push(prefix);
+                        cidrs_changed = true;
                     }
                 }
                 Some(id) if class != self.store.world_class(id) => stale.push(prefix),
@@ -71,8 +81,9 @@ impl Engine {
             }
         }
         for prefix in &stale {
-            if let Some(class) = classes.get(prefix) {
-                moves.join(&mut self.store, *prefix, class);
+            match classes.get(prefix) {
+                Some(class) => moves.join(&mut self.store, *prefix, class),
+                None => cidrs_changed = true,
             }
         }
         moves.prefixes.extend(stale);
@@ -89,6 +100,7 @@ impl Engine {
         changes.worlds_moved.extend(moves.prefixes);
         #[cfg(debug_assertions)]
         self.assert_classes_exact();
+        cidrs_changed
     }
 
     /// Every world prefix in the class a full classification gives it (debug builds: the tests
@@ -189,6 +201,20 @@ pub(super) fn named_entries(engine: &Engine) -> Vec<(usize, EntryRef)> {
         let key: Arc<str> = Arc::from(key.as_str());
         named.extend((0..*count).map(|j| (start + j, (key.clone(), j as u32))));
         start += count;
+    }
+    named
+}
+
+/// Whether a CIDR peer of a live entry names the whole IPv4 (`[0]`) or IPv6 (`[1]`) address
+/// space.
+fn wholes_named(engine: &Engine) -> [bool; 2] {
+    let mut named = [false; 2];
+    let prefixes = engine
+        .live_entries()
+        .flat_map(|e| &e.peers)
+        .flat_map(Peer::prefixes);
+    for prefix in prefixes.filter(|p| p.prefix_len() == 0) {
+        named[usize::from(matches!(prefix, IpNet::V6(_)))] = true;
     }
     named
 }

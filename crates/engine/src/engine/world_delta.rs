@@ -16,7 +16,6 @@ use ipnet::IpNet;
 use super::world_classes::{classify_prefixes, named_entries, CidrPeers};
 use super::Engine;
 use crate::identity::{EntryRef, WorldClass};
-use crate::prefixes::truncations;
 use crate::selector::Peer;
 
 /// What a policy change did that the world classes follow, noted when the policies are applied.
@@ -77,9 +76,11 @@ impl Engine {
                     return None;
                 }
             }
-            let related = truncations(prefix, &self.cluster_cidr_lengths)
+            let related = self
+                .store
+                .world_prefixes_holding(prefix)
+                .map(|(outer, _)| outer)
                 .filter(|outer| outer != prefix && outer.prefix_len() > 0)
-                .filter(|outer| self.store.world_of(outer).is_some())
                 .chain(self.store.worlds_within(*prefix).map(|(inner, _)| inner))
                 .any(|other| other != *prefix && !mine(&other));
             if related {
