@@ -548,6 +548,15 @@ impl IdentityStore {
         self.world.holding(net)
     }
 
+    /// The world prefixes holding `net` other than itself and the whole address spaces, shortest
+    /// first.
+    pub fn world_prefixes_holding_strictly<'a>(
+        &'a self,
+        net: &'a IpNet,
+    ) -> impl Iterator<Item = IpNet> + 'a {
+        self.world.holding_strictly(net).map(|(outer, _)| outer)
+    }
+
     /// The identity of an address: the pod or node that owns it, else the longest world prefix
     /// holding it. None only when no world identity covers the address family.
     pub fn resolve(&self, ip: IpAddr) -> Option<IdentityId> {

@@ -6,7 +6,8 @@
 //! of the CIDR peers' prefixes (the peers that may hold it are among its own truncations), not a
 //! test against every peer: one policy may name 50,000 prefixes.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ipnet::IpNet;
@@ -33,42 +34,39 @@ impl Engine {
     pub(super) fn sync_world_identities(&mut self, changes: &mut IdentityChanges) -> bool {
         let delta = std::mem::take(&mut self.policy_delta);
         let mut cidrs_changed = false;
-        let (classes, candidates): (BTreeMap<IpNet, WorldClass>, Vec<IpNet>) =
-            match self.touched_classes(&delta) {
-                Some(touched) => {
-                    let mut candidates = touched.gone;
-                    candidates.extend(touched.classes.keys().copied());
-                    (touched.classes, candidates)
-                }
-                None => {
-                    // A change naming a whole address space is never a touched one, so the
-                    // wholes named change only here.
-                    let wholes_named = wholes_named(self);
-                    cidrs_changed |= wholes_named != self.wholes_named;
-                    self.wholes_named = wholes_named;
-                    let classes = classify(self);
-                    let mut all: Vec<IpNet> = self.store.world_prefixes().map(|(p, _)| p).collect();
-                    all.extend(classes.keys().copied());
-                    all.sort_unstable();
-                    all.dedup();
-                    (classes, all)
-                }
-            };
-        // One lookup a prefix: a new one joins its class now, one whose class changed leaves
-        // its old one (and joins the new one below).
+        let candidates = match self.touched_classes(&delta) {
+            Some(touched) => touched,
+            None => {
+                // A change naming a whole address space is never a touched one, so the wholes
+                // named change only here.
+                let wholes_named = wholes_named(self);
+                cidrs_changed |= wholes_named != self.wholes_named;
+                self.wholes_named = wholes_named;
+                let classes = classify(self);
+                join_existing(classes, self.store.world_prefixes())
+            }
+        };
+        // A new prefix joins its class now, one whose class changed leaves its old one (and
+        // joins the new one below).
         let mut moves = Moves::default();
         let mut stale: Vec<IpNet> = Vec::new();
-        for prefix in candidates {
-            let class = classes.get(&prefix);
-            match self.store.world_of(&prefix) {
+        let mut rejoining: Vec<(IpNet, WorldClass)> = Vec::new();
+        for Candidate { prefix, class, id } in candidates {
+            match id {
                 None => {
                     if let Some(class) = class {
-                        moves.join(&mut self.store, prefix, class);
+                        moves.join(&mut self.store, prefix, &class);
                         moves.prefixes.push(prefix);
                         cidrs_changed = true;
                     }
                 }
-                Some(id) if class != self.store.world_class(id) => stale.push(prefix),
+                Some(id) if class.as_ref() != self.store.world_class(id) => {
+                    stale.push(prefix);
+                    match class {
+                        Some(class) => rejoining.push((prefix, class)),
+                        None => cidrs_changed = true,
+                    }
+                }
                 Some(_) => {}
             }
         }
@@ -80,11 +78,8 @@ impl Engine {
                 }
             }
         }
-        for prefix in &stale {
-            match classes.get(prefix) {
-                Some(class) => moves.join(&mut self.store, *prefix, class),
-                None => cidrs_changed = true,
-            }
+        for (prefix, class) in &rejoining {
+            moves.join(&mut self.store, *prefix, class);
         }
         moves.prefixes.extend(stale);
         for id in moves.added.union(&moves.readdressed) {
@@ -108,7 +103,7 @@ impl Engine {
     #[cfg(debug_assertions)]
     fn assert_classes_exact(&self) {
         let classes = classify(self);
-        let stored: BTreeMap<IpNet, WorldClass> = self
+        let stored: Vec<(IpNet, WorldClass)> = self
             .store
             .world_prefixes()
             .map(|(p, id)| (p, self.store.world_class(id).expect("world").clone()))
@@ -148,12 +143,55 @@ impl Moves {
     }
 }
 
+/// A world prefix a sync looks at: its class after the change (None: it goes) and its identity
+/// before it (None: it is new).
+pub(super) struct Candidate {
+    pub(super) prefix: IpNet,
+    pub(super) class: Option<WorldClass>,
+    pub(super) id: Option<IdentityId>,
+}
+
+/// Every prefix that is a world prefix now or has a class after the change, from both sorted
+/// lists in one pass: a lookup in the world map per prefix was most of a sync's time.
+fn join_existing(
+    classes: Vec<(IpNet, WorldClass)>,
+    existing: impl Iterator<Item = (IpNet, IdentityId)>,
+) -> Vec<Candidate> {
+    let mut out = Vec::with_capacity(classes.len());
+    let mut existing = existing.peekable();
+    for (prefix, class) in classes {
+        while let Some((before, id)) = existing.next_if(|(p, _)| *p < prefix) {
+            out.push(Candidate {
+                prefix: before,
+                class: None,
+                id: Some(id),
+            });
+        }
+        let id = existing.next_if(|(p, _)| *p == prefix).map(|(_, id)| id);
+        out.push(Candidate {
+            prefix,
+            class: Some(class),
+            id,
+        });
+    }
+    out.extend(existing.map(|(prefix, id)| Candidate {
+        prefix,
+        class: None,
+        id: Some(id),
+    }));
+    out
+}
+
 /// The live entries' CIDR peers by prefix, each with the entry it belongs to.
 #[derive(Default)]
 pub(super) struct CidrPeers<'a> {
     /// The live entries with CIDR peers, as classes name them; peers point into it.
     entries: Vec<EntryRef>,
-    by_net: HashMap<IpNet, Vec<(u32, &'a CidrSelector)>>,
+    /// The first peer naming each prefix, inline: a CIDR-heavy entry names each of its 50,000
+    /// prefixes once, and a list each was an allocation each.
+    by_net: foldhash::HashMap<IpNet, (u32, &'a CidrSelector)>,
+    /// The further peers naming a prefix.
+    more: foldhash::HashMap<IpNet, Vec<(u32, &'a CidrSelector)>>,
     lengths: BTreeSet<u8>,
 }
 
@@ -164,10 +202,13 @@ impl<'a> CidrPeers<'a> {
         for peer in peers {
             if let Peer::Cidr(cidr) = peer {
                 any = true;
-                self.by_net
-                    .entry(cidr.net.trunc())
-                    .or_default()
-                    .push((at, cidr));
+                let net = cidr.net.trunc();
+                match self.by_net.entry(net) {
+                    Entry::Vacant(slot) => {
+                        slot.insert((at, cidr));
+                    }
+                    Entry::Occupied(_) => self.more.entry(net).or_default().push((at, cidr)),
+                }
                 self.lengths.insert(cidr.net.prefix_len());
             }
         }
@@ -176,17 +217,24 @@ impl<'a> CidrPeers<'a> {
         }
     }
 
-    /// The entries (positions in `entries`) whose CIDR peers cover `prefix`, sorted.
-    fn covering(&self, prefix: &IpNet) -> Vec<u32> {
-        let mut out: Vec<u32> = truncations(prefix, &self.lengths)
-            .filter_map(|net| self.by_net.get(&net))
-            .flatten()
-            .filter(|(_, cidr)| cidr.covers(prefix))
-            .map(|(at, _)| *at)
-            .collect();
+    /// The entries (positions in `entries`) whose CIDR peers cover `prefix`, sorted, into
+    /// `out`.
+    fn covering(&self, prefix: &IpNet, out: &mut Vec<u32>) {
+        out.clear();
+        for net in truncations(prefix, &self.lengths) {
+            let Some(first) = self.by_net.get(&net) else {
+                continue;
+            };
+            let more = self.more.get(&net).into_iter().flatten();
+            out.extend(
+                std::iter::once(first)
+                    .chain(more)
+                    .filter(|(_, cidr)| cidr.covers(prefix))
+                    .map(|(at, _)| *at),
+            );
+        }
         out.sort_unstable();
         out.dedup();
-        out
     }
 }
 
@@ -220,9 +268,9 @@ fn wholes_named(engine: &Engine) -> [bool; 2] {
 }
 
 /// Every world prefix the engine needs (`0.0.0.0/0`, `::/0` and every prefix a live entry's
-/// peer names, `except`s included) with its class.
-fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
-    let mut prefixes: BTreeSet<IpNet> = ["0.0.0.0/0", "::/0"]
+/// peer names, `except`s included) with its class, in order.
+fn classify(engine: &Engine) -> Vec<(IpNet, WorldClass)> {
+    let mut prefixes: Vec<IpNet> = ["0.0.0.0/0", "::/0"]
         .iter()
         .map(|s| s.parse().expect("valid"))
         .collect();
@@ -235,17 +283,23 @@ fn classify(engine: &Engine) -> BTreeMap<IpNet, WorldClass> {
         prefixes.extend(entry_peers.iter().flat_map(Peer::prefixes));
         peers.add(entry, entry_peers);
     }
+    prefixes.sort_unstable();
+    prefixes.dedup();
     classify_prefixes(&prefixes, &peers)
 }
 
-/// The classes of `prefixes`, a set closed under what `peers` name: a prefix holding another of
-/// them is one of its own, a leaf is in the class of the peers' entries covering it.
+/// The classes of `prefixes` (sorted, without duplicates), a set closed under what `peers`
+/// name: a prefix holding another of them is one of its own, a leaf is in the class of the
+/// peers' entries covering it. In the prefixes' order.
 pub(super) fn classify_prefixes(
-    prefixes: &BTreeSet<IpNet>,
+    prefixes: &[IpNet],
     peers: &CidrPeers<'_>,
-) -> BTreeMap<IpNet, WorldClass> {
+) -> Vec<(IpNet, WorldClass)> {
     let mut interned: HashMap<Vec<u32>, Arc<[EntryRef]>> = HashMap::new();
-    let mut out = BTreeMap::new();
+    let mut out = Vec::with_capacity(prefixes.len());
+    let mut covering = Vec::new();
+    // The class of the last leaf: a policy's prefixes come in a run, mostly of one class.
+    let mut last: Option<(Vec<u32>, Arc<[EntryRef]>)> = None;
     let mut ordered = prefixes.iter().peekable();
     while let Some(prefix) = ordered.next() {
         // Prefixes are sorted by first address, then length: one holding others is followed by
@@ -258,16 +312,26 @@ pub(super) fn classify_prefixes(
         let class = if holds_others || prefix.prefix_len() == 0 {
             WorldClass::Prefix(*prefix)
         } else {
-            let covering = peers.covering(prefix);
-            let entries = interned.entry(covering).or_insert_with_key(|covering| {
-                covering
-                    .iter()
-                    .map(|at| peers.entries[*at as usize].clone())
-                    .collect()
-            });
-            WorldClass::SelectedBy(entries.clone())
+            peers.covering(prefix, &mut covering);
+            let entries = match &last {
+                Some((before, entries)) if *before == covering => entries.clone(),
+                _ => {
+                    let entries = interned
+                        .entry(covering.clone())
+                        .or_insert_with_key(|covering| {
+                            covering
+                                .iter()
+                                .map(|at| peers.entries[*at as usize].clone())
+                                .collect()
+                        })
+                        .clone();
+                    last = Some((covering.clone(), entries.clone()));
+                    entries
+                }
+            };
+            WorldClass::SelectedBy(entries)
         };
-        out.insert(*prefix, class);
+        out.push((*prefix, class));
     }
     out
 }

@@ -8,14 +8,14 @@
 //! prefix changes class, and the touched ones are classified among the changed entries alone.
 //! Otherwise [`Engine::touched_classes`] says so and the caller classifies everything.
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use ipnet::IpNet;
 
-use super::world_classes::{classify_prefixes, named_entries, CidrPeers};
+use super::world_classes::{classify_prefixes, named_entries, Candidate, CidrPeers};
 use super::Engine;
-use crate::identity::{EntryRef, WorldClass};
+use crate::identity::{EntryRef, IdentityId, WorldClass};
 use crate::selector::Peer;
 
 /// What a policy change did that the world classes follow, noted when the policies are applied.
@@ -27,22 +27,16 @@ pub(super) struct PolicyDelta {
     pub(super) lost: Vec<IpNet>,
 }
 
-/// The classes of the touched prefixes: those that stay or come, with their class, and those
-/// that go.
-pub(super) struct Touched {
-    pub(super) classes: BTreeMap<IpNet, WorldClass>,
-    pub(super) gone: Vec<IpNet>,
-}
-
 impl Engine {
-    /// The classes of the prefixes `delta` and the liveness flips touched, or None where the
-    /// change reaches prefixes it does not name (see the module).
-    pub(super) fn touched_classes(&self, delta: &PolicyDelta) -> Option<Touched> {
+    /// The prefixes `delta` and the liveness flips touched, each with its class after the change
+    /// and its identity before it, or None where the change reaches prefixes it does not name
+    /// (see the module).
+    pub(super) fn touched_classes(&self, delta: &PolicyDelta) -> Option<Vec<Candidate>> {
         // The whole address spaces are there from the first sync on, which is a full one.
         let whole: IpNet = "0.0.0.0/0".parse().expect("valid");
         self.store.world_of(&whole)?;
-        let mut lost: HashSet<IpNet> = delta.lost.iter().copied().collect();
-        let mut gained: BTreeSet<IpNet> = BTreeSet::new();
+        let mut lost: foldhash::HashSet<IpNet> = delta.lost.iter().copied().collect();
+        let mut gained: Vec<IpNet> = Vec::new();
         let mut peers = CidrPeers::default();
         let mut flipped: HashSet<EntryRef> = HashSet::new();
         for (i, entry) in named_entries(self) {
@@ -60,8 +54,12 @@ impl Engine {
                 peers.add(entry, entry_peers);
             }
         }
+        gained.sort_unstable();
+        gained.dedup();
         let changed = |r: &EntryRef| delta.staged.contains(&r.0) || flipped.contains(r);
-        let mine = |p: &IpNet| lost.contains(p) || gained.contains(p);
+        let mine = |p: &IpNet| lost.contains(p) || gained.binary_search(p).is_ok();
+        // Each touched prefix's identity before the change, looked up once.
+        let mut before: foldhash::HashMap<IpNet, IdentityId> = Default::default();
         for prefix in lost.iter().chain(&gained) {
             if prefix.prefix_len() == 0 {
                 return None;
@@ -75,22 +73,43 @@ impl Engine {
                 if !alone || !lost.contains(prefix) {
                     return None;
                 }
+                before.insert(*prefix, id);
             }
-            let related = self
-                .store
-                .world_prefixes_holding(prefix)
-                .map(|(outer, _)| outer)
-                .filter(|outer| outer != prefix && outer.prefix_len() > 0)
-                .chain(self.store.worlds_within(*prefix).map(|(inner, _)| inner))
+            let holders = self.store.world_prefixes_holding_strictly(prefix);
+            // A host prefix holds no prefix but itself.
+            let inside = (!is_host(prefix))
+                .then(|| self.store.worlds_within(*prefix).map(|(inner, _)| inner))
+                .into_iter()
+                .flatten();
+            let related = holders
+                .chain(inside)
                 .any(|other| other != *prefix && !mine(&other));
             if related {
                 return None;
             }
         }
         let classes = classify_prefixes(&gained, &peers);
-        let gone = lost.into_iter().filter(|p| !gained.contains(p)).collect();
-        Some(Touched { classes, gone })
+        let mut out: Vec<Candidate> = lost
+            .into_iter()
+            .filter(|p| gained.binary_search(p).is_err())
+            .map(|prefix| Candidate {
+                prefix,
+                class: None,
+                id: before.get(&prefix).copied(),
+            })
+            .collect();
+        out.extend(classes.into_iter().map(|(prefix, class)| Candidate {
+            prefix,
+            class: Some(class),
+            id: before.get(&prefix).copied(),
+        }));
+        Some(out)
     }
+}
+
+/// Whether `prefix` is a single address.
+fn is_host(prefix: &IpNet) -> bool {
+    prefix.prefix_len() == prefix.max_prefix_len()
 }
 
 /// Whether some CIDR peer is a whole address space, which covers every prefix of its family.

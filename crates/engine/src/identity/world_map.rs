@@ -74,8 +74,25 @@ impl WorldMap {
 
     /// The prefixes of the map holding `net` (itself included), shortest first.
     pub fn holding<'a>(&'a self, net: &'a IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
+        self.holding_of_lengths(net, 0..=net.prefix_len())
+    }
+
+    /// The prefixes of the map holding `net` other than itself and a whole address space,
+    /// shortest first: for a `/32` among `/32`s, no lookup at all.
+    pub fn holding_strictly<'a>(
+        &'a self,
+        net: &'a IpNet,
+    ) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
+        self.holding_of_lengths(net, 1..net.prefix_len())
+    }
+
+    fn holding_of_lengths<'a>(
+        &'a self,
+        net: &'a IpNet,
+        lengths: impl Iterator<Item = u8> + 'a,
+    ) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
         let counts = &self.lengths[family(net)];
-        (0..=net.prefix_len())
+        lengths
             .filter(move |len| counts[usize::from(*len)] > 0)
             .filter_map(move |len| {
                 let outer = IpNet::new(net.addr(), len).ok()?.trunc();
@@ -111,6 +128,11 @@ mod tests {
         map.insert(net("::/0"), IdentityId(3));
         let held: Vec<IdentityId> = map.holding(&net("10.1.2.3/32")).map(|(_, id)| id).collect();
         assert_eq!(held, [IdentityId(0), IdentityId(1), IdentityId(2)]);
+        let strictly: Vec<IdentityId> = map
+            .holding_strictly(&net("10.1.2.3/32"))
+            .map(|(_, id)| id)
+            .collect();
+        assert_eq!(strictly, [IdentityId(1)]);
         assert_eq!(
             map.longest_holding("10.1.2.3".parse().unwrap()),
             Some(IdentityId(2))
