@@ -374,6 +374,9 @@ impl IdentityStore {
                 .map(|(id, _)| *id)
                 .collect();
         }
+        if prefix.prefix_len() == prefix.max_prefix_len() {
+            return self.host(prefix.addr()).into_iter().collect();
+        }
         match self.by_cidr.get(&prefix) {
             Some(ids) if self.exact_hosts == 0 => ids.iter().copied().collect(),
             _ => {
@@ -395,10 +398,21 @@ impl IdentityStore {
 
     /// The world prefixes inside `prefix` (itself included), each with its identity: a range of
     /// the sorted world map.
+    ///
+    /// A single address holds no prefix but itself: one lookup, not a range (a CIDR-heavy
+    /// policy's 50,000 `/32`s are each asked at every change that touches them).
     pub fn worlds_within(&self, prefix: IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
-        self.world
-            .starting_in(prefix.network()..=prefix.broadcast())
-            .filter(move |(net, _)| prefix.contains(net))
+        let single = prefix.prefix_len() == prefix.max_prefix_len();
+        let exact = single.then(|| self.world.get(&prefix)).flatten();
+        let range = (!single).then(|| {
+            self.world
+                .starting_in(prefix.network()..=prefix.broadcast())
+                .filter(move |(net, _)| prefix.contains(net))
+        });
+        exact
+            .map(|id| (prefix, id))
+            .into_iter()
+            .chain(range.into_iter().flatten())
     }
 
     /// One member prefix of the identity in the given family (IPv6 or not), if it has one.
@@ -548,13 +562,27 @@ impl IdentityStore {
         self.world.holding(net)
     }
 
-    /// The world prefixes holding `net` other than itself and the whole address spaces, shortest
-    /// first.
-    pub fn world_prefixes_holding_strictly<'a>(
-        &'a self,
-        net: &'a IpNet,
-    ) -> impl Iterator<Item = IpNet> + 'a {
-        self.world.holding_strictly(net).map(|(outer, _)| outer)
+    /// For each of `nets` (best given in order), the world prefixes holding it other than itself
+    /// and the whole address spaces: `f` gets each net with each such prefix.
+    pub fn world_prefixes_holding_each_strictly<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+        mut f: impl FnMut(&IpNet, IpNet),
+    ) {
+        self.world
+            .holding_each(nets, |n| 1..n.prefix_len(), |n, outer, _| f(n, outer));
+    }
+
+    /// The world identities holding any of `nets` (best given in order; themselves included),
+    /// unsorted and possibly repeated.
+    pub fn worlds_holding_any<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+    ) -> Vec<IdentityId> {
+        let mut out = Vec::new();
+        self.world
+            .holding_each(nets, |n| 0..n.prefix_len() + 1, |_, _, id| out.push(id));
+        out
     }
 
     /// The identity of an address: the pod or node that owns it, else the longest world prefix

@@ -196,14 +196,16 @@ impl Peer {
     }
 
     /// Prefixes this peer names, which must exist as world identities for exact matching.
-    pub fn prefixes(&self) -> Vec<IpNet> {
-        match self {
-            Peer::Cidr(c) => std::iter::once(c.net)
-                .chain(c.except.iter().copied())
-                .map(|n| n.trunc())
-                .collect(),
-            _ => Vec::new(),
-        }
+    /// An iterator, not a list: a CIDR-heavy policy's 50,000 peers are walked at every change
+    /// that touches them, and a list each was an allocation each.
+    pub fn prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        let cidr = match self {
+            Peer::Cidr(c) => Some(c),
+            _ => None,
+        };
+        cidr.into_iter()
+            .flat_map(|c| std::iter::once(c.net).chain(c.except.iter().copied()))
+            .map(|n| n.trunc())
     }
 }
 

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use ipnet::IpNet;
+
 use super::identities::{IdentityChanges, StagedClaim, Touched};
 use super::{EndpointChanges, Engine};
 use crate::entry::PolicyEntry;
@@ -299,20 +301,17 @@ impl Engine {
             .collect();
         // Hosts whose identity came or went: a rule for a prefix holding them may now need, or no
         // longer need, rules of their own ahead of it.
-        let mut nested: Vec<IdentityId> = added
+        let hosts: Vec<IpNet> = added
             .iter()
             .filter_map(|id| self.store.get(*id))
             .chain(removed.iter().map(|(_, i)| i))
             .filter(|i| !i.is_world())
-            .flat_map(|i| self.store.worlds_holding(&i.prefix))
+            .map(|i| i.prefix)
             .collect();
+        let mut nested = self.store.worlds_holding_any(&hosts);
         // World prefixes that came, went or changed class: the prefixes holding them may now
         // catch other identities' addresses, and the classes they left or joined hold others.
-        nested.extend(
-            worlds_moved
-                .iter()
-                .flat_map(|prefix| self.store.worlds_holding(prefix)),
-        );
+        nested.extend(self.store.worlds_holding_any(&worlds_moved));
         nested.extend(worlds_readdressed);
         nested.sort_unstable();
         nested.dedup();

@@ -58,9 +58,13 @@ impl Engine {
         gained.dedup();
         let changed = |r: &EntryRef| delta.staged.contains(&r.0) || flipped.contains(r);
         let mine = |p: &IpNet| lost.contains(p) || gained.binary_search(p).is_ok();
+        let mut touched: Vec<IpNet> = lost.iter().copied().collect();
+        touched.extend(&gained);
+        touched.sort_unstable();
+        touched.dedup();
         // Each touched prefix's identity before the change, looked up once.
         let mut before: foldhash::HashMap<IpNet, IdentityId> = Default::default();
-        for prefix in lost.iter().chain(&gained) {
+        for prefix in &touched {
             if prefix.prefix_len() == 0 {
                 return None;
             }
@@ -75,18 +79,23 @@ impl Engine {
                 }
                 before.insert(*prefix, id);
             }
-            let holders = self.store.world_prefixes_holding_strictly(prefix);
             // A host prefix holds no prefix but itself.
-            let inside = (!is_host(prefix))
-                .then(|| self.store.worlds_within(*prefix).map(|(inner, _)| inner))
-                .into_iter()
-                .flatten();
-            let related = holders
-                .chain(inside)
-                .any(|other| other != *prefix && !mine(&other));
-            if related {
+            let related_inside = !is_host(prefix)
+                && self
+                    .store
+                    .worlds_within(*prefix)
+                    .any(|(inner, _)| inner != *prefix && !mine(&inner));
+            if related_inside {
                 return None;
             }
+        }
+        let mut related_outside = false;
+        self.store
+            .world_prefixes_holding_each_strictly(&touched, |_, outer| {
+                related_outside |= !mine(&outer);
+            });
+        if related_outside {
+            return None;
         }
         let classes = classify_prefixes(&gained, &peers);
         let mut out: Vec<Candidate> = lost

@@ -74,30 +74,52 @@ impl WorldMap {
 
     /// The prefixes of the map holding `net` (itself included), shortest first.
     pub fn holding<'a>(&'a self, net: &'a IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
-        self.holding_of_lengths(net, 0..=net.prefix_len())
-    }
-
-    /// The prefixes of the map holding `net` other than itself and a whole address space,
-    /// shortest first: for a `/32` among `/32`s, no lookup at all.
-    pub fn holding_strictly<'a>(
-        &'a self,
-        net: &'a IpNet,
-    ) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
-        self.holding_of_lengths(net, 1..net.prefix_len())
-    }
-
-    fn holding_of_lengths<'a>(
-        &'a self,
-        net: &'a IpNet,
-        lengths: impl Iterator<Item = u8> + 'a,
-    ) -> impl Iterator<Item = (IpNet, IdentityId)> + 'a {
         let counts = &self.lengths[family(net)];
-        lengths
+        (0..=net.prefix_len())
             .filter(move |len| counts[usize::from(*len)] > 0)
             .filter_map(move |len| {
                 let outer = IpNet::new(net.addr(), len).ok()?.trunc();
                 self.get(&outer).map(|id| (outer, id))
             })
+    }
+
+    /// The prefixes of the map holding each of `nets`, given in order, with `lengths` picking
+    /// which lengths to look at for each: `f` gets each net with each prefix holding it.
+    ///
+    /// A shorter prefix holding one of a run of sorted prefixes mostly holds the next too, so a
+    /// length is looked up again only when the net's truncation to it differs from the last
+    /// net's: a CIDR-heavy policy's 50,000 `/32`s cost one lookup each at their own length, not
+    /// one at every length present (issue 33).
+    pub fn holding_each<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+        lengths: impl Fn(&IpNet) -> std::ops::Range<u8>,
+        mut f: impl FnMut(&IpNet, IpNet, IdentityId),
+    ) {
+        // The last truncation looked up at each length of each family, with what it found.
+        let mut last: [Vec<Option<(IpNet, Option<IdentityId>)>>; 2] =
+            [vec![None; 33], vec![None; 129]];
+        for net in nets {
+            let family = family(net);
+            let counts = &self.lengths[family];
+            for len in lengths(net).filter(|len| counts[usize::from(*len)] > 0) {
+                let Ok(outer) = IpNet::new(net.addr(), len).map(|n| n.trunc()) else {
+                    continue;
+                };
+                let memo = &mut last[family][usize::from(len)];
+                let found = match memo {
+                    Some((before, found)) if *before == outer => *found,
+                    _ => {
+                        let found = self.get(&outer);
+                        *memo = Some((outer, found));
+                        found
+                    }
+                };
+                if let Some(id) = found {
+                    f(net, outer, id);
+                }
+            }
+        }
     }
 
     /// The longest prefix of the map holding `ip`.
@@ -128,11 +150,26 @@ mod tests {
         map.insert(net("::/0"), IdentityId(3));
         let held: Vec<IdentityId> = map.holding(&net("10.1.2.3/32")).map(|(_, id)| id).collect();
         assert_eq!(held, [IdentityId(0), IdentityId(1), IdentityId(2)]);
-        let strictly: Vec<IdentityId> = map
-            .holding_strictly(&net("10.1.2.3/32"))
-            .map(|(_, id)| id)
-            .collect();
-        assert_eq!(strictly, [IdentityId(1)]);
+        // In a run, the shared holders are found for each net, remembered or not.
+        let run = [net("10.1.2.3/32"), net("10.1.2.4/32"), net("10.2.0.0/16")];
+        let mut found = Vec::new();
+        map.holding_each(
+            &run,
+            |n| 0..n.prefix_len() + 1,
+            |n, outer, id| found.push((*n, outer, id)),
+        );
+        assert_eq!(
+            found,
+            [
+                (run[0], net("0.0.0.0/0"), IdentityId(0)),
+                (run[0], net("10.0.0.0/8"), IdentityId(1)),
+                (run[0], run[0], IdentityId(2)),
+                (run[1], net("0.0.0.0/0"), IdentityId(0)),
+                (run[1], net("10.0.0.0/8"), IdentityId(1)),
+                (run[2], net("0.0.0.0/0"), IdentityId(0)),
+                (run[2], net("10.0.0.0/8"), IdentityId(1)),
+            ]
+        );
         assert_eq!(
             map.longest_holding("10.1.2.3".parse().unwrap()),
             Some(IdentityId(2))
