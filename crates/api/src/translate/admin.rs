@@ -363,15 +363,15 @@ pub(super) fn egress_peer(
         }
         let mut out = Vec::with_capacity(networks.len());
         for (i, text) in networks.iter().enumerate() {
-            let path = networks_path.index(i);
+            let path = || networks_path.index(i);
             if text.len() > MAX_CIDR_LENGTH {
-                return Err(path.error(format!(
+                return Err(path().error(format!(
                     "{:?} is {} characters long, but at most {MAX_CIDR_LENGTH} are allowed",
                     text,
                     text.len()
                 )));
             }
-            let net = parse_cidr(text, Notation::Cidr, &path, diags)?;
+            let net = parse_cidr(text, Notation::Cidr, path, diags)?;
             // Networks match pod and node addresses too, not only outside ones.
             out.push(Peer::Cidr(CidrSelector {
                 net,

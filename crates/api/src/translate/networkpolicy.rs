@@ -159,7 +159,7 @@ fn translate_peers(
     let mut out = Vec::with_capacity(peers.len());
     let mut ok = true;
     for (i, peer) in peers.iter().enumerate() {
-        match translate_peer(peer, namespace, &path.index(i), diags) {
+        match translate_peer(peer, namespace, || path.index(i), diags) {
             Ok(p) => out.push(p),
             Err(e) => {
                 diags.error(e);
@@ -170,45 +170,45 @@ fn translate_peers(
     ok.then_some(out)
 }
 
+/// `path` names the peer, built only where it is needed: a policy may list 50,000 `ipBlock`
+/// peers (issue 33).
 fn translate_peer(
     peer: &NetworkPolicyPeer,
     namespace: &str,
-    path: &FieldPath,
+    path: impl Fn() -> FieldPath,
     diags: &mut Diagnostics,
 ) -> Result<Peer, FieldError> {
-    let pods_path = path.field("podSelector");
-    let namespaces_path = path.field("namespaceSelector");
+    let pods_path = || path().field("podSelector");
     match (&peer.pod_selector, &peer.namespace_selector, &peer.ip_block) {
         (None, None, None) => {
-            Err(path.error("a peer must set podSelector, namespaceSelector or ipBlock"))
+            Err(path().error("a peer must set podSelector, namespaceSelector or ipBlock"))
         }
         (None, None, Some(block)) => {
-            let block_path = path.field("ipBlock");
+            let block_path = || path().field("ipBlock");
             cidr_selector(
-                (&block.cidr, &block_path.field("cidr")),
-                (
-                    block.except.as_deref().unwrap_or_default(),
-                    &block_path.field("except"),
-                ),
+                (&block.cidr, || block_path().field("cidr")),
+                (block.except.as_deref().unwrap_or_default(), || {
+                    block_path().field("except")
+                }),
                 Notation::Cidr,
                 AddressScope::Any,
                 diags,
             )
             .map(Peer::Cidr)
         }
-        (_, _, Some(_)) => Err(path
+        (_, _, Some(_)) => Err(path()
             .field("ipBlock")
             .error("ipBlock cannot be combined with podSelector or namespaceSelector")),
         // A bare podSelector selects pods of the policy's own namespace.
         (Some(pods), None, None) => Ok(Peer::pods(PodSelector::in_namespace(
             namespace,
-            label_selector(pods, &pods_path)?,
+            label_selector(pods, &pods_path())?,
         ))),
         // A namespaceSelector selects pods only, never outside addresses; with a podSelector the
         // two are ANDed.
         (pods, Some(namespaces), None) => Ok(Peer::pods(PodSelector {
-            namespaces: label_selector(namespaces, &namespaces_path)?,
-            pods: optional_label_selector(pods.as_ref(), &pods_path)?,
+            namespaces: label_selector(namespaces, &path().field("namespaceSelector"))?,
+            pods: optional_label_selector(pods.as_ref(), &pods_path())?,
         })),
     }
 }

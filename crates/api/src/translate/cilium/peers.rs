@@ -32,12 +32,8 @@ pub(super) fn rule_peers(
     }
     let (name, cidrs) = view.cidr;
     for (i, text) in cidrs.into_iter().flatten().enumerate() {
-        let net = parse_cidr(
-            text,
-            Notation::CidrOrAddress,
-            &path.field(name).index(i),
-            diags,
-        )?;
+        let path = || path.field(name).index(i);
+        let net = parse_cidr(text, Notation::CidrOrAddress, path, diags)?;
         peers.push(outside_cluster(net));
     }
     let (name, sets) = view.cidr_set;
@@ -82,11 +78,10 @@ fn cidr_set(set: &CidrRule, path: &FieldPath, diags: &mut Diagnostics) -> Result
         return Err(path.field("cidr").error("required"));
     };
     cidr_selector(
-        (cidr, &path.field("cidr")),
-        (
-            set.except.as_deref().unwrap_or_default(),
-            &path.field("except"),
-        ),
+        (cidr, || path.field("cidr")),
+        (set.except.as_deref().unwrap_or_default(), || {
+            path.field("except")
+        }),
         Notation::CidrOrAddress,
         AddressScope::OutsideCluster,
         diags,
