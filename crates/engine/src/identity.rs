@@ -585,6 +585,18 @@ impl IdentityStore {
         out
     }
 
+    /// The world identities of prefixes strictly shorter than one of `nets` holding it (best
+    /// given in order), unsorted and possibly repeated.
+    pub fn worlds_strictly_holding_any<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+    ) -> Vec<IdentityId> {
+        let mut out = Vec::new();
+        self.world
+            .holding_each(nets, |n| 0..n.prefix_len(), |_, _, id| out.push(id));
+        out
+    }
+
     /// The identity of an address: the pod or node that owns it, else the longest world prefix
     /// holding it. None only when no world identity covers the address family.
     pub fn resolve(&self, ip: IpAddr) -> Option<IdentityId> {

@@ -106,6 +106,8 @@ impl Engine {
         let own = usize::from(self.config.allow_node_probes);
         let mut held = self.live.take_held(own, &self.policies);
         let mut policies = self.take_policy_entries();
+        let staged_keys: HashSet<String> = staged.keys().cloned().collect();
+        let kept_groups = self.take_kept_cidr_groups(own, &staged_keys);
         for (key, entries) in staged {
             self.policy_delta.staged.insert(Arc::from(key.as_str()));
             if let Some(old) = policies.remove(&key) {
@@ -133,8 +135,53 @@ impl Engine {
             flags.extend(held.remove(key).unwrap_or_default());
         }
         self.rebuild_entries(policies);
+        self.place_kept_cidr_groups(kept_groups);
         self.live.set_held(flags);
         peers
+    }
+
+    /// The CIDR groups noted for the entries of the policies a change keeps as they were, by
+    /// policy key (none: the engine's own entries) and position in it: the entries of the other
+    /// policies shift in the entry list, but keep their order and their selectors.
+    fn take_kept_cidr_groups(
+        &mut self,
+        own: usize,
+        staged: &HashSet<String>,
+    ) -> Vec<(Option<String>, usize, SelectorId)> {
+        let groups = std::mem::take(&mut self.cidr_groups);
+        let mut kept: Vec<(Option<String>, usize, SelectorId)> = (0..own)
+            .filter_map(|at| Some((None, at, *groups.get(&at)?)))
+            .collect();
+        let mut start = own;
+        for (key, count) in &self.policies {
+            if !staged.contains(key) {
+                kept.extend(
+                    (0..*count)
+                        .filter_map(|j| Some((Some(key.clone()), j, *groups.get(&(start + j))?))),
+                );
+            }
+            start += count;
+        }
+        kept
+    }
+
+    /// The groups of [`Engine::take_kept_cidr_groups`] at their positions in the rebuilt entry
+    /// list.
+    fn place_kept_cidr_groups(&mut self, kept: Vec<(Option<String>, usize, SelectorId)>) {
+        let own = self.entries.len() - self.policies.values().sum::<usize>();
+        let mut starts: HashMap<&str, usize> = HashMap::new();
+        let mut start = own;
+        for (key, count) in &self.policies {
+            starts.insert(key, start);
+            start += count;
+        }
+        self.cidr_groups = kept
+            .into_iter()
+            .filter_map(|(key, j, id)| match key {
+                None => Some((j, id)),
+                Some(key) => Some((starts.get(key.as_str())? + j, id)),
+            })
+            .collect();
     }
 
     /// Phase 2: applies every addition and removal to the identity store, and says which.
@@ -200,9 +247,13 @@ impl Engine {
         } else {
             Default::default()
         };
+        let mut acquired_groups: Vec<(usize, SelectorId)> = Vec::new();
         for &i in &gained {
             for group in PeerGroup::of_entry(&self.entries[i].peers) {
-                self.cache.acquire(group, &self.store);
+                let id = self.cache.acquire(group, &self.store);
+                if matches!(group, PeerGroup::Cidrs(_)) {
+                    acquired_groups.push((i, id));
+                }
             }
         }
         let lost_peers = lost.iter().map(|&i| &self.entries[i].peers[..]);
@@ -216,21 +267,31 @@ impl Engine {
         }
         self.cache.trim();
         if live_moved {
-            self.note_cidr_groups();
+            self.note_cidr_groups(acquired_groups);
         }
         deltas
     }
 
-    /// Notes the selector of every live entry's CIDR group ([`Engine::cidr_groups`]).
-    fn note_cidr_groups(&mut self) {
-        self.cidr_groups = (0..self.entries.len())
-            .filter(|&i| self.live.is_live(i))
-            .filter_map(|i| {
-                let group = PeerGroup::of_entry(&self.entries[i].peers)
-                    .find(|g| matches!(g, PeerGroup::Cidrs(_)))?;
-                Some((i, self.cache.id_of(group)?))
-            })
-            .collect();
+    /// Notes the selector of every live entry's CIDR group ([`Engine::cidr_groups`]): those
+    /// noted before stay where their entries stay live (their positions were carried over the
+    /// rebuilt entry list), and the groups just acquired join. Looking every live group up
+    /// again hashed every live prefix at each policy change (issue 33).
+    fn note_cidr_groups(&mut self, acquired: Vec<(usize, SelectorId)>) {
+        let live = &self.live;
+        self.cidr_groups.retain(|i, _| live.is_live(*i));
+        self.cidr_groups.extend(acquired);
+        #[cfg(debug_assertions)]
+        {
+            let looked_up: HashMap<usize, SelectorId> = (0..self.entries.len())
+                .filter(|&i| self.live.is_live(i))
+                .filter_map(|i| {
+                    let group = PeerGroup::of_entry(&self.entries[i].peers)
+                        .find(|g| matches!(g, PeerGroup::Cidrs(_)))?;
+                    Some((i, self.cache.id_of(group)?))
+                })
+                .collect();
+            assert_eq!(self.cidr_groups, looked_up, "noted CIDR groups");
+        }
     }
 
     /// Part of phase 2: only the staged pods, and those whose addresses another claimant took
@@ -311,8 +372,16 @@ impl Engine {
         let mut nested = self.store.worlds_holding_any(&hosts);
         // World prefixes that came, went or changed class: the prefixes holding them may now
         // catch other identities' addresses, and the classes they left or joined hold others.
-        nested.extend(self.store.worlds_holding_any(&worlds_moved));
+        // A moved prefix's own identity now is a class that gained it: new (among `added`) or
+        // readdressed. So only the prefixes strictly holding it are looked up, not 50,000
+        // classes' members one by one.
+        nested.extend(self.store.worlds_strictly_holding_any(&worlds_moved));
         nested.extend(worlds_readdressed);
+        nested.extend(
+            added
+                .iter()
+                .filter(|id| self.store.get(**id).is_some_and(Identity::is_world)),
+        );
         nested.sort_unstable();
         nested.dedup();
         let removed: HashMap<IdentityId, Identity> = removed.into_iter().collect();

@@ -433,8 +433,6 @@ impl Engine {
                 (key, count)
             })
             .collect();
-        // Positions move: the groups are noted again once the selectors are updated.
-        self.cidr_groups.clear();
         self.levels = Levels::new(entries.iter().map(PolicyEntry::order_key));
         self.subjects = SubjectIndex::new(&entries);
         self.subject_labels = LabelsInUse::of_subjects(&entries);
