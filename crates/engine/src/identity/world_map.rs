@@ -15,6 +15,9 @@ use ipnet::IpNet;
 use super::IdentityId;
 use crate::prefix_map::PrefixMap;
 
+/// The last truncation [`WorldMap::holding_each`] looked up at one length, with what it found.
+type LastLookup = Option<(IpNet, Option<IdentityId>)>;
+
 #[derive(Clone, Debug)]
 pub(super) struct WorldMap {
     by_prefix: PrefixMap<IdentityId>,
@@ -96,9 +99,7 @@ impl WorldMap {
         lengths: impl Fn(&IpNet) -> std::ops::Range<u8>,
         mut f: impl FnMut(&IpNet, IpNet, IdentityId),
     ) {
-        // The last truncation looked up at each length of each family, with what it found.
-        let mut last: [Vec<Option<(IpNet, Option<IdentityId>)>>; 2] =
-            [vec![None; 33], vec![None; 129]];
+        let mut last: [Vec<LastLookup>; 2] = [vec![None; 33], vec![None; 129]];
         for net in nets {
             let family = family(net);
             let counts = &self.lengths[family];
