@@ -98,7 +98,9 @@ impl Engine {
             return None;
         }
         let classes = classify_prefixes(&gained, &peers);
-        let mut out: Vec<Candidate> = lost
+        // In address order (`touched` is sorted), so that the sync's lookups and removals walk
+        // the world map in order.
+        let mut out: Vec<Candidate> = touched
             .into_iter()
             .filter(|p| gained.binary_search(p).is_err())
             .map(|prefix| Candidate {

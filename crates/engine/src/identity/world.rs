@@ -94,7 +94,7 @@ impl IdentityStore {
         &mut self,
         prefixes: &[IpNet],
     ) -> Vec<(IdentityId, Option<Identity>)> {
-        let mut by_id: std::collections::BTreeMap<IdentityId, std::collections::HashSet<IpNet>> =
+        let mut by_id: std::collections::BTreeMap<IdentityId, foldhash::HashSet<IpNet>> =
             Default::default();
         for prefix in prefixes {
             if let Some(id) = self.world.remove(prefix) {
