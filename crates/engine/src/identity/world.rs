@@ -137,6 +137,41 @@ impl IdentityStore {
         }
     }
 
+    /// For each of `nets` (best given in order), the world prefixes holding it other than itself
+    /// and the whole address spaces: `f` gets each net with each such prefix.
+    pub fn world_prefixes_holding_each_strictly<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+        mut f: impl FnMut(&IpNet, IpNet),
+    ) {
+        self.world
+            .holding_each(nets, |n| 1..n.prefix_len(), |n, outer, _| f(n, outer));
+    }
+
+    /// The world identities holding any of `nets` (best given in order; themselves included),
+    /// unsorted and possibly repeated.
+    pub fn worlds_holding_any<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+    ) -> Vec<IdentityId> {
+        let mut out = Vec::new();
+        self.world
+            .holding_each(nets, |n| 0..n.prefix_len() + 1, |_, _, id| out.push(id));
+        out
+    }
+
+    /// The world identities of prefixes strictly shorter than one of `nets` holding it (best
+    /// given in order), unsorted and possibly repeated.
+    pub fn worlds_strictly_holding_any<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+    ) -> Vec<IdentityId> {
+        let mut out = Vec::new();
+        self.world
+            .holding_each(nets, |n| 0..n.prefix_len(), |_, _, id| out.push(id));
+        out
+    }
+
     /// The world identity of exactly the prefix `prefix`, if it is one.
     pub fn world_of(&self, prefix: &IpNet) -> Option<IdentityId> {
         self.world.get(prefix)
