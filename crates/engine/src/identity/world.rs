@@ -154,10 +154,7 @@ impl IdentityStore {
         &self,
         nets: impl IntoIterator<Item = &'n IpNet>,
     ) -> Vec<IdentityId> {
-        let mut out = Vec::new();
-        self.world
-            .holding_each(nets, |n| 0..n.prefix_len() + 1, |_, _, id| out.push(id));
-        out
+        self.worlds_holding_at(nets, |n| 0..n.prefix_len() + 1)
     }
 
     /// The world identities of prefixes strictly shorter than one of `nets` holding it (best
@@ -166,9 +163,17 @@ impl IdentityStore {
         &self,
         nets: impl IntoIterator<Item = &'n IpNet>,
     ) -> Vec<IdentityId> {
+        self.worlds_holding_at(nets, |n| 0..n.prefix_len())
+    }
+
+    fn worlds_holding_at<'n>(
+        &self,
+        nets: impl IntoIterator<Item = &'n IpNet>,
+        lengths: impl Fn(&IpNet) -> std::ops::Range<u8>,
+    ) -> Vec<IdentityId> {
         let mut out = Vec::new();
         self.world
-            .holding_each(nets, |n| 0..n.prefix_len(), |_, _, id| out.push(id));
+            .holding_each(nets, lengths, |_, _, id| out.push(id));
         out
     }
 
