@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::labels::SharedLabels;
 use crate::ports::NamedPort;
+use crate::prefixes::is_single_address;
 
 mod world;
 mod world_map;
@@ -374,7 +375,7 @@ impl IdentityStore {
                 .map(|(id, _)| *id)
                 .collect();
         }
-        if prefix.prefix_len() == prefix.max_prefix_len() {
+        if is_single_address(&prefix) {
             return self.host(prefix.addr()).into_iter().collect();
         }
         match self.by_cidr.get(&prefix) {
@@ -402,7 +403,7 @@ impl IdentityStore {
     /// A single address holds no prefix but itself: one lookup, not a range (a CIDR-heavy
     /// policy's 50,000 `/32`s are each asked at every change that touches them).
     pub fn worlds_within(&self, prefix: IpNet) -> impl Iterator<Item = (IpNet, IdentityId)> + '_ {
-        let single = prefix.prefix_len() == prefix.max_prefix_len();
+        let single = is_single_address(&prefix);
         let exact = single.then(|| self.world.get(&prefix)).flatten();
         let range = (!single).then(|| {
             self.world

@@ -21,6 +21,11 @@ pub fn truncations<'a>(
         .filter_map(move |len| IpNet::new(inner.addr(), *len).ok().map(|n| n.trunc()))
 }
 
+/// Whether `net` is a single address (a `/32` or `/128`), which holds no prefix but itself.
+pub fn is_single_address(net: &IpNet) -> bool {
+    net.prefix_len() == net.max_prefix_len()
+}
+
 /// A set of prefixes (network addresses normalised, sorted, without duplicates) with the
 /// distinct lengths they have. Equal sets compare, hash and order equal however they were listed.
 ///

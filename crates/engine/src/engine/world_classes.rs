@@ -39,10 +39,9 @@ impl Engine {
             None => {
                 // A change naming a whole address space is never a touched one, so the wholes
                 // named change only here.
-                let wholes_named = wholes_named(self);
+                let (classes, wholes_named) = classify(self);
                 cidrs_changed |= wholes_named != self.wholes_named;
                 self.wholes_named = wholes_named;
-                let classes = classify(self);
                 join_existing(classes, self.store.world_prefixes())
             }
         };
@@ -102,7 +101,7 @@ impl Engine {
     /// check the incremental path against the whole one at every commit).
     #[cfg(debug_assertions)]
     fn assert_classes_exact(&self) {
-        let classes = classify(self);
+        let (classes, _) = classify(self);
         let stored: Vec<(IpNet, WorldClass)> = self
             .store
             .world_prefixes()
@@ -253,27 +252,11 @@ pub(super) fn named_entries(engine: &Engine) -> Vec<(usize, EntryRef)> {
     named
 }
 
-/// Whether a CIDR peer of a live entry names the whole IPv4 (`[0]`) or IPv6 (`[1]`) address
-/// space.
-fn wholes_named(engine: &Engine) -> [bool; 2] {
-    let mut named = [false; 2];
-    let prefixes = engine
-        .live_entries()
-        .flat_map(|e| &e.peers)
-        .flat_map(Peer::prefixes);
-    for prefix in prefixes.filter(|p| p.prefix_len() == 0) {
-        named[usize::from(matches!(prefix, IpNet::V6(_)))] = true;
-    }
-    named
-}
-
 /// Every world prefix the engine needs (`0.0.0.0/0`, `::/0` and every prefix a live entry's
-/// peer names, `except`s included) with its class, in order.
-fn classify(engine: &Engine) -> Vec<(IpNet, WorldClass)> {
-    let mut prefixes: Vec<IpNet> = ["0.0.0.0/0", "::/0"]
-        .iter()
-        .map(|s| s.parse().expect("valid"))
-        .collect();
+/// peer names, `except`s included) with its class, in order; and whether a live peer names the
+/// whole IPv4 (`[0]`) or IPv6 (`[1]`) address space itself.
+fn classify(engine: &Engine) -> (Vec<(IpNet, WorldClass)>, [bool; 2]) {
+    let mut prefixes: Vec<IpNet> = Vec::new();
     let mut peers = CidrPeers::default();
     for (i, entry) in named_entries(engine) {
         if !engine.live.is_live(i) {
@@ -283,9 +266,14 @@ fn classify(engine: &Engine) -> Vec<(IpNet, WorldClass)> {
         prefixes.extend(entry_peers.iter().flat_map(Peer::prefixes));
         peers.add(entry, entry_peers);
     }
+    let mut wholes_named = [false; 2];
+    for whole in prefixes.iter().filter(|p| p.prefix_len() == 0) {
+        wholes_named[usize::from(matches!(whole, IpNet::V6(_)))] = true;
+    }
+    prefixes.extend(["0.0.0.0/0", "::/0"].map(|s| s.parse::<IpNet>().expect("valid")));
     prefixes.sort_unstable();
     prefixes.dedup();
-    classify_prefixes(&prefixes, &peers)
+    (classify_prefixes(&prefixes, &peers), wholes_named)
 }
 
 /// The classes of `prefixes` (sorted, without duplicates), a set closed under what `peers`

@@ -57,11 +57,11 @@ impl Engine {
         gained.sort_unstable();
         gained.dedup();
         let changed = |r: &EntryRef| delta.staged.contains(&r.0) || flipped.contains(r);
-        let mine = |p: &IpNet| lost.contains(p) || gained.binary_search(p).is_ok();
         let mut touched: Vec<IpNet> = lost.iter().copied().collect();
         touched.extend(&gained);
         touched.sort_unstable();
         touched.dedup();
+        let mine = |p: &IpNet| touched.binary_search(p).is_ok();
         // Each touched prefix's identity before the change, looked up once.
         let mut before: foldhash::HashMap<IpNet, IdentityId> = Default::default();
         for prefix in &touched {
@@ -79,19 +79,17 @@ impl Engine {
                 }
                 before.insert(*prefix, id);
             }
-            // A host prefix holds no prefix but itself.
-            let related_inside = !is_host(prefix)
-                && self
-                    .store
-                    .worlds_within(*prefix)
-                    .any(|(inner, _)| inner != *prefix && !mine(&inner));
+            let related_inside = self
+                .store
+                .worlds_within(*prefix)
+                .any(|(inner, _)| inner != *prefix && !mine(&inner));
             if related_inside {
                 return None;
             }
         }
         let mut related_outside = false;
         self.store
-            .world_prefixes_holding_each_strictly(&touched, |_, outer| {
+            .world_prefixes_holding_each_strictly(&touched, |outer| {
                 related_outside |= !mine(&outer);
             });
         if related_outside {
@@ -116,11 +114,6 @@ impl Engine {
         }));
         Some(out)
     }
-}
-
-/// Whether `prefix` is a single address.
-fn is_host(prefix: &IpNet) -> bool {
-    prefix.prefix_len() == prefix.max_prefix_len()
 }
 
 /// Whether some CIDR peer is a whole address space, which covers every prefix of its family.

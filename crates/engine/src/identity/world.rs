@@ -138,14 +138,14 @@ impl IdentityStore {
     }
 
     /// For each of `nets` (best given in order), the world prefixes holding it other than itself
-    /// and the whole address spaces: `f` gets each net with each such prefix.
+    /// and the whole address spaces: `f` gets each such prefix.
     pub fn world_prefixes_holding_each_strictly<'n>(
         &self,
         nets: impl IntoIterator<Item = &'n IpNet>,
-        mut f: impl FnMut(&IpNet, IpNet),
+        mut f: impl FnMut(IpNet),
     ) {
         self.world
-            .holding_each(nets, |n| 1..n.prefix_len(), |n, outer, _| f(n, outer));
+            .holding_each(nets, |n| 1..n.prefix_len(), |_, outer, _| f(outer));
     }
 
     /// The world identities holding any of `nets` (best given in order; themselves included),
