@@ -37,6 +37,7 @@ pub mod report;
 mod templates;
 mod walk;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -658,7 +659,7 @@ impl FileSource {
                 signature,
                 read_at: started,
                 digest,
-                objects: Digests::new(),
+                objects: Digests::default(),
             });
         state.signature = signature;
         state.read_at = started;
@@ -700,9 +701,10 @@ impl FileSource {
     /// used, every other ignored). Costs the keys of these files times the number of files, not
     /// every object of every file: one pod changed in a file of its own checks one key.
     fn duplicates_in(&self, paths: &[PathBuf]) -> Vec<FileProblem> {
-        let mut seen: BTreeSet<&Key> = BTreeSet::new();
-        let mut problems = Vec::new();
-        for path in paths {
+        let mut seen: foldhash::HashSet<&Key> = Default::default();
+        // (the file's place in `paths`, the key, its holders in path order)
+        let mut found: Vec<(usize, &Key, Vec<&PathBuf>)> = Vec::new();
+        for (place, path) in paths.iter().enumerate() {
             let Some(state) = self.files.get(path) else {
                 continue;
             };
@@ -710,41 +712,54 @@ impl FileSource {
                 if !seen.insert(key) {
                     continue;
                 }
-                let mut holders = self
+                let holders: Vec<&PathBuf> = self
                     .files
                     .iter()
                     .filter(|(_, s)| s.objects.contains_key(key))
-                    .map(|(p, _)| p);
-                let Some(used) = holders.next() else {
-                    continue;
-                };
-                problems.extend(holders.map(|ignored| FileProblem::Duplicate {
-                    object: key.object_ref(),
-                    used: used.clone(),
-                    ignored: ignored.clone(),
-                }));
+                    .map(|(p, _)| p)
+                    .collect();
+                if holders.len() > 1 {
+                    found.push((place, key, holders));
+                }
             }
+        }
+        found.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let mut problems = Vec::new();
+        for (_, key, holders) in found {
+            let (used, ignored) = holders.split_first().expect("two holders or more");
+            problems.extend(ignored.iter().map(|ignored| FileProblem::Duplicate {
+                object: key.object_ref(),
+                used: (*used).clone(),
+                ignored: (*ignored).clone(),
+            }));
         }
         problems
     }
 
     /// Every object defined in more than one file.
     fn duplicates(&self) -> Vec<FileProblem> {
-        let mut first: BTreeMap<&Key, &PathBuf> = BTreeMap::new();
+        let mut first: foldhash::HashMap<&Key, &PathBuf> = Default::default();
         let mut problems = Vec::new();
         for (path, state) in &self.files {
+            let mut repeated: Vec<(&Key, &PathBuf)> = Vec::new();
             for key in state.objects.keys() {
-                match first.get(key) {
-                    Some(used) => problems.push(FileProblem::Duplicate {
-                        object: key.object_ref(),
-                        used: (*used).clone(),
-                        ignored: path.clone(),
-                    }),
-                    None => {
-                        first.insert(key, path);
+                match first.entry(key) {
+                    Entry::Occupied(used) => repeated.push((key, used.get())),
+                    Entry::Vacant(vacant) => {
+                        vacant.insert(path);
                     }
                 }
             }
+            repeated.sort_unstable_by_key(|(key, _)| *key);
+            problems.extend(
+                repeated
+                    .into_iter()
+                    .map(|(key, used)| FileProblem::Duplicate {
+                        object: key.object_ref(),
+                        used: used.clone(),
+                        ignored: path.clone(),
+                    }),
+            );
         }
         problems
     }
