@@ -48,7 +48,9 @@ impl PrefixSet {
         if nets.is_empty() {
             return PrefixSet(None);
         }
-        nets.sort_unstable();
+        // Stable: it merges sorted runs (a class's prefixes come in address order) instead of
+        // sorting them again.
+        nets.sort();
         nets.dedup();
         let mut lengths: Vec<u8> = nets.iter().map(IpNet::prefix_len).collect();
         lengths.sort_unstable();

@@ -7,7 +7,7 @@
 //! policy over a budget (`budget`) is refused too, but keeps its isolation in the engine.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 
 use crate::event::Event;
 use netpol_api::{translate, Object, ObjectRef, Translation, ValidationError, Warning};
@@ -76,14 +76,12 @@ impl Kept {
 }
 
 /// Two independent 64-bit hashes of the entries: a change is missed only if both collide.
+/// foldhash with two fixed seeds, not SipHash: the entries of a 50,000-prefix policy are
+/// hundreds of thousands of small writes, where SipHash cost 2% of adding the policy (its fixed
+/// zero keys resisted no chosen input either).
 fn entries_digest(entries: &[PolicyEntry]) -> (u64, u64) {
-    let hash = |seed: u8| {
-        let mut hasher = DefaultHasher::new();
-        seed.hash(&mut hasher);
-        entries.hash(&mut hasher);
-        hasher.finish()
-    };
-    (hash(0), hash(1))
+    let hash = |seed: u64| foldhash::quality::FixedState::with_seed(seed).hash_one(entries);
+    (hash(0x6e65_7470_6f6c_0001), hash(0x6e65_7470_6f6c_0002))
 }
 
 /// A policy's engine key.

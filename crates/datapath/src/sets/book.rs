@@ -570,7 +570,8 @@ fn difference(now: &[IpNet], before: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
 
 fn sorted_members(store: &IdentityStore, id: IdentityId) -> Vec<IpNet> {
     let mut members = store.members(id).to_vec();
-    members.sort_unstable();
+    // Stable: members come in sorted runs (see `SetAddresses::resolve`).
+    members.sort();
     members.dedup();
     members
 }

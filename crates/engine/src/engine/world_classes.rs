@@ -198,6 +198,9 @@ impl<'a> CidrPeers<'a> {
     pub(super) fn add(&mut self, entry: EntryRef, peers: &'a [Peer]) {
         let at = self.entries.len() as u32;
         let mut any = false;
+        // Most peers of a CIDR-heavy entry are CIDR peers: room for all of them at once, not a
+        // table grown (and rehashed) by doubling.
+        self.by_net.reserve(peers.len());
         for peer in peers {
             if let Peer::Cidr(cidr) = peer {
                 any = true;

@@ -96,9 +96,10 @@ impl Engine {
             return None;
         }
         let classes = classify_prefixes(&gained, &peers);
-        // In address order (`touched` is sorted), so that the sync's lookups and removals walk
-        // the world map in order.
-        let mut out: Vec<Candidate> = touched
+        // The prefixes that go, then those that stay or come, each in address order, so that the
+        // sync's lookups and removals walk the world map in order. Only the lost prefixes can
+        // go: a policy added loses none, and is not searched for them.
+        let mut out: Vec<Candidate> = lost
             .into_iter()
             .filter(|p| gained.binary_search(p).is_err())
             .map(|prefix| Candidate {
@@ -107,6 +108,7 @@ impl Engine {
                 id: before.get(&prefix).copied(),
             })
             .collect();
+        out.sort_unstable_by_key(|c| c.prefix);
         out.extend(classes.into_iter().map(|(prefix, class)| Candidate {
             prefix,
             class: Some(class),
