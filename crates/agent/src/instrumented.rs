@@ -166,4 +166,21 @@ impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
     ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
         self.timed(DatapathCall::NftList, || self.inner.set_contents(set), nft)
     }
+
+    fn adds_elements_directly(&self) -> bool {
+        self.inner.adds_elements_directly()
+    }
+
+    fn add_to_new_set(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+        from: usize,
+        count: usize,
+    ) -> Result<(), NftError> {
+        self.timed(
+            DatapathCall::NftAddElements,
+            || self.inner.add_to_new_set(set, from, count),
+            nft,
+        )
+    }
 }

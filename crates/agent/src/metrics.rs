@@ -66,6 +66,7 @@ label_values!(DatapathCall {
     ListSets => "list_sets",
     ModifySets => "modify_sets",
     NftApply => "nft_apply",
+    NftAddElements => "nft_add_elements",
     NftCheck => "nft_check",
     NftList => "nft_list",
 });

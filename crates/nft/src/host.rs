@@ -9,6 +9,7 @@ use std::process::{Command, Output, Stdio};
 use ipnet::IpNet;
 
 use crate::bypass::{HostFacts, Link};
+use crate::netlink::NetfilterSocket;
 use crate::programmer::{chains_via, sets_via, NftBackend, NftError, LIST_RULES_JSON};
 use crate::ruleset::AddressSet;
 
@@ -55,6 +56,16 @@ impl NftBackend for HostNft {
 
     fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError> {
         crate::set_dump::read_netpol_set(set)
+    }
+
+    /// Where a netfilter socket opens (it needs the same privilege as `nft`).
+    fn adds_elements_directly(&self) -> bool {
+        NetfilterSocket::open().is_ok()
+    }
+
+    fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
+        let mut socket = NetfilterSocket::open().map_err(NftError::Unavailable)?;
+        crate::set_fill::add_to_netpol_set(&mut socket, set, from, count)
     }
 }
 

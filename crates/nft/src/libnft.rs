@@ -279,4 +279,26 @@ impl NftBackend for LibNft {
         };
         crate::set_dump::read_netpol_set_through(socket, set)
     }
+
+    fn adds_elements_directly(&self) -> bool {
+        self.context
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .kernel
+            .is_some()
+    }
+
+    fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
+        let mut context = self
+            .context
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match context.kernel.as_mut() {
+            Some(socket) => crate::set_fill::add_to_netpol_set(socket, set, from, count),
+            None => {
+                drop(context);
+                self.apply(&crate::script::render_set_fill(set, from, count))
+            }
+        }
+    }
 }

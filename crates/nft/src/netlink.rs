@@ -1,7 +1,8 @@
-//! A netfilter netlink socket for the few reads netpol makes of the kernel without libnftables:
-//! the ruleset generation ([`crate::generation`]) and a set's elements ([`crate::set_dump`]).
-//! Requests are single messages; replies are read until the request's answer (or, for a dump,
-//! its `NLMSG_DONE`).
+//! A netfilter netlink socket for what netpol asks of the kernel without libnftables: the
+//! ruleset generation ([`crate::generation`]), a set's elements ([`crate::set_dump`]), and
+//! elements added to a new set before any chain names it ([`crate::set_fill`]). Requests are
+//! single messages, their replies read until the request's answer (or, for a dump, its
+//! `NLMSG_DONE`); writes are batches, one transaction each, every message acknowledged.
 
 use std::io;
 use std::mem::size_of;
@@ -78,6 +79,8 @@ pub fn put_attribute(out: &mut Vec<u8>, kind: u16, payload: &[u8]) {
 pub struct NetfilterSocket {
     socket: OwnedFd,
     sequence: u32,
+    /// The send buffer asked for (0: the default, about 208 KB).
+    send_buffer: usize,
 }
 
 impl NetfilterSocket {
@@ -85,6 +88,7 @@ impl NetfilterSocket {
         Ok(NetfilterSocket {
             socket: open_netfilter()?,
             sequence: 0,
+            send_buffer: 0,
         })
     }
 
@@ -100,73 +104,31 @@ impl NetfilterSocket {
         mut each: impl FnMut(Message<'_>) -> io::Result<()>,
     ) -> io::Result<()> {
         self.sequence = self.sequence.wrapping_add(1);
-        let length = HEADER + NFGENMSG + attributes.len();
-        let mut request = Vec::with_capacity(length);
-        request.extend_from_slice(&(length as u32).to_ne_bytes());
-        request.extend_from_slice(&kind.to_ne_bytes());
-        request.extend_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
-        request.extend_from_slice(&self.sequence.to_ne_bytes());
-        request.extend_from_slice(&0u32.to_ne_bytes());
+        let mut request = Vec::with_capacity(HEADER + NFGENMSG + attributes.len());
         // nfgenmsg: the family, NFNETLINK_V0, res_id 0.
-        request.extend_from_slice(&[family, 0, 0, 0]);
-        request.extend_from_slice(attributes);
-        // SAFETY: an all-zero sockaddr_nl is the kernel's address once the family is set.
-        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-        // SAFETY: the buffer and address are valid for the lengths given.
-        let sent = unsafe {
-            libc::sendto(
-                self.socket.as_raw_fd(),
-                request.as_ptr().cast(),
-                request.len(),
-                0,
-                (&kernel as *const libc::sockaddr_nl).cast(),
-                size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-            )
-        };
-        if sent < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        put_message(
+            &mut request,
+            (kind, flags, self.sequence),
+            (family, 0),
+            attributes,
+        );
+        self.send(&request)?;
         let mut buffer = vec![0u8; 1 << 16];
         loop {
-            // SAFETY: the buffer is valid for its length.
-            let got = unsafe {
-                libc::recv(
-                    self.socket.as_raw_fd(),
-                    buffer.as_mut_ptr().cast(),
-                    buffer.len(),
-                    0,
-                )
-            };
-            if got < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let mut rest = &buffer[..got as usize];
-            while rest.len() >= HEADER {
-                let u32_at = |at: usize| u32::from_ne_bytes(rest[at..at + 4].try_into().unwrap());
-                let size = (u32_at(0) as usize).min(rest.len());
-                if size < HEADER {
-                    return Err(invalid("a netlink message shorter than its header"));
-                }
-                let kind = u16::from_ne_bytes([rest[4], rest[5]]);
-                let flags = u16::from_ne_bytes([rest[6], rest[7]]);
-                let mine = u32_at(8) == self.sequence;
-                let message = &rest[..size];
-                rest = &rest[((size + 3) & !3).min(rest.len())..];
-                if !mine {
+            let got = self.receive(&mut buffer)?;
+            for raw in split_messages(&buffer[..got]) {
+                let Raw {
+                    kind,
+                    flags,
+                    sequence,
+                    bytes: message,
+                } = raw?;
+                if sequence != self.sequence {
                     // The answer to an earlier request that failed part way.
                     continue;
                 }
                 match kind {
-                    NLMSG_ERROR => {
-                        let code = message
-                            .get(HEADER..HEADER + 4)
-                            .map_or(0, |b| i32::from_ne_bytes(b.try_into().unwrap()));
-                        if code == 0 {
-                            return Ok(());
-                        }
-                        return Err(io::Error::from_raw_os_error(-code));
-                    }
+                    NLMSG_ERROR => return answer_of(message),
                     NLMSG_DONE => return Ok(()),
                     _ => {
                         let attributes = message.get(HEADER + NFGENMSG..).unwrap_or(&[]);
@@ -178,6 +140,197 @@ impl NetfilterSocket {
                 }
             }
         }
+    }
+}
+
+/// What an `NLMSG_ERROR` message says: an acknowledgement (code 0) or the request's error.
+fn answer_of(message: &[u8]) -> io::Result<()> {
+    let code = message
+        .get(HEADER..HEADER + 4)
+        .map_or(0, |b| i32::from_ne_bytes(b.try_into().unwrap()));
+    match code {
+        0 => Ok(()),
+        code => Err(io::Error::from_raw_os_error(-code)),
+    }
+}
+
+/// One netlink message of a buffer received: its header's fields and its bytes.
+struct Raw<'a> {
+    kind: u16,
+    flags: u16,
+    sequence: u32,
+    bytes: &'a [u8],
+}
+
+/// The messages of a buffer received, in order.
+fn split_messages(mut rest: &[u8]) -> impl Iterator<Item = io::Result<Raw<'_>>> {
+    std::iter::from_fn(move || {
+        if rest.len() < HEADER {
+            return None;
+        }
+        let u32_at = |at: usize| u32::from_ne_bytes(rest[at..at + 4].try_into().unwrap());
+        let size = (u32_at(0) as usize).min(rest.len());
+        if size < HEADER {
+            rest = &[];
+            return Some(Err(invalid("a netlink message shorter than its header")));
+        }
+        let raw = Raw {
+            kind: u16::from_ne_bytes([rest[4], rest[5]]),
+            flags: u16::from_ne_bytes([rest[6], rest[7]]),
+            sequence: u32_at(8),
+            bytes: &rest[..size],
+        };
+        rest = &rest[((size + 3) & !3).min(rest.len())..];
+        Some(Ok(raw))
+    })
+}
+
+/// `NFNL_MSG_BATCH_BEGIN`, `NFNL_MSG_BATCH_END`.
+const BATCH_BEGIN: u16 = 0x10;
+const BATCH_END: u16 = 0x11;
+/// `NLM_F_ACK`.
+const NLM_F_ACK: u16 = 4;
+
+/// One message of a batch: its type, flags besides `NLM_F_REQUEST | NLM_F_ACK`, family and
+/// attributes.
+pub struct BatchMessage {
+    pub kind: u16,
+    pub flags: u16,
+    pub family: u8,
+    pub attributes: Vec<u8>,
+}
+
+/// Appends a netlink message with an `nfgenmsg` (`res_id` in network order) to `out`.
+fn put_message(
+    out: &mut Vec<u8>,
+    (kind, flags, sequence): (u16, u16, u32),
+    (family, res_id): (u8, u16),
+    attributes: &[u8],
+) {
+    let length = HEADER + NFGENMSG + attributes.len();
+    out.extend_from_slice(&(length as u32).to_ne_bytes());
+    out.extend_from_slice(&kind.to_ne_bytes());
+    out.extend_from_slice(&(libc::NLM_F_REQUEST as u16 | flags).to_ne_bytes());
+    out.extend_from_slice(&sequence.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes());
+    out.push(family);
+    out.push(0);
+    out.extend_from_slice(&res_id.to_be_bytes());
+    out.extend_from_slice(attributes);
+    while !out.len().is_multiple_of(4) {
+        out.push(0);
+    }
+}
+
+impl NetfilterSocket {
+    /// Sends `messages` as one nf_tables transaction (a batch: all of them commit, or none) and
+    /// waits for the kernel's answer to each. The kernel handles a batch while it is sent, so
+    /// every answer is queued when `sendto` returns. Returns the first error the kernel gave.
+    pub fn batch(&mut self, messages: &[BatchMessage]) -> io::Result<()> {
+        let first = self.sequence.wrapping_add(1);
+        let mut out = Vec::new();
+        let mut next = first;
+        put_message(&mut out, (BATCH_BEGIN, 0, next), (0, NFTABLES >> 8), &[]);
+        for message in messages {
+            next = next.wrapping_add(1);
+            let header = (message.kind, message.flags | NLM_F_ACK, next);
+            put_message(&mut out, header, (message.family, 0), &message.attributes);
+        }
+        next = next.wrapping_add(1);
+        put_message(&mut out, (BATCH_END, 0, next), (0, NFTABLES >> 8), &[]);
+        self.sequence = next;
+        self.make_room(out.len())?;
+        self.send(&out)?;
+        // One answer per message (not for the batch's begin and end).
+        let answers = first.wrapping_add(1)..=first.wrapping_add(messages.len() as u32);
+        let mut awaited = messages.len();
+        let mut failure = None;
+        let mut buffer = vec![0u8; 1 << 16];
+        while awaited > 0 {
+            let got = self.receive(&mut buffer)?;
+            for raw in split_messages(&buffer[..got]) {
+                let Raw {
+                    kind,
+                    sequence,
+                    bytes: message,
+                    ..
+                } = raw?;
+                if kind != NLMSG_ERROR || !answers.contains(&sequence) {
+                    continue;
+                }
+                awaited -= 1;
+                if let (Err(error), None) = (answer_of(message), &failure) {
+                    failure = Some(error);
+                }
+            }
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Grows the socket's send buffer to hold a batch of `bytes` (a batch is one `sendto`), as
+    /// nft does: forced past `wmem_max` where the caller may (`CAP_NET_ADMIN`, which
+    /// programming nftables needs anyway), else as far as `wmem_max` allows.
+    fn make_room(&mut self, bytes: usize) -> io::Result<()> {
+        // Headroom for the kernel's own accounting of the buffer.
+        let wanted = bytes.saturating_add(64 << 10);
+        if wanted <= self.send_buffer {
+            return Ok(());
+        }
+        let size = libc::c_int::try_from(wanted).unwrap_or(libc::c_int::MAX);
+        let set = |option| {
+            // SAFETY: an int option of a socket we own, its value's size given.
+            unsafe {
+                libc::setsockopt(
+                    self.socket.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    option,
+                    (&size as *const libc::c_int).cast(),
+                    size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            }
+        };
+        if set(libc::SO_SNDBUFFORCE) != 0 && set(libc::SO_SNDBUF) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        self.send_buffer = wanted;
+        Ok(())
+    }
+
+    fn send(&self, bytes: &[u8]) -> io::Result<()> {
+        // SAFETY: an all-zero sockaddr_nl is the kernel's address once the family is set.
+        let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+        kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+        // SAFETY: the buffer and address are valid for the lengths given.
+        let sent = unsafe {
+            libc::sendto(
+                self.socket.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                0,
+                (&kernel as *const libc::sockaddr_nl).cast(),
+                size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+            )
+        };
+        if sent < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    fn receive(&self, buffer: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: the buffer is valid for its length.
+        let got = unsafe {
+            libc::recv(
+                self.socket.as_raw_fd(),
+                buffer.as_mut_ptr().cast(),
+                buffer.len(),
+                0,
+            )
+        };
+        if got < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(got as usize)
     }
 }
 

@@ -77,6 +77,20 @@ pub trait NftBackend {
     /// then refilled). Required, not defaulted: a wrapper that forgot to pass it on would make
     /// every restart refill its large sets whole, silently.
     fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError>;
+    // A wrapper of another backend passes the two below on: their defaults are correct but
+    // slow (libnftables parses every element of a new large set).
+    /// Whether [`NftBackend::add_to_new_set`] writes elements to the kernel directly (netlink),
+    /// not through libnftables: staging then declares a new set with a few elements only and
+    /// adds the rest in one call ([`crate::staging`]).
+    fn adds_elements_directly(&self) -> bool {
+        false
+    }
+    /// Adds `count` of `set`'s elements, from the `from`th, to the set, which the kernel holds
+    /// and no chain references yet, in one transaction or several. The default declares the set
+    /// again with them (one libnftables transaction).
+    fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
+        self.apply(&crate::script::render_set_fill(set, from, count))
+    }
 }
 
 impl<T: NftBackend + ?Sized> NftBackend for &T {
@@ -102,6 +116,14 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
 
     fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError> {
         (**self).set_contents(set)
+    }
+
+    fn adds_elements_directly(&self) -> bool {
+        (**self).adds_elements_directly()
+    }
+
+    fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
+        (**self).add_to_new_set(set, from, count)
     }
 }
 
@@ -303,7 +325,12 @@ fn stage(
         return Ok(0);
     }
     let sets: Vec<&AddressSet> = large.iter().map(|set| &***set).collect();
-    if let Err(failed) = staging::stage_new_sets(|script| backend.apply(script), &sets) {
+    let writers = staging::Writers {
+        apply: |script: &str| backend.apply(script),
+        add: |set: &AddressSet, from, count| backend.add_to_new_set(set, from, count),
+        direct: backend.adds_elements_directly(),
+    };
+    if let Err(failed) = staging::stage_new_sets(&writers, &sets) {
         if !failed.cleaned {
             *known = None;
         }

@@ -22,29 +22,29 @@ use crate::netlink::{attributes, put_attribute, NetfilterSocket, NFTABLES};
 
 /// `NFT_MSG_GETSETELEM`, `NFT_MSG_NEWSETELEM`.
 const GETSETELEM: u16 = NFTABLES | 13;
-const NEWSETELEM: u16 = NFTABLES | 12;
+pub(crate) const NEWSETELEM: u16 = NFTABLES | 12;
 /// `NLM_F_DUMP`.
 const DUMP: u16 = 0x300;
 /// `NFPROTO_INET`.
-const INET: u8 = 1;
+pub(crate) const INET: u8 = 1;
 /// `NFTA_SET_ELEM_LIST_TABLE`, `_SET`, `_ELEMENTS`.
-const LIST_TABLE: u16 = 1;
-const LIST_SET: u16 = 2;
-const LIST_ELEMENTS: u16 = 3;
+pub(crate) const LIST_TABLE: u16 = 1;
+pub(crate) const LIST_SET: u16 = 2;
+pub(crate) const LIST_ELEMENTS: u16 = 3;
 /// `NFTA_LIST_ELEM`; inside it `NFTA_SET_ELEM_KEY` (holding `NFTA_DATA_VALUE`) and
 /// `NFTA_SET_ELEM_FLAGS`.
-const LIST_ELEM: u16 = 1;
-const ELEM_KEY: u16 = 1;
-const DATA_VALUE: u16 = 1;
-const ELEM_FLAGS: u16 = 3;
+pub(crate) const LIST_ELEM: u16 = 1;
+pub(crate) const ELEM_KEY: u16 = 1;
+pub(crate) const DATA_VALUE: u16 = 1;
+pub(crate) const ELEM_FLAGS: u16 = 3;
 /// `NFT_SET_ELEM_INTERVAL_END`.
-const INTERVAL_END: u32 = 1;
+pub(crate) const INTERVAL_END: u32 = 1;
 
 /// One element as the kernel holds it: its key, and whether it ends an interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Element {
-    key: u128,
-    end: bool,
+pub(crate) struct Element {
+    pub(crate) key: u128,
+    pub(crate) end: bool,
 }
 
 /// The prefixes set `set` of table `inet <table>` holds, sorted; None if they do not read as
@@ -103,14 +103,14 @@ pub fn read_netpol_set_through(
         .map_err(crate::programmer::NftError::Unavailable)
 }
 
-fn nul_terminated(name: &str) -> Vec<u8> {
+pub(crate) fn nul_terminated(name: &str) -> Vec<u8> {
     let mut bytes = name.as_bytes().to_vec();
     bytes.push(0);
     bytes
 }
 
 /// Appends the elements of one `NEWSETELEM` message.
-fn elements_of(message: &[u8], width: usize, out: &mut Vec<Element>) -> io::Result<()> {
+pub(crate) fn elements_of(message: &[u8], width: usize, out: &mut Vec<Element>) -> io::Result<()> {
     let bad = || io::Error::new(io::ErrorKind::InvalidData, "a set element without its key");
     for (kind, list) in attributes(message) {
         if kind != LIST_ELEMENTS {
@@ -164,7 +164,7 @@ fn address(key: u128, v6: bool) -> IpAddr {
 /// The prefixes of an interval set's elements: each start paired with the next end (an end at
 /// the same key as a start closes the interval before it); a start left open reaches the top of
 /// the address space; an end with nothing open (nft's leading end at address 0) is passed over.
-fn prefixes_of_intervals(mut elements: Vec<Element>, v6: bool) -> Option<Vec<IpNet>> {
+pub(crate) fn prefixes_of_intervals(mut elements: Vec<Element>, v6: bool) -> Option<Vec<IpNet>> {
     // Ends first at a key: they close what comes before it.
     elements.sort_unstable_by_key(|e| (e.key, !e.end));
     let top: u128 = if v6 { u128::MAX } else { u128::from(u32::MAX) };

@@ -26,6 +26,11 @@ use crate::script::{render_set_fill, TABLE};
 /// new set of more is staged; smaller ones go into the main transaction as before.
 pub const STAGE_ELEMENTS: usize = 16_384;
 
+/// The elements a new set is declared with where the backend adds the rest directly
+/// ([`NftBackend::adds_elements_directly`]): libnftables parses these few, the kernel's element
+/// messages carry the others.
+pub const DECLARED_ELEMENTS: usize = 256;
+
 /// A staging that stopped part way, with the error of the transaction that failed.
 #[derive(Debug)]
 pub struct StageFailed<E> {
@@ -35,24 +40,51 @@ pub struct StageFailed<E> {
     pub cleaned: bool,
 }
 
-/// Creates and fills each of `sets` (none of which the kernel holds or any chain references),
-/// in transactions of at most [`STAGE_ELEMENTS`] elements, each sent with `apply` (one
-/// transaction a call: the programmer's backend).
-pub fn stage_new_sets<E>(
-    apply: impl Fn(&str) -> Result<(), E>,
+/// How staging writes: `apply` runs a script as one transaction; `add` adds `count` of a set's
+/// elements from the `from`th to it (the backend's `add_to_new_set`); `direct` says whether `add`
+/// writes them to the kernel directly (`adds_elements_directly`).
+pub struct Writers<A, D> {
+    pub apply: A,
+    pub add: D,
+    pub direct: bool,
+}
+
+/// Creates and fills each of `sets` (none of which the kernel holds or any chain references):
+/// each declared with its first elements (one transaction), then the rest added, in
+/// transactions of at most [`STAGE_ELEMENTS`] elements through libnftables, or in one call to a
+/// backend that writes elements directly.
+pub fn stage_new_sets<E, A, D>(
+    writers: &Writers<A, D>,
     sets: &[&AddressSet],
-) -> Result<(), StageFailed<E>> {
+) -> Result<(), StageFailed<E>>
+where
+    A: Fn(&str) -> Result<(), E>,
+    D: Fn(&AddressSet, usize, usize) -> Result<(), E>,
+{
+    let declared = if writers.direct {
+        DECLARED_ELEMENTS
+    } else {
+        STAGE_ELEMENTS
+    };
     for (index, set) in sets.iter().enumerate() {
-        let mut from = 0;
-        while from < set.nets.len() {
-            let count = STAGE_ELEMENTS.min(set.nets.len() - from);
-            if let Err(error) = apply(&render_set_fill(set, from, count)) {
-                // The set being filled exists if its first part committed.
-                let touched = if from > 0 { index + 1 } else { index };
-                let cleaned = delete_sets(&apply, &sets[..touched]).is_ok();
-                return Err(StageFailed { error, cleaned });
-            }
+        let len = set.nets.len();
+        let first = declared.min(len);
+        let mut step = (writers.apply)(&render_set_fill(set, 0, first));
+        let mut from = first;
+        while step.is_ok() && from < len {
+            let count = if writers.direct {
+                len - from
+            } else {
+                STAGE_ELEMENTS.min(len - from)
+            };
+            step = (writers.add)(set, from, count);
             from += count;
+        }
+        if let Err(error) = step {
+            // The set being filled exists if its declaration committed.
+            let touched = if from > 0 { index + 1 } else { index };
+            let cleaned = delete_sets(&writers.apply, &sets[..touched]).is_ok();
+            return Err(StageFailed { error, cleaned });
         }
     }
     Ok(())

@@ -117,14 +117,44 @@ impl NftBackend for Netns {
         &self,
         set: &netpol_nft::ruleset::AddressSet,
     ) -> Result<Option<Vec<ipnet::IpNet>>, NftError> {
+        self.inside(|| netpol_nft::set_dump::read_netpol_set(set))
+    }
+
+    /// As the agent does: a new set's elements past its declaration go as the kernel's element
+    /// messages, from a thread inside the namespace.
+    fn adds_elements_directly(&self) -> bool {
+        true
+    }
+
+    fn add_to_new_set(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+        from: usize,
+        count: usize,
+    ) -> Result<(), NftError> {
+        self.inside(|| {
+            let mut socket =
+                netpol_nft::netlink::NetfilterSocket::open().map_err(NftError::Unavailable)?;
+            netpol_nft::set_fill::add_to_netpol_set(&mut socket, set, from, count)
+        })
+    }
+}
+
+impl Netns {
+    /// Runs `f` on a thread inside the namespace (a netfilter socket opened there reaches its
+    /// kernel tables).
+    fn inside<T: Send>(
+        &self,
+        f: impl FnOnce() -> Result<T, NftError> + Send,
+    ) -> Result<T, NftError> {
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
                     self.enter().map_err(NftError::Unavailable)?;
-                    netpol_nft::set_dump::read_netpol_set(set)
+                    f()
                 })
                 .join()
-                .expect("the reading thread does not panic")
+                .expect("the thread inside the namespace does not panic")
         })
     }
 }

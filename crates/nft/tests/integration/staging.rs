@@ -253,3 +253,75 @@ fn a_stage_that_fails_takes_back_the_sets_staged_before_it() {
     program(&backend, &mut known, &ruleset).unwrap();
     assert_eq!(held_big_sets(&backend.kernel).len(), 2);
 }
+
+/// A backend that writes elements directly (as the agent's libnftables backend does over
+/// netlink), recording each call; the fake kernel takes the elements as declarations.
+#[derive(Default)]
+struct Direct {
+    inner: Recording,
+    added: Mutex<Vec<(String, usize, usize)>>,
+}
+
+impl NftBackend for Direct {
+    fn apply(&self, script: &str) -> Result<(), NftError> {
+        self.inner.apply(script)
+    }
+    fn check(&self, script: &str) -> Result<(), NftError> {
+        self.inner.check(script)
+    }
+    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.inner.chains()
+    }
+    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
+        self.inner.sets()
+    }
+    fn set_contents(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+    ) -> Result<Option<Vec<IpNet>>, NftError> {
+        self.inner.set_contents(set)
+    }
+    fn adds_elements_directly(&self) -> bool {
+        true
+    }
+    fn add_to_new_set(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+        from: usize,
+        count: usize,
+    ) -> Result<(), NftError> {
+        self.added
+            .lock()
+            .unwrap()
+            .push((set.name.to_string(), from, count));
+        self.inner
+            .kernel
+            .apply(&netpol_nft::script::render_set_fill(set, from, count))
+    }
+}
+
+#[test]
+fn a_backend_that_writes_elements_directly_gets_all_but_a_few_in_one_call() {
+    use netpol_nft::staging::DECLARED_ELEMENTS;
+    let ruleset = ruleset();
+    let backend = Direct::default();
+    program(&backend, &mut None, &ruleset).unwrap();
+    let sent = backend.inner.sent();
+    assert_eq!(
+        sent.len(),
+        3,
+        "a declaration of each set, the main transaction"
+    );
+    for declaration in &sent[..2] {
+        assert_eq!(big_elements(declaration), DECLARED_ELEMENTS);
+        assert!(!declaration.contains("chain "));
+    }
+    let added = backend.added.lock().unwrap().clone();
+    assert_eq!(added.len(), 2, "{added:?}");
+    assert!(added
+        .iter()
+        .all(|(_, from, count)| (*from, *count) == (DECLARED_ELEMENTS, BIG - DECLARED_ELEMENTS)));
+    let held = held_big_sets(&backend.inner.kernel);
+    assert_eq!(held.len(), 2);
+    assert!(held.iter().all(|(_, n)| *n == BIG), "{held:?}");
+}
