@@ -87,7 +87,7 @@ fn live_cidr_policies_cost_one_identity_each_and_bytes_a_prefix() {
         report.push(format!(
             "policy {k}: {} bytes of JSON, {retained} retained ({} a prefix), peak {peak}, \
              {added_identities} identities and {added_entries} MapState entries added over \
-             {endpoints} endpoints, {:.2} s wall, {cpu:.2} s CPU",
+             {endpoints} endpoints, {:.3} s wall, {cpu:.3} s CPU",
             text.len(),
             retained / PREFIXES as usize,
             wall.as_secs_f64()

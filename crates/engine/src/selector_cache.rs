@@ -217,18 +217,20 @@ struct CidrSelectors {
 impl CidrSelectors {
     fn insert(&mut self, net: IpNet, id: SelectorId) {
         let net = net.trunc();
-        match self.first.get(&net) {
-            None => {
-                self.first.insert(net, id);
-            }
-            Some(first) if *first == id => {}
-            Some(_) => match self.more.get_mut(&net) {
-                Some(ids) if ids.contains(&id) => {}
-                Some(ids) => ids.push(id),
-                None => {
-                    self.more.insert(net, vec![id]);
+        // One search of the tree for the common case, a prefix no other selector names.
+        match self.first.insert(net, id) {
+            None => {}
+            Some(first) if first == id => {}
+            Some(first) => {
+                self.first.insert(net, first);
+                match self.more.get_mut(&net) {
+                    Some(ids) if ids.contains(&id) => {}
+                    Some(ids) => ids.push(id),
+                    None => {
+                        self.more.insert(net, vec![id]);
+                    }
                 }
-            },
+            }
         }
         *self.lengths.entry(net.prefix_len()).or_default() += 1;
     }

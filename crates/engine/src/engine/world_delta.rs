@@ -16,6 +16,7 @@ use ipnet::IpNet;
 use super::world_classes::{classify_prefixes, named_entries, Candidate, CidrPeers};
 use super::Engine;
 use crate::identity::{EntryRef, IdentityId, WorldClass};
+use crate::prefixes::is_single_address;
 use crate::selector::Peer;
 
 /// What a policy change did that the world classes follow, noted when the policies are applied.
@@ -79,10 +80,12 @@ impl Engine {
                 }
                 before.insert(*prefix, id);
             }
-            let related_inside = self
-                .store
-                .worlds_within(*prefix)
-                .any(|(inner, _)| inner != *prefix && !mine(&inner));
+            // A single address holds nothing but itself: not looked up again.
+            let related_inside = !is_single_address(prefix)
+                && self
+                    .store
+                    .worlds_within(*prefix)
+                    .any(|(inner, _)| inner != *prefix && !mine(&inner));
             if related_inside {
                 return None;
             }
