@@ -115,5 +115,5 @@ pub use parse::{
     YamlError,
 };
 pub use pod::Pod;
-pub use reader::{digest_of, parse_reader_each, text_digest, ReadError};
+pub use reader::{digest_hasher, digest_of, parse_reader_each, text_digest, ReadError};
 pub use translate::{translate, translate_for, CrdChannel, Translation};

@@ -91,7 +91,7 @@ pub(super) struct Parsed {
 /// The digest of an object: a hash of its JSON form (maps are ordered, so equal objects hash
 /// equally).
 pub(super) fn object_digest(object: &Object) -> u64 {
-    let mut writer = HashWriter(std::hash::DefaultHasher::new());
+    let mut writer = HashWriter(netpol_api::digest_hasher());
     // Writing into a hasher cannot fail, and every object serializes.
     let _ = serde_json::to_writer(&mut writer, object);
     writer.0.finish()
@@ -124,9 +124,9 @@ pub(super) fn file_digest(path: &Path) -> Result<u64, FileError> {
     netpol_api::digest_of(&mut file).map_err(|e| FileError::of_io(&e))
 }
 
-struct HashWriter(std::hash::DefaultHasher);
+struct HashWriter<H>(H);
 
-impl io::Write for HashWriter {
+impl<H: Hasher> io::Write for HashWriter<H> {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         self.0.write(bytes);
         Ok(bytes.len())
