@@ -67,6 +67,7 @@ pub mod ruleset;
 pub mod script;
 #[cfg(target_os = "linux")]
 pub mod set_dump;
+#[cfg(target_os = "linux")]
 pub mod set_fill;
 pub mod sets;
 pub mod staging;
