@@ -27,6 +27,8 @@ pub fn open_netfilter() -> io::Result<OwnedFd> {
     // SAFETY: `raw` is a new descriptor nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(raw) })
 }
+/// How long a read waits for the kernel's answer (a dump's next part, a batch's next answer).
+const RECEIVE_TIMEOUT_SECONDS: libc::time_t = 30;
 /// `NFNL_SUBSYS_NFTABLES`, the high byte of every nf_tables message type.
 pub const NFTABLES: u16 = 10 << 8;
 const NLMSG_ERROR: u16 = 2;
@@ -85,8 +87,27 @@ pub struct NetfilterSocket {
 
 impl NetfilterSocket {
     pub fn open() -> io::Result<NetfilterSocket> {
+        let socket = open_netfilter()?;
+        // A kernel that stops answering fails the call instead of holding the agent forever.
+        let timeout = libc::timeval {
+            tv_sec: RECEIVE_TIMEOUT_SECONDS,
+            tv_usec: 0,
+        };
+        // SAFETY: a timeval option of a socket we own, its value's size given.
+        let set = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&timeout as *const libc::timeval).cast(),
+                size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        if set != 0 {
+            return Err(io::Error::last_os_error());
+        }
         Ok(NetfilterSocket {
-            socket: open_netfilter()?,
+            socket,
             sequence: 0,
             send_buffer: 0,
         })
@@ -241,10 +262,10 @@ impl NetfilterSocket {
         self.sequence = next;
         self.make_room(out.len())?;
         self.send(&out)?;
-        // One answer per message (not for the batch's begin and end).
-        let answers = first.wrapping_add(1)..=first.wrapping_add(messages.len() as u32);
-        let mut awaited = messages.len();
-        let mut failure = None;
+        // One answer per message. Offsets from `first`: 0 is the batch's begin, 1 to `len` its
+        // messages, `len + 1` its end (sequence numbers may wrap).
+        let len = messages.len();
+        let mut awaited = len;
         let mut buffer = vec![0u8; 1 << 16];
         while awaited > 0 {
             let got = self.receive(&mut buffer)?;
@@ -255,16 +276,19 @@ impl NetfilterSocket {
                     bytes: message,
                     ..
                 } = raw?;
-                if kind != NLMSG_ERROR || !answers.contains(&sequence) {
+                let offset = sequence.wrapping_sub(first) as usize;
+                if kind != NLMSG_ERROR || offset > len + 1 {
                     continue;
                 }
-                awaited -= 1;
-                if let (Err(error), None) = (answer_of(message), &failure) {
-                    failure = Some(error);
+                // The first error is the batch's: the kernel committed none of it. Answers
+                // still queued carry this batch's numbers, which later requests pass over.
+                answer_of(message)?;
+                if (1..=len).contains(&offset) {
+                    awaited -= 1;
                 }
             }
         }
-        failure.map_or(Ok(()), Err)
+        Ok(())
     }
 
     /// Grows the socket's send buffer to hold a batch of `bytes` (a batch is one `sendto`), as

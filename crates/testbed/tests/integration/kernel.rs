@@ -599,3 +599,51 @@ fn a_large_set_filled_in_parts_admits_its_last_address() {
         ProbeResult::Passed
     );
 }
+
+/// Elements written straight to the kernel (`set_fill`) land in the set whole, several batches'
+/// worth; a batch the kernel refuses (the set does not exist) fails the call, not hangs it.
+#[test]
+fn elements_written_as_kernel_messages_are_the_set_and_a_refusal_is_an_error() {
+    if netns::skip_kernel_test(
+        "elements_written_as_kernel_messages_are_the_set_and_a_refusal_is_an_error",
+    ) {
+        return;
+    }
+    let namespace = netns::Netns::new().expect("a network namespace");
+    // 120,000 prefixes, more than one batch (about 100,000 prefixes of an interval set each):
+    // every other /32, and /30s, from 10.0.0.0 on.
+    let nets: Vec<ipnet::IpNet> = (0..120_000u32)
+        .map(|i| {
+            let (address, len) = if i % 2 == 0 { (i * 8, 32) } else { (i * 8, 30) };
+            ipnet::IpNet::new(
+                IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + address)),
+                len,
+            )
+            .unwrap()
+        })
+        .collect();
+    let set = netpol_nft::ruleset::AddressSet {
+        name: "a4i_written".into(),
+        v6: false,
+        interval: true,
+        nets: netpol_datapath::sets::SortedNets::from_sorted(nets.clone()),
+        revision: 0,
+        patch: None,
+    };
+    namespace
+        .nft(&script::render_set_fill(&set, 0, 0))
+        .expect("the set is declared");
+    namespace
+        .add_to_new_set(&set, 0, nets.len())
+        .expect("the kernel takes the elements");
+    assert_eq!(namespace.set_contents(&set).unwrap(), Some(nets.clone()));
+
+    let missing = netpol_nft::ruleset::AddressSet {
+        name: "a4i_missing".into(),
+        ..set.clone()
+    };
+    let refused = namespace.add_to_new_set(&missing, 0, nets.len());
+    assert!(refused.is_err(), "{refused:?}");
+    // The refused batch changed nothing of the other set.
+    assert_eq!(namespace.set_contents(&set).unwrap(), Some(nets));
+}
