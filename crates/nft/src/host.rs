@@ -64,8 +64,7 @@ impl NftBackend for HostNft {
     }
 
     fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
-        let mut socket = NetfilterSocket::open().map_err(NftError::Unavailable)?;
-        crate::set_fill::add_to_netpol_set(&mut socket, set, from, count)
+        crate::set_fill::add_to_netpol_set(set, from, count)
     }
 }
 

@@ -294,7 +294,7 @@ impl NftBackend for LibNft {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match context.kernel.as_mut() {
-            Some(socket) => crate::set_fill::add_to_netpol_set(socket, set, from, count),
+            Some(socket) => crate::set_fill::add_to_netpol_set_through(socket, set, from, count),
             None => {
                 drop(context);
                 self.apply(&crate::script::render_set_fill(set, from, count))

@@ -93,19 +93,7 @@ impl NetfilterSocket {
             tv_sec: RECEIVE_TIMEOUT_SECONDS,
             tv_usec: 0,
         };
-        // SAFETY: a timeval option of a socket we own, its value's size given.
-        let set = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if set != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_option(&socket, libc::SO_RCVTIMEO, &timeout)?;
         Ok(NetfilterSocket {
             socket,
             sequence: 0,
@@ -162,6 +150,24 @@ impl NetfilterSocket {
             }
         }
     }
+}
+
+/// Sets the socket-level option `option` of `socket` to `value`.
+fn set_option<T>(socket: &OwnedFd, option: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is valid for its size, which is given.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (value as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if set != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// What an `NLMSG_ERROR` message says: an acknowledgement (code 0) or the request's error.
@@ -301,21 +307,8 @@ impl NetfilterSocket {
             return Ok(());
         }
         let size = libc::c_int::try_from(wanted).unwrap_or(libc::c_int::MAX);
-        let set = |option| {
-            // SAFETY: an int option of a socket we own, its value's size given.
-            unsafe {
-                libc::setsockopt(
-                    self.socket.as_raw_fd(),
-                    libc::SOL_SOCKET,
-                    option,
-                    (&size as *const libc::c_int).cast(),
-                    size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            }
-        };
-        if set(libc::SO_SNDBUFFORCE) != 0 && set(libc::SO_SNDBUF) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        set_option(&self.socket, libc::SO_SNDBUFFORCE, &size)
+            .or_else(|_| set_option(&self.socket, libc::SO_SNDBUF, &size))?;
         self.send_buffer = wanted;
         Ok(())
     }

@@ -96,11 +96,15 @@ pub fn read_netpol_set_through(
     socket: &mut NetfilterSocket,
     set: &crate::ruleset::AddressSet,
 ) -> Result<Option<Vec<IpNet>>, crate::programmer::NftError> {
-    let table = crate::script::TABLE
-        .strip_prefix("inet ")
-        .expect("netpol's table is inet");
-    read_set(socket, table, &set.name, set.v6, set.interval)
+    read_set(socket, netpol_table(), &set.name, set.v6, set.interval)
         .map_err(crate::programmer::NftError::Unavailable)
+}
+
+/// The name of netpol's table (of family `inet`), as netlink messages name it.
+pub(crate) fn netpol_table() -> &'static str {
+    crate::script::TABLE
+        .strip_prefix("inet ")
+        .expect("netpol's table is inet")
 }
 
 pub(crate) fn nul_terminated(name: &str) -> Vec<u8> {

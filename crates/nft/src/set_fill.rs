@@ -27,8 +27,8 @@ use ipnet::IpNet;
 use crate::netlink::{put_attribute, BatchMessage, NetfilterSocket};
 use crate::programmer::NftError;
 use crate::set_dump::{
-    nul_terminated, DATA_VALUE, ELEM_FLAGS, ELEM_KEY, INET, INTERVAL_END, LIST_ELEM, LIST_ELEMENTS,
-    LIST_SET, LIST_TABLE, NEWSETELEM,
+    netpol_table, nul_terminated, DATA_VALUE, ELEM_FLAGS, ELEM_KEY, INET, INTERVAL_END, LIST_ELEM,
+    LIST_ELEMENTS, LIST_SET, LIST_TABLE, NEWSETELEM,
 };
 use crate::sets::AddressSet;
 
@@ -66,22 +66,25 @@ pub fn add_elements<'a>(
     Ok(())
 }
 
-/// [`add_elements`] of `count` of `set`'s elements from the `from`th, to netpol's table: what
-/// a backend that writes elements directly does for [`NftBackend::add_to_new_set`]. The kernel's
-/// refusal names the set.
+/// [`add_elements`] of `count` of `set`'s elements from the `from`th, to netpol's table,
+/// through a socket opened for it in the calling thread's network namespace: what a backend
+/// that writes elements directly does for [`NftBackend::add_to_new_set`].
 ///
 /// [`NftBackend::add_to_new_set`]: crate::programmer::NftBackend::add_to_new_set
-pub fn add_to_netpol_set(
+pub fn add_to_netpol_set(set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
+    let mut socket = NetfilterSocket::open().map_err(NftError::Unavailable)?;
+    add_to_netpol_set_through(&mut socket, set, from, count)
+}
+
+/// [`add_to_netpol_set`] through `socket`. The kernel's refusal names the set.
+pub fn add_to_netpol_set_through(
     socket: &mut NetfilterSocket,
     set: &AddressSet,
     from: usize,
     count: usize,
 ) -> Result<(), NftError> {
-    let table = crate::script::TABLE
-        .strip_prefix("inet ")
-        .expect("netpol's table is inet");
     let nets = set.nets.iter().skip(from).take(count);
-    add_elements(socket, table, set, nets).map_err(|error| {
+    add_elements(socket, netpol_table(), set, nets).map_err(|error| {
         NftError::refused(&format!(
             "the kernel refused elements of set {}: {error}",
             set.name
@@ -106,8 +109,8 @@ fn element_lists<'a>(
     let mut elements = nets.flat_map(move |net| elements_of(net, interval));
     std::iter::from_fn(move || {
         let mut list = Vec::new();
-        for (key, end) in elements.by_ref() {
-            put_element(&mut list, &key, end);
+        for (key, width, end) in elements.by_ref() {
+            put_element(&mut list, key, width, end);
             if list.len() >= LIST_BYTES {
                 break;
             }
@@ -116,30 +119,28 @@ fn element_lists<'a>(
     })
 }
 
-/// The elements (key bytes, interval end) that hold `net`: its address alone in a set of
-/// hosts; its first address and the one after its last in an interval set.
-fn elements_of(net: &IpNet, interval: bool) -> impl Iterator<Item = (Vec<u8>, bool)> {
-    let (first, after): (Vec<u8>, Option<Vec<u8>>) = match net {
+/// The elements (key, its width in bytes, interval end) that hold `net`: its address alone in
+/// a set of hosts; its first address and the one after its last in an interval set.
+fn elements_of(net: &IpNet, interval: bool) -> impl Iterator<Item = (u128, usize, bool)> {
+    let (first, after, width) = match net {
         IpNet::V4(net) => (
-            net.network().octets().to_vec(),
-            u32::from(net.broadcast())
-                .checked_add(1)
-                .map(|a| a.to_be_bytes().to_vec()),
+            u128::from(u32::from(net.network())),
+            u32::from(net.broadcast()).checked_add(1).map(u128::from),
+            4,
         ),
         IpNet::V6(net) => (
-            net.network().octets().to_vec(),
-            u128::from(net.broadcast())
-                .checked_add(1)
-                .map(|a| a.to_be_bytes().to_vec()),
+            u128::from(net.network()),
+            u128::from(net.broadcast()).checked_add(1),
+            16,
         ),
     };
     let end = if interval { after } else { None };
-    std::iter::once((first, false)).chain(end.map(|key| (key, true)))
+    std::iter::once((first, width, false)).chain(end.map(|key| (key, width, true)))
 }
 
-fn put_element(list: &mut Vec<u8>, key: &[u8], end: bool) {
-    let mut value = Vec::with_capacity(4 + key.len());
-    put_attribute(&mut value, DATA_VALUE, key);
+fn put_element(list: &mut Vec<u8>, key: u128, width: usize, end: bool) {
+    let mut value = Vec::with_capacity(4 + width);
+    put_attribute(&mut value, DATA_VALUE, &key.to_be_bytes()[16 - width..]);
     let mut element = Vec::with_capacity(value.len() + 16);
     put_attribute(&mut element, ELEM_KEY | NESTED, &value);
     if end {

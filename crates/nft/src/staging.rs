@@ -61,31 +61,40 @@ where
     A: Fn(&str) -> Result<(), E>,
     D: Fn(&AddressSet, usize, usize) -> Result<(), E>,
 {
+    for (index, set) in sets.iter().enumerate() {
+        if let Err((error, exists)) = stage_one(writers, set) {
+            // The set being filled exists if its declaration committed.
+            let touched = if exists { index + 1 } else { index };
+            let cleaned = delete_sets(&writers.apply, &sets[..touched]).is_ok();
+            return Err(StageFailed { error, cleaned });
+        }
+    }
+    Ok(())
+}
+
+/// Declares `set` with its first elements and adds the rest; on an error, whether the set
+/// exists (its declaration committed).
+fn stage_one<E, A, D>(writers: &Writers<A, D>, set: &AddressSet) -> Result<(), (E, bool)>
+where
+    A: Fn(&str) -> Result<(), E>,
+    D: Fn(&AddressSet, usize, usize) -> Result<(), E>,
+{
     let declared = if writers.direct {
         DECLARED_ELEMENTS
     } else {
         STAGE_ELEMENTS
     };
-    for (index, set) in sets.iter().enumerate() {
-        let len = set.nets.len();
-        let first = declared.min(len);
-        let mut step = (writers.apply)(&render_set_fill(set, 0, first));
-        let mut from = first;
-        while step.is_ok() && from < len {
-            let count = if writers.direct {
-                len - from
-            } else {
-                STAGE_ELEMENTS.min(len - from)
-            };
-            step = (writers.add)(set, from, count);
-            from += count;
-        }
-        if let Err(error) = step {
-            // The set being filled exists if its declaration committed.
-            let touched = if from > 0 { index + 1 } else { index };
-            let cleaned = delete_sets(&writers.apply, &sets[..touched]).is_ok();
-            return Err(StageFailed { error, cleaned });
-        }
+    let len = set.nets.len();
+    let mut from = declared.min(len);
+    (writers.apply)(&render_set_fill(set, 0, from)).map_err(|error| (error, false))?;
+    while from < len {
+        let count = if writers.direct {
+            len - from
+        } else {
+            STAGE_ELEMENTS.min(len - from)
+        };
+        (writers.add)(set, from, count).map_err(|error| (error, true))?;
+        from += count;
     }
     Ok(())
 }

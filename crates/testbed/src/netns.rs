@@ -132,11 +132,7 @@ impl NftBackend for Netns {
         from: usize,
         count: usize,
     ) -> Result<(), NftError> {
-        self.inside(|| {
-            let mut socket =
-                netpol_nft::netlink::NetfilterSocket::open().map_err(NftError::Unavailable)?;
-            netpol_nft::set_fill::add_to_netpol_set(&mut socket, set, from, count)
-        })
+        self.inside(|| netpol_nft::set_fill::add_to_netpol_set(set, from, count))
     }
 }
 

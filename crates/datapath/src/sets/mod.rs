@@ -81,8 +81,8 @@ impl SetAddresses {
             );
         }
         // Each identity's members come sorted (a world class's in address order): the stable
-        // sort merges those runs (O(n log k) for k identities), where the unstable one sorted
-        // the whole again, most of a CIDR-heavy set's resolution.
+        // sort merges those runs (O(n log k) for k identities) instead of sorting the whole
+        // again.
         nets.sort();
         nets.dedup();
         resolved.nets = SortedNets::from_sorted(nets);

@@ -254,6 +254,39 @@ fn a_stage_that_fails_takes_back_the_sets_staged_before_it() {
     assert_eq!(held_big_sets(&backend.kernel).len(), 2);
 }
 
+#[test]
+fn a_declaration_that_fails_takes_back_only_the_sets_that_exist() {
+    let ruleset = ruleset();
+    // The first part of the second set staged: its declaration.
+    let trial = Recording::default();
+    program(&trial, &mut None, &ruleset).unwrap();
+    let declaration = trial.sent().swap_remove(2);
+    let element = declaration
+        .split(", ")
+        .nth(100)
+        .expect("the part lists its elements");
+    let backend = Recording::default();
+    backend.kernel.poison(&format!(", {element}, "));
+    let mut known = None;
+    assert!(program(&backend, &mut known, &ruleset).is_err());
+    let sent = backend.sent();
+    assert_eq!(
+        sent.len(),
+        4,
+        "two parts, the refused declaration, the deletion"
+    );
+    assert_eq!(
+        sent[3]
+            .lines()
+            .filter(|l| l.starts_with("delete set "))
+            .count(),
+        1,
+        "the whole set alone, not the one never declared: {}",
+        sent[3]
+    );
+    assert!(backend.kernel.table().is_none_or(|t| t.sets.is_empty()));
+}
+
 /// A backend that writes elements directly (as the agent's libnftables backend does over
 /// netlink), recording each call; the fake kernel takes the elements as declarations.
 #[derive(Default)]

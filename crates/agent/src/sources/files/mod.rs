@@ -723,7 +723,7 @@ impl FileSource {
                 }
             }
         }
-        found.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        found.sort_unstable_by_key(|(place, key, _)| (*place, *key));
         let mut problems = Vec::new();
         for (_, key, holders) in found {
             let (used, ignored) = holders.split_first().expect("two holders or more");
