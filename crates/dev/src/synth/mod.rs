@@ -201,8 +201,14 @@ mod tests {
         out
     }
 
+    /// An empty folder of the test's own. One left by an earlier run whose process had the same
+    /// id (a CI container's ids repeat from run to run) would hold files this run did not write.
     fn scratch(name: &str) -> PathBuf {
-        std::env::temp_dir().join(format!("netpol-synth-{name}-{}", std::process::id()))
+        let dir = std::env::temp_dir().join(format!("netpol-synth-{name}-{}", std::process::id()));
+        match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => panic!("{}: {e}", dir.display()),
+            _ => dir,
+        }
     }
 
     #[test]
@@ -255,8 +261,16 @@ mod tests {
                 format,
             };
             write_cluster(&cluster, &dir).unwrap();
-            let files = fs::read_dir(&dir).unwrap().count();
-            assert_eq!(files, FILES.len(), "{format:?}: earlier forms are removed");
+            let mut files: Vec<_> = fs::read_dir(&dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name())
+                .collect();
+            files.sort();
+            assert_eq!(
+                files.len(),
+                FILES.len(),
+                "{format:?}: earlier forms are removed: {files:?}"
+            );
             let pods =
                 fs::read_to_string(dir.join(format!("pods.{}", format.extension()))).unwrap();
             let expected_start = match format {
