@@ -17,7 +17,7 @@ use crate::prefixes::is_single_address;
 mod world;
 mod world_map;
 
-pub use world::{EntryRef, WorldClass};
+pub use world::{EntryRef, Leaves, WorldClass};
 
 /// A small, stable handle for an identity. Allocated by [`IdentityStore`]; never reused while the
 /// store lives, so a removed identity cannot be confused with a new one.

@@ -35,7 +35,8 @@ pub use entry::{
 };
 pub use flow::{AddressOracle, ByAddress, DirectionOracle};
 pub use identity::{
-    EntryRef, Identity, IdentityId, IdentityKind, IdentityStore, NodeInfo, PodInfo, WorldClass,
+    EntryRef, Identity, IdentityId, IdentityKind, IdentityStore, Leaves, NodeInfo, PodInfo,
+    WorldClass,
 };
 pub use labels::{
     LabelInterner, LabelSelector, Labels, Requirement, SharedLabels, NAMESPACE_NAME_LABEL,

@@ -107,6 +107,22 @@ impl FakeNft {
 pub struct FakeTable {
     pub chains: BTreeMap<String, BTreeSet<String>>,
     pub sets: BTreeMap<String, BTreeSet<String>>,
+    /// The sets declared with `flags interval`: only they take prefixes.
+    pub interval: BTreeSet<String>,
+}
+
+impl FakeTable {
+    /// Adds `listed` to set `name`, refusing a prefix in a set without `flags interval` as the
+    /// kernel does (libnftables: "You must add 'flags interval' to your set declaration").
+    fn add_elements(&mut self, name: &str, listed: Vec<String>) -> Result<(), String> {
+        if !self.interval.contains(name) {
+            if let Some(prefix) = listed.iter().find(|e| e.contains('/')) {
+                return Err(format!("set {name} has no flags interval for {prefix}"));
+            }
+        }
+        self.sets.get_mut(name).ok_or("no such set")?.extend(listed);
+        Ok(())
+    }
 }
 
 /// `{ a, b }` (the rest of a line after a set or element list's name) as its elements.
@@ -167,8 +183,11 @@ fn run_script(table: &mut Option<FakeTable>, script: &str) -> Result<(), String>
                 .split_once("elements = ")
                 .map(|(_, e)| elements(e.trim_end_matches('}')))
                 .unwrap_or_default();
-            let set = t.sets.entry(name.to_string()).or_default();
-            set.extend(listed);
+            t.sets.entry(name.to_string()).or_default();
+            if body.contains("flags interval;") {
+                t.interval.insert(name.to_string());
+            }
+            t.add_elements(name, listed)?;
         } else if let Some(rest) = line.strip_prefix("delete chain ") {
             let name = rest.strip_prefix(&prefix).ok_or("other table")?;
             let t = table.as_mut().ok_or("no table")?;
@@ -180,6 +199,7 @@ fn run_script(table: &mut Option<FakeTable>, script: &str) -> Result<(), String>
                 return Err(format!("set {name} is in use"));
             }
             t.sets.remove(name).ok_or("no such set")?;
+            t.interval.remove(name);
         } else if let Some(rest) = line.strip_prefix("flush set ") {
             let name = rest.strip_prefix(&prefix).ok_or("other table")?;
             let t = table.as_mut().ok_or("no table")?;
@@ -188,8 +208,7 @@ fn run_script(table: &mut Option<FakeTable>, script: &str) -> Result<(), String>
             let rest = rest.strip_prefix(&prefix).ok_or("other table")?;
             let (name, list) = rest.split_once(' ').ok_or("no elements")?;
             let t = table.as_mut().ok_or("no table")?;
-            let set = t.sets.get_mut(name).ok_or("no such set")?;
-            set.extend(elements(list));
+            t.add_elements(name, elements(list))?;
         } else if let Some(rest) = line.strip_prefix("delete element ") {
             let rest = rest.strip_prefix(&prefix).ok_or("other table")?;
             let (name, list) = rest.split_once(' ').ok_or("no elements")?;
@@ -252,5 +271,32 @@ impl NftBackend for FakeNft {
         }
         nets.sort_unstable();
         Ok(Some(nets))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_prefix_goes_only_into_an_interval_set_as_the_kernel_has_it() {
+        let nft = FakeNft::new();
+        let declare = format!(
+            "add table {TABLE}\ntable {TABLE} {{\n\
+             \tset a4_1 {{ type ipv4_addr; elements = {{ 10.0.0.1 }} }}\n\
+             \tset a4i_2 {{ type ipv4_addr; flags interval; elements = {{ 10.0.0.0/8 }} }}\n}}\n"
+        );
+        nft.apply(&declare).unwrap();
+        nft.apply(&format!("add element {TABLE} a4i_2 {{ 192.168.0.0/16 }}\n"))
+            .unwrap();
+        let refused = nft.apply(&format!("add element {TABLE} a4_1 {{ 10.1.0.0/16 }}\n"));
+        assert!(refused.is_err(), "{refused:?}");
+        let declared = nft.apply(&format!(
+            "table {TABLE} {{\n\tset a4_3 {{ type ipv4_addr; elements = {{ 10.2.0.0/16 }} }}\n}}\n"
+        ));
+        assert!(declared.is_err(), "{declared:?}");
+        let table = nft.table().unwrap();
+        assert_eq!(table.sets["a4_1"].len(), 1);
+        assert_eq!(table.sets["a4i_2"].len(), 2);
     }
 }

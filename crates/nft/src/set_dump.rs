@@ -70,15 +70,25 @@ pub fn read_set(
     Ok(if interval {
         prefixes_of_intervals(elements, v6)
     } else {
-        elements
-            .iter()
-            .map(|e| (!e.end).then(|| host(e.key, v6)))
-            .collect::<Option<Vec<IpNet>>>()
-            .map(|mut nets| {
-                nets.sort_unstable();
-                nets
-            })
+        hosts_of(&elements, v6)
     })
+}
+
+/// The addresses of a hash set's elements, sorted, each once; None if one ends an interval.
+///
+/// Each once: a hash set that the kernel grows or shrinks while it is read (its rhashtable
+/// resizes in the background after many changes) may report an element twice, or not at all,
+/// as the dump walks the table anew for each message and skips as many as it sent. Twice must
+/// not read as two elements, of which a patch would delete "the other"; one missed is added
+/// again, which changes nothing.
+fn hosts_of(elements: &[Element], v6: bool) -> Option<Vec<IpNet>> {
+    let mut nets = elements
+        .iter()
+        .map(|e| (!e.end).then(|| host(e.key, v6)))
+        .collect::<Option<Vec<IpNet>>>()?;
+    nets.sort_unstable();
+    nets.dedup();
+    Some(nets)
 }
 
 /// [`read_set`] of netpol's table, through a socket opened for it in the calling thread's
@@ -225,6 +235,24 @@ mod tests {
 
     fn nets(list: &[&str]) -> Vec<IpNet> {
         list.iter().map(|n| n.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_host_read_twice_is_one_and_an_interval_end_is_no_host() {
+        let twice = [
+            start(v4("10.0.0.2")),
+            start(v4("10.0.0.1")),
+            start(v4("10.0.0.2")),
+        ];
+        let hosts = hosts_of(&twice, false).unwrap();
+        assert_eq!(
+            hosts,
+            [
+                "10.0.0.1/32".parse().unwrap(),
+                "10.0.0.2/32".parse().unwrap()
+            ]
+        );
+        assert_eq!(hosts_of(&[start(1), end(2)], false), None);
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //!
 //! A set's canonical name is a hash of its identities' contents, not of their ids (a restarted
 //! agent numbers identities in another order and must find the same sets, and chains, in
-//! place): `a4_<hash>` / `a6_<hash>`, with `i` after the family for an interval set (one naming a
-//! world prefix). A replica changes a set's elements only, never its name; a set replaced by one
-//! that differs by identities a change brought (a pod of a new label set) keeps the name of the
-//! set it replaces, so chains naming it stay as they are and the kernel is sent the new
-//! identity's elements only.
+//! place): `a4_<hash>` / `a6_<hash>`, with `i` after the family for an interval set (one naming
+//! a world identity that may hold ranges). A replica changes a set's elements only, never its
+//! name; a set replaced by one that differs by identities a change brought (a pod of a new label
+//! set) keeps the name of the set it replaces, so chains naming it stay as they are and the
+//! kernel is sent the new identity's elements only. Neither changes whether a set is an interval
+//! set: a world class holds single addresses or ranges for good
+//! ([`netpol_engine::Leaves`]), and a set takes over no name for a world identity.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -31,7 +33,8 @@ pub struct AddressSet {
     /// `a4_<hash>` or `a6_<hash>` (`i` after the family for an interval set).
     pub name: Arc<str>,
     pub v6: bool,
-    /// Whether the set holds prefixes (`flags interval`): a world identity names it.
+    /// Whether the set holds prefixes (`flags interval`): a world identity that may hold ranges
+    /// is in it. A set of single addresses, pods' and `/32` classes' alike, is a hash set.
     pub interval: bool,
     /// Disjoint prefixes, sorted (host prefixes for single addresses); may be empty. Shared
     /// with the set book, chunk by chunk.
@@ -183,7 +186,7 @@ fn model(booked: &BookedSet, patch: Option<(u64, SetDelta)>) -> Arc<AddressSet> 
     Arc::new(AddressSet {
         name: booked.name.clone(),
         v6: booked.set.family == Family::V6,
-        interval: booked.addresses.names_world(),
+        interval: booked.addresses.holds_ranges(),
         nets: booked.addresses.shared(),
         revision: booked.revision,
         patch: patch.map(Arc::new),
@@ -200,10 +203,7 @@ fn canonical_name(
     salt: u32,
 ) -> String {
     let sum = digests.sum(set, store, identity_digest);
-    let interval = set
-        .identities
-        .iter()
-        .any(|id| store.get(*id).is_some_and(|i| i.is_world()));
+    let interval = netpol_datapath::sets::holds_ranges(set, store);
     let digest = if salt == 0 {
         hash([format!("{sum:032x}").as_str()])
     } else {

@@ -30,6 +30,14 @@ pub use book::{BookedSet, SetBook, SetStep, SlotId};
 pub use chunked::SortedNets;
 pub use digests::{IdentityDigest, IdentityDigests};
 
+/// Whether an identity of `set` may hold prefixes wider than one address: see
+/// [`SetAddresses::holds_ranges`].
+pub fn holds_ranges(set: &RemoteSet, store: &IdentityStore) -> bool {
+    set.identities
+        .iter()
+        .any(|id| store.world_holds_ranges(*id))
+}
+
 fn family_matches(family: Family, net: &IpNet) -> bool {
     family == Family::Any || Family::of(net) == family
 }
@@ -42,8 +50,9 @@ pub struct SetAddresses {
     /// one holds an address is a lookup per distinct prefix length, not a scan, so a set of
     /// 70,000 `except` holes resolves in linear time, not quadratic.
     worlds: PrefixSet,
-    /// Whether a world identity of any family is in the set (its addresses may be prefixes).
-    names_world: bool,
+    /// Whether a world identity that may hold ranges is in the set (of either family): only then
+    /// may its addresses be prefixes wider than one address.
+    holds_ranges: bool,
     /// Sorted, in shared chunks: a datapath's model of the set holds it without a copy, and a
     /// patch copies only the chunk it changes.
     nets: SortedNets,
@@ -60,14 +69,10 @@ impl SetAddresses {
                 .flat_map(|id| store.members(*id).iter().copied())
                 .filter(|prefix| family_matches(set.family, prefix)),
         );
-        let names_world = set
-            .identities
-            .iter()
-            .any(|id| store.get(*id).is_some_and(|i| i.is_world()));
         let mut resolved = SetAddresses {
             family: set.family,
             worlds,
-            names_world,
+            holds_ranges: holds_ranges(set, store),
             nets: SortedNets::default(),
         };
         let mut nets = Vec::new();
@@ -105,10 +110,11 @@ impl SetAddresses {
         !held
     }
 
-    /// Whether a world identity (a prefix of either family) is in the set: only then may its
-    /// addresses be prefixes rather than hosts.
-    pub fn names_world(&self) -> bool {
-        self.names_world
+    /// Whether the set may hold prefixes wider than one address: whether a world identity that
+    /// may hold them is in it ([`IdentityStore::world_holds_ranges`]). The answer is one for
+    /// the set's identities, whatever addresses they hold now.
+    pub fn holds_ranges(&self) -> bool {
+        self.holds_ranges
     }
 
     /// The addresses, sorted and disjoint.

@@ -39,31 +39,36 @@ pub const HOSTS: [&str; 6] = [
     "fd00:1::5",
 ];
 
-/// Leaf prefixes (none holds another world prefix) pooled into one world identity, as the
-/// engine pools prefixes that every live entry treats alike: one inside three nested prefixes,
-/// one at a pod's address, others under `10.0.0.0/8`, the any-address prefixes and an IPv6
-/// prefix, so a class's prefixes sit under different enclosing rules.
-pub const POOLED: [&str; 6] = [
+/// Leaf prefixes (none holds another world prefix) pooled into world identities, as the engine
+/// pools prefixes that every live entry treats alike ([`pool`]): one inside three nested
+/// prefixes, a single address at a pod's address and one of the other family, others under
+/// `10.0.0.0/8`, the any-address prefixes and an IPv6 prefix, so a class's prefixes sit under
+/// different enclosing rules.
+pub const POOLED: [&str; 7] = [
     "10.1.2.128/25",
     "172.16.0.1/32",
+    "2001:db9::1/128",
     "10.3.0.0/16",
     "192.0.2.0/24",
     "fd00:2::/32",
     "2001:db8::/32",
 ];
 
-/// Adds the [`POOLED`] prefixes to `store` as one world identity; returns it.
-pub fn pool(store: &mut IdentityStore) -> IdentityId {
-    let class = WorldClass::SelectedBy(std::sync::Arc::from([(std::sync::Arc::from("pooled"), 0)]));
-    POOLED
-        .iter()
-        .map(|prefix| {
-            store
-                .insert_world_member(prefix.parse().unwrap(), class.clone())
-                .0
-        })
-        .last()
-        .expect("prefixes to pool")
+/// Adds the [`POOLED`] prefixes to `store` as the engine pools them: one world identity for the
+/// ranges, one for the single addresses ([`netpol_engine::Leaves`]). Returns both, in that
+/// order.
+pub fn pool(store: &mut IdentityStore) -> [IdentityId; 2] {
+    let entries: std::sync::Arc<[netpol_engine::EntryRef]> =
+        std::sync::Arc::from([(std::sync::Arc::from("pooled"), 0)]);
+    let mut ids = [None, None];
+    for prefix in POOLED {
+        let prefix: ipnet::IpNet = prefix.parse().unwrap();
+        let leaves = netpol_engine::Leaves::of(&prefix);
+        let class = WorldClass::SelectedBy(entries.clone(), leaves);
+        let id = store.insert_world_member(prefix, class).0;
+        ids[usize::from(leaves == netpol_engine::Leaves::SingleAddresses)] = Some(id);
+    }
+    ids.map(|id| id.expect("both kinds pooled"))
 }
 
 #[derive(Clone, Debug)]
@@ -93,7 +98,7 @@ pub fn port_key() -> impl Strategy<Value = PortKey> {
 pub fn random_entry() -> impl Strategy<Value = RandomEntry> {
     (
         prop::sample::select(Direction::BOTH.to_vec()),
-        prop::option::weighted(0.75, 0..WORLDS.len() + HOSTS.len() + 3),
+        prop::option::weighted(0.75, 0..WORLDS.len() + HOSTS.len() + 4),
         port_key(),
         0..6u128,
         prop::sample::select(vec![Verdict::Allow, Verdict::Deny]),
@@ -142,7 +147,7 @@ pub fn build(entries: &[RandomEntry], roots: [(u128, Verdict); 2]) -> (MapState,
         .chain(HOSTS.iter())
         .map(|n| ids[*n])
         .collect();
-    order.push(pool(&mut store));
+    order.extend(pool(&mut store));
     let mut classes: HashMap<(Direction, Option<IdentityId>), HashMap<PortKey, MapValue>> =
         HashMap::new();
     for (d, (precedence, verdict)) in Direction::BOTH.into_iter().zip(roots) {

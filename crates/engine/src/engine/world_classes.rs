@@ -14,7 +14,7 @@ use ipnet::IpNet;
 
 use super::identities::IdentityChanges;
 use super::Engine;
-use crate::identity::{EntryRef, IdentityId, IdentityStore, WorldClass};
+use crate::identity::{EntryRef, IdentityId, IdentityStore, Leaves, WorldClass};
 use crate::prefixes::truncations;
 use crate::selector::{CidrSelector, Peer};
 
@@ -320,7 +320,7 @@ pub(super) fn classify_prefixes(
                     entries
                 }
             };
-            WorldClass::SelectedBy(entries)
+            WorldClass::SelectedBy(entries, Leaves::of(prefix))
         };
         out.push((*prefix, class));
     }

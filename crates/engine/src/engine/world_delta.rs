@@ -72,7 +72,7 @@ impl Engine {
             if let Some(id) = self.store.world_of(prefix) {
                 // Named before: by the changed entries alone, or the change is not its own.
                 let alone = match self.store.world_class(id)? {
-                    WorldClass::SelectedBy(refs) => refs.iter().all(changed),
+                    WorldClass::SelectedBy(refs, _) => refs.iter().all(changed),
                     WorldClass::Prefix(_) => false,
                 };
                 if !alone || !lost.contains(prefix) {

@@ -20,7 +20,8 @@ pub type EntryRef = (Arc<str>, u32);
 
 /// What makes world prefixes one identity.
 ///
-/// Two prefixes are alike when the same live entries select them through a CIDR peer: every
+/// Two prefixes are alike when they are of one [`Leaves`] kind and the same live entries select
+/// them through a CIDR peer: every
 /// MapState is built from entries (a peer adds its entry's rule for what it selects), and the
 /// entity peers (`world`, `all`) select every world identity. A CIDR selector then selects a
 /// class when it covers any of its prefixes: an entry covering one prefix of a class is in the
@@ -37,9 +38,39 @@ pub type EntryRef = (Arc<str>, u32);
 pub enum WorldClass {
     /// A prefix that holds other world prefixes.
     Prefix(IpNet),
-    /// Leaf prefixes that exactly these live entries select, sorted (none: only entity peers
-    /// can select them, like an `except` hole no other peer names).
-    SelectedBy(Arc<[EntryRef]>),
+    /// Leaf prefixes of one kind that exactly these live entries select, sorted (none: only
+    /// entity peers can select them, like an `except` hole no other peer names).
+    SelectedBy(Arc<[EntryRef]>, Leaves),
+}
+
+/// Whether a class of leaf prefixes holds single addresses or wider ranges, never both.
+///
+/// An identity's addresses then stay of one kind as prefixes join and leave it, so a datapath
+/// can match a set of single-address identities exactly, which it never has to change into a
+/// range match: nftables keeps such a set in a hash table, where an interval set inserts each
+/// prefix twice into a tree with overlap checks (most of the kernel's cost of a live policy of
+/// 50,000 `/32`s). Entries that name both kinds make two identities where they made one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Leaves {
+    SingleAddresses,
+    Ranges,
+}
+
+impl Leaves {
+    pub fn of(prefix: &IpNet) -> Leaves {
+        if crate::prefixes::is_single_address(prefix) {
+            Leaves::SingleAddresses
+        } else {
+            Leaves::Ranges
+        }
+    }
+}
+
+impl WorldClass {
+    /// Whether the identity of this class may hold a prefix wider than one address.
+    pub fn holds_ranges(&self) -> bool {
+        !matches!(self, WorldClass::SelectedBy(_, Leaves::SingleAddresses))
+    }
 }
 
 /// How a class of several prefixes reads: its first prefix and how many more.
@@ -67,6 +98,10 @@ impl IdentityStore {
     /// that it reads the same whatever order its prefixes arrived in.
     pub fn insert_world_member(&mut self, prefix: IpNet, class: WorldClass) -> (IdentityId, bool) {
         let prefix = prefix.trunc();
+        debug_assert!(
+            !matches!(&class, WorldClass::SelectedBy(_, leaves) if *leaves != Leaves::of(&prefix)),
+            "{prefix} joins a class of the other kind"
+        );
         let key = IdentityKey::World(class);
         let Some(&id) = self.by_key.get(&key) else {
             return self.insert_keyed(key, Identity::world(prefix));
@@ -137,6 +172,22 @@ impl IdentityStore {
         }
     }
 
+    /// Whether `id` is a world identity that may hold a prefix wider than one address (see
+    /// [`Leaves`]); false for every other identity, whose addresses are single addresses.
+    pub fn world_holds_ranges(&self, id: IdentityId) -> bool {
+        let Some(stored) = self.by_id.get(&id) else {
+            return false;
+        };
+        match &stored.key {
+            IdentityKey::World(class) => class.holds_ranges(),
+            // A world identity of one prefix, inserted as itself.
+            _ => {
+                stored.representative.is_world()
+                    && Leaves::of(&stored.representative.prefix) == Leaves::Ranges
+            }
+        }
+    }
+
     /// For each of `nets` (best given in order), the world prefixes holding it other than itself
     /// and the whole address spaces: `f` gets each such prefix.
     pub fn world_prefixes_holding_each_strictly<'n>(
@@ -191,8 +242,8 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn class(policy: &str) -> WorldClass {
-        WorldClass::SelectedBy(Arc::from([(Arc::from(policy), 0)]))
+    fn class(policy: &str, leaves: Leaves) -> WorldClass {
+        WorldClass::SelectedBy(Arc::from([(Arc::from(policy), 0)]), leaves)
     }
 
     #[test]
@@ -200,19 +251,20 @@ mod tests {
         let mut store = IdentityStore::new();
         let (all, _) =
             store.insert_world_member(net("0.0.0.0/0"), WorldClass::Prefix(net("0.0.0.0/0")));
-        let (a, new_a) = store.insert_world_member(net("192.0.2.1/32"), class("p"));
-        let (b, new_b) = store.insert_world_member(net("198.51.100.0/24"), class("p"));
+        let (a, new_a) = store.insert_world_member(net("192.0.2.0/25"), class("p", Leaves::Ranges));
+        let (b, new_b) =
+            store.insert_world_member(net("198.51.100.0/24"), class("p", Leaves::Ranges));
         assert!(new_a && !new_b);
         assert_eq!(a, b);
         assert_eq!(store.members(a).len(), 2);
         assert_eq!(store.resolve("192.0.2.1".parse().unwrap()), Some(a));
         assert_eq!(store.resolve("198.51.100.7".parse().unwrap()), Some(a));
-        assert_eq!(store.resolve("192.0.2.2".parse().unwrap()), Some(all));
-        assert_eq!(store.summary(a), "world 192.0.2.1/32 (+1 prefix)");
-        assert_eq!(store.describe(a), "world [192.0.2.1/32,198.51.100.0/24]");
+        assert_eq!(store.resolve("192.0.2.200".parse().unwrap()), Some(all));
+        assert_eq!(store.summary(a), "world 192.0.2.0/25 (+1 prefix)");
+        assert_eq!(store.describe(a), "world [192.0.2.0/25,198.51.100.0/24]");
         assert_eq!(store.identities_within(net("0.0.0.0/0")), vec![all, a]);
         // The representative is the lowest prefix, and follows it when it leaves.
-        let gone = store.remove_world_members(&[net("192.0.2.1/32")]);
+        let gone = store.remove_world_members(&[net("192.0.2.0/25")]);
         assert_eq!(gone, vec![(a, None)]);
         assert_eq!(store.get(a).unwrap().prefix, net("198.51.100.0/24"));
         assert_eq!(store.resolve("192.0.2.1".parse().unwrap()), Some(all));
@@ -226,8 +278,9 @@ mod tests {
     #[test]
     fn a_class_has_an_address_of_its_own_while_one_prefix_has_one() {
         let mut store = IdentityStore::new();
-        let (class_id, _) = store.insert_world_member(net("10.0.0.1/32"), class("p"));
-        store.insert_world_member(net("10.0.0.2/32"), class("p"));
+        let hosts = class("p", Leaves::SingleAddresses);
+        let (class_id, _) = store.insert_world_member(net("10.0.0.1/32"), hosts.clone());
+        store.insert_world_member(net("10.0.0.2/32"), hosts);
         let pod = crate::identity::NodeInfo {
             name: "n".into(),
             labels: Default::default(),
@@ -236,6 +289,34 @@ mod tests {
         store.insert(Identity::node(pod, "10.0.0.1".parse().unwrap()));
         let reps = store.representative_addresses();
         assert_eq!(reps.get(&class_id), Some(&"10.0.0.2".parse().unwrap()));
+    }
+
+    #[test]
+    fn single_addresses_and_ranges_of_the_same_entries_are_two_identities() {
+        let mut store = IdentityStore::new();
+        let (all, _) =
+            store.insert_world_member(net("0.0.0.0/0"), WorldClass::Prefix(net("0.0.0.0/0")));
+        let of = |prefix: &str| {
+            let prefix = net(prefix);
+            (prefix, class("p", Leaves::of(&prefix)))
+        };
+        let mut ids = Vec::new();
+        for (prefix, class) in [of("10.0.0.1/32"), of("10.1.0.0/24"), of("10.0.0.2/32")] {
+            ids.push(store.insert_world_member(prefix, class).0);
+        }
+        assert_eq!(ids[0], ids[2]);
+        assert_ne!(ids[0], ids[1]);
+        assert!(!store.world_holds_ranges(ids[0]));
+        assert!(store.world_holds_ranges(ids[1]));
+        assert!(
+            store.world_holds_ranges(all),
+            "a prefix holding others is a range"
+        );
+        let (alone, _) = store.insert(Identity::world(net("192.0.2.0/24")));
+        let (host, _) = store.insert(Identity::world(net("192.0.2.9/32")));
+        assert!(store.world_holds_ranges(alone) && !store.world_holds_ranges(host));
+        assert_eq!(Leaves::of(&net("2001:db8::1/128")), Leaves::SingleAddresses);
+        assert_eq!(Leaves::of(&net("2001:db8::/127")), Leaves::Ranges);
     }
 
     #[test]

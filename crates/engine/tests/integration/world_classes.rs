@@ -219,19 +219,22 @@ fn addresses_resolve_by_longest_prefix_through_excepts() {
     let wide = class_of(&engine, "198.18.3.3");
     let hole = class_of(&engine, "198.18.1.9");
     let leaves = class_of(&engine, "198.18.1.5");
+    let range = class_of(&engine, "203.0.113.200");
     // Prefixes that hold others keep identities of their own; the leaves the entry selects
-    // are one.
+    // are one for the single addresses and one for the ranges.
     let store = engine.identities();
     assert_eq!(store.members(wide), ["198.18.0.0/16".parse().unwrap()]);
     assert_eq!(store.members(hole), ["198.18.1.0/24".parse().unwrap()]);
     assert_eq!(class_of(&engine, "198.18.2.7"), leaves);
-    assert_eq!(class_of(&engine, "203.0.113.200"), leaves);
-    assert_eq!(store.members(leaves).len(), 3);
+    assert_eq!(store.members(leaves).len(), 2);
+    assert_eq!(store.members(range), ["203.0.113.0/24".parse().unwrap()]);
+    assert!(!store.world_holds_ranges(leaves) && store.world_holds_ranges(range));
     let map = engine.endpoint("pod0").unwrap();
     let verdict = |id| map.lookup(Direction::Egress, id, Protocol::Tcp, 80).verdict;
     assert_eq!(verdict(wide), Verdict::Allow);
     assert_eq!(verdict(hole), Verdict::Deny);
     assert_eq!(verdict(leaves), Verdict::Allow);
+    assert_eq!(verdict(range), Verdict::Allow);
     assert_eq!(verdict(class_of(&engine, "8.8.8.8")), Verdict::Deny);
     assert_exact(&mut engine);
 }

@@ -39,7 +39,8 @@ fn ruleset() -> Ruleset {
     );
     for (n, protocol) in [Protocol::Tcp, Protocol::Udp].into_iter().enumerate() {
         let name = std::sync::Arc::from(format!("big{n}").as_str());
-        let class = WorldClass::SelectedBy(std::sync::Arc::from([(name, 0)]));
+        let class =
+            WorldClass::SelectedBy(std::sync::Arc::from([(name, 0)]), Leaves::SingleAddresses);
         let mut id = None;
         for i in n * BIG..(n + 1) * BIG {
             let net = IpNet::from(IpAddr::V4(big_address(i)));
