@@ -12,6 +12,8 @@
 //! - a pod of a new label set added, then deleted;
 //! - a NetworkPolicy naming two StatefulSet replicas by their `pod-name` label in any namespace
 //!   added, then deleted (issue 33: it costs what it selects, not one identity per pod);
+//! - five CiliumNetworkPolicies of 50,000 `/32`s selecting node-1's pods of `ns-1`, added one
+//!   after another, then deleted (issue 33: the fifth should cost what the first did);
 //! - a rolling update of a 100-replica workload: each old replica deleted as its new one starts,
 //!   one event at a time, then the same batched into one reconcile (as the debounce coalesces
 //!   them).
@@ -22,7 +24,8 @@
 //! `hcn-sim-sets` (the simulated HCN with ACLs naming network IP sets, the agent's default),
 //! `hcn-sim-inline` (`--hcn-ip-sets off`: addresses inlined in every ACL) and `nftables` (real
 //! nftables in a private network namespace; root). Default: `hcn-sim-sets,hcn-sim-inline`.
-//! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `pod-name`, `rolling`;
+//! `NETPOL_PIPELINE_CHANGES` lists the kinds of change to time (`replica`, `new`, `pod-name`,
+//! `live-cidr`, `rolling`;
 //! default all), so that a profile (`perf record`) can hold one kind alone.
 //! `NETPOL_PIPELINE_WORKLOADS` picks the cluster's shape as `netpol-dev synth --workloads` does
 //! (`deployments`, the default, `statefulsets`, `daemonsets`, `jobs`, `mixed`).
@@ -292,6 +295,9 @@ fn run_size(pods: usize, dir: &Path, rounds: usize, datapath: &str) {
     if timed("pod-name") {
         pod_name_policy(&mut bench, dir, rounds, &report);
     }
+    if timed("live-cidr") {
+        live_cidr_policies(&mut bench, &report);
+    }
     if !timed("rolling") {
         return;
     }
@@ -405,6 +411,44 @@ fn pod_name_policy(bench: &mut Bench, dir: &Path, rounds: usize, report: &dyn Fn
     report("policy naming two replicas by pod-name added", added);
     report("policy naming two replicas by pod-name deleted", deleted);
     bench.compilations("pod-name policies");
+}
+
+/// Five CiliumNetworkPolicies of 50,000 `/32`s each selecting the pods of `ns-1` (all on
+/// node-1 in a synthetic cluster; `netpol-dev cidr --selects local`), added one after another
+/// to the running agent, then deleted in reverse (issue 33): each is one step, so the report
+/// shows whether the fifth costs what the first did.
+fn live_cidr_policies(bench: &mut Bench, report: &dyn Fn(&str, Vec<Step>)) {
+    use netpol_dev::cidr::{policies, Args, Kind, Selects, Way};
+    const COUNT: usize = 5;
+    let args = Args {
+        kind: Kind::Cilium,
+        count: COUNT,
+        prefixes: 50_000,
+        selects: Selects::Local,
+        direction: Way::Egress,
+        namespace: "ns-1".into(),
+        out: PathBuf::new(),
+    };
+    let texts: Vec<String> = policies(&args)
+        .expect("valid arguments")
+        .map(|policy| policy.to_string())
+        .collect();
+    let file = |k: usize| format!("bench-live-cidr-{k}.json");
+    for (k, text) in texts.iter().enumerate() {
+        let step = bench.step(|b| b.write(&file(k), text));
+        report(
+            &format!("live 50,000-prefix policy {} of {COUNT} added", k + 1),
+            vec![step],
+        );
+    }
+    for k in (0..COUNT).rev() {
+        let step = bench.step(|b| b.remove(&file(k)));
+        report(
+            &format!("live 50,000-prefix policy {} of {COUNT} deleted", k + 1),
+            vec![step],
+        );
+    }
+    bench.compilations("live CIDR policies");
 }
 
 /// Whether `NETPOL_PIPELINE_CHANGES` asks for this kind of change (all by default).
