@@ -10,7 +10,7 @@
 //! set) keeps the name of the set it replaces, so chains naming it stay as they are and the
 //! kernel is sent the new identity's elements only. Neither changes whether a set is an interval
 //! set: a world class holds single addresses or ranges for good
-//! ([`netpol_engine::Leaves`]), and a set takes over no name for a world identity.
+//! ([`netpol_engine::Leaves`]), and a set takes over only the name of a set of its own kind.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -9,10 +9,14 @@
 //! would change, and the set it replaces would be deleted: the cost of the cluster, not of the
 //! change. So a set that comes into use in a step **takes over the name** (and the book slot) of
 //! a set that goes out of use in the same step when the two differ only by identities the step
-//! changed (that came, went or changed members) and none of those is a world prefix: the
+//! changed (that came, went or changed members), and may both hold ranges or neither: the
 //! datapath's set keeps its name, its addresses change by those identities' members, and a rule
 //! naming it renders exactly as before. The same holds for the pod's deletion, and for any number
-//! of such changes coalesced into one step.
+//! of such changes coalesced into one step, and for world identities: a live CIDR policy joining
+//! the rule that allows every such policy's addresses patches that set by its own addresses,
+//! where a new set of every policy's addresses (250,000 for five of 50,000) made each policy
+//! cost more than the one before. A world identity's prefixes may hold other members of the
+//! set, so such a set is resolved anew and the datapath given the difference.
 //!
 //! Names are still content-derived where nothing is taken over (the datapath's namer gives a
 //! set's canonical name), so a restarted agent finds sets it never renamed in place; a set that
@@ -162,8 +166,8 @@ impl SetBook {
     /// One step: the members of the `changed` identities brought up to date in every set
     /// naming them, then the sets of the compiled lists that came into use (`gained`, one item
     /// per rule naming a set) and went out of use (`lost`) counted. A set coming into use takes
-    /// over the name of one going out of use that differs from it only by non-world `changed`
-    /// identities; the others are named anew and resolved. Sets no rule names any more are
+    /// over the name of one going out of use that differs from it only by `changed` identities
+    /// (of the same kind, see `differs_by_changed`); the others are named anew and resolved. Sets no rule names any more are
     /// dropped.
     pub fn step<'s>(
         &mut self,
@@ -369,8 +373,9 @@ impl SetBook {
         SetDelta { added, removed }
     }
 
-    /// Whether `set` differs from the set in `slot` only by non-world identities in `changed`
-    /// (and is of its family).
+    /// Whether `set` differs from the set in `slot` only by identities in `changed`, is of its
+    /// family, and may hold ranges exactly when that set may ([`SetAddresses::holds_ranges`]: a
+    /// datapath may declare the two kinds differently, under names of their own).
     fn differs_by_changed(
         &self,
         set: &RemoteSet,
@@ -379,15 +384,13 @@ impl SetBook {
         store: &IdentityStore,
     ) -> bool {
         let booked = self.get(slot);
-        if booked.set.family != set.family {
+        if booked.set.family != set.family
+            || booked.addresses.holds_ranges() != super::holds_ranges(set, store)
+        {
             return false;
         }
         let (gone, came) = differences(&booked.set.identities, &set.identities);
-        gone.iter().chain(&came).all(|id| {
-            changed.contains(id)
-                && !self.worlds.contains(id)
-                && !store.get(*id).is_some_and(|i| i.is_world())
-        })
+        gone.iter().chain(&came).all(|id| changed.contains(id))
     }
 
     /// `set` takes the slot and name of the set in `slot` over; returns how its addresses
@@ -402,11 +405,20 @@ impl SetBook {
     ) -> SetDelta {
         let old = self.get(slot).set.clone();
         let (gone, came) = differences(&old.identities, &set.identities);
+        // A world identity's prefixes may hold other members of the set, which a patch by its
+        // own members cannot see: then the set is resolved anew (the datapath still gets a
+        // patch, the difference, not the whole set).
+        let worlds_differ = gone
+            .iter()
+            .chain(&came)
+            .any(|id| self.worlds.contains(id) || store.get(*id).is_some_and(|i| i.is_world()));
         let mut delta = SetDelta::default();
         for id in &gone {
-            let members = self.given.get(id).cloned().unwrap_or_default();
-            let removed = self.slot_mut(slot).addresses.patch(&[], &members, false);
-            delta = delta.then(removed);
+            if !worlds_differ {
+                let members = self.given.get(id).cloned().unwrap_or_default();
+                let removed = self.slot_mut(slot).addresses.patch(&[], &members, false);
+                delta = delta.then(removed);
+            }
             self.unhold(*id, slot);
         }
         for id in &came {
@@ -415,8 +427,13 @@ impl SetBook {
                 .entry(*id)
                 .or_insert_with(|| sorted_members(store, *id))
                 .clone();
-            let added = self.slot_mut(slot).addresses.patch(&members, &[], false);
-            delta = delta.then(added);
+            if store.get(*id).is_some_and(|i| i.is_world()) {
+                self.worlds.insert(*id);
+            }
+            if !worlds_differ {
+                let added = self.slot_mut(slot).addresses.patch(&members, &[], false);
+                delta = delta.then(added);
+            }
             self.holders.entry(*id).or_default().push(slot);
         }
         self.by_set.remove(&old);
@@ -425,6 +442,9 @@ impl SetBook {
         booked.set = set;
         booked.uses = uses;
         booked.sum = sum;
+        if worlds_differ {
+            delta = self.resolve_again(slot, store);
+        }
         delta
     }
 

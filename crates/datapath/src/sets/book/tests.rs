@@ -233,8 +233,95 @@ fn a_set_still_in_use_keeps_its_name_and_the_new_one_gets_its_own() {
     assert_ne!(book.name_of(&after), book.name_of(&before));
 }
 
+/// A world class of single addresses, selected by the live entry `policy`.
+fn addresses_class(store: &mut IdentityStore, policy: &str, addresses: &[&str]) -> IdentityId {
+    let class = netpol_engine::WorldClass::SelectedBy(
+        std::sync::Arc::from([(std::sync::Arc::from(policy), 0)]),
+        netpol_engine::Leaves::SingleAddresses,
+    );
+    let mut id = None;
+    for address in addresses {
+        id = Some(store.insert_world_member(net(address), class.clone()).0);
+    }
+    id.expect("addresses")
+}
+
 #[test]
-fn a_world_prefix_joining_a_set_makes_a_set_of_its_own() {
+fn a_class_of_addresses_joining_a_set_of_addresses_takes_its_name_over_with_its_own() {
+    let mut store = IdentityStore::new();
+    let first = addresses_class(&mut store, "p", &["192.0.2.1/32", "192.0.2.7/32"]);
+    let before = v4(vec![first]);
+    let mut book = SetBook::default();
+    book.step(&store, &BTreeSet::new(), [&before], [], &mut spelled);
+    let name = book.name_of(&before).unwrap().to_string();
+    let second = addresses_class(&mut store, "q", &["198.51.100.3/32", "198.51.100.4/32"]);
+    let after = v4(vec![first, second]);
+    let step = book.step(
+        &store,
+        &BTreeSet::from([second]),
+        [&after],
+        [&before],
+        &mut spelled,
+    );
+    assert_eq!(step.taken_over, 1);
+    assert!(step.created.is_empty() && step.dropped.is_empty());
+    assert_eq!(book.name_of(&after).unwrap().to_string(), name);
+    let slot = book.slot_of(&after).unwrap();
+    assert_eq!(step.changed.len(), 1);
+    let (changed, delta) = &step.changed[0];
+    assert_eq!(*changed, slot);
+    assert_eq!(
+        delta.added,
+        [net("198.51.100.3/32"), net("198.51.100.4/32")]
+    );
+    assert!(delta.removed.is_empty());
+    // And back: the class leaving takes its addresses with it, under the same name.
+    let step = book.step(
+        &store,
+        &BTreeSet::from([second]),
+        [&before],
+        [&after],
+        &mut spelled,
+    );
+    assert_eq!(step.taken_over, 1);
+    assert_eq!(book.name_of(&before).unwrap().to_string(), name);
+    assert_eq!(
+        step.changed[0].1.removed,
+        [net("198.51.100.3/32"), net("198.51.100.4/32")]
+    );
+}
+
+#[test]
+fn a_range_joining_a_set_with_ranges_takes_it_over_and_holds_the_pod_inside() {
+    let mut store = IdentityStore::new();
+    let web = store.insert_shared(labelled(1, 1), vec![]).0;
+    let wide = store.insert(Identity::world(net("192.168.0.0/16"))).0;
+    let before = v4(vec![web, wide]);
+    let mut book = SetBook::default();
+    book.step(&store, &BTreeSet::new(), [&before], [], &mut spelled);
+    let around_web = store.insert(Identity::world(net("10.0.0.0/24"))).0;
+    let after = v4(vec![web, wide, around_web]);
+    let step = book.step(
+        &store,
+        &BTreeSet::from([around_web]),
+        [&after],
+        [&before],
+        &mut spelled,
+    );
+    assert_eq!(step.taken_over, 1);
+    let (_, delta) = &step.changed[0];
+    // The pod's own address is inside the new prefix: the prefix stands for it.
+    assert_eq!(delta.added, [net("10.0.0.0/24")]);
+    assert_eq!(delta.removed, [net("10.0.0.1/32")]);
+    let slot = book.slot_of(&after).unwrap();
+    assert_eq!(
+        nets_of(&book, slot),
+        [net("10.0.0.0/24"), net("192.168.0.0/16")]
+    );
+}
+
+#[test]
+fn a_range_joining_a_set_of_single_addresses_makes_a_set_of_its_own() {
     let mut store = IdentityStore::new();
     let web = store.insert_shared(labelled(1, 1), vec![]).0;
     let before = v4(vec![web]);
