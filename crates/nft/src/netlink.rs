@@ -153,7 +153,7 @@ impl NetfilterSocket {
 }
 
 /// Sets the socket-level option `option` of `socket` to `value`.
-fn set_option<T>(socket: &OwnedFd, option: libc::c_int, value: &T) -> io::Result<()> {
+pub(crate) fn set_option<T>(socket: &OwnedFd, option: libc::c_int, value: &T) -> io::Result<()> {
     // SAFETY: `value` is valid for its size, which is given.
     let set = unsafe {
         libc::setsockopt(
@@ -335,20 +335,25 @@ impl NetfilterSocket {
     }
 
     fn receive(&self, buffer: &mut [u8]) -> io::Result<usize> {
-        // SAFETY: the buffer is valid for its length.
-        let got = unsafe {
-            libc::recv(
-                self.socket.as_raw_fd(),
-                buffer.as_mut_ptr().cast(),
-                buffer.len(),
-                0,
-            )
-        };
-        if got < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(got as usize)
+        receive(&self.socket, buffer)
     }
+}
+
+/// Receives one datagram of `socket` into `buffer`; returns its length.
+pub(crate) fn receive(socket: &OwnedFd, buffer: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: the buffer is valid for its length.
+    let got = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            buffer.as_mut_ptr().cast(),
+            buffer.len(),
+            0,
+        )
+    };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(got as usize)
 }
 
 #[cfg(test)]

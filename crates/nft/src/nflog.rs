@@ -98,19 +98,7 @@ impl NflogSocket {
             tv_sec: wait.as_secs() as libc::time_t,
             tv_usec: wait.subsec_micros() as libc::suseconds_t,
         };
-        // SAFETY: SO_RCVTIMEO takes a timeval of the size given.
-        let set = unsafe {
-            libc::setsockopt(
-                fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&timeout as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
-        if set < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        crate::netlink::set_option(&fd, libc::SO_RCVTIMEO, &timeout)?;
         let mut socket = NflogSocket {
             fd,
             buffer: vec![0; 1 << 16],
@@ -164,23 +152,17 @@ impl NflogSocket {
 
     /// Receives into the buffer: the number of bytes (0 when the wait ran out).
     fn receive_raw(&mut self) -> io::Result<usize> {
-        // SAFETY: receiving into a buffer of the length given, owned by this socket.
-        let received = unsafe {
-            libc::recv(
-                self.fd.as_raw_fd(),
-                self.buffer.as_mut_ptr().cast(),
-                self.buffer.len(),
-                0,
-            )
-        };
-        if received < 0 {
-            let error = io::Error::last_os_error();
-            return match error.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Ok(0),
-                _ => Err(error),
-            };
+        match crate::netlink::receive(&self.fd, &mut self.buffer) {
+            Err(error)
+                if matches!(
+                    error.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(0)
+            }
+            received => received,
         }
-        Ok(received as usize)
     }
 
     /// The packets of the next datagram (none when the wait ran out). `ENOBUFS` means the

@@ -56,13 +56,13 @@ pub fn add_elements<'a>(
     set: &AddressSet,
     nets: impl Iterator<Item = &'a IpNet> + 'a,
 ) -> io::Result<()> {
+    let per_batch = if set.interval {
+        MESSAGES_PER_BATCH
+    } else {
+        HASH_MESSAGES_PER_BATCH
+    };
     let mut lists = element_lists(set.interval, nets).peekable();
     while lists.peek().is_some() {
-        let per_batch = if set.interval {
-            MESSAGES_PER_BATCH
-        } else {
-            HASH_MESSAGES_PER_BATCH
-        };
         let batch: Vec<BatchMessage> = lists
             .by_ref()
             .take(per_batch)

@@ -65,11 +65,15 @@ fn ruleset() -> Ruleset {
     ruleset
 }
 
-/// The fake kernel, keeping every script it was sent.
+/// The fake kernel, keeping every script it was sent. A `direct` one writes elements directly
+/// (as the agent's libnftables backend does over netlink), recording each such call in `added`
+/// rather than `sent`; the fake kernel takes the elements as a declaration.
 #[derive(Default)]
 struct Recording {
     kernel: FakeNft,
     sent: Mutex<Vec<String>>,
+    direct: bool,
+    added: Mutex<Vec<(String, usize, usize)>>,
 }
 
 impl Recording {
@@ -97,6 +101,25 @@ impl NftBackend for Recording {
         set: &netpol_nft::ruleset::AddressSet,
     ) -> Result<Option<Vec<IpNet>>, NftError> {
         self.kernel.set_contents(set)
+    }
+    fn adds_elements_directly(&self) -> bool {
+        self.direct
+    }
+    fn add_to_new_set(
+        &self,
+        set: &netpol_nft::ruleset::AddressSet,
+        from: usize,
+        count: usize,
+    ) -> Result<(), NftError> {
+        let fill = netpol_nft::script::render_set_fill(set, from, count);
+        if !self.direct {
+            return self.apply(&fill);
+        }
+        self.added
+            .lock()
+            .unwrap()
+            .push((set.name.to_string(), from, count));
+        self.kernel.apply(&fill)
     }
 }
 
@@ -288,59 +311,16 @@ fn a_declaration_that_fails_takes_back_only_the_sets_that_exist() {
     assert!(backend.kernel.table().is_none_or(|t| t.sets.is_empty()));
 }
 
-/// A backend that writes elements directly (as the agent's libnftables backend does over
-/// netlink), recording each call; the fake kernel takes the elements as declarations.
-#[derive(Default)]
-struct Direct {
-    inner: Recording,
-    added: Mutex<Vec<(String, usize, usize)>>,
-}
-
-impl NftBackend for Direct {
-    fn apply(&self, script: &str) -> Result<(), NftError> {
-        self.inner.apply(script)
-    }
-    fn check(&self, script: &str) -> Result<(), NftError> {
-        self.inner.check(script)
-    }
-    fn chains(&self) -> Result<Option<Vec<String>>, NftError> {
-        self.inner.chains()
-    }
-    fn sets(&self) -> Result<Option<Vec<String>>, NftError> {
-        self.inner.sets()
-    }
-    fn set_contents(
-        &self,
-        set: &netpol_nft::ruleset::AddressSet,
-    ) -> Result<Option<Vec<IpNet>>, NftError> {
-        self.inner.set_contents(set)
-    }
-    fn adds_elements_directly(&self) -> bool {
-        true
-    }
-    fn add_to_new_set(
-        &self,
-        set: &netpol_nft::ruleset::AddressSet,
-        from: usize,
-        count: usize,
-    ) -> Result<(), NftError> {
-        self.added
-            .lock()
-            .unwrap()
-            .push((set.name.to_string(), from, count));
-        self.inner
-            .kernel
-            .apply(&netpol_nft::script::render_set_fill(set, from, count))
-    }
-}
-
 #[test]
 fn a_backend_that_writes_elements_directly_gets_all_but_a_few_in_one_call() {
     use netpol_nft::staging::DECLARED_ELEMENTS;
     let ruleset = ruleset();
-    let backend = Direct::default();
+    let backend = Recording {
+        direct: true,
+        ..Recording::default()
+    };
     program(&backend, &mut None, &ruleset).unwrap();
-    let sent = backend.inner.sent();
+    let sent = backend.sent();
     assert_eq!(
         sent.len(),
         3,
@@ -355,7 +335,7 @@ fn a_backend_that_writes_elements_directly_gets_all_but_a_few_in_one_call() {
     assert!(added
         .iter()
         .all(|(_, from, count)| (*from, *count) == (DECLARED_ELEMENTS, BIG - DECLARED_ELEMENTS)));
-    let held = held_big_sets(&backend.inner.kernel);
+    let held = held_big_sets(&backend.kernel);
     assert_eq!(held.len(), 2);
     assert!(held.iter().all(|(_, n)| *n == BIG), "{held:?}");
 }
