@@ -50,13 +50,24 @@ impl JsonShape {
     }
 
     /// Takes the next bytes of the text (after a leading byte order mark).
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
-        for &b in bytes {
+    pub(crate) fn feed(&mut self, mut bytes: &[u8]) {
+        while let Some((&b, rest)) = bytes.split_first() {
             if self.refused {
                 return;
             }
+            // Inside a string of an item nothing is kept, and only a quote or a backslash
+            // matters: skipped to at once, as most of a CIDR-heavy policy is its strings.
+            if self.in_string && !self.escaped && self.in_items() && self.depth >= 2 {
+                let plain = string_run(bytes);
+                if plain > 0 {
+                    self.offset += plain;
+                    bytes = &bytes[plain..];
+                    continue;
+                }
+            }
             self.byte(b);
             self.offset += 1;
+            bytes = rest;
         }
     }
 
@@ -161,7 +172,9 @@ impl ElementEnds {
     /// The offset in `bytes` of the first separating comma, if any (scanning state carries over
     /// from the bytes given before).
     pub(crate) fn next_separator(&mut self, bytes: &[u8]) -> Option<usize> {
-        for (i, &b) in bytes.iter().enumerate() {
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            i += 1;
             if self.in_string {
                 if self.escaped {
                     self.escaped = false;
@@ -169,6 +182,9 @@ impl ElementEnds {
                     self.escaped = true;
                 } else if b == b'"' {
                     self.in_string = false;
+                } else {
+                    // Past the string's plain bytes at once (see `JsonShape::feed`).
+                    i += string_run(&bytes[i..]);
                 }
                 continue;
             }
@@ -176,12 +192,17 @@ impl ElementEnds {
                 b'"' => self.in_string = true,
                 b'{' | b'[' => self.depth += 1,
                 b'}' | b']' => self.depth = self.depth.saturating_sub(1),
-                b',' if self.depth == 0 => return Some(i),
+                b',' if self.depth == 0 => return Some(i - 1),
                 _ => {}
             }
         }
         None
     }
+}
+
+/// How many bytes at the start of `bytes`, inside a string, neither end it nor escape.
+fn string_run(bytes: &[u8]) -> usize {
+    memchr::memchr2(b'"', b'\\', bytes).unwrap_or(bytes.len())
 }
 
 /// Whether a JSON text holds what YAML could read differently (see `json.rs`), fed in pieces:

@@ -98,7 +98,7 @@ impl Engine {
         if related_outside {
             return None;
         }
-        let classes = classify_prefixes(&gained, &peers);
+        let classes = classify_prefixes(&gained, peers);
         // The prefixes that go, then those that stay or come, each in address order, so that the
         // sync's lookups and removals walk the world map in order. Only the lost prefixes can
         // go: a policy added loses none, and is not searched for them.
