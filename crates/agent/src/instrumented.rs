@@ -183,4 +183,12 @@ impl<B: NftBackend + ?Sized> NftBackend for Instrumented<Box<B>> {
             nft,
         )
     }
+
+    fn patch_sets(&self, patches: &[netpol_nft::script::SetPatch<'_>]) -> Result<(), NftError> {
+        self.timed(
+            DatapathCall::NftAddElements,
+            || self.inner.patch_sets(patches),
+            nft,
+        )
+    }
 }

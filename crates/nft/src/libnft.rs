@@ -301,4 +301,18 @@ impl NftBackend for LibNft {
             }
         }
     }
+
+    fn patch_sets(&self, patches: &[crate::script::SetPatch<'_>]) -> Result<(), NftError> {
+        let mut context = self
+            .context
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match context.kernel.as_mut() {
+            Some(socket) => crate::set_fill::patch_netpol_sets_through(socket, patches),
+            None => {
+                drop(context);
+                self.apply(&crate::script::render_patches(patches))
+            }
+        }
+    }
 }

@@ -8,7 +8,8 @@
 //!   packet sees neither;
 //! - a set whose addresses changed gets exactly the elements that differ (`delete element`, and
 //!   the set declared again with the new ones), or, if it lost elements and is small, is flushed
-//!   and declared again whole ([`script::REFILL_ON_DELETE`]): a replica changes no chain;
+//!   and declared again whole ([`script::REFILL_ON_DELETE`]): a replica changes no chain; a
+//!   large change of set contents alone goes as element messages ([`NftBackend::patch_sets`]);
 //! - a new set too large for one transaction is filled in parts before it ([`staging`]);
 //! - chains no longer wanted (changed, removed endpoints, leftovers of an earlier run) are
 //!   deleted after the chains that jumped to them, then the sets no chain references;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::ruleset::{AddressSet, Ruleset};
-use crate::script::{self, RenderMemo, ScriptError, SetChanges, Table};
+use crate::script::{self, RenderMemo, ScriptError, SetChanges, SetPatch, Table};
 use crate::staging;
 use netpol_datapath::sets::SortedNets;
 
@@ -77,11 +78,12 @@ pub trait NftBackend {
     /// then refilled). Required, not defaulted: a wrapper that forgot to pass it on would make
     /// every restart refill its large sets whole, silently.
     fn set_contents(&self, set: &AddressSet) -> Result<Option<Vec<IpNet>>, NftError>;
-    // A wrapper of another backend passes the two below on: their defaults are correct but
-    // slow (libnftables parses every element of a new large set).
-    /// Whether [`NftBackend::add_to_new_set`] writes elements to the kernel directly (netlink),
-    /// not through libnftables: staging then declares a new set with a few elements only and
-    /// adds the rest in one call ([`crate::staging`]).
+    // A wrapper of another backend passes the three below on: their defaults are correct but
+    // slow (libnftables parses every element of a new large set, and of a large patch).
+    /// Whether [`NftBackend::add_to_new_set`] and [`NftBackend::patch_sets`] write elements to
+    /// the kernel directly (netlink), not through libnftables: staging then declares a new set
+    /// with a few elements only and adds the rest in one call ([`crate::staging`]), and a large
+    /// change of set contents alone goes as one batch of element messages.
     fn adds_elements_directly(&self) -> bool {
         false
     }
@@ -90,6 +92,11 @@ pub trait NftBackend {
     /// again with them (one libnftables transaction).
     fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
         self.apply(&crate::script::render_set_fill(set, from, count))
+    }
+    /// Applies `patches` to sets the kernel holds, which chains may reference, as one
+    /// transaction that changes nothing else. The default sends them as a script.
+    fn patch_sets(&self, patches: &[SetPatch<'_>]) -> Result<(), NftError> {
+        self.apply(&crate::script::render_patches(patches))
     }
 }
 
@@ -124,6 +131,10 @@ impl<T: NftBackend + ?Sized> NftBackend for &T {
 
     fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
         (**self).add_to_new_set(set, from, count)
+    }
+
+    fn patch_sets(&self, patches: &[SetPatch<'_>]) -> Result<(), NftError> {
+        (**self).patch_sets(patches)
     }
 }
 
@@ -421,6 +432,20 @@ fn apply_changes(
         script: None,
     };
     if added.is_empty() && deleted.is_empty() && sets.is_empty() && have.is_some() {
+        return Ok(report);
+    }
+    // A large change of set contents alone (a CIDR-heavy policy joining or leaving a set that
+    // another one made) is a transaction of element messages: libnftables parses each element
+    // at 2-4 µs, the kernel takes it at about 1 µs. A small one stays a script, which the
+    // report shows.
+    let direct = backend.adds_elements_directly()
+        && have.is_some()
+        && added.is_empty()
+        && deleted.is_empty()
+        && sets.only_patches()
+        && elements_added + elements_deleted > staging::STAGE_ELEMENTS;
+    if direct {
+        backend.patch_sets(&sets.patch)?;
         return Ok(report);
     }
     let text = script::render_changes(table, have.is_none(), &sets, &added, &deleted);

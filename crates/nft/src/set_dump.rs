@@ -23,6 +23,8 @@ use crate::netlink::{attributes, put_attribute, NetfilterSocket, NFTABLES};
 /// `NFT_MSG_GETSETELEM`, `NFT_MSG_NEWSETELEM`.
 const GETSETELEM: u16 = NFTABLES | 13;
 pub(crate) const NEWSETELEM: u16 = NFTABLES | 12;
+/// `NFT_MSG_DELSETELEM`.
+pub(crate) const DELSETELEM: u16 = NFTABLES | 14;
 /// `NLM_F_DUMP`.
 const DUMP: u16 = 0x300;
 /// `NFPROTO_INET`.

@@ -1,5 +1,5 @@
-//! Elements added to a new set straight through the kernel (`NFT_MSG_NEWSETELEM`), without
-//! libnftables.
+//! Elements added to a new set, and large patches of sets the kernel holds, straight through
+//! the kernel (`NFT_MSG_NEWSETELEM`, `NFT_MSG_DELSETELEM`), without libnftables.
 //!
 //! *Why:* libnftables parses each element of a script at about 10 µs (2.1 s for a set of
 //! 200,000; docs/performance.md): five live CIDR policies of 50,000 prefixes cost an nftables
@@ -20,6 +20,9 @@
 //! prefixes cost 2 s of system time. Not one batch whatever the size: the buffer is the agent's
 //! memory while it is sent. A hash set (single addresses) goes in smaller batches
 //! ([`HASH_MESSAGES_PER_BATCH`]), which let its table grow between them.
+//!
+//! A patch of sets that chains may reference ([`patch_netpol_sets_through`]) is one batch
+//! whatever its size: it must commit whole, as libnftables would have committed it.
 
 use std::io;
 
@@ -27,9 +30,10 @@ use ipnet::IpNet;
 
 use crate::netlink::{put_attribute, BatchMessage, NetfilterSocket};
 use crate::programmer::NftError;
+use crate::script::SetPatch;
 use crate::set_dump::{
-    netpol_table, nul_terminated, DATA_VALUE, ELEM_FLAGS, ELEM_KEY, INET, INTERVAL_END, LIST_ELEM,
-    LIST_ELEMENTS, LIST_SET, LIST_TABLE, NEWSETELEM,
+    netpol_table, nul_terminated, DATA_VALUE, DELSETELEM, ELEM_FLAGS, ELEM_KEY, INET, INTERVAL_END,
+    LIST_ELEM, LIST_ELEMENTS, LIST_SET, LIST_TABLE, NEWSETELEM,
 };
 use crate::sets::AddressSet;
 
@@ -104,7 +108,49 @@ pub fn add_to_netpol_set_through(
     })
 }
 
-/// The attributes of one `NEWSETELEM` message: the table, the set and the element list.
+/// [`patch_netpol_sets_through`] a socket opened for it in the calling thread's network
+/// namespace.
+pub fn patch_netpol_sets(patches: &[SetPatch<'_>]) -> Result<(), NftError> {
+    let mut socket = NetfilterSocket::open().map_err(NftError::Unavailable)?;
+    patch_netpol_sets_through(&mut socket, patches)
+}
+
+/// Applies `patches` to sets of netpol's table that the kernel holds, through `socket`, as one
+/// transaction: every set's deletions, then every set's additions, in the order
+/// [`crate::script::render_changes`] gives them (an interval set may replace a prefix by an
+/// overlapping one). All of it commits, or none.
+pub fn patch_netpol_sets_through(
+    socket: &mut NetfilterSocket,
+    patches: &[SetPatch<'_>],
+) -> Result<(), NftError> {
+    let table = netpol_table();
+    let messages = |kind, flags, set: &AddressSet, nets: &[IpNet]| {
+        element_lists(set.interval, nets.iter())
+            .map(move |list| BatchMessage {
+                kind,
+                flags,
+                family: INET,
+                attributes: message(table, &set.name, &list),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut batch: Vec<BatchMessage> = Vec::new();
+    for (set, deleted, _) in patches {
+        batch.extend(messages(DELSETELEM, 0, set, deleted));
+    }
+    for (set, _, added) in patches {
+        batch.extend(messages(NEWSETELEM, CREATE, set, added));
+    }
+    socket.batch(&batch).map_err(|error| {
+        let names: Vec<&str> = patches.iter().map(|(set, ..)| &*set.name).collect();
+        NftError::refused(&format!(
+            "the kernel refused a patch of sets {}: {error}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// The attributes of one `NEWSETELEM` or `DELSETELEM` message: the table, the set and the element list.
 fn message(table: &str, set: &str, list: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(list.len() + 64);
     put_attribute(&mut out, LIST_TABLE, &nul_terminated(table));

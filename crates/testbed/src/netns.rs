@@ -134,6 +134,10 @@ impl NftBackend for Netns {
     ) -> Result<(), NftError> {
         self.inside(|| netpol_nft::set_fill::add_to_netpol_set(set, from, count))
     }
+
+    fn patch_sets(&self, patches: &[netpol_nft::script::SetPatch<'_>]) -> Result<(), NftError> {
+        self.inside(|| netpol_nft::set_fill::patch_netpol_sets(patches))
+    }
 }
 
 impl Netns {
