@@ -3,5 +3,6 @@
 //! short. Run one file's tests with `cargo test -p netpol-testbed --test integration <module>::`.
 
 mod kernel;
+mod kernel_elements;
 mod limits;
 mod paths;
