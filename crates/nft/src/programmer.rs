@@ -26,7 +26,7 @@ use ipnet::IpNet;
 use crate::ruleset::{AddressSet, Ruleset};
 use crate::script::{self, RenderMemo, ScriptError, SetChanges, SetPatch, Table};
 use crate::staging;
-use netpol_datapath::sets::SortedNets;
+use netpol_datapath::sets::{sorted_differences, SortedNets};
 
 /// Why `nft` did not do what it was asked.
 #[derive(Debug, thiserror::Error)]
@@ -217,35 +217,6 @@ pub enum ProgramError {
     Nft(#[from] NftError),
 }
 
-/// The elements of `want` not in `have`, and of `have` not in `want` (both sorted):
-/// (deleted, added).
-fn difference(have: &[IpNet], want: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
-    let (mut deleted, mut added) = (Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
-    while i < have.len() || j < want.len() {
-        match (have.get(i), want.get(j)) {
-            (Some(h), Some(w)) if h == w => {
-                i += 1;
-                j += 1;
-            }
-            (Some(h), Some(w)) if h < w => {
-                deleted.push(*h);
-                i += 1;
-            }
-            (Some(h), None) => {
-                deleted.push(*h);
-                i += 1;
-            }
-            (_, Some(w)) => {
-                added.push(*w);
-                j += 1;
-            }
-            (None, None) => break,
-        }
-    }
-    (deleted, added)
-}
-
 /// Brings the table to `ruleset` with the fewest changes, in one transaction: chains by name,
 /// sets element by element. `known` is what the kernel holds as last programmed (None: read
 /// the names back first); it is updated when the transaction commits, kept when the kernel
@@ -409,7 +380,8 @@ fn apply_changes(
             Some(KnownSet::Contents(known))
                 if Arc::ptr_eq(known, set) || known.nets == set.nets => {}
             Some(KnownSet::Contents(known)) => {
-                let (gone, new) = difference(&known.nets.to_vec(), &set.nets.to_vec());
+                let (gone, new) =
+                    sorted_differences(known.nets.iter().copied(), set.nets.iter().copied());
                 sets.patch_or_refill(set, Cow::Owned(gone), Cow::Owned(new));
             }
         }
@@ -529,16 +501,5 @@ mod tests {
         let several = "table inet other {\n\tset a4_1 {\n\t}\n}\ntable inet netpol {\n\tset a4_2 {\n\t\ttype ipv4_addr\n\t}\n\tchain c {\n\t}\n}\n";
         assert_eq!(names_in_table(several, "set"), vec!["a4_2"]);
         assert_eq!(names_in_table(several, "chain"), vec!["c"]);
-    }
-
-    #[test]
-    fn the_difference_of_two_sorted_lists() {
-        let n = |s: &str| s.parse::<IpNet>().unwrap();
-        let (gone, new) = difference(
-            &[n("10.0.0.1/32"), n("10.0.0.2/32"), n("10.0.0.5/32")],
-            &[n("10.0.0.2/32"), n("10.0.0.3/32"), n("10.0.0.9/32")],
-        );
-        assert_eq!(gone, vec![n("10.0.0.1/32"), n("10.0.0.5/32")]);
-        assert_eq!(new, vec![n("10.0.0.3/32"), n("10.0.0.9/32")]);
     }
 }

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use netpol_engine::{IdentityId, IdentityStore};
 
-use super::{SetAddresses, SetDelta};
+use super::{sorted_differences, SetAddresses, SetDelta};
 use crate::ordered::{Family, RemoteSet};
 use netpol_engine::{Shared, SharedId};
 
@@ -305,9 +305,8 @@ impl SetBook {
             if resolved == booked.addresses {
                 continue;
             }
-            let now: Vec<IpNet> = resolved.nets().copied().collect();
-            let before: Vec<IpNet> = booked.addresses.nets().copied().collect();
-            let (added, removed) = difference(&now, &before);
+            let (removed, added) =
+                sorted_differences(booked.addresses.nets().copied(), resolved.nets().copied());
             let revision = self.next_revision();
             let booked = self.slot_mut(slot);
             booked.addresses = resolved;
@@ -340,7 +339,7 @@ impl SetBook {
                 continue;
             };
             let now = sorted_members(store, *id);
-            let (added, removed) = difference(&now, given);
+            let (removed, added) = sorted_differences(given.iter().copied(), now.iter().copied());
             *given = now;
             if added.is_empty() && removed.is_empty() {
                 continue;
@@ -366,9 +365,8 @@ impl SetBook {
     fn resolve_again(&mut self, slot: SlotId, store: &IdentityStore) -> SetDelta {
         let booked = self.slot_mut(slot);
         let resolved = SetAddresses::resolve(&booked.set, store);
-        let now: Vec<IpNet> = resolved.nets().copied().collect();
-        let before: Vec<IpNet> = booked.addresses.nets().copied().collect();
-        let (added, removed) = difference(&now, &before);
+        let (removed, added) =
+            sorted_differences(booked.addresses.nets().copied(), resolved.nets().copied());
         booked.addresses = resolved;
         SetDelta { added, removed }
     }
@@ -389,7 +387,10 @@ impl SetBook {
         {
             return false;
         }
-        let (gone, came) = differences(&booked.set.identities, &set.identities);
+        let (gone, came) = sorted_differences(
+            booked.set.identities.iter().copied(),
+            set.identities.iter().copied(),
+        );
         gone.iter().chain(&came).all(|id| changed.contains(id))
     }
 
@@ -404,7 +405,10 @@ impl SetBook {
         store: &IdentityStore,
     ) -> SetDelta {
         let old = self.get(slot).set.clone();
-        let (gone, came) = differences(&old.identities, &set.identities);
+        let (gone, came) = sorted_differences(
+            old.identities.iter().copied(),
+            set.identities.iter().copied(),
+        );
         // A world identity's prefixes may hold other members of the set, which a patch by its
         // own members cannot see: then the set is resolved anew (the datapath still gets a
         // patch, the difference, not the whole set).
@@ -522,25 +526,6 @@ impl SetBook {
     }
 }
 
-/// What sorted `before` has that sorted `after` lacks, and the reverse.
-fn differences(before: &[IdentityId], after: &[IdentityId]) -> (Vec<IdentityId>, Vec<IdentityId>) {
-    let (mut gone, mut came) = (Vec::new(), Vec::new());
-    let (mut b, mut a) = (before.iter().peekable(), after.iter().peekable());
-    loop {
-        match (b.peek(), a.peek()) {
-            (Some(x), Some(y)) if x == y => {
-                b.next();
-                a.next();
-            }
-            (Some(x), Some(y)) if x < y => gone.extend(b.next()),
-            (Some(_), Some(_)) | (None, Some(_)) => came.extend(a.next()),
-            (Some(_), None) => gone.extend(b.next()),
-            (None, None) => break,
-        }
-    }
-    (gone, came)
-}
-
 /// A well-mixed hash of one identity (SplitMix64's finaliser), summed over a set's identities.
 fn identity_hash(id: IdentityId) -> u64 {
     let mut z = u64::from(id.0).wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -567,25 +552,6 @@ fn stable_sum(set: &RemoteSet, sum: u64, changed: &BTreeSet<IdentityId>) -> u64 
         Box::new(set.identities.iter().filter(|id| changed.contains(id)))
     };
     inside.fold(sum, |sum, id| sum.wrapping_sub(identity_hash(*id)))
-}
-
-/// What sorted `now` has that sorted `before` lacks, and the reverse.
-fn difference(now: &[IpNet], before: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
-    let (mut added, mut removed) = (Vec::new(), Vec::new());
-    let (mut a, mut b) = (now.iter().peekable(), before.iter().peekable());
-    loop {
-        match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x == y => {
-                a.next();
-                b.next();
-            }
-            (Some(x), Some(y)) if x < y => added.extend(a.next()),
-            (Some(_), Some(_)) | (None, Some(_)) => removed.extend(b.next()),
-            (Some(_), None) => added.extend(a.next()),
-            (None, None) => break,
-        }
-    }
-    (added, removed)
 }
 
 fn sorted_members(store: &IdentityStore, id: IdentityId) -> Vec<IpNet> {

@@ -17,6 +17,8 @@
 //! on it: the HCN `SetTable` renders a changed set's `Values`, nftables sends the delta as
 //! elements.
 
+use std::cmp::Ordering;
+
 use ipnet::IpNet;
 use netpol_engine::{IdentityStore, PrefixSet};
 
@@ -216,9 +218,56 @@ pub fn addresses(set: &RemoteSet, store: &IdentityStore) -> Vec<IpNet> {
     SetAddresses::resolve(set, store).nets().copied().collect()
 }
 
+/// What differs between two sorted sequences without repeats: the items only `before` has and
+/// the items only `after` has, each in order. One merge pass over both, neither copied: a set's
+/// addresses before and after a change may be 250,000 prefixes each.
+pub fn sorted_differences<T: Ord>(
+    before: impl IntoIterator<Item = T>,
+    after: impl IntoIterator<Item = T>,
+) -> (Vec<T>, Vec<T>) {
+    let (mut gone, mut came) = (Vec::new(), Vec::new());
+    let (mut b, mut a) = (before.into_iter().peekable(), after.into_iter().peekable());
+    loop {
+        let order = match (b.peek(), a.peek()) {
+            (Some(x), Some(y)) => x.cmp(y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => break,
+        };
+        match order {
+            Ordering::Equal => {
+                b.next();
+                a.next();
+            }
+            Ordering::Less => gone.extend(b.next()),
+            Ordering::Greater => came.extend(a.next()),
+        }
+    }
+    (gone, came)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_differences_of_two_sorted_lists() {
+        let n = |s: &str| s.parse::<IpNet>().unwrap();
+        let (gone, came) = sorted_differences(
+            [n("10.0.0.1/32"), n("10.0.0.2/32"), n("10.0.0.5/32")],
+            [n("10.0.0.2/32"), n("10.0.0.3/32"), n("10.0.0.9/32")],
+        );
+        assert_eq!(gone, vec![n("10.0.0.1/32"), n("10.0.0.5/32")]);
+        assert_eq!(came, vec![n("10.0.0.3/32"), n("10.0.0.9/32")]);
+        assert_eq!(
+            sorted_differences([1, 2], Vec::<i32>::new()),
+            (vec![1, 2], vec![])
+        );
+        assert_eq!(
+            sorted_differences(Vec::<i32>::new(), [3]),
+            (vec![], vec![3])
+        );
+    }
     use netpol_engine::{Identity, Labels, PodInfo};
 
     fn pod(name: &str) -> PodInfo {

@@ -513,7 +513,7 @@ proptest! {
             for slot in &done.created {
                 let set = &book.get(*slot).set;
                 for (_, dropped) in &done.dropped {
-                    let (gone, came) = differences(&dropped.set.identities, &set.identities);
+                    let (gone, came) = super::sorted_differences(dropped.set.identities.iter().copied(), set.identities.iter().copied());
                     let only_changed = gone.iter().chain(&came).all(|id| {
                         changed.contains(id) && !worlds.contains(id)
                     });
