@@ -289,29 +289,37 @@ impl NftBackend for LibNft {
     }
 
     fn add_to_new_set(&self, set: &AddressSet, from: usize, count: usize) -> Result<(), NftError> {
-        let mut context = self
-            .context
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match context.kernel.as_mut() {
-            Some(socket) => crate::set_fill::add_to_netpol_set_through(socket, set, from, count),
-            None => {
-                drop(context);
-                self.apply(&crate::script::render_set_fill(set, from, count))
-            }
-        }
+        self.through_kernel_or_script(
+            |socket| crate::set_fill::add_to_netpol_set_through(socket, set, from, count),
+            || crate::script::render_set_fill(set, from, count),
+        )
     }
 
     fn patch_sets(&self, patches: &[crate::script::SetPatch<'_>]) -> Result<(), NftError> {
+        self.through_kernel_or_script(
+            |socket| crate::set_fill::patch_netpol_sets_through(socket, patches),
+            || crate::script::render_patches(patches),
+        )
+    }
+}
+
+impl LibNft {
+    /// `direct` through the context's netfilter socket, or, without one, the script `script`
+    /// renders applied through libnftables (the lock released first: `apply` takes it).
+    fn through_kernel_or_script(
+        &self,
+        direct: impl FnOnce(&mut crate::netlink::NetfilterSocket) -> Result<(), NftError>,
+        script: impl FnOnce() -> String,
+    ) -> Result<(), NftError> {
         let mut context = self
             .context
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         match context.kernel.as_mut() {
-            Some(socket) => crate::set_fill::patch_netpol_sets_through(socket, patches),
+            Some(socket) => direct(socket),
             None => {
                 drop(context);
-                self.apply(&crate::script::render_patches(patches))
+                self.apply(&script())
             }
         }
     }

@@ -56,8 +56,8 @@ const CREATE: u16 = 0x400;
 /// kernel holds. Each batch is a transaction: on an error, the batches before it stay added.
 pub fn add_elements<'a>(
     socket: &mut NetfilterSocket,
-    table: &str,
-    set: &AddressSet,
+    table: &'a str,
+    set: &'a AddressSet,
     nets: impl Iterator<Item = &'a IpNet> + 'a,
 ) -> io::Result<()> {
     let per_batch = if set.interval {
@@ -65,18 +65,9 @@ pub fn add_elements<'a>(
     } else {
         HASH_MESSAGES_PER_BATCH
     };
-    let mut lists = element_lists(set.interval, nets).peekable();
-    while lists.peek().is_some() {
-        let batch: Vec<BatchMessage> = lists
-            .by_ref()
-            .take(per_batch)
-            .map(|list| BatchMessage {
-                kind: NEWSETELEM,
-                flags: CREATE,
-                family: INET,
-                attributes: message(table, &set.name, &list),
-            })
-            .collect();
+    let mut messages = element_messages(NEWSETELEM, CREATE, table, set, nets).peekable();
+    while messages.peek().is_some() {
+        let batch: Vec<BatchMessage> = messages.by_ref().take(per_batch).collect();
         socket.batch(&batch)?;
     }
     Ok(())
@@ -124,22 +115,18 @@ pub fn patch_netpol_sets_through(
     patches: &[SetPatch<'_>],
 ) -> Result<(), NftError> {
     let table = netpol_table();
-    let messages = |kind, flags, set: &AddressSet, nets: &[IpNet]| {
-        element_lists(set.interval, nets.iter())
-            .map(move |list| BatchMessage {
-                kind,
-                flags,
-                family: INET,
-                attributes: message(table, &set.name, &list),
-            })
-            .collect::<Vec<_>>()
-    };
     let mut batch: Vec<BatchMessage> = Vec::new();
     for (set, deleted, _) in patches {
-        batch.extend(messages(DELSETELEM, 0, set, deleted));
+        batch.extend(element_messages(DELSETELEM, 0, table, set, deleted.iter()));
     }
     for (set, _, added) in patches {
-        batch.extend(messages(NEWSETELEM, CREATE, set, added));
+        batch.extend(element_messages(
+            NEWSETELEM,
+            CREATE,
+            table,
+            set,
+            added.iter(),
+        ));
     }
     socket.batch(&batch).map_err(|error| {
         let names: Vec<&str> = patches.iter().map(|(set, ..)| &*set.name).collect();
@@ -150,7 +137,24 @@ pub fn patch_netpol_sets_through(
     })
 }
 
-/// The attributes of one `NEWSETELEM` or `DELSETELEM` message: the table, the set and the element list.
+/// The `kind` messages (`NEWSETELEM` or `DELSETELEM`) that carry `nets` for `set` of table
+/// `inet <table>`, each with an element list of at most [`LIST_BYTES`].
+fn element_messages<'a>(
+    kind: u16,
+    flags: u16,
+    table: &'a str,
+    set: &'a AddressSet,
+    nets: impl Iterator<Item = &'a IpNet> + 'a,
+) -> impl Iterator<Item = BatchMessage> + 'a {
+    element_lists(set.interval, nets).map(move |list| BatchMessage {
+        kind,
+        flags,
+        family: INET,
+        attributes: message(table, &set.name, &list),
+    })
+}
+
+/// The attributes of one element message: the table, the set and the element list.
 fn message(table: &str, set: &str, list: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(list.len() + 64);
     put_attribute(&mut out, LIST_TABLE, &nul_terminated(table));

@@ -167,8 +167,8 @@ impl SetBook {
     /// naming them, then the sets of the compiled lists that came into use (`gained`, one item
     /// per rule naming a set) and went out of use (`lost`) counted. A set coming into use takes
     /// over the name of one going out of use that differs from it only by `changed` identities
-    /// (of the same kind, see `differs_by_changed`); the others are named anew and resolved. Sets no rule names any more are
-    /// dropped.
+    /// (of the same kind, see `differs_by_changed`); the others are named anew and resolved.
+    /// Sets no rule names any more are dropped.
     pub fn step<'s>(
         &mut self,
         store: &IdentityStore,

@@ -21,11 +21,11 @@ pub type EntryRef = (Arc<str>, u32);
 /// What makes world prefixes one identity.
 ///
 /// Two prefixes are alike when they are of one [`Leaves`] kind and the same live entries select
-/// them through a CIDR peer: every
-/// MapState is built from entries (a peer adds its entry's rule for what it selects), and the
-/// entity peers (`world`, `all`) select every world identity. A CIDR selector then selects a
-/// class when it covers any of its prefixes: an entry covering one prefix of a class is in the
-/// class's key, so it covers all of them (through one peer or another).
+/// them through a CIDR peer: every MapState is built from entries (a peer adds its entry's rule
+/// for what it selects), and the entity peers (`world`, `all`) select every world identity. A
+/// CIDR selector then selects a class when it covers any of its prefixes: an entry covering one
+/// prefix of a class is in the class's key, so it covers all of them (through one peer or
+/// another).
 ///
 /// Only *leaf* prefixes (no other world prefix inside them) are pooled. A datapath matches
 /// addresses, not identities, so a rule for a prefix also catches the prefixes inside it; it
