@@ -12,8 +12,11 @@
 //! peer's). A field naming a set nobody can resolve is taken to match any address (reported,
 //! never hidden).
 
+use std::sync::Arc;
+
 use ipnet::IpNet;
 
+use crate::addresses::AddressRanges;
 use crate::conventions::IngressSetField;
 use crate::matcher::AclMatcher;
 use crate::schema::{AclDirection, AclPolicySetting, EndpointPolicy};
@@ -93,15 +96,15 @@ fn resolved(
     if matcher.named_sets().next().is_none() {
         return Some((matcher, false));
     }
-    let members: Vec<(String, Vec<IpNet>)> = matcher
+    let members: Vec<(String, Arc<AddressRanges>)> = matcher
         .named_sets()
-        .filter_map(|id| Some((id.clone(), sets(id)?)))
+        .filter_map(|id| Some((id.clone(), Arc::new(AddressRanges::from_nets(&sets(id)?)))))
         .collect();
     let lookup = |id: &str| {
         members
             .iter()
             .find(|(set, _)| set == id)
-            .map(|(_, nets)| nets.as_slice())
+            .map(|(_, nets)| nets)
     };
     if let Ok(resolved) = matcher.resolve(lookup, convention) {
         return Some((resolved, false));

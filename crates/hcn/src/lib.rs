@@ -22,6 +22,7 @@
 //! Every [`HcnApi`] call blocks: the agent makes them from its reconcile thread, never on its
 //! async runtime.
 
+pub mod addresses;
 pub mod aggregate;
 pub mod api;
 pub mod cleanup;

@@ -3,9 +3,9 @@
 //! packets with it and checks rule sets for priority conflicts.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use ipnet::IpNet;
-
+use crate::addresses::AddressRanges;
 use crate::conventions::IngressSetField;
 use crate::schema::{AclAction, AclDirection, AclPolicySetting, RuleType};
 
@@ -44,8 +44,10 @@ pub struct AclMatcher {
     pub host_scope: bool,
     /// None matches every protocol.
     protocols: Option<Vec<u8>>,
-    local_addresses: Option<Vec<IpNet>>,
-    remote_addresses: Option<Vec<IpNet>>,
+    /// Shared: the simulator's endpoints hold copies of the same rules, and a rule naming a set
+    /// shares the set's addresses.
+    local_addresses: Option<Arc<AddressRanges>>,
+    remote_addresses: Option<Arc<AddressRanges>>,
     /// The ids of network IP sets (`SetPolicy` of type `IPSET`) named in `RemoteAddresses`, as
     /// Azure NPM's ACLs name them. Empty once [`AclMatcher::resolve`]d.
     remote_sets: Vec<String>,
@@ -108,24 +110,19 @@ impl AclMatcher {
     /// names a set that does not exist.
     pub fn resolve<'a>(
         &self,
-        sets: impl Fn(&str) -> Option<&'a [IpNet]>,
+        sets: impl Fn(&str) -> Option<&'a Arc<AddressRanges>>,
         convention: IngressSetField,
     ) -> Result<AclMatcher, String> {
         if self.remote_sets.is_empty() && self.local_sets.is_empty() {
             return Ok(self.clone());
         }
-        let members = |names: &[String]| -> Result<Vec<IpNet>, String> {
-            let mut nets = Vec::new();
-            for set in names {
-                let members = sets(set).ok_or_else(|| {
-                    format!(
-                        "ACL {:?} names IP set {set:?}, which the network does not hold",
-                        self.id
-                    )
-                })?;
-                nets.extend_from_slice(members);
-            }
-            Ok(nets)
+        let members = |name: &String| {
+            sets(name).ok_or_else(|| {
+                format!(
+                    "ACL {:?} names IP set {name:?}, which the network does not hold",
+                    self.id
+                )
+            })
         };
         let swapped = self.direction == AclDirection::In && convention == IngressSetField::Local;
         let (peer_sets, own_sets) = if swapped {
@@ -133,13 +130,18 @@ impl AclMatcher {
         } else {
             (&self.remote_sets, &self.local_sets)
         };
-        let with = |fixed: &Option<Vec<IpNet>>, names: &[String]| -> Result<_, String> {
-            if names.is_empty() {
-                return Ok(fixed.clone());
-            }
-            let mut nets = fixed.clone().unwrap_or_default();
-            nets.extend(members(names)?);
-            Ok(Some(nets))
+        let with = |fixed: &Option<Arc<AddressRanges>>,
+                    names: &[String]|
+         -> Result<Option<Arc<AddressRanges>>, String> {
+            let named = names.iter().map(members).collect::<Result<Vec<_>, _>>()?;
+            Ok(match (fixed, named.as_slice()) {
+                (_, []) => fixed.clone(),
+                // The usual rule names one set and nothing else: it shares the set's addresses.
+                (None, [only]) => Some(Arc::clone(only)),
+                _ => Some(Arc::new(AddressRanges::union(
+                    fixed.iter().chain(named.iter().copied()).map(|a| &**a),
+                ))),
+            })
         };
         Ok(AclMatcher {
             remote_addresses: with(&self.remote_addresses, peer_sets)?,
@@ -164,12 +166,11 @@ impl AclMatcher {
             && self
                 .remote_addresses
                 .as_ref()
-                .is_none_or(|nets| nets.iter().any(|n| n.contains(&packet.remote_address)))
+                .is_none_or(|nets| nets.contains(&packet.remote_address))
             && self.local_addresses.as_ref().is_none_or(|nets| {
-                local.iter().any(|a| {
-                    a.is_ipv4() == packet.remote_address.is_ipv4()
-                        && nets.iter().any(|n| n.contains(a))
-                })
+                local
+                    .iter()
+                    .any(|a| a.is_ipv4() == packet.remote_address.is_ipv4() && nets.contains(a))
             })
             && port_matches(&self.local_ports, packet.local_port)
             && port_matches(&self.remote_ports, packet.remote_port)
@@ -179,12 +180,8 @@ impl AclMatcher {
     pub fn overlaps(&self, other: &AclMatcher) -> bool {
         self.direction == other.direction
             && optional_overlap(&self.protocols, &other.protocols, |a, b| a == b)
-            && optional_overlap(
-                &self.remote_addresses,
-                &other.remote_addresses,
-                nets_overlap,
-            )
-            && optional_overlap(&self.local_addresses, &other.local_addresses, nets_overlap)
+            && addresses_overlap(&self.remote_addresses, &other.remote_addresses)
+            && addresses_overlap(&self.local_addresses, &other.local_addresses)
             && optional_overlap(&self.local_ports, &other.local_ports, ranges_overlap)
             && optional_overlap(&self.remote_ports, &other.remote_ports, ranges_overlap)
     }
@@ -218,13 +215,13 @@ impl AclMatcher {
         );
         differ(
             "LocalAddresses",
-            sorted(&self.local_addresses) == sorted(&other.local_addresses)
+            self.local_addresses == other.local_addresses
                 && sorted(&Some(self.local_sets.clone()))
                     == sorted(&Some(other.local_sets.clone())),
         );
         differ(
             "RemoteAddresses",
-            sorted(&self.remote_addresses) == sorted(&other.remote_addresses)
+            self.remote_addresses == other.remote_addresses
                 && sorted(&Some(self.remote_sets.clone()))
                     == sorted(&Some(other.remote_sets.clone())),
         );
@@ -257,8 +254,11 @@ fn optional_overlap<T>(
     }
 }
 
-fn nets_overlap(a: &IpNet, b: &IpNet) -> bool {
-    a.contains(b) || b.contains(a)
+fn addresses_overlap(a: &Option<Arc<AddressRanges>>, b: &Option<Arc<AddressRanges>>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.overlaps(b),
+        _ => true,
+    }
 }
 
 fn ranges_overlap(a: &(u16, u16), b: &(u16, u16)) -> bool {
@@ -303,7 +303,7 @@ fn is_set_name(item: &str) -> bool {
 
 /// `RemoteAddresses` or `LocalAddresses`: addresses and CIDRs, and the ids of IP sets.
 #[allow(clippy::type_complexity)]
-fn parse_with_sets(field: &str) -> Result<(Option<Vec<IpNet>>, Vec<String>), String> {
+fn parse_with_sets(field: &str) -> Result<(Option<Arc<AddressRanges>>, Vec<String>), String> {
     if field.is_empty() {
         return Ok((None, Vec::new()));
     }
@@ -313,24 +313,9 @@ fn parse_with_sets(field: &str) -> Result<(Option<Vec<IpNet>>, Vec<String>), Str
         // Only sets: no literal address (until resolved, `matches` matches nothing).
         return Ok((None, sets));
     }
-    Ok((parse_addresses(&addresses.join(","))?, sets))
-}
-
-fn parse_addresses(field: &str) -> Result<Option<Vec<IpNet>>, String> {
-    if field.is_empty() {
-        return Ok(None);
-    }
-    items(field)
-        .map(|item| {
-            item.parse::<IpNet>()
-                .map(|n| n.trunc())
-                .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                .map_err(|_| {
-                    format!("{item:?} is not an address or CIDR (HCN rejects keywords like Any)")
-                })
-        })
-        .collect::<Result<Vec<_>, _>>()
-        .map(Some)
+    let addresses = AddressRanges::parse(&addresses.join(","))
+        .map_err(|e| format!("{e} (HCN rejects keywords like Any)"))?;
+    Ok((Some(Arc::new(addresses)), sets))
 }
 
 fn parse_ports(field: &str) -> Result<Option<Vec<(u16, u16)>>, String> {
@@ -415,10 +400,10 @@ mod tests {
         assert_eq!(m.remote_sets(), ["netpol-set-00ff"]);
         // Unresolved, a set matches no address rather than every one.
         assert!(!m.matches(&packet("10.1.0.1", 6, 80), &[]));
-        let members: Vec<IpNet> = vec!["10.1.0.1/32".parse().unwrap()];
+        let members = Arc::new(AddressRanges::parse("10.1.0.1/32").unwrap());
         let resolved = m
             .resolve(
-                |id| (id == "netpol-set-00ff").then_some(members.as_slice()),
+                |id| (id == "netpol-set-00ff").then_some(&members),
                 IngressSetField::Remote,
             )
             .unwrap();
@@ -431,7 +416,7 @@ mod tests {
         // On an HNS that matches an ingress set named in LocalAddresses against the peer, a set
         // in RemoteAddresses is matched against the endpoint's own address instead.
         let swapped = m
-            .resolve(|_| Some(members.as_slice()), IngressSetField::Local)
+            .resolve(|_| Some(&members), IngressSetField::Local)
             .unwrap();
         let own: std::net::IpAddr = "10.1.0.9".parse().unwrap();
         assert!(!swapped.matches(&packet("10.1.0.1", 6, 80), &[own]));
@@ -440,7 +425,7 @@ mod tests {
         let local = AclMatcher::parse(&local).unwrap();
         assert_eq!(local.local_sets(), ["netpol-set-00ff"]);
         let resolved = local
-            .resolve(|_| Some(members.as_slice()), IngressSetField::Local)
+            .resolve(|_| Some(&members), IngressSetField::Local)
             .unwrap();
         assert!(resolved.matches(&packet("10.1.0.1", 6, 80), &[own]));
         assert!(!resolved.matches(&packet("10.1.0.2", 6, 80), &[own]));

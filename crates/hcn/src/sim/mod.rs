@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use crate::addresses::AddressRanges;
 use crate::client::{HcnCalls, RawError};
 use netpol_datapath::EndpointInfo;
 
@@ -50,7 +51,7 @@ mod quirks;
 mod session;
 
 use log::CallLog;
-use policies::{apply_request, has_ipv6, resolve_sets, MatcherCache, SimSet};
+use policies::{apply_request, resolve_sets, MatcherCache, SimSet};
 pub use policies::{check_priorities, PolicyError};
 pub use quirks::{MissingSetQuirk, RemoveQuirk, SimMode, SimQuirks};
 pub use session::SimSession;
@@ -209,7 +210,8 @@ impl State {
                     }
                     let values = crate::schema::set_members(&set.values)
                         .map_err(|e| failed(format!("set {:?}: {e}", set.id)))?;
-                    if self.quirks.ipv6_sets_refused && has_ipv6(&values) {
+                    let values = AddressRanges::from_nets(&values);
+                    if self.quirks.ipv6_sets_refused && values.has_ipv6() {
                         return Err(RawError::Refused {
                             refusal: netpol_datapath::Refusal::InvalidPolicy,
                             message: format!(
@@ -218,7 +220,7 @@ impl State {
                             ),
                         });
                     }
-                    changes.insert(set.id.clone(), Some((set, values)));
+                    changes.insert(set.id.clone(), Some((set, Arc::new(values))));
                 }
                 RequestType::Remove => {
                     if !exists {

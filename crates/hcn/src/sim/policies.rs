@@ -3,13 +3,12 @@
 //! simulator's [`SimQuirks`] say.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
-use std::net::IpAddr;
-
-use ipnet::IpNet;
 use netpol_datapath::Refusal;
 
 use super::quirks::{MissingSetQuirk, RemoveQuirk, SimQuirks};
+use crate::addresses::AddressRanges;
 use crate::client::RawError;
 use crate::matcher::{AclMatcher, AclParseError};
 use crate::schema::{
@@ -17,7 +16,7 @@ use crate::schema::{
 };
 
 /// A network IP set as the simulator holds it: the setting and its parsed values.
-pub(super) type SimSet = (SetPolicySetting, Vec<IpNet>);
+pub(super) type SimSet = (SetPolicySetting, Arc<AddressRanges>);
 
 /// Why the simulator refused a policy list.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -119,14 +118,14 @@ pub(super) fn resolve_sets(
     sets: &BTreeMap<String, SimSet>,
     quirks: &SimQuirks,
 ) -> Result<Vec<AclMatcher>, String> {
-    let nothing: &[IpNet] = &[];
+    let nothing = Arc::new(AddressRanges::default());
     rules
         .iter()
         .map(|r| {
             r.resolve(
                 |id| match (sets.get(id), quirks.missing_set) {
-                    (Some((_, values)), _) => Some(values.as_slice()),
-                    (None, MissingSetQuirk::MatchesNothing) => Some(nothing),
+                    (Some((_, values)), _) => Some(values),
+                    (None, MissingSetQuirk::MatchesNothing) => Some(&nothing),
                     (None, MissingSetQuirk::Refused) => None,
                 },
                 quirks.ingress_set_field,
@@ -261,9 +260,4 @@ fn remove(
             Ok(out)
         }
     }
-}
-
-/// Whether a set's values hold an IPv6 member.
-pub(super) fn has_ipv6(values: &[IpNet]) -> bool {
-    values.iter().any(|v| matches!(v.addr(), IpAddr::V6(_)))
 }
