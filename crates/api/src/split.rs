@@ -207,21 +207,25 @@ impl PieceHazards {
             line
         };
         self.lines += 1;
-        if body.contains('\u{feff}') || body.contains("<<") {
-            return true;
-        }
         let bytes = body.as_bytes();
-        bytes.iter().enumerate().any(|(i, &b)| {
-            (b == b'&' || b == b'*')
-                && bytes
-                    .get(i + 1)
-                    .is_some_and(|next| !next.is_ascii_whitespace())
-                && (i == 0
-                    || matches!(
-                        bytes[i - 1],
-                        b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b'-' | b':' | b'?'
-                    ))
-        })
+        // One pass for the bytes that can start a hazard (each line of a 100 MB pod list goes
+        // through here): a byte order mark starts with 0xEF, a merge key with `<`, an anchor or
+        // an alias with `&` or `*`.
+        const BOM: &[u8] = "\u{feff}".as_bytes();
+        memchr::memchr(BOM[0], bytes).is_some_and(|_| body.contains('\u{feff}'))
+            || memchr::memchr3_iter(b'&', b'*', b'<', bytes).any(|i| match bytes[i] {
+                b'<' => bytes.get(i + 1) == Some(&b'<'),
+                _ => {
+                    bytes
+                        .get(i + 1)
+                        .is_some_and(|next| !next.is_ascii_whitespace())
+                        && (i == 0
+                            || matches!(
+                                bytes[i - 1],
+                                b' ' | b'\t' | b'\n' | b'[' | b'{' | b',' | b'-' | b':' | b'?'
+                            ))
+                }
+            })
     }
 }
 

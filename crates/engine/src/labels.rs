@@ -14,7 +14,9 @@ pub type SharedLabels = std::sync::Arc<Labels>;
 /// half of what is kept, so the interner never grows beyond twice the live sets.
 #[derive(Debug, Default)]
 pub struct LabelInterner {
-    sets: std::collections::HashSet<SharedLabels>,
+    /// foldhash: at 150,000 pods of their own labels (StatefulSets) SipHash over every set, on
+    /// each insert and each rehash as the table grows, was 2% of an initial sync.
+    sets: foldhash::HashSet<SharedLabels>,
     live_after_purge: usize,
 }
 
