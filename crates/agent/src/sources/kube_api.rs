@@ -52,10 +52,10 @@ pub struct Listing {
     pub pages: usize,
 }
 
-/// One page of a list.
+/// One page of a list: its objects as JSON trees, or as the caller made each of them.
 #[derive(Debug)]
-pub struct Page {
-    pub items: Vec<Value>,
+pub struct Page<T = Value> {
+    pub items: Vec<T>,
     /// The list's resourceVersion as of this page; the last page's is the one to watch from.
     pub resource_version: String,
 }
@@ -123,6 +123,15 @@ pub struct Pages {
 impl Pages {
     /// The next page, or `None` after the last one.
     pub async fn next(&mut self) -> Result<Option<Page>, CallError> {
+        self.next_each(|value| value).await
+    }
+
+    /// The next page, each of its objects handed to `each` as soon as it is read (so that a
+    /// page's objects never exist as JSON trees all at once), or `None` after the last one.
+    pub async fn next_each<T>(
+        &mut self,
+        mut each: impl FnMut(Value) -> T,
+    ) -> Result<Option<Page<T>>, CallError> {
         if self.done {
             return Ok(None);
         }
@@ -142,13 +151,14 @@ impl Pages {
             .await
             .map_err(|_| CallError::TimedOut)?
             .map_err(|e| CallError::of(&e))?;
-        let (metadata, items) = projection::list_page::<RawListMeta>(&text, self.api.shape)
-            .map_err(|e| {
-                CallError::Failed(format!(
-                    "the list is not a JSON list ({} bytes): {e}",
-                    text.len()
-                ))
-            })?;
+        let (metadata, items) =
+            projection::list_page_each::<RawListMeta, T>(&text, self.api.shape, &mut each)
+                .map_err(|e| {
+                    CallError::Failed(format!(
+                        "the list is not a JSON list ({} bytes): {e}",
+                        text.len()
+                    ))
+                })?;
         if !items.is_empty() {
             let average = text.len().div_ceil(items.len());
             self.object_bytes = if self.pages == 0 {

@@ -8,6 +8,7 @@
 
 use std::sync::mpsc::TrySendError;
 
+use kube::api::ApiResource;
 use netpol_api::crd::NetpolEndpointSlice;
 use netpol_api::ValidationError;
 use netpol_indexes::Event;
@@ -36,6 +37,23 @@ impl Change {
             Change::Apply => Event::Apply(object),
             Change::Delete => Event::Delete(object),
         }
+    }
+}
+
+/// One object of a kind, read as far as it is before it is sent: a policy, pod, node or
+/// namespace decoded (its JSON tree gone), a NetpolEndpointSlice still a tree (read as it is
+/// sent, on its own path).
+pub(super) enum Item {
+    Slice(Value),
+    Object(Decoded),
+}
+
+/// Reads one object of `kind` (see [`Item`]).
+pub(super) fn read_item(kind: SourceKind, resource: &ApiResource, value: Value) -> Item {
+    if kind == SourceKind::NetpolEndpointSlice {
+        Item::Slice(value)
+    } else {
+        Item::Object(decode(kind, resource, value))
     }
 }
 
@@ -73,10 +91,17 @@ impl Follower {
         value: Value,
         change: Change,
     ) -> Result<(), Stopped> {
-        if self.kind == SourceKind::NetpolEndpointSlice {
-            return self.send_slice(value, change).await;
-        }
-        match decode(self.kind, &self.api.resource, value) {
+        let item = read_item(self.kind, &self.api.resource, value);
+        self.send_item(item, change).await
+    }
+
+    /// Sends one object's event, the object read by [`read_item`].
+    pub(super) async fn send_item(&mut self, item: Item, change: Change) -> Result<(), Stopped> {
+        let decoded = match item {
+            Item::Slice(value) => return self.send_slice(value, change).await,
+            Item::Object(decoded) => decoded,
+        };
+        match decoded {
             Decoded::Valid(object) => {
                 self.logged_invalid.remove(&object.object_ref());
                 self.send(Input::Event(Box::new(SourceEvent::new(

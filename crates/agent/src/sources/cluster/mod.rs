@@ -349,8 +349,14 @@ impl Follower {
         let mut pages = self.api.pages(self.page_size(), self.config.page_timeout);
         let mut objects = 0;
         let mut resource_version = String::new();
+        let (kind, resource) = (self.kind, self.api.resource.clone());
         loop {
-            let page = match pages.next().await {
+            // Each object is decoded as the page is read: a page of large policies never
+            // exists as JSON trees all at once (issue 33).
+            let page = match pages
+                .next_each(|value| emit::read_item(kind, &resource, value))
+                .await
+            {
                 Ok(page) => page,
                 // A page after the first failed: ask for it again from its continue token,
                 // keeping the pages sent. An expired token (410) or a hopeless run of failures
@@ -378,7 +384,7 @@ impl Follower {
             }
             objects += items.len();
             for item in items {
-                self.send_object(item, Change::InitApply).await?;
+                self.send_item(item, Change::InitApply).await?;
             }
             resource_version = version;
         }
