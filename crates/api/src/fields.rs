@@ -65,6 +65,20 @@ pub(crate) fn deserialize<T: DeserializeOwned>(
     serde_path_to_error::deserialize(tracked).map_err(fail)
 }
 
+/// Deserializes `T` straight from `deserializer` (no tree), adding to `unknown` the path of
+/// every field `T` does not have, as [`deserialize`] does; the error is the parser's.
+pub(crate) fn deserialize_from<'de, T: serde::Deserialize<'de>, D: serde::Deserializer<'de>>(
+    deserializer: D,
+    unknown: &mut Vec<String>,
+) -> Result<T, serde_path_to_error::Error<D::Error>> {
+    let mut record = |path: serde_ignored::Path| {
+        if let Some(path) = field_path(&path) {
+            unknown.push(path);
+        }
+    };
+    serde_path_to_error::deserialize(serde_ignored::Deserializer::new(deserializer, &mut record))
+}
+
 /// The error for an unknown field, as kubectl words it, with the likely cause.
 pub(crate) fn unknown_field(object: &ObjectRef, path: String) -> Diagnostic {
     let name = path

@@ -156,6 +156,47 @@ const KINDS: [KindInfo; 9] = [
     },
 ];
 
+/// A policy object's typed reader from JSON text, with the unknown fields recorded (see
+/// [`crate::large_json`]).
+pub(crate) type TextReader = fn(
+    &mut serde_json::Deserializer<serde_json::de::StrRead<'_>>,
+    &mut Vec<String>,
+) -> Option<Object>;
+
+/// The typed reader from JSON text of a policy kind spelled `kind` and `api_version` as the
+/// kinds table spells it; `None` for other kinds (their objects are read through a tree).
+pub(crate) fn text_reader(kind: &str, api_version: &str) -> Option<TextReader> {
+    use crate::fields::deserialize_from;
+    let info = KINDS
+        .iter()
+        .find(|k| k.kind == kind && k.api_version == api_version)?;
+    Some(match info.kind {
+        "NetworkPolicy" => |d, u| deserialize_from(d, u).ok().map(Object::NetworkPolicy),
+        "AdminNetworkPolicy" => |d, u| deserialize_from(d, u).ok().map(Object::AdminNetworkPolicy),
+        "BaselineAdminNetworkPolicy" => |d, u| {
+            deserialize_from(d, u)
+                .ok()
+                .map(Object::BaselineAdminNetworkPolicy)
+        },
+        "ClusterNetworkPolicy" => |d, u| {
+            deserialize_from(d, u)
+                .ok()
+                .map(Object::ClusterNetworkPolicy)
+        },
+        "CiliumNetworkPolicy" => |d, u| {
+            deserialize_from::<CiliumPolicyWire, _>(d, u)
+                .ok()
+                .map(|w| Object::CiliumNetworkPolicy(w.into()))
+        },
+        "CiliumClusterwideNetworkPolicy" => |d, u| {
+            deserialize_from::<CiliumPolicyWire, _>(d, u)
+                .ok()
+                .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
+        },
+        _ => return None,
+    })
+}
+
 /// A workload object read as the pod of its template (see [`crate::workloads::TEMPLATE_ANNOTATION`]), errors
 /// naming the workload and the field where the user wrote it; None for other kinds.
 fn read_as_pod(value: &Value) -> Option<Result<ReadObject, ValidationError>> {
@@ -391,6 +432,20 @@ impl Object {
         }
     }
 
+    pub(crate) fn metadata_mut(&mut self) -> &mut ObjectMeta {
+        match self {
+            Object::Namespace(o) => &mut o.metadata,
+            Object::Pod(o) => &mut o.metadata,
+            Object::Node(o) => &mut o.metadata,
+            Object::NetworkPolicy(o) => &mut o.metadata,
+            Object::AdminNetworkPolicy(o) => &mut o.metadata,
+            Object::BaselineAdminNetworkPolicy(o) => &mut o.metadata,
+            Object::ClusterNetworkPolicy(o) => &mut o.metadata,
+            Object::CiliumNetworkPolicy(o) => &mut o.metadata,
+            Object::CiliumClusterwideNetworkPolicy(o) => &mut o.metadata,
+        }
+    }
+
     /// `Kind namespace/name`, the key under which objects replace each other.
     pub fn object_ref(&self) -> ObjectRef {
         let meta = self.metadata();
@@ -461,7 +516,7 @@ impl Object {
 
     /// Checks the fields of cluster objects that identities are built from, so that
     /// [`crate::cluster`] can rely on them.
-    fn validate(&self) -> Result<(), ValidationError> {
+    pub(crate) fn validate(&self) -> Result<(), ValidationError> {
         let checked = match self {
             Object::Pod(pod) => validate::check_pod(pod),
             Object::Node(node) => validate::check_node(node),

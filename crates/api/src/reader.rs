@@ -26,6 +26,7 @@ use serde_json::Value;
 use crate::fields::FieldValidation;
 use crate::json::parse_json;
 use crate::json_scan::{ElementEnds, JsonShape, YamlHazards};
+use crate::large_json::LARGE_ITEM_BYTES;
 use crate::object::{Object, Read as ReadObject};
 use crate::parse::{
     parse_each_with, parse_piece, parse_wave, read_whole, yaml_options_for, Cutting, YamlError,
@@ -384,6 +385,8 @@ impl Stream {
         let mut input = BufReader::with_capacity(self.buffer, Hashing::new(reader));
         let mut ends = ElementEnds::default();
         let mut piece: Vec<u8> = Vec::new();
+        // Where the element being read starts in `piece`.
+        let mut element = 0;
         let mut pieces = 0;
         let mut offset = 0u64;
         loop {
@@ -402,11 +405,20 @@ impl Stream {
                 };
                 piece.extend_from_slice(&part[..comma]);
                 part = &part[comma + 1..];
+                if is_large_object(&piece[element..]) {
+                    if !push_large(&mut waves, &mut piece, element, &mut pieces) {
+                        return Ok(Streamed::Incomplete);
+                    }
+                    element = 0;
+                    continue;
+                }
                 if piece.len() < self.target {
                     piece.push(b',');
+                    element = piece.len();
                     continue;
                 }
                 pieces += 1;
+                element = 0;
                 let pushed = json_run(std::mem::take(&mut piece)).is_some_and(|r| waves.push(r));
                 if !pushed {
                     return Ok(Streamed::Incomplete);
@@ -417,15 +429,57 @@ impl Stream {
         }
         // The last run; an empty one is an empty list, unless runs were cut before it (a comma
         // with nothing after it, which JSON refuses).
-        let last = !piece.iter().all(u8::is_ascii_whitespace) || pieces > 0;
-        if last && !json_run(piece).is_some_and(|r| waves.push(r)) {
-            return Ok(Streamed::Incomplete);
+        if is_large_object(&piece[element..]) {
+            if !push_large(&mut waves, &mut piece, element, &mut pieces) {
+                return Ok(Streamed::Incomplete);
+            }
+        } else {
+            let last = !piece.iter().all(u8::is_ascii_whitespace) || pieces > 0;
+            if last && !json_run(piece).is_some_and(|r| waves.push(r)) {
+                return Ok(Streamed::Incomplete);
+            }
         }
         if !waves.flush() {
             return Ok(Streamed::Incomplete);
         }
         Ok(Streamed::Complete(input.into_inner().finish()))
     }
+}
+
+/// Whether a list element is an object of at least [`LARGE_ITEM_BYTES`]: the element that goes
+/// in a run of its own (an array stays in a run: alone, it would be read as the run itself).
+fn is_large_object(element: &[u8]) -> bool {
+    element.len() >= LARGE_ITEM_BYTES
+        && element
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b == b'{')
+}
+
+/// Pushes the elements of `piece` before `element` as a run (if there are any), then the large
+/// element that follows them as a run of its own, unwrapped: [`json_items`] reads a policy that
+/// large without its JSON tree (`large_json.rs`). False if either does not parse.
+fn push_large<P, Q, T>(
+    waves: &mut Waves<'_, P, Q, T>,
+    piece: &mut Vec<u8>,
+    element: usize,
+    pieces: &mut usize,
+) -> bool
+where
+    P: Fn(&str) -> Option<Vec<ReadObject>> + Sync,
+    Q: Fn(ReadObject) -> T + Sync,
+    T: Send,
+{
+    let large = piece.split_off(element);
+    // The elements before it, without the separator that followed them.
+    if piece.pop().is_some() {
+        *pieces += 1;
+        if !json_run(std::mem::take(piece)).is_some_and(|r| waves.push(r)) {
+            return false;
+        }
+    }
+    *pieces += 1;
+    String::from_utf8(large).is_ok_and(|run| waves.push(run))
 }
 
 /// A run of a JSON list's elements as an array of its own; `None` if it is blank (a cut next to
@@ -617,6 +671,81 @@ mod tests {
         }
         assert_eq!(read(flow), ["a"]);
         assert_eq!(read(&anchored).len(), 100);
+    }
+
+    /// A JSON list of large policies among small objects: each large one is read in a run of
+    /// its own without its tree (`large_json.rs`), and the whole list reads exactly as the
+    /// sequential parse reads it, unknown fields included; a large one the tree reader refuses
+    /// (a duplicate key) makes the list read whole, as before.
+    #[test]
+    fn large_policies_in_a_json_list_read_as_the_sequential_parse() {
+        let peers = |n: usize| {
+            (0..n)
+                .map(|i| {
+                    format!(
+                        r#"{{"ipBlock":{{"cidr":"10.{}.{}.1/32"}}}}"#,
+                        i / 256,
+                        i % 256
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let policy = |name: &str, extra: &str| {
+            format!(
+                r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"{name}"}},"spec":{{"podSelector":{{}},"egress":[{{"to":[{}]}}]{extra}}}}}"#,
+                peers(3000)
+            )
+        };
+        let small = |name: &str| {
+            format!(r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"}}}}"#)
+        };
+        let items = [
+            small("a"),
+            policy("p1", ""),
+            policy("p2", r#","unknownField":1"#),
+            small("b"),
+            small("c"),
+            policy("p3", ""),
+        ];
+        assert!(items[1].len() >= LARGE_ITEM_BYTES);
+        // Each of them is one this reader reads without a tree.
+        for large in [&items[1], &items[2], &items[5]] {
+            assert!(
+                crate::large_json::read_policy(large, crate::stream::LIST_ITEM_DEPTH).is_some()
+            );
+        }
+        let list = |items: &[String]| {
+            format!(
+                "{{\"apiVersion\":\"v1\",\"kind\":\"List\",\"items\":[\n{}\n]}}\n",
+                items.join(",\n")
+            )
+        };
+        let read_all = |text: &str| {
+            let mut objects = Vec::new();
+            let prepare = |read: ReadObject| read;
+            let result = read_each_with(
+                &mut Cursor::new(text.as_bytes()),
+                SMALL,
+                512,
+                &prepare,
+                &mut |object| objects.push(object),
+            );
+            result.map(|_| objects)
+        };
+        let text = list(&items);
+        let read = read_all(&text).unwrap();
+        let expected = read_whole(&text).unwrap();
+        assert_eq!(read.len(), 6);
+        assert_eq!(read, expected);
+        let unknown = &read[2].as_ref().unwrap().unknown_fields;
+        assert_eq!(unknown.len(), 1, "{unknown:?}");
+        // A duplicate key in a large policy: the reader refuses the list as the parse does.
+        let mut refused = items.to_vec();
+        refused[3] = policy("p4", "").replacen(r#""cidr":"#, r#""cidr":"1.1.1.1/32","cidr":"#, 1);
+        let text = list(&refused);
+        assert!(read_all(&text).is_err());
+        assert!(read_whole(&text).is_err());
     }
 
     /// A reader whose text changes once it has been read through once, as a file rewritten in

@@ -41,16 +41,30 @@ impl<'de> Deserialize<'de> for JsonDocument {
 /// The objects of a run of a JSON list's items, given as one JSON array: read as the items of
 /// the list they were cut from are read (at the depth they have there, refusing what
 /// [`JsonDocument`] refuses); `None` if refused or not JSON.
+///
+/// A run that is one object, not an array, is a single large element of the list
+/// (`reader.rs` cuts one so): a policy is then read without its tree (`large_json.rs`), anything
+/// else as the element it is.
 pub(crate) fn json_items(text: &str) -> Option<Vec<Read>> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
+    let single = text.trim_start().starts_with('{');
+    if single {
+        if let Some(read) = crate::large_json::read_policy(text, LIST_ITEM_DEPTH) {
+            return Some(vec![Ok(read)]);
+        }
+    }
     let visitor = DocumentVisitor {
         json: true,
-        depth: 1,
+        depth: if single { LIST_ITEM_DEPTH } else { 1 },
     };
     let document = visitor.deserialize(&mut deserializer).ok()?;
     deserializer.end().ok()?;
     Some(document.0)
 }
+
+/// The depth the JSON reader gives an item of a list's `items` read in runs: the run's array
+/// is at 1.
+pub(crate) const LIST_ITEM_DEPTH: usize = 2;
 
 /// The objects of a document already read into a value, as [`Document`] reads them from the
 /// parser: nulls hold nothing, sequences and list kinds' `items` are unpacked, anything else is
@@ -83,7 +97,7 @@ pub(crate) fn is_list_kind(kind: &str) -> bool {
 
 /// Nesting a JSON document may have and still be read as JSON: well inside the YAML parser's
 /// depth limit (64), so that JSON never reads what YAML would refuse.
-const MAX_JSON_DEPTH: usize = 48;
+pub(crate) const MAX_JSON_DEPTH: usize = 48;
 
 #[derive(Clone, Copy)]
 struct DocumentVisitor {
