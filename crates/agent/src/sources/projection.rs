@@ -13,6 +13,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 
+use netpol_api::annotations::{ENFORCEMENT_ANNOTATION, READ_ANNOTATIONS};
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::{Map, Number, Value};
@@ -34,20 +35,27 @@ pub enum Shape {
 
 /// Metadata as netpol reads it: all of it but what `netpol_api`'s prune drops before reading
 /// (`managedFields`, and annotations, where `last-applied-configuration` repeats the object),
-/// except the one annotation the authoring tools read of a listed object (`lint --cluster`).
+/// except the annotations netpol reads (a policy's audit mode) and the one the authoring tools
+/// read of a listed object (`lint --cluster`).
 const METADATA: Shape = Shape::Fields {
     named: &[
         ("managedFields", Shape::Skip),
         (
             "annotations",
             Shape::Fields {
-                named: &[(LINT_IGNORE_ANNOTATION, Shape::Whole)],
+                named: &[
+                    (ENFORCEMENT_ANNOTATION, Shape::Whole),
+                    (LINT_IGNORE_ANNOTATION, Shape::Whole),
+                ],
                 others: &Shape::Skip,
             },
         ),
     ],
     others: &Shape::Whole,
 };
+
+// Every annotation `netpol_api` reads is kept above.
+const _: () = assert!(READ_ANNOTATIONS.len() == 1);
 
 /// The annotation with which an object acknowledges lint findings (the CLI's
 /// `LINT_IGNORE_ANNOTATION`, which depends on this crate, not the other way round).

@@ -172,6 +172,40 @@ fn nodes_and_namespaces_read_projected_as_they_read_whole() {
     );
 }
 
+/// A policy's audit mode is an annotation: read through a list page as from a file. (The
+/// projection once dropped every annotation but the lint one, so a policy listed from the API
+/// server was enforced where its annotation asked for audit.)
+#[test]
+fn a_projected_policy_keeps_its_audit_annotation() {
+    let policy = json!({
+        "metadata": {"name": "p", "namespace": "n", "annotations": {
+            "netpol.io/enforcement": "audit",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+    });
+    let page = json!({"metadata": {}, "items": [policy]}).to_string();
+    let (_, items) = projection::list_page::<serde_json::Map<String, Value>>(
+        &page,
+        projection::shape_of("NetworkPolicy"),
+    )
+    .unwrap();
+    assert_eq!(
+        items[0]["metadata"]["annotations"],
+        json!({"netpol.io/enforcement": "audit"})
+    );
+    let resource = ApiResource::erase::<k8s_openapi::api::networking::v1::NetworkPolicy>(&());
+    let Decoded::Valid(object) = decode(SourceKind::NetworkPolicy, &resource, items[0].clone())
+    else {
+        panic!("not decoded");
+    };
+    let translated = netpol_api::translate::translate(&object);
+    assert!(!translated.entries.is_empty());
+    assert!(translated
+        .entries
+        .iter()
+        .all(|e| e.enforcement == netpol_engine::Enforcement::Audit));
+}
+
 #[test]
 fn a_projected_pod_keeps_only_what_is_read() {
     let mut whole = realistic::pod(5, 3);
