@@ -41,13 +41,47 @@ pub(crate) fn read_documents(text: &str) -> Option<Vec<Value>> {
         if line.indent != 0 {
             return None;
         }
-        documents.push(reader.node(0, 0)?);
+        documents.push(reader.node(&mut Tree, 0, 0)?);
         match reader.peek() {
             None => return Some(documents),
             Some(line) if line.document_start => {}
             // Anything left over at the document's level is not a block this reader knows.
             Some(_) => return None,
         }
+    }
+}
+
+/// A text of one document that is one mapping, or a block sequence of one mapping (a run of one
+/// list item), as the JSON text of that mapping: what [`read_documents`] would read as its
+/// tree, for a large policy to be read without one (`large_json.rs`). `None` for anything else,
+/// or YAML this reader does not read.
+pub(crate) fn single_mapping_as_json(text: &str) -> Option<String> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if has_unusual_characters(text) {
+        return None;
+    }
+    let mut reader = Reader {
+        lines: lines(text)?,
+        at: 0,
+    };
+    while reader.peek().is_some_and(|l| l.document_start) {
+        reader.at += 1;
+    }
+    let first = reader.peek().filter(|l| l.indent == 0)?;
+    let mut json = Json(String::with_capacity(text.len()));
+    reader.node(&mut json, 0, 0)?;
+    while reader.peek().is_some_and(|l| l.document_start) {
+        reader.at += 1;
+    }
+    if reader.peek().is_some() {
+        return None; // another document
+    }
+    if !is_sequence_entry(first.text) {
+        return Some(json.0);
+    }
+    match serde_json::from_str::<Vec<&serde_json::value::RawValue>>(&json.0).ok()?[..] {
+        [item] if item.get().starts_with('{') => Some(item.get().to_owned()),
+        _ => None,
     }
 }
 
@@ -101,6 +135,127 @@ struct Reader<'a> {
     at: usize,
 }
 
+/// What a block is read into: a `serde_json::Value` tree ([`Tree`]), or JSON text ([`Json`],
+/// for a large policy read without a tree: `large_json.rs`). Keys come before their values, so
+/// that text can be written as it is read.
+trait Build {
+    type Node;
+    type Seq;
+    type Map;
+    fn scalar(&mut self, value: Value) -> Self::Node;
+    fn start_seq(&mut self) -> Self::Seq;
+    /// Before each item.
+    fn next_item(&mut self, seq: &mut Self::Seq);
+    fn push(&mut self, seq: &mut Self::Seq, item: Self::Node);
+    fn end_seq(&mut self, seq: Self::Seq) -> Self::Node;
+    fn start_map(&mut self) -> Self::Map;
+    /// False for a key the map already has.
+    fn key(&mut self, map: &mut Self::Map, key: &str) -> bool;
+    fn insert(&mut self, map: &mut Self::Map, value: Self::Node);
+    fn end_map(&mut self, map: Self::Map) -> Self::Node;
+}
+
+/// Reads blocks into `serde_json::Value`s.
+struct Tree;
+
+impl Build for Tree {
+    type Node = Value;
+    type Seq = Vec<Value>;
+    /// The map, and the key whose value is being read.
+    type Map = (Map<String, Value>, String);
+
+    fn scalar(&mut self, value: Value) -> Value {
+        value
+    }
+
+    fn start_seq(&mut self) -> Vec<Value> {
+        Vec::new()
+    }
+
+    fn next_item(&mut self, _: &mut Vec<Value>) {}
+
+    fn push(&mut self, seq: &mut Vec<Value>, item: Value) {
+        seq.push(item);
+    }
+
+    fn end_seq(&mut self, seq: Vec<Value>) -> Value {
+        Value::Array(seq)
+    }
+
+    fn start_map(&mut self) -> Self::Map {
+        (Map::new(), String::new())
+    }
+
+    fn key(&mut self, (map, pending): &mut Self::Map, key: &str) -> bool {
+        *pending = key.to_owned();
+        !map.contains_key(key)
+    }
+
+    fn insert(&mut self, (map, pending): &mut Self::Map, value: Value) {
+        map.insert(std::mem::take(pending), value);
+    }
+
+    fn end_map(&mut self, (map, _): Self::Map) -> Value {
+        Value::Object(map)
+    }
+}
+
+/// Writes blocks as JSON text, which reads back as the [`Tree`] of the same blocks.
+struct Json(String);
+
+impl Build for Json {
+    type Node = ();
+    /// Items written so far.
+    type Seq = usize;
+    /// The keys written so far.
+    type Map = std::collections::HashSet<String>;
+
+    fn scalar(&mut self, value: Value) {
+        // A scalar (or `{}`, `[]`) always serializes.
+        self.0.push_str(&value.to_string());
+    }
+
+    fn start_seq(&mut self) -> usize {
+        self.0.push('[');
+        0
+    }
+
+    fn next_item(&mut self, written: &mut usize) {
+        if *written > 0 {
+            self.0.push(',');
+        }
+        *written += 1;
+    }
+
+    fn push(&mut self, _: &mut usize, _: ()) {}
+
+    fn end_seq(&mut self, _: usize) {
+        self.0.push(']');
+    }
+
+    fn start_map(&mut self) -> Self::Map {
+        self.0.push('{');
+        Default::default()
+    }
+
+    fn key(&mut self, keys: &mut Self::Map, key: &str) -> bool {
+        if !keys.is_empty() {
+            self.0.push(',');
+        }
+        // Keys are plain (`is_plain_key`): nothing to escape.
+        self.0.push('"');
+        self.0.push_str(key);
+        self.0.push_str("\":");
+        keys.insert(key.to_owned())
+    }
+
+    fn insert(&mut self, _: &mut Self::Map, _: ()) {}
+
+    fn end_map(&mut self, _: Self::Map) {
+        self.0.push('}');
+    }
+}
+
 impl<'a> Reader<'a> {
     fn peek(&self) -> Option<Line<'a>> {
         self.lines.get(self.at).copied()
@@ -113,21 +268,21 @@ impl<'a> Reader<'a> {
     }
 
     /// The block node whose first line is the current one, at `indent`.
-    fn node(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    fn node<B: Build>(&mut self, out: &mut B, indent: usize, depth: usize) -> Option<B::Node> {
         if depth > MAX_DEPTH {
             return None;
         }
         let line = self.peek_at(indent)?;
         if is_sequence_entry(line.text) {
-            self.sequence(indent, depth)
+            self.sequence(out, indent, depth)
         } else {
-            self.mapping(indent, depth)
+            self.mapping(out, indent, depth)
         }
     }
 
     /// A block sequence: entries `- ...` at `indent`.
-    fn sequence(&mut self, indent: usize, depth: usize) -> Option<Value> {
-        let mut items = Vec::new();
+    fn sequence<B: Build>(&mut self, out: &mut B, indent: usize, depth: usize) -> Option<B::Node> {
+        let mut items = out.start_seq();
         while let Some(line) = self.peek_at(indent) {
             if !is_sequence_entry(line.text) {
                 break;
@@ -137,8 +292,9 @@ impl<'a> Reader<'a> {
                 // `-` alone, its item on the next lines: not printed by kubectl.
                 return None;
             }
+            out.next_item(&mut items);
             let inner_indent = indent + (line.text.len() - inner.len());
-            if is_sequence_entry(inner) || split_key(inner).is_some() {
+            let item = if is_sequence_entry(inner) || split_key(inner).is_some() {
                 // A block node that starts on the entry's line: read it as if its first line
                 // began at the column it starts at.
                 self.lines[self.at] = Line {
@@ -146,30 +302,36 @@ impl<'a> Reader<'a> {
                     text: inner,
                     document_start: false,
                 };
-                items.push(self.node(inner_indent, depth + 1)?);
+                self.node(out, inner_indent, depth + 1)?
             } else {
-                items.push(scalar(inner)?);
+                let item = out.scalar(scalar(inner)?);
                 self.at += 1;
                 self.no_continuation(indent)?;
-            }
+                item
+            };
+            out.push(&mut items, item);
         }
         self.no_deeper(indent)?;
-        Some(Value::Array(items))
+        Some(out.end_seq(items))
     }
 
     /// A block mapping: entries `key: value` or `key:` at `indent`.
-    fn mapping(&mut self, indent: usize, depth: usize) -> Option<Value> {
-        let mut map = Map::new();
+    fn mapping<B: Build>(&mut self, out: &mut B, indent: usize, depth: usize) -> Option<B::Node> {
+        let mut map = out.start_map();
         while let Some(line) = self.peek_at(indent) {
             if is_sequence_entry(line.text) {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
+            if !out.key(&mut map, key) {
+                // A duplicate key: the general parser refuses it.
+                return None;
+            }
             self.at += 1;
             let value = if rest.is_empty() || rest.starts_with('#') {
                 match self.peek() {
                     Some(next) if !next.document_start && next.indent > indent => {
-                        self.node(next.indent, depth + 1)?
+                        self.node(out, next.indent, depth + 1)?
                     }
                     // A sequence may sit at its key's indentation, as kubectl prints it.
                     Some(next)
@@ -177,22 +339,19 @@ impl<'a> Reader<'a> {
                             && next.indent == indent
                             && is_sequence_entry(next.text) =>
                     {
-                        self.sequence(indent, depth + 1)?
+                        self.sequence(out, indent, depth + 1)?
                     }
-                    _ => Value::Null,
+                    _ => out.scalar(Value::Null),
                 }
             } else {
-                let value = scalar(rest)?;
+                let value = out.scalar(scalar(rest)?);
                 self.no_continuation(indent)?;
                 value
             };
-            if map.insert(key.to_owned(), value).is_some() {
-                // A duplicate key: the general parser refuses it.
-                return None;
-            }
+            out.insert(&mut map, value);
         }
         self.no_deeper(indent)?;
-        Some(Value::Object(map))
+        Some(out.end_map(map))
     }
 
     /// After a scalar on a line of a block at `indent`: a deeper line would continue the scalar
@@ -433,6 +592,29 @@ mod tests {
         let ours = read_documents(text).unwrap_or_else(|| panic!("not read: {text:?}"));
         let theirs: Vec<Value> = saphyr(text).into_iter().filter(|v| !v.is_null()).collect();
         assert_eq!(ours, theirs, "{text:?}");
+    }
+
+    /// The JSON text of a single mapping reads back as the tree of the same YAML.
+    #[test]
+    fn a_single_mapping_as_json_is_its_tree() {
+        let mapping = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: a\n  labels: {}\nspec:\n  podSelector:\n    matchLabels:\n      app: \"web\"\n  egress:\n  - to:\n    - ipBlock:\n        cidr: 10.0.0.0/8\n        except:\n        - 10.1.0.0/16\n    - podSelector: {}\n    ports:\n    - port: 443\n      protocol: TCP\n    - port: 'dns # not a comment'\n    - port: 53 # a comment\n  empty:\n  list: []\n  yes_: true\n  no_: null\n";
+        let tree = read_documents(mapping).unwrap();
+        let json = single_mapping_as_json(mapping).unwrap();
+        assert_eq!(vec![serde_json::from_str::<Value>(&json).unwrap()], tree);
+        // A run of one list item: its mapping.
+        let item = format!("- {}", mapping.trim_end().replace('\n', "\n  "));
+        let json = single_mapping_as_json(&item).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&json).unwrap(), tree[0]);
+        // Anything else is not one mapping.
+        for other in [
+            format!("{mapping}---\n{mapping}"),
+            format!("{item}\n{item}"),
+            "- a\n".to_owned(),
+            "just text\n".to_owned(),
+            mapping.replacen("kind:", "apiVersion: again\nkind:", 1),
+        ] {
+            assert_eq!(single_mapping_as_json(&other), None, "{other}");
+        }
     }
 
     #[test]

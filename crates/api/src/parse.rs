@@ -9,10 +9,11 @@
 
 use serde_json::Value;
 
-use crate::block::read_documents;
+use crate::block::{read_documents, single_mapping_as_json};
 use crate::error::ValidationError;
 use crate::fields::FieldValidation;
 use crate::json::parse_json;
+use crate::large_json::{read_policy, LARGE_ITEM_BYTES};
 use crate::object::{Object, Read};
 use crate::split::{split_documents, split_list, MIN_SPLIT_BYTES};
 use crate::stream::{is_list_kind, value_objects, Document};
@@ -172,11 +173,29 @@ fn pieces_of(text: &str, cutting: Cutting) -> Option<Pieces<'_>> {
 /// The objects of a text in the plain block style kubectl prints, read by the block reader (see
 /// `block.rs`); `None` when the text uses any other YAML.
 fn parse_block(text: &str) -> Option<Vec<Read>> {
+    // A large policy alone (a reader's run of one document or one list item, or a file of one
+    // document) is read without its tree; anything else through the tree.
+    if text.len() >= LARGE_ITEM_BYTES && may_be_one_node(text) {
+        let large = single_mapping_as_json(text).and_then(|json| read_policy(&json, 0));
+        if let Some(read) = large {
+            return Some(vec![Ok(read)]);
+        }
+    }
     let mut objects = Vec::new();
     for document in read_documents(text)? {
         value_objects(document, &mut objects);
     }
     Some(objects)
+}
+
+/// Whether `text` may hold a single document or list item (a cheap test before the exact one,
+/// [`single_mapping_as_json`]): no second document start, no second item at column 0.
+fn may_be_one_node(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let items =
+        memchr::memmem::find_iter(bytes, b"\n- ").count() + usize::from(text.starts_with("- "));
+    let starts = memchr::memmem::find_iter(bytes, b"\n---").count();
+    items <= 1 && starts <= 1
 }
 
 /// The objects of one piece, or `None` if it does not parse alone.

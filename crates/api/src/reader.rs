@@ -341,6 +341,8 @@ impl Stream {
         let mut input = BufReader::with_capacity(self.buffer, Hashing::new(reader));
         let mut line = Vec::new();
         let mut piece = String::new();
+        // Where the document or item being read starts in `piece`.
+        let mut element = 0;
         let mut offset = 0;
         loop {
             line.clear();
@@ -361,10 +363,30 @@ impl Stream {
             } else {
                 text.starts_with("- ")
             };
-            if cut && piece.len() >= self.target && !waves.push(std::mem::take(&mut piece)) {
-                return Ok(Streamed::Incomplete);
+            if cut {
+                // A large document or item goes in a run of its own, which reads a policy
+                // without its tree (`parse_block`).
+                if piece.len() - element >= LARGE_ITEM_BYTES {
+                    let large = piece.split_off(element);
+                    if !(piece.is_empty() || waves.push(std::mem::take(&mut piece))) {
+                        return Ok(Streamed::Incomplete);
+                    }
+                    if !waves.push(large) {
+                        return Ok(Streamed::Incomplete);
+                    }
+                }
+                if piece.len() >= self.target && !waves.push(std::mem::take(&mut piece)) {
+                    return Ok(Streamed::Incomplete);
+                }
+                element = piece.len();
             }
             piece.push_str(text);
+        }
+        if piece.len() - element >= LARGE_ITEM_BYTES && element > 0 {
+            let large = piece.split_off(element);
+            if !(waves.push(std::mem::take(&mut piece)) && waves.push(large)) {
+                return Ok(Streamed::Incomplete);
+            }
         }
         let last = piece.is_empty() || waves.push(piece);
         if !(last && waves.flush()) {
@@ -746,6 +768,63 @@ mod tests {
         let text = list(&refused);
         assert!(read_all(&text).is_err());
         assert!(read_whole(&text).is_err());
+    }
+
+    /// The same for YAML, as `---` documents and as a `kind: List`: large policies are cut into
+    /// runs of their own and read without their tree (`parse_block`), and the text reads exactly
+    /// as the sequential parse reads it.
+    #[test]
+    fn large_policies_in_yaml_read_as_the_sequential_parse() {
+        let policy = |name: &str, extra: &str| {
+            let peers: String = (0..3000)
+                .map(|i| {
+                    format!(
+                        "    - ipBlock:\n        cidr: 10.{}.{}.1/32\n",
+                        i / 256,
+                        i % 256
+                    )
+                })
+                .collect();
+            format!(
+                "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: {name}\n\
+                 spec:\n  podSelector: {{}}\n{extra}  egress:\n  - to:\n{peers}"
+            )
+        };
+        let namespace =
+            |name: &str| format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n");
+        let objects = [
+            namespace("a"),
+            policy("p1", ""),
+            policy("p2", "  unknownField: 1\n"),
+            namespace("b"),
+            policy("p3", ""),
+        ];
+        for large in [&objects[1], &objects[2]] {
+            assert!(large.len() >= LARGE_ITEM_BYTES);
+            let json = crate::block::single_mapping_as_json(large).expect("one mapping");
+            assert!(crate::large_json::read_policy(&json, 0).is_some());
+        }
+        let documents: String = objects.iter().map(|o| format!("---\n{o}")).collect();
+        let list: String = objects
+            .iter()
+            .map(|o| format!("- {}\n", o.trim_end().replace('\n', "\n  ")))
+            .collect();
+        let list = format!("apiVersion: v1\nkind: List\nitems:\n{list}");
+        for text in [documents, list] {
+            let mut read = Vec::new();
+            read_each_with(
+                &mut Cursor::new(text.as_bytes()),
+                SMALL,
+                512,
+                &|object: ReadObject| object,
+                &mut |object| read.push(object),
+            )
+            .unwrap();
+            assert_eq!(read.len(), 5);
+            assert_eq!(read, read_whole(&text).unwrap());
+            let unknown = &read[2].as_ref().unwrap().unknown_fields;
+            assert_eq!(unknown.len(), 1, "{unknown:?}");
+        }
     }
 
     /// A reader whose text changes once it has been read through once, as a file rewritten in
