@@ -24,22 +24,44 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 
 use crate::annotations::READ_ANNOTATIONS;
 use crate::object::{Object, ReadObject};
-use crate::stream::MAX_JSON_DEPTH;
+use crate::stream::{LIST_ITEM_DEPTH, MAX_JSON_DEPTH};
 
 /// List items at least this large are read here (when they are policies). Smaller ones gain
 /// little, and the tree reader is the one every other input takes.
-pub(crate) const LARGE_ITEM_BYTES: usize = 64 << 10;
+pub const LARGE_ITEM_BYTES: usize = 64 << 10;
 
 /// `text`, one JSON object that is an item of a list at nesting `depth` (the depth the tree
 /// reader gives it), read as the tree reader would read it; `None` where this reader might read
 /// it otherwise, or not at all: the caller then reads it through its tree.
 pub(crate) fn read_policy(text: &str, depth: usize) -> Option<ReadObject> {
+    read_with_defaults(text, depth, None)
+}
+
+/// An item of a list page from the API server (`text`, at least [`LARGE_ITEM_BYTES`] to be
+/// worth it) read as the tree reader reads it once the kind and version of the list are filled
+/// in where the item has none (the API server leaves them out of a built-in kind's items), with
+/// its unknown fields dropped; `None` where the tree reader is to read it.
+pub fn read_listed_policy(text: &str, kind: &str, api_version: &str) -> Option<Object> {
+    read_with_defaults(text, LIST_ITEM_DEPTH, Some((kind, api_version))).map(|read| read.object)
+}
+
+fn read_with_defaults(
+    text: &str,
+    depth: usize,
+    defaults: Option<(&str, &str)>,
+) -> Option<ReadObject> {
     let head = strict_head(text, depth)?;
     // A top-level `items` is read as nested objects by the tree reader, never reported.
     if head.items {
         return None;
     }
-    let (kind, api_version) = (head.kind?, head.api_version?);
+    let (kind, api_version) = match defaults {
+        Some((kind, api_version)) => (
+            head.kind.unwrap_or_else(|| kind.to_owned()),
+            head.api_version.unwrap_or_else(|| api_version.to_owned()),
+        ),
+        None => (head.kind?, head.api_version?),
+    };
     let read = crate::object::text_reader(&kind, &api_version)?;
     let mut unknown = Vec::new();
     let mut object = {
@@ -289,7 +311,7 @@ impl<'de> Visitor<'de> for KeySeed {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stream::{json_items, LIST_ITEM_DEPTH};
+    use crate::stream::json_items;
 
     /// The tree reader's reading of `text` as a list item.
     fn through_tree(text: &str) -> Option<Vec<crate::object::Read>> {

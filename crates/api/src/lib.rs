@@ -92,7 +92,7 @@ pub mod fields;
 mod json;
 mod json_scan;
 pub mod label_syntax;
-mod large_json;
+pub mod large_json;
 pub mod node;
 pub mod object;
 pub mod parse;

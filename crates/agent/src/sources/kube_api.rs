@@ -123,14 +123,17 @@ pub struct Pages {
 impl Pages {
     /// The next page, or `None` after the last one.
     pub async fn next(&mut self) -> Result<Option<Page>, CallError> {
-        self.next_each(|value| value).await
+        self.next_each(|value| value, None).await
     }
 
     /// The next page, each of its objects handed to `each` as soon as it is read (so that a
     /// page's objects never exist as JSON trees all at once), or `None` after the last one.
+    /// With `large`, an object of a large JSON text is read from it (see
+    /// [`projection::list_page_each`]).
     pub async fn next_each<T>(
         &mut self,
         mut each: impl FnMut(Value) -> T,
+        large: Option<projection::LargeItem<'_, T>>,
     ) -> Result<Option<Page<T>>, CallError> {
         if self.done {
             return Ok(None);
@@ -152,13 +155,13 @@ impl Pages {
             .map_err(|_| CallError::TimedOut)?
             .map_err(|e| CallError::of(&e))?;
         let (metadata, items) =
-            projection::list_page_each::<RawListMeta, T>(&text, self.api.shape, &mut each)
+            projection::list_page_each::<RawListMeta, T>(&text, self.api.shape, &mut each, large)
                 .map_err(|e| {
-                    CallError::Failed(format!(
-                        "the list is not a JSON list ({} bytes): {e}",
-                        text.len()
-                    ))
-                })?;
+                CallError::Failed(format!(
+                    "the list is not a JSON list ({} bytes): {e}",
+                    text.len()
+                ))
+            })?;
         if !items.is_empty() {
             let average = text.len().div_ceil(items.len());
             self.object_bytes = if self.pages == 0 {

@@ -14,8 +14,9 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use netpol_api::annotations::{ENFORCEMENT_ANNOTATION, READ_ANNOTATIONS};
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
 /// What to keep of a JSON value.
@@ -175,22 +176,32 @@ pub fn list_page<M: for<'de> Deserialize<'de> + Default>(
     json: &(impl AsRef<[u8]> + ?Sized),
     shape: &'static Shape,
 ) -> serde_json::Result<(M, Vec<Value>)> {
-    list_page_each(json, shape, &mut |value| value)
+    list_page_each(json, shape, &mut |value| value, None)
 }
+
+/// What reads an item of at least [`netpol_api::large_json::LARGE_ITEM_BYTES`] from its JSON
+/// text without a tree, or answers `None` to have it projected as any other.
+pub type LargeItem<'f, T> = &'f (dyn Fn(&str) -> Option<T> + Sync);
 
 /// A list page's items, each read in `shape` straight from `json` and handed to `each` before
 /// the next is read, and the list's metadata. A caller that keeps less of an object than its
 /// JSON tree (a decoded policy) holds one tree at a time, not a page of them: a 1.5 MB
 /// NetworkPolicy of `ipBlock` peers is about 60 MB as a tree, 40 bytes a peer decoded.
+///
+/// With `large`, each item is first taken as its text, and one of at least
+/// [`netpol_api::large_json::LARGE_ITEM_BYTES`] handed to `large`: a large policy is then never
+/// a tree at all. (Only for lists of few objects: the others are parsed twice.)
 pub fn list_page_each<M: for<'de> Deserialize<'de> + Default, T>(
     json: &(impl AsRef<[u8]> + ?Sized),
     shape: &'static Shape,
     each: &mut dyn FnMut(Value) -> T,
+    large: Option<LargeItem<'_, T>>,
 ) -> serde_json::Result<(M, Vec<T>)> {
     let mut deserializer = serde_json::Deserializer::from_slice(json.as_ref());
     let page = ListSeed {
         shape,
         each,
+        large,
         metadata: PhantomData,
     }
     .deserialize(&mut deserializer)?;
@@ -202,6 +213,7 @@ pub fn list_page_each<M: for<'de> Deserialize<'de> + Default, T>(
 struct ListSeed<'f, M, T> {
     shape: &'static Shape,
     each: &'f mut dyn FnMut(Value) -> T,
+    large: Option<LargeItem<'f, T>>,
     metadata: PhantomData<M>,
 }
 
@@ -230,6 +242,7 @@ impl<'de, M: Deserialize<'de> + Default, T> Visitor<'de> for ListSeed<'_, M, T> 
                     items = map.next_value_seed(Items {
                         shape: self.shape,
                         each: &mut *self.each,
+                        large: self.large,
                     })?
                 }
                 _ => {
@@ -245,6 +258,7 @@ impl<'de, M: Deserialize<'de> + Default, T> Visitor<'de> for ListSeed<'_, M, T> 
 struct Items<'f, T> {
     shape: &'static Shape,
     each: &'f mut dyn FnMut(Value) -> T,
+    large: Option<LargeItem<'f, T>>,
 }
 
 impl<'de, T> DeserializeSeed<'de> for Items<'_, T> {
@@ -268,8 +282,26 @@ impl<'de, T> Visitor<'de> for Items<'_, T> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        while let Some(item) = seq.next_element_seed(self.shape)? {
-            items.push((self.each)(item));
+        let Some(large) = self.large else {
+            while let Some(item) = seq.next_element_seed(self.shape)? {
+                items.push((self.each)(item));
+            }
+            return Ok(items);
+        };
+        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
+            let text = raw.get();
+            if text.len() >= netpol_api::large_json::LARGE_ITEM_BYTES {
+                if let Some(item) = large(text) {
+                    items.push(item);
+                    continue;
+                }
+            }
+            let mut item = serde_json::Deserializer::from_str(text);
+            let value = self
+                .shape
+                .deserialize(&mut item)
+                .map_err(de::Error::custom)?;
+            items.push((self.each)(value));
         }
         Ok(items)
     }

@@ -246,3 +246,58 @@ fn watch_events_are_projected_whichever_field_comes_first() {
         assert_eq!(object.0["status"]["podIP"], pod["status"]["podIP"]);
     }
 }
+
+/// A large policy on a list page, read from its text without a tree, decodes as the projected
+/// tree does: with the list's kind filled in, managed fields and unread annotations dropped, the
+/// audit annotation kept. A small one on the same page is projected as before.
+#[test]
+fn a_large_listed_policy_reads_from_its_text_as_its_projection_decodes() {
+    use netpol_api::large_json::{read_listed_policy, LARGE_ITEM_BYTES};
+    let peers: Vec<Value> = (0..3000)
+        .map(|i| json!({"ipBlock": {"cidr": format!("10.{}.{}.1/32", i / 256, i % 256)}}))
+        .collect();
+    let policy = |name: &str| {
+        json!({
+            "metadata": {"name": name, "namespace": "n", "uid": "u-1",
+                "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsV1": {"f:spec": {}}}],
+                "annotations": {"netpol.io/enforcement": "audit",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"],
+                "egress": [{"to": peers, "ports": [{"port": 443}]}]},
+        })
+    };
+    let small =
+        json!({"metadata": {"name": "small", "namespace": "n"}, "spec": {"podSelector": {}}});
+    let page = json!({"metadata": {}, "items": [policy("large"), small]}).to_string();
+    assert!(policy("large").to_string().len() >= LARGE_ITEM_BYTES);
+    let resource = ApiResource::erase::<k8s_openapi::api::networking::v1::NetworkPolicy>(&());
+    let shape = projection::shape_of("NetworkPolicy");
+    let tree = |value: Value| match decode(SourceKind::NetworkPolicy, &resource, value) {
+        Decoded::Valid(object) => *object,
+        Decoded::Invalid(error) => panic!("{error}"),
+    };
+    let (_, projected) =
+        projection::list_page::<serde_json::Map<String, Value>>(&page, shape).unwrap();
+    let expected: Vec<netpol_api::Object> = projected.into_iter().map(tree).collect();
+    let large_reads = std::sync::atomic::AtomicUsize::new(0);
+    let large = |text: &str| {
+        large_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        read_listed_policy(text, &resource.kind, &resource.api_version)
+    };
+    let (_, read) = projection::list_page_each::<serde_json::Map<String, Value>, _>(
+        &page,
+        shape,
+        &mut |value| tree(value),
+        Some(&large),
+    )
+    .unwrap();
+    assert_eq!(
+        large_reads.into_inner(),
+        1,
+        "only the large item is read from its text"
+    );
+    assert_eq!(read, expected);
+    // ... and read there, not handed back to the projection.
+    let text = policy("large").to_string();
+    assert!(read_listed_policy(&text, &resource.kind, &resource.api_version).is_some());
+}

@@ -57,6 +57,18 @@ pub(super) fn read_item(kind: SourceKind, resource: &ApiResource, value: Value) 
     }
 }
 
+/// A large policy of `kind` read from its JSON text without a tree (`netpol_api::large_json`),
+/// or `None` for the tree reader to read it (and name what is wrong with it).
+pub(super) fn read_large_policy(
+    kind: SourceKind,
+    resource: &ApiResource,
+    text: &str,
+) -> Option<Item> {
+    let object =
+        netpol_api::large_json::read_listed_policy(text, &resource.kind, &resource.api_version)?;
+    (SourceKind::of(&object) == kind).then(|| Item::Object(Decoded::Valid(Box::new(object))))
+}
+
 /// A list begins (`Init`) or is complete (`InitDone`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Marker {

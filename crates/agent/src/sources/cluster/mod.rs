@@ -60,6 +60,7 @@ mod streaming;
 
 use super::jitter::Jitter;
 use super::kube_api::{resource_version, CallError, KindApi, Page, PageSize, WatchItem};
+use super::projection;
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
 use crate::kind::SourceKind;
@@ -350,11 +351,15 @@ impl Follower {
         let mut objects = 0;
         let mut resource_version = String::new();
         let (kind, resource) = (self.kind, self.api.resource.clone());
+        let large_policy = |text: &str| emit::read_large_policy(kind, &resource, text);
+        let large = kind
+            .is_policy()
+            .then_some(&large_policy as projection::LargeItem<'_, emit::Item>);
         loop {
-            // Each object is decoded as the page is read: a page of large policies never
-            // exists as JSON trees all at once (issue 33).
+            // Each object is decoded as the page is read (a large policy straight from its
+            // text): a page of large policies never exists as JSON trees (issue 33).
             let page = match pages
-                .next_each(|value| emit::read_item(kind, &resource, value))
+                .next_each(|value| emit::read_item(kind, &resource, value), large)
                 .await
             {
                 Ok(page) => page,
