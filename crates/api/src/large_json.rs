@@ -23,8 +23,8 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use crate::annotations::READ_ANNOTATIONS;
+use crate::json_depth::{LIST_ITEM_DEPTH, MAX_JSON_DEPTH};
 use crate::object::{Object, ReadObject};
-use crate::stream::{LIST_ITEM_DEPTH, MAX_JSON_DEPTH};
 
 /// List items at least this large are read here (when they are policies). Smaller ones gain
 /// little, and the tree reader is the one every other input takes.

@@ -90,6 +90,7 @@ pub mod crd;
 pub mod error;
 pub mod fields;
 mod json;
+mod json_depth;
 mod json_scan;
 pub mod label_syntax;
 pub mod large_json;

@@ -11,6 +11,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::json_depth::{LIST_ITEM_DEPTH, MAX_JSON_DEPTH};
 use crate::object::{Object, Read};
 
 /// The objects of one document: a single object, a sequence of objects, or a list kind
@@ -62,10 +63,6 @@ pub(crate) fn json_items(text: &str) -> Option<Vec<Read>> {
     Some(document.0)
 }
 
-/// The depth the JSON reader gives an item of a list's `items` read in runs: the run's array
-/// is at 1.
-pub(crate) const LIST_ITEM_DEPTH: usize = 2;
-
 /// The objects of a document already read into a value, as [`Document`] reads them from the
 /// parser: nulls hold nothing, sequences and list kinds' `items` are unpacked, anything else is
 /// one object (or an error naming what was found).
@@ -94,10 +91,6 @@ pub(crate) fn value_objects(value: Value, out: &mut Vec<Read>) {
 pub(crate) fn is_list_kind(kind: &str) -> bool {
     kind.ends_with("List")
 }
-
-/// Nesting a JSON document may have and still be read as JSON: well inside the YAML parser's
-/// depth limit (64), so that JSON never reads what YAML would refuse.
-pub(crate) const MAX_JSON_DEPTH: usize = 48;
 
 #[derive(Clone, Copy)]
 struct DocumentVisitor {
