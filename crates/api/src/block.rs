@@ -21,14 +21,7 @@ const MAX_DEPTH: usize = 48;
 /// The documents of `text` (a stream of documents, or a block sequence of items), or `None` when
 /// the text uses YAML this reader does not read.
 pub(crate) fn read_documents(text: &str) -> Option<Vec<Value>> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if has_unusual_characters(text) {
-        return None;
-    }
-    let mut reader = Reader {
-        lines: lines(text)?,
-        at: 0,
-    };
+    let mut reader = Reader::of(text)?;
     let mut documents = Vec::new();
     loop {
         // Document starts between documents; a document is one node at column 0.
@@ -56,19 +49,13 @@ pub(crate) fn read_documents(text: &str) -> Option<Vec<Value>> {
 /// tree, for a large policy to be read without one (`large_json.rs`). `None` for anything else,
 /// or YAML this reader does not read.
 pub(crate) fn single_mapping_as_json(text: &str) -> Option<String> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    if has_unusual_characters(text) {
-        return None;
-    }
-    let mut reader = Reader {
-        lines: lines(text)?,
-        at: 0,
-    };
+    let mut reader = Reader::of(text)?;
+    let capacity = reader.lines.iter().map(|l| l.text.len()).sum::<usize>() + 16;
     while reader.peek().is_some_and(|l| l.document_start) {
         reader.at += 1;
     }
     let first = reader.peek().filter(|l| l.indent == 0)?;
-    let mut json = Json(String::with_capacity(text.len()));
+    let mut json = Json(String::with_capacity(capacity));
     reader.node(&mut json, 0, 0)?;
     while reader.peek().is_some_and(|l| l.document_start) {
         reader.at += 1;
@@ -257,6 +244,18 @@ impl Build for Json {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `text`, or `None` if it holds characters or lines this reader does not read.
+    fn of(text: &'a str) -> Option<Reader<'a>> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if has_unusual_characters(text) {
+            return None;
+        }
+        Some(Reader {
+            lines: lines(text)?,
+            at: 0,
+        })
+    }
+
     fn peek(&self) -> Option<Line<'a>> {
         self.lines.get(self.at).copied()
     }

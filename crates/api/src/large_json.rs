@@ -308,6 +308,22 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
+/// Test data for this module's tests and the reader's: `count` NetworkPolicy peers in JSON,
+/// `{"ipBlock":{"cidr":"10.A.B.<host>"}}`.
+#[cfg(test)]
+pub(crate) fn ip_block_peers(count: usize, host: &str) -> String {
+    (0..count)
+        .map(|i| {
+            format!(
+                r#"{{"ipBlock":{{"cidr":"10.{}.{}.{host}"}}}}"#,
+                i / 256,
+                i % 256
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -319,25 +335,12 @@ mod tests {
         json_items(&run)
     }
 
-    fn peers(count: usize) -> String {
-        (0..count)
-            .map(|i| {
-                format!(
-                    r#"{{"ipBlock":{{"cidr":"10.{}.{}.0/24"}}}}"#,
-                    i / 256,
-                    i % 256
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    }
-
     fn network_policy(metadata: &str, extra: &str) -> String {
         format!(
             r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{metadata},
             "spec":{{"podSelector":{{"matchLabels":{{"app":"web"}}}},"policyTypes":["Egress"],
             "egress":[{{"to":[{}],"ports":[{{"port":443,"protocol":"TCP"}},{{"port":"dns"}}]}}]{extra}}}}}"#,
-            peers(50)
+            ip_block_peers(50, "0/24")
         )
     }
 

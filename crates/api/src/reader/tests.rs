@@ -99,18 +99,7 @@ fn large_streams_of_every_form_are_cut_and_read_in_pieces() {
 /// (a duplicate key) makes the list read whole, as before.
 #[test]
 fn large_policies_in_a_json_list_read_as_the_sequential_parse() {
-    let peers = |n: usize| {
-        (0..n)
-            .map(|i| {
-                format!(
-                    r#"{{"ipBlock":{{"cidr":"10.{}.{}.1/32"}}}}"#,
-                    i / 256,
-                    i % 256
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let peers = |n: usize| crate::large_json::ip_block_peers(n, "1/32");
     let policy = |name: &str, extra: &str| {
         format!(
             r#"{{"apiVersion":"networking.k8s.io/v1","kind":"NetworkPolicy","metadata":{{"name":"{name}"}},"spec":{{"podSelector":{{}},"egress":[{{"to":[{}]}}]{extra}}}}}"#,
@@ -131,7 +120,9 @@ fn large_policies_in_a_json_list_read_as_the_sequential_parse() {
     assert!(items[1].len() >= LARGE_ITEM_BYTES);
     // Each of them is one this reader reads without a tree.
     for large in [&items[1], &items[2], &items[5]] {
-        assert!(crate::large_json::read_policy(large, crate::json_depth::LIST_ITEM_DEPTH).is_some());
+        assert!(
+            crate::large_json::read_policy(large, crate::json_depth::LIST_ITEM_DEPTH).is_some()
+        );
     }
     let list = |items: &[String]| {
         format!(
