@@ -136,9 +136,10 @@ trait Build {
     fn push(&mut self, seq: &mut Self::Seq, item: Self::Node);
     fn end_seq(&mut self, seq: Self::Seq) -> Self::Node;
     fn start_map(&mut self) -> Self::Map;
-    /// False for a key the map already has.
+    /// Before the key's value; false for a key the map already has (where that is known now).
     fn key(&mut self, map: &mut Self::Map, key: &str) -> bool;
-    fn insert(&mut self, map: &mut Self::Map, value: Self::Node);
+    /// The value of the last key; false for a key the map already had.
+    fn insert(&mut self, map: &mut Self::Map, value: Self::Node) -> bool;
     fn end_map(&mut self, map: Self::Map) -> Self::Node;
 }
 
@@ -173,13 +174,14 @@ impl Build for Tree {
         (Map::new(), String::new())
     }
 
-    fn key(&mut self, (map, pending): &mut Self::Map, key: &str) -> bool {
+    fn key(&mut self, (_, pending): &mut Self::Map, key: &str) -> bool {
         *pending = key.to_owned();
-        !map.contains_key(key)
+        true
     }
 
-    fn insert(&mut self, (map, pending): &mut Self::Map, value: Value) {
-        map.insert(std::mem::take(pending), value);
+    fn insert(&mut self, (map, pending): &mut Self::Map, value: Value) -> bool {
+        // One lookup: the insert says whether the key was there.
+        map.insert(std::mem::take(pending), value).is_none()
     }
 
     fn end_map(&mut self, (map, _): Self::Map) -> Value {
@@ -236,7 +238,9 @@ impl Build for Json {
         keys.insert(key.to_owned())
     }
 
-    fn insert(&mut self, _: &mut Self::Map, _: ()) {}
+    fn insert(&mut self, _: &mut Self::Map, _: ()) -> bool {
+        true
+    }
 
     fn end_map(&mut self, _: Self::Map) {
         self.0.push('}');
@@ -322,8 +326,8 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
+            // A duplicate key (found by `key` or `insert`): the general parser refuses it.
             if !out.key(&mut map, key) {
-                // A duplicate key: the general parser refuses it.
                 return None;
             }
             self.at += 1;
@@ -347,7 +351,9 @@ impl<'a> Reader<'a> {
                 self.no_continuation(indent)?;
                 value
             };
-            out.insert(&mut map, value);
+            if !out.insert(&mut map, value) {
+                return None;
+            }
         }
         self.no_deeper(indent)?;
         Some(out.end_map(map))

@@ -6,11 +6,13 @@
 //! 40 bytes once read, so one 1.9 MB policy of 50,000 peers was 80 MB while it was read, and
 //! five policies read by two threads added 155 MB to an agent whose goal is 50 (issue 33).
 //!
-//! Here a list item of a policy kind that is at least [`LARGE_ITEM_BYTES`] of JSON is read twice
-//! from its text, neither time building a tree: once to check what the tree reader would refuse
-//! (duplicate keys, numbers that are not integers, nesting deeper than YAML allows: see
-//! `json.rs`) and to read its `kind` and `apiVersion`; then straight into the kind's type, with
-//! its unknown fields recorded as the tree reader records them. What the tree reader does to an
+//! Here a policy of at least [`LARGE_ITEM_BYTES`] is read twice from its JSON text, neither time
+//! building a tree. The text is an item of a JSON list (`reader.rs` cuts it into a run of its
+//! own), a YAML document or list item the block reader wrote as JSON (`parse.rs`), or an item of
+//! an API server's list page (the agent's projection). It is read once to check what the tree
+//! reader would refuse (duplicate keys, numbers that are not integers, nesting deeper than YAML
+//! allows: see `json.rs`) and to read its `kind` and `apiVersion`; then straight into the kind's
+//! type, with its unknown fields recorded as the tree reader records them. What the tree reader does to an
 //! object before its typed read (the namespace default, dropping the metadata nobody reads) is
 //! done to the typed object after. Anything this path would not read exactly as the tree reader
 //! does (another kind, a wrong `apiVersion`, an error of any sort) is left to the tree reader,

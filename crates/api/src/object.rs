@@ -16,7 +16,7 @@ use crate::crd::{
     CiliumNetworkPolicy, ClusterNetworkPolicy,
 };
 use crate::error::{ObjectRef, ValidationError, Warning};
-use crate::fields::{deserialize, unknown_field, FieldValidation};
+use crate::fields::{deserialize, deserialize_from, unknown_field, FieldValidation};
 use crate::node::Node;
 use crate::pod::Pod;
 use crate::prune::drop_unread_metadata;
@@ -92,6 +92,9 @@ struct KindInfo {
     api_version: &'static str,
     namespaced: bool,
     read: fn(Value, &ObjectRef, Unknown) -> Result<Object, ValidationError>,
+    /// A policy kind's reader straight from JSON text (see [`crate::large_json`]); `None` for
+    /// the kinds always read through a tree.
+    read_text: Option<TextReader>,
 }
 
 const KINDS: [KindInfo; 9] = [
@@ -100,42 +103,57 @@ const KINDS: [KindInfo; 9] = [
         api_version: "v1",
         namespaced: false,
         read: |v, o, _| deserialize(v, o, None).map(Object::Namespace),
+        read_text: None,
     },
     KindInfo {
         kind: "Pod",
         api_version: "v1",
         namespaced: true,
         read: |v, o, _| deserialize(v, o, None).map(Object::Pod),
+        read_text: None,
     },
     KindInfo {
         kind: "Node",
         api_version: "v1",
         namespaced: false,
         read: |v, o, _| deserialize(v, o, None).map(Object::Node),
+        read_text: None,
     },
     KindInfo {
         kind: "NetworkPolicy",
         api_version: "networking.k8s.io/v1",
         namespaced: true,
         read: |v, o, u| deserialize(v, o, u).map(Object::NetworkPolicy),
+        read_text: Some(|d, u| deserialize_from(d, u).ok().map(Object::NetworkPolicy)),
     },
     KindInfo {
         kind: "AdminNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha1",
         namespaced: false,
         read: |v, o, u| deserialize(v, o, u).map(Object::AdminNetworkPolicy),
+        read_text: Some(|d, u| deserialize_from(d, u).ok().map(Object::AdminNetworkPolicy)),
     },
     KindInfo {
         kind: "BaselineAdminNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha1",
         namespaced: false,
         read: |v, o, u| deserialize(v, o, u).map(Object::BaselineAdminNetworkPolicy),
+        read_text: Some(|d, u| {
+            deserialize_from(d, u)
+                .ok()
+                .map(Object::BaselineAdminNetworkPolicy)
+        }),
     },
     KindInfo {
         kind: "ClusterNetworkPolicy",
         api_version: "policy.networking.k8s.io/v1alpha2",
         namespaced: false,
         read: |v, o, u| deserialize(v, o, u).map(Object::ClusterNetworkPolicy),
+        read_text: Some(|d, u| {
+            deserialize_from(d, u)
+                .ok()
+                .map(Object::ClusterNetworkPolicy)
+        }),
     },
     KindInfo {
         kind: "CiliumNetworkPolicy",
@@ -144,6 +162,11 @@ const KINDS: [KindInfo; 9] = [
         read: |v, o, u| {
             deserialize::<CiliumPolicyWire>(v, o, u).map(|w| Object::CiliumNetworkPolicy(w.into()))
         },
+        read_text: Some(|d, u| {
+            deserialize_from::<CiliumPolicyWire, _>(d, u)
+                .ok()
+                .map(|w| Object::CiliumNetworkPolicy(w.into()))
+        }),
     },
     KindInfo {
         kind: "CiliumClusterwideNetworkPolicy",
@@ -153,6 +176,11 @@ const KINDS: [KindInfo; 9] = [
             deserialize::<CiliumPolicyWire>(v, o, u)
                 .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
         },
+        read_text: Some(|d, u| {
+            deserialize_from::<CiliumPolicyWire, _>(d, u)
+                .ok()
+                .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
+        }),
     },
 ];
 
@@ -166,35 +194,10 @@ pub(crate) type TextReader = fn(
 /// The typed reader from JSON text of a policy kind spelled `kind` and `api_version` as the
 /// kinds table spells it; `None` for other kinds (their objects are read through a tree).
 pub(crate) fn text_reader(kind: &str, api_version: &str) -> Option<TextReader> {
-    use crate::fields::deserialize_from;
-    let info = KINDS
+    KINDS
         .iter()
-        .find(|k| k.kind == kind && k.api_version == api_version)?;
-    Some(match info.kind {
-        "NetworkPolicy" => |d, u| deserialize_from(d, u).ok().map(Object::NetworkPolicy),
-        "AdminNetworkPolicy" => |d, u| deserialize_from(d, u).ok().map(Object::AdminNetworkPolicy),
-        "BaselineAdminNetworkPolicy" => |d, u| {
-            deserialize_from(d, u)
-                .ok()
-                .map(Object::BaselineAdminNetworkPolicy)
-        },
-        "ClusterNetworkPolicy" => |d, u| {
-            deserialize_from(d, u)
-                .ok()
-                .map(Object::ClusterNetworkPolicy)
-        },
-        "CiliumNetworkPolicy" => |d, u| {
-            deserialize_from::<CiliumPolicyWire, _>(d, u)
-                .ok()
-                .map(|w| Object::CiliumNetworkPolicy(w.into()))
-        },
-        "CiliumClusterwideNetworkPolicy" => |d, u| {
-            deserialize_from::<CiliumPolicyWire, _>(d, u)
-                .ok()
-                .map(|w| Object::CiliumClusterwideNetworkPolicy(w.into()))
-        },
-        _ => return None,
-    })
+        .find(|k| k.kind == kind && k.api_version == api_version)?
+        .read_text
 }
 
 /// A workload object read as the pod of its template (see [`crate::workloads::TEMPLATE_ANNOTATION`]), errors

@@ -366,14 +366,10 @@ impl Stream {
             if cut {
                 // A large document or item goes in a run of its own, which reads a policy
                 // without its tree (`parse_block`).
-                if piece.len() - element >= LARGE_ITEM_BYTES {
-                    let large = piece.split_off(element);
-                    if !(piece.is_empty() || waves.push(std::mem::take(&mut piece))) {
-                        return Ok(Streamed::Incomplete);
-                    }
-                    if !waves.push(large) {
-                        return Ok(Streamed::Incomplete);
-                    }
+                if piece.len() - element >= LARGE_ITEM_BYTES
+                    && !push_apart(&mut waves, &mut piece, element)
+                {
+                    return Ok(Streamed::Incomplete);
                 }
                 if piece.len() >= self.target && !waves.push(std::mem::take(&mut piece)) {
                     return Ok(Streamed::Incomplete);
@@ -382,11 +378,9 @@ impl Stream {
             }
             piece.push_str(text);
         }
-        if piece.len() - element >= LARGE_ITEM_BYTES && element > 0 {
-            let large = piece.split_off(element);
-            if !(waves.push(std::mem::take(&mut piece)) && waves.push(large)) {
-                return Ok(Streamed::Incomplete);
-            }
+        if piece.len() - element >= LARGE_ITEM_BYTES && !push_apart(&mut waves, &mut piece, element)
+        {
+            return Ok(Streamed::Incomplete);
         }
         let last = piece.is_empty() || waves.push(piece);
         if !(last && waves.flush()) {
@@ -466,6 +460,19 @@ impl Stream {
         }
         Ok(Streamed::Complete(input.into_inner().finish()))
     }
+}
+
+/// Pushes the YAML of `piece` before `element` as a run (if there is any), then the large
+/// document or item from `element` on as a run of its own, leaving `piece` empty: `parse_block`
+/// reads a policy that large without its tree. False if either does not parse.
+fn push_apart<P, Q, T>(waves: &mut Waves<'_, P, Q, T>, piece: &mut String, element: usize) -> bool
+where
+    P: Fn(&str) -> Option<Vec<ReadObject>> + Sync,
+    Q: Fn(ReadObject) -> T + Sync,
+    T: Send,
+{
+    let large = piece.split_off(element);
+    (piece.is_empty() || waves.push(std::mem::take(piece))) && waves.push(large)
 }
 
 /// Whether a list element is an object of at least [`LARGE_ITEM_BYTES`]: the element that goes

@@ -45,11 +45,7 @@ impl AddressRanges {
         let nets = field
             .split(',')
             .map(str::trim)
-            .map(|item| {
-                item.parse::<IpNet>()
-                    .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|_| format!("{item:?} is not an address or CIDR"))
-            })
+            .map(parse_item)
             .collect::<Result<Vec<_>, _>>()?;
         Ok(AddressRanges::from_nets(&nets))
     }
@@ -86,6 +82,14 @@ impl AddressRanges {
     pub fn is_empty(&self) -> bool {
         self.v4.is_empty() && self.v6.is_empty()
     }
+}
+
+/// One item of an HCN address list: an address or a CIDR (host bits cleared); an error names it.
+pub fn parse_item(item: &str) -> Result<IpNet, String> {
+    item.parse::<IpNet>()
+        .map(|n| n.trunc())
+        .or_else(|_| item.parse::<IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("{item:?} is not an address or CIDR"))
 }
 
 /// `ranges` sorted, with overlapping and adjacent ones joined.

@@ -188,12 +188,7 @@ pub fn set_members(values: &str) -> Result<Vec<ipnet::IpNet>, String> {
         .split(',')
         .map(str::trim)
         .filter(|v| !v.is_empty())
-        .map(|item| {
-            item.parse::<ipnet::IpNet>()
-                .map(|n| n.trunc())
-                .or_else(|_| item.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
-                .map_err(|_| format!("{item:?} is not an address or CIDR"))
-        })
+        .map(crate::addresses::parse_item)
         .collect()
 }
 
