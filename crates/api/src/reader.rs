@@ -550,8 +550,17 @@ where
         }
     }
 
-    /// Adds a piece; a full wave is parsed. False if a piece did not parse.
+    /// Adds a piece; a full wave is parsed. A large piece (a policy in a run of its own) is
+    /// parsed alone, after the wave gathered before it: its typed form holds several times its
+    /// text while it is read, so two at once would double the peak a large policy costs, and the
+    /// calling thread's heap reuses what the one before it freed. False if a piece did not
+    /// parse.
     fn push(&mut self, piece: String) -> bool {
+        if piece.len() >= LARGE_ITEM_BYTES {
+            let before = self.flush();
+            self.wave.push(piece);
+            return before && self.flush();
+        }
         self.wave.push(piece);
         self.wave.len() < self.workers || self.flush()
     }
