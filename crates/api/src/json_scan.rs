@@ -148,14 +148,30 @@ impl JsonShape {
         }
     }
 
+    /// Where the items' elements start (after their `[`), once it has been seen.
+    pub(crate) fn items_start(&self) -> Option<usize> {
+        self.items_open
+    }
+
+    /// Where the items' elements end (at their `]`), once it has been seen.
+    pub(crate) fn items_end(&self) -> Option<usize> {
+        self.items.as_ref().map(|items| items.end)
+    }
+
     /// The head and the span of the items' elements, if the text is an object with one `items`
     /// array; `None` when it must be read whole.
     pub(crate) fn finish(self) -> Option<(String, Range<usize>)> {
+        let items = self.items.clone()?;
+        Some((self.into_head()?, items))
+    }
+
+    /// The text without the items' elements, if it is one complete JSON object (with or without
+    /// an `items` array).
+    pub(crate) fn into_head(self) -> Option<String> {
         if self.refused || self.depth != 0 || self.in_string || !self.started {
             return None;
         }
-        let items = self.items?;
-        Some((String::from_utf8(self.head).ok()?, items))
+        String::from_utf8(self.head).ok()
     }
 }
 

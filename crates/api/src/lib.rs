@@ -94,6 +94,7 @@ mod json_depth;
 mod json_scan;
 pub mod label_syntax;
 pub mod large_json;
+pub mod list_items;
 pub mod node;
 pub mod object;
 pub mod parse;

@@ -9,6 +9,8 @@
 //! large cluster); these calls never ask kube to decode a body into a type that can fail, and
 //! errors are cut to a bounded size before anyone logs them.
 
+use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -17,8 +19,10 @@ use http_body_util::BodyExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::core::Request;
 use kube::{Api, Client};
+use netpol_api::list_items::ListItems;
 use serde::Deserialize;
 use serde_json::Value;
+use tokio::time::Instant;
 
 use super::projection::{self, NodeShape, OtherShape, PodShape, Projected, Shape, ShapeOf};
 use crate::logline::bounded;
@@ -123,62 +127,162 @@ pub struct Pages {
 impl Pages {
     /// The next page, or `None` after the last one.
     pub async fn next(&mut self) -> Result<Option<Page>, CallError> {
-        self.next_each(|value| value, None).await
+        self.next_each(|value| value).await
     }
 
     /// The next page, each of its objects handed to `each` as soon as it is read (so that a
     /// page's objects never exist as JSON trees all at once), or `None` after the last one.
-    /// With `large`, an object of a large JSON text is read from it (see
-    /// [`projection::list_page_each`]).
     pub async fn next_each<T>(
         &mut self,
         mut each: impl FnMut(Value) -> T,
-        large: Option<projection::LargeItem<'_, T>>,
     ) -> Result<Option<Page<T>>, CallError> {
         if self.done {
             return Ok(None);
         }
-        // The token stays until the page is read: a failed page is asked for again from it.
+        let request = self.page_request()?;
+        let text = tokio::time::timeout(self.page_timeout, request_body(&self.api.client, request))
+            .await
+            .map_err(|_| CallError::TimedOut)?
+            .map_err(|e| CallError::of(&e))?;
+        let (metadata, items) =
+            projection::list_page_each::<RawListMeta, T>(&text, self.api.shape, &mut each)
+                .map_err(|e| not_a_list(text.len(), &e))?;
+        let resource_version = self.page_read(text.len(), items.len(), metadata);
+        Ok(Some(Page {
+            items,
+            resource_version,
+        }))
+    }
+
+    /// The next page, read as it arrives (see [`PageStream`]), or `None` after the last one.
+    pub async fn next_streamed(&mut self) -> Result<Option<PageStream<'_>>, CallError> {
+        if self.done {
+            return Ok(None);
+        }
+        let request = self.page_request()?;
+        let asked = Instant::now();
+        let body = tokio::time::timeout(self.page_timeout, send_checked(&self.api.client, request))
+            .await
+            .map_err(|_| CallError::TimedOut)?
+            .map_err(|e| CallError::of(&e))?;
+        Ok(Some(PageStream {
+            waited: asked.elapsed(),
+            pages: self,
+            body,
+            items: ListItems::default(),
+            ready: VecDeque::new(),
+            bytes: 0,
+            ended: false,
+        }))
+    }
+
+    /// The request for the next page. The continue token stays until the page has been read:
+    /// a failed page is asked for again from it.
+    fn page_request(&self) -> Result<http::Request<Vec<u8>>, CallError> {
         let params = ListParams {
             limit: Some(self.page_size.limit(self.object_bytes)),
             continue_token: self.continue_token.clone(),
             field_selector: self.api.field_selector.clone(),
             ..ListParams::default()
         };
-        let request = self
-            .api
+        self.api
             .request
             .list(&params)
-            .map_err(|e| CallError::Failed(e.to_string()))?;
-        let text = tokio::time::timeout(self.page_timeout, request_body(&self.api.client, request))
-            .await
-            .map_err(|_| CallError::TimedOut)?
-            .map_err(|e| CallError::of(&e))?;
-        let (metadata, items) =
-            projection::list_page_each::<RawListMeta, T>(&text, self.api.shape, &mut each, large)
-                .map_err(|e| {
-                CallError::Failed(format!(
-                    "the list is not a JSON list ({} bytes): {e}",
-                    text.len()
-                ))
-            })?;
-        if !items.is_empty() {
-            let average = text.len().div_ceil(items.len());
+            .map_err(|e| CallError::Failed(e.to_string()))
+    }
+
+    /// A page of `bytes` holding `items` objects has been read: the next is sized by it and
+    /// asked for from its continue token. Returns its resourceVersion.
+    fn page_read(&mut self, bytes: usize, items: usize, metadata: RawListMeta) -> String {
+        if items > 0 {
+            let average = bytes.div_ceil(items);
             self.object_bytes = if self.pages == 0 {
                 average
             } else {
                 self.object_bytes.max(average)
             };
         }
-        drop(text);
         self.pages += 1;
         self.continue_token = metadata.continue_token.filter(|t| !t.is_empty());
         self.done = self.continue_token.is_none();
-        Ok(Some(Page {
-            items,
-            resource_version: metadata.resource_version.unwrap_or_default(),
-        }))
+        metadata.resource_version.unwrap_or_default()
     }
+}
+
+/// A page of a list read as its body arrives, one item's JSON text at a time
+/// ([`PageStream::next`]): its text is never held whole, and the caller hands each object on
+/// before more of the page is read, so what a page of large policies holds at once is one of
+/// them, not the page (issue 33). The time spent waiting for the server, not for the caller,
+/// counts against the page's time-out.
+pub struct PageStream<'p> {
+    pages: &'p mut Pages,
+    body: kube::client::Body,
+    items: ListItems,
+    /// Items cut from the bytes read so far, not taken yet.
+    ready: VecDeque<Vec<u8>>,
+    bytes: usize,
+    waited: Duration,
+    ended: bool,
+}
+
+impl PageStream<'_> {
+    /// The next item's JSON text, or `None` once the page's body has ended.
+    pub async fn next(&mut self) -> Result<Option<Vec<u8>>, CallError> {
+        loop {
+            if let Some(item) = self.ready.pop_front() {
+                return Ok(Some(item));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let left = self.pages.page_timeout.saturating_sub(self.waited);
+            let asked = Instant::now();
+            let frame = tokio::time::timeout(left, self.body.frame())
+                .await
+                .map_err(|_| CallError::TimedOut)?;
+            self.waited += asked.elapsed();
+            let Some(frame) = frame else {
+                self.ended = true;
+                continue;
+            };
+            let Ok(data) = frame.map_err(|e| CallError::of(&e))?.into_data() else {
+                continue; // trailers
+            };
+            self.bytes += data.len();
+            let ready = &mut self.ready;
+            let _: Result<(), Infallible> = self.items.feed(&data, &mut |item| {
+                ready.push_back(item);
+                Ok(())
+            });
+        }
+    }
+
+    /// Ends the page, once [`PageStream::next`] has given `None`: returns its resourceVersion,
+    /// and the next page is asked for from its continue token.
+    pub fn finish(self) -> Result<String, CallError> {
+        let items = self.items.handed();
+        let head = self
+            .items
+            .finish()
+            .ok_or_else(|| not_a_list(self.bytes, &"not one JSON object with an items array"))?;
+        let head: ListHead = serde_json::from_str(&head).map_err(|e| not_a_list(self.bytes, &e))?;
+        Ok(self
+            .pages
+            .page_read(self.bytes, items, head.metadata.unwrap_or_default()))
+    }
+}
+
+/// What a list holds besides its items.
+#[derive(Deserialize)]
+struct ListHead {
+    #[serde(default)]
+    metadata: Option<RawListMeta>,
+}
+
+fn not_a_list(bytes: usize, error: &dyn std::fmt::Display) -> CallError {
+    CallError::Failed(format!(
+        "the list is not a JSON list ({bytes} bytes): {error}"
+    ))
 }
 
 /// A response's body, read once into one buffer, or the API's error as kube's `request_text`
@@ -188,22 +292,31 @@ async fn request_body(
     client: &Client,
     request: http::Request<Vec<u8>>,
 ) -> Result<bytes::Bytes, kube::Error> {
+    let body = send_checked(client, request).await?;
+    Ok(body.collect().await?.to_bytes())
+}
+
+/// A response's body, still to be read, or the API's error (its body read).
+async fn send_checked(
+    client: &Client,
+    request: http::Request<Vec<u8>>,
+) -> Result<kube::client::Body, kube::Error> {
     let response = client.send(request.map(kube::client::Body::from)).await?;
     let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    if status.is_client_error() || status.is_server_error() {
-        // Not every error is a JSON Status: a proxy's, or the plain-text 404 of a resource the
-        // server does not serve, keeps its code.
-        let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
-            kube::core::Status::failure(
-                String::from_utf8_lossy(&body).trim(),
-                "Failed to parse error data",
-            )
-            .with_code(status.as_u16())
-        });
-        return Err(kube::Error::Api(status.boxed()));
+    if !(status.is_client_error() || status.is_server_error()) {
+        return Ok(response.into_body());
     }
-    Ok(body)
+    let body = response.into_body().collect().await?.to_bytes();
+    // Not every error is a JSON Status: a proxy's, or the plain-text 404 of a resource the
+    // server does not serve, keeps its code.
+    let status = serde_json::from_slice::<kube::core::Status>(&body).unwrap_or_else(|_| {
+        kube::core::Status::failure(
+            String::from_utf8_lossy(&body).trim(),
+            "Failed to parse error data",
+        )
+        .with_code(status.as_u16())
+    });
+    Err(kube::Error::Api(status.boxed()))
 }
 
 /// Why a call failed, as the follower needs to tell it apart.
@@ -309,6 +422,11 @@ impl KindApi {
             resource,
             field_selector: None,
         }
+    }
+
+    /// What is read of each object.
+    pub fn shape(&self) -> &'static Shape {
+        self.shape
     }
 
     /// The same endpoint, listing and watching only the objects `selector` selects.

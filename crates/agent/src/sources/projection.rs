@@ -14,9 +14,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use netpol_api::annotations::{ENFORCEMENT_ANNOTATION, READ_ANNOTATIONS};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::{Map, Number, Value};
 
 /// What to keep of a JSON value.
@@ -176,32 +175,21 @@ pub fn list_page<M: for<'de> Deserialize<'de> + Default>(
     json: &(impl AsRef<[u8]> + ?Sized),
     shape: &'static Shape,
 ) -> serde_json::Result<(M, Vec<Value>)> {
-    list_page_each(json, shape, &mut |value| value, None)
+    list_page_each(json, shape, &mut |value| value)
 }
-
-/// What reads an item of at least [`netpol_api::large_json::LARGE_ITEM_BYTES`] from its JSON
-/// text without a tree, or answers `None` to have it projected as any other.
-pub type LargeItem<'f, T> = &'f (dyn Fn(&str) -> Option<T> + Sync);
 
 /// A list page's items, each read in `shape` straight from `json` and handed to `each` before
 /// the next is read, and the list's metadata. A caller that keeps less of an object than its
-/// JSON tree (a decoded policy) holds one tree at a time, not a page of them: a 1.5 MB
-/// NetworkPolicy of `ipBlock` peers is about 60 MB as a tree, 40 bytes a peer decoded.
-///
-/// With `large`, each item is first taken as its text, and one of at least
-/// [`netpol_api::large_json::LARGE_ITEM_BYTES`] handed to `large`: a large policy is then never
-/// a tree at all. (Only for lists of few objects: the others are parsed twice.)
+/// JSON tree (a decoded pod) holds one tree at a time, not a page of them.
 pub fn list_page_each<M: for<'de> Deserialize<'de> + Default, T>(
     json: &(impl AsRef<[u8]> + ?Sized),
     shape: &'static Shape,
     each: &mut dyn FnMut(Value) -> T,
-    large: Option<LargeItem<'_, T>>,
 ) -> serde_json::Result<(M, Vec<T>)> {
     let mut deserializer = serde_json::Deserializer::from_slice(json.as_ref());
     let page = ListSeed {
         shape,
         each,
-        large,
         metadata: PhantomData,
     }
     .deserialize(&mut deserializer)?;
@@ -213,7 +201,6 @@ pub fn list_page_each<M: for<'de> Deserialize<'de> + Default, T>(
 struct ListSeed<'f, M, T> {
     shape: &'static Shape,
     each: &'f mut dyn FnMut(Value) -> T,
-    large: Option<LargeItem<'f, T>>,
     metadata: PhantomData<M>,
 }
 
@@ -242,7 +229,6 @@ impl<'de, M: Deserialize<'de> + Default, T> Visitor<'de> for ListSeed<'_, M, T> 
                     items = map.next_value_seed(Items {
                         shape: self.shape,
                         each: &mut *self.each,
-                        large: self.large,
                     })?
                 }
                 _ => {
@@ -258,7 +244,6 @@ impl<'de, M: Deserialize<'de> + Default, T> Visitor<'de> for ListSeed<'_, M, T> 
 struct Items<'f, T> {
     shape: &'static Shape,
     each: &'f mut dyn FnMut(Value) -> T,
-    large: Option<LargeItem<'f, T>>,
 }
 
 impl<'de, T> DeserializeSeed<'de> for Items<'_, T> {
@@ -282,29 +267,33 @@ impl<'de, T> Visitor<'de> for Items<'_, T> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        let Some(large) = self.large else {
-            while let Some(item) = seq.next_element_seed(self.shape)? {
-                items.push((self.each)(item));
-            }
-            return Ok(items);
-        };
-        while let Some(raw) = seq.next_element::<&'de RawValue>()? {
-            let text = raw.get();
-            if text.len() >= netpol_api::large_json::LARGE_ITEM_BYTES {
-                if let Some(item) = large(text) {
-                    items.push(item);
-                    continue;
-                }
-            }
-            let mut item = serde_json::Deserializer::from_str(text);
-            let value = self
-                .shape
-                .deserialize(&mut item)
-                .map_err(de::Error::custom)?;
-            items.push((self.each)(value));
+        while let Some(item) = seq.next_element_seed(self.shape)? {
+            items.push((self.each)(item));
         }
         Ok(items)
     }
+}
+
+/// One list item read from its JSON text (see [`super::kube_api::PageStream`]): one of at least
+/// [`netpol_api::large_json::LARGE_ITEM_BYTES`] handed to `large` first, which reads a policy
+/// that large without its JSON tree (a 1.5 MB NetworkPolicy of `ipBlock` peers is about 60 MB
+/// as a tree, 40 bytes a peer decoded) or answers `None` to have it read as any other: in
+/// `shape`, and handed to `each`.
+pub fn read_item<T>(
+    text: &[u8],
+    shape: &'static Shape,
+    each: impl FnOnce(Value) -> T,
+    large: impl FnOnce(&str) -> Option<T>,
+) -> serde_json::Result<T> {
+    if text.len() >= netpol_api::large_json::LARGE_ITEM_BYTES {
+        if let Some(item) = std::str::from_utf8(text).ok().and_then(large) {
+            return Ok(item);
+        }
+    }
+    let mut item = serde_json::Deserializer::from_slice(text);
+    let value = shape.deserialize(&mut item)?;
+    item.end()?;
+    Ok(each(value))
 }
 
 impl<'de> DeserializeSeed<'de> for &'static Shape {

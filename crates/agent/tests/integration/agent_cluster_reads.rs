@@ -229,3 +229,48 @@ fn policy_list_pages_are_sized_in_bytes_so_large_policies_come_a_few_at_a_time()
     // Pods, namespaces and nodes keep their object count.
     assert!(list_limits(&server, "Pod").iter().all(|l| *l == 2));
 }
+
+/// Policy pages are read as they arrive, each policy sent before more of the page is read
+/// (issue 33). A page whose connection breaks half-way, after some of its policies were sent,
+/// is asked for again from its continue token: the policies it sent are sent again, each
+/// replacing itself, and the list completes with every policy once.
+#[test]
+fn a_policy_page_cut_off_mid_body_is_asked_for_again_and_nothing_is_counted_twice() {
+    use netpol_dev::cidr::{self, Kind, Selects, Way};
+    let server = example_server();
+    // Six CiliumNetworkPolicies of 5,000 /32s (about 90 KB of JSON each: read from their text),
+    // listed before the example cluster's own small one.
+    let args = cidr::Args {
+        kind: Kind::Cilium,
+        count: 6,
+        prefixes: 5_000,
+        selects: Selects::None,
+        direction: Way::Egress,
+        namespace: "a-big".into(),
+        out: Default::default(),
+    };
+    for policy in cidr::policies(&args).unwrap() {
+        assert!(policy.to_string().len() >= netpol_api::large_json::LARGE_ITEM_BYTES);
+        server.apply(policy);
+    }
+    // Pages of three policies; the second one breaks half-way.
+    let config = WatchConfig {
+        policy_page_size: 3,
+        ..config()
+    };
+    server.fail_lists("CiliumNetworkPolicy", &[200, 1]);
+    let mut agent = ClusterAgent::start(&server, config);
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    assert_eq!(
+        agent.valid(netpol_agent::SourceKind::CiliumNetworkPolicy),
+        7
+    );
+    let lists = server.lists_of("CiliumNetworkPolicy");
+    let fresh = lists.iter().filter(|l| !l.contains("continue=")).count();
+    assert_eq!(fresh, 1, "the list started over: {lists:#?}");
+    // Three pages, the second asked for twice from the same token.
+    assert_eq!(lists.len(), 4, "{lists:#?}");
+    assert_eq!(lists[1], lists[2]);
+    agent.assert_metric("netpol_watch_errors_total{kind=\"CiliumNetworkPolicy\"} 1");
+    agent.assert_programs(&server, "policy-page-cut-off");
+}

@@ -279,23 +279,33 @@ fn a_large_listed_policy_reads_from_its_text_as_its_projection_decodes() {
     let (_, projected) =
         projection::list_page::<serde_json::Map<String, Value>>(&page, shape).unwrap();
     let expected: Vec<netpol_api::Object> = projected.into_iter().map(tree).collect();
-    let large_reads = std::sync::atomic::AtomicUsize::new(0);
-    let large = |text: &str| {
-        large_reads.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        read_listed_policy(text, &resource.kind, &resource.api_version)
-    };
-    let (_, read) = projection::list_page_each::<serde_json::Map<String, Value>, _>(
-        &page,
-        shape,
-        &mut |value| tree(value),
-        Some(&large),
-    )
-    .unwrap();
-    assert_eq!(
-        large_reads.into_inner(),
-        1,
-        "only the large item is read from its text"
-    );
+    // The page as a streamed page reads it: cut into its items as its bytes arrive (in pieces
+    // that end anywhere), each item read from its text.
+    let mut items = netpol_api::list_items::ListItems::default();
+    let mut texts = Vec::new();
+    for bytes in page.as_bytes().chunks(4093) {
+        items
+            .feed(bytes, &mut |text| {
+                texts.push(text);
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+    }
+    let head = items.finish().unwrap();
+    let head: Value = serde_json::from_str(&head).unwrap();
+    assert_eq!(head, json!({"metadata": {}, "items": []}));
+    let mut large_reads = 0;
+    let read: Vec<netpol_api::Object> = texts
+        .iter()
+        .map(|text| {
+            let large = |text: &str| {
+                large_reads += 1;
+                read_listed_policy(text, &resource.kind, &resource.api_version)
+            };
+            projection::read_item(text, shape, tree, large).unwrap()
+        })
+        .collect();
+    assert_eq!(large_reads, 1, "only the large item is read from its text");
     assert_eq!(read, expected);
     // ... and read there, not handed back to the projection.
     let text = policy("large").to_string();

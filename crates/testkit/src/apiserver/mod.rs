@@ -380,7 +380,9 @@ impl ApiServer {
     }
 
     /// Answers the next `codes.len()` list requests of `kind` with these status codes; a code
-    /// of 0 hangs the request (an API server that never answers), a code of 200 serves it.
+    /// of 0 hangs the request (an API server that never answers), a code of 200 serves it, a
+    /// code of 1 serves it but breaks the connection half-way through the body (a server or
+    /// proxy that dies mid-response).
     pub fn fail_lists(&self, kind: &str, codes: &[u16]) {
         self.fail_lists_saying(kind, codes, "scripted failure");
     }
@@ -741,9 +743,25 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             let reason = code.canonical_reason().unwrap_or("Failure");
             json_response(code, status(code.as_u16(), reason, &message))
         }
+        Some((1, _)) => cut_off(lists::serve_list(&shared, resource, &query, false)).await,
         None if watch => serve_watch(&shared, resource.2, &query),
         None => lists::serve_list(&shared, resource, &query, gzip),
     }
+}
+
+/// `response` with the first half of its body, then a broken connection.
+async fn cut_off(response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .expect("a body in memory");
+    let half = bytes.slice(..bytes.len() / 2);
+    let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut off");
+    let chunks = futures::stream::iter([Ok(half), Err(broken)]);
+    let mut response = Response::from_parts(parts, axum::body::Body::from_stream(chunks));
+    // The length of the whole body, of which half comes.
+    response.headers_mut().remove(header::CONTENT_LENGTH);
+    response
 }
 
 /// A `GET` of one object: `PREFIX/namespaces/NS/PLURAL/NAME`, or `PREFIX/PLURAL/NAME` for a

@@ -59,7 +59,7 @@ mod emit;
 mod streaming;
 
 use super::jitter::Jitter;
-use super::kube_api::{resource_version, CallError, KindApi, Page, PageSize, WatchItem};
+use super::kube_api::{resource_version, CallError, KindApi, PageSize, Pages, WatchItem};
 use super::projection;
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
@@ -343,58 +343,116 @@ impl Follower {
 
     /// Lists the kind a page at a time, each page's objects decoded and sent before the next
     /// page is asked for, so that a list of 150,000 pods never exists whole; returns the
-    /// resourceVersion to watch from. `Init` goes out with the first page: a list that fails
-    /// later is left without its `InitDone` (it changes nothing) and the next list's `Init`
-    /// abandons it.
+    /// resourceVersion to watch from. `Init` goes out before the first page's objects: a list
+    /// that fails later is left without its `InitDone` (it changes nothing) and the next list's
+    /// `Init` abandons it.
     async fn list_pages(&mut self) -> Result<String, ListFailed> {
         let mut pages = self.api.pages(self.page_size(), self.config.page_timeout);
         let mut objects = 0;
         let mut resource_version = String::new();
-        let (kind, resource) = (self.kind, self.api.resource.clone());
-        let large_policy = |text: &str| emit::read_large_policy(kind, &resource, text);
-        let large = kind
-            .is_policy()
-            .then_some(&large_policy as projection::LargeItem<'_, emit::Item>);
         loop {
-            // Each object is decoded as the page is read (a large policy straight from its
-            // text): a page of large policies never exists as JSON trees (issue 33).
-            let page = match pages
-                .next_each(|value| emit::read_item(kind, &resource, value), large)
-                .await
-            {
-                Ok(page) => page,
+            let first = pages.pages == 0;
+            let page = if self.streams_pages() {
+                self.stream_page(&mut pages).await
+            } else {
+                self.read_page(&mut pages).await
+            };
+            match page {
+                Ok(Some((version, items))) => {
+                    objects += items;
+                    resource_version = version;
+                }
+                Ok(None) => break,
                 // A page after the first failed: ask for it again from its continue token,
-                // keeping the pages sent. An expired token (410) or a hopeless run of failures
-                // starts the list afresh.
-                Err(error)
-                    if pages.pages > 0
-                        && error != CallError::Expired
-                        && self.failures < PAGE_RETRIES =>
+                // keeping the pages sent (and what the failed one sent: sent again, each
+                // object's event replaces the last). An expired token (410) or a hopeless run
+                // of failures starts the list afresh.
+                Err(ListFailed::Call(error))
+                    if !first && error != CallError::Expired && self.failures < PAGE_RETRIES =>
                 {
                     self.failed("list", &error);
                     self.pause(self.failures, Some(&error)).await;
-                    continue;
                 }
-                Err(error) => return Err(ListFailed::Call(error)),
-            };
-            let Some(Page {
-                items,
-                resource_version: version,
-            }) = page
-            else {
-                break;
-            };
-            if pages.pages == 1 {
-                self.send_marker(Marker::Init).await?;
+                Err(failed) => return Err(failed),
             }
-            objects += items.len();
-            for item in items {
-                self.send_item(item, Change::InitApply).await?;
-            }
-            resource_version = version;
         }
         self.end_list(objects).await?;
         Ok(resource_version)
+    }
+
+    /// Whether the kind's list pages are read as they arrive ([`Self::stream_page`]): the
+    /// kinds whose objects may be megabytes each, the policies and the NetpolEndpointSlices
+    /// (see [`Self::page_size`]). The others' pages (at most 500 pods, a few MB) are read
+    /// whole, each object in its kind's projection straight from the page, which parses each
+    /// byte once.
+    fn streams_pages(&self) -> bool {
+        self.kind.is_policy() || self.kind == SourceKind::NetpolEndpointSlice
+    }
+
+    /// Reads the next page whole, decodes each object as it is read and sends them: the page's
+    /// resourceVersion and its number of objects, or `None` after the last page.
+    async fn read_page(
+        &mut self,
+        pages: &mut Pages,
+    ) -> Result<Option<(String, usize)>, ListFailed> {
+        let (kind, resource) = (self.kind, self.api.resource.clone());
+        let Some(page) = pages
+            .next_each(|value| emit::read_item(kind, &resource, value))
+            .await
+            .map_err(ListFailed::Call)?
+        else {
+            return Ok(None);
+        };
+        if pages.pages == 1 {
+            self.send_marker(Marker::Init).await?;
+        }
+        let objects = page.items.len();
+        for item in page.items {
+            self.send_item(item, Change::InitApply).await?;
+        }
+        Ok(Some((page.resource_version, objects)))
+    }
+
+    /// Reads the next page as it arrives, each object decoded (a large policy straight from
+    /// its text, never a JSON tree) and sent before more of the page is read: a page of large
+    /// policies is never held whole, as text or decoded (issue 33). The page's
+    /// resourceVersion and its number of objects, or `None` after the last page.
+    async fn stream_page(
+        &mut self,
+        pages: &mut Pages,
+    ) -> Result<Option<(String, usize)>, ListFailed> {
+        let first = pages.pages == 0;
+        let Some(mut page) = pages.next_streamed().await.map_err(ListFailed::Call)? else {
+            return Ok(None);
+        };
+        if first {
+            self.send_marker(Marker::Init).await?;
+        }
+        let (kind, resource) = (self.kind, self.api.resource.clone());
+        let mut objects = 0;
+        while let Some(text) = page.next().await.map_err(ListFailed::Call)? {
+            let item = projection::read_item(
+                &text,
+                self.api.shape(),
+                |value| emit::read_item(kind, &resource, value),
+                |text| {
+                    kind.is_policy()
+                        .then(|| emit::read_large_policy(kind, &resource, text))
+                        .flatten()
+                },
+            )
+            .map_err(|e| {
+                ListFailed::Call(CallError::Failed(format!(
+                    "an item of the list is not JSON ({} bytes): {e}",
+                    text.len()
+                )))
+            })?;
+            drop(text);
+            self.send_item(item, Change::InitApply).await?;
+            objects += 1;
+        }
+        let resource_version = page.finish().map_err(ListFailed::Call)?;
+        Ok(Some((resource_version, objects)))
     }
 
     /// Watches from `resource_version` until a list is needed again.
