@@ -98,9 +98,11 @@ struct PolicyIndex {
 impl PolicyIndex {
     fn run(mut self, receiver: &mpsc::Receiver<Input>) {
         loop {
-            let applied = match receiver.recv_timeout(LEADERSHIP_CHECK) {
-                Ok(Input::Event(source)) => self.policies.apply(source.kind, source.event),
-                Ok(Input::Rejected(kind, event)) => self.policies.apply_rejected(kind, *event),
+            let applied = match receiver.recv_timeout(LEADERSHIP_CHECK).map(Input::made) {
+                Ok(Some(Input::Event(source))) => self.policies.apply(source.kind, source.event),
+                Ok(Some(Input::Rejected(kind, event))) => {
+                    self.policies.apply_rejected(kind, *event)
+                }
                 Ok(_) | Err(RecvTimeoutError::Timeout) => Applied::default(),
                 Err(RecvTimeoutError::Disconnected) => return,
             };

@@ -150,13 +150,7 @@ impl ClusterAgent {
     }
 
     pub fn take(&mut self, input: Input) {
-        match input {
-            Input::Event(event) => self.pipeline.ingest(*event),
-            Input::Rejected(kind, event) => self.pipeline.ingest_rejected(kind, *event),
-            Input::Slice(event) => self.pipeline.ingest_slice(*event),
-            Input::Resync => self.pipeline.request_resync(),
-            Input::Shutdown => {}
-        }
+        netpol_agent::driver::take(&mut self.pipeline, input);
     }
 
     /// Whether a local endpoint holds the pod `pod` (`namespace/name`).

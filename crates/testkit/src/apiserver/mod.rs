@@ -728,6 +728,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             tokio::time::sleep(Duration::from_secs(3600)).await;
             (StatusCode::GATEWAY_TIMEOUT, "never").into_response()
         }
+        Some((1, _)) => cut_off(lists::serve_list(&shared, resource, &query, false)).await,
         Some((429, message)) => {
             let seconds = retry_after.unwrap_or(1);
             let mut body = status(429, "TooManyRequests", &message);
@@ -743,7 +744,6 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             let reason = code.canonical_reason().unwrap_or("Failure");
             json_response(code, status(code.as_u16(), reason, &message))
         }
-        Some((1, _)) => cut_off(lists::serve_list(&shared, resource, &query, false)).await,
         None if watch => serve_watch(&shared, resource.2, &query),
         None => lists::serve_list(&shared, resource, &query, gzip),
     }

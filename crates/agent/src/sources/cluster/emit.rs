@@ -10,15 +10,18 @@ use std::sync::mpsc::TrySendError;
 
 use kube::api::ApiResource;
 use netpol_api::crd::NetpolEndpointSlice;
+use netpol_api::large_json::LARGE_ITEM_BYTES;
 use netpol_api::ValidationError;
 use netpol_indexes::Event;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use super::{Follower, Stopped, FULL_CHANNEL_RETRY};
-use crate::driver::Input;
+use crate::driver::{Deferred, Input};
 use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::sources::decode::{decode, skeleton, Decoded};
+use crate::sources::projection::{self, Shape};
 
 /// What happened to one object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +72,49 @@ pub(super) fn read_large_policy(
     (SourceKind::of(&object) == kind).then(|| Item::Object(Decoded::Valid(Box::new(object))))
 }
 
+/// A policy's event; an invalid one is sent as rejected (the reconcile loop logs and counts it
+/// once per change, as it does any invalid policy).
+fn policy_input(kind: SourceKind, change: Change, decoded: Decoded) -> Input {
+    match decoded {
+        Decoded::Valid(object) => {
+            Input::Event(Box::new(SourceEvent::new(kind, change.event(*object))))
+        }
+        Decoded::Invalid(error) => Input::Rejected(kind, Box::new(change.event(error))),
+    }
+}
+
+/// A listed policy of at least [`LARGE_ITEM_BYTES`] as its JSON `text`, to be read (see
+/// [`read_large_policy`]) by the thread that takes it ([`Deferred`]), or `None` if the text is
+/// not JSON (checked here, without building anything, so that the page fails as it would
+/// have).
+pub(super) fn deferred_policy(
+    kind: SourceKind,
+    resource: &ApiResource,
+    shape: &'static Shape,
+    text: Vec<u8>,
+) -> Option<Input> {
+    debug_assert!(kind.is_policy() && text.len() >= LARGE_ITEM_BYTES);
+    std::str::from_utf8(&text).ok()?;
+    serde_json::from_slice::<IgnoredAny>(&text).ok()?;
+    let resource = resource.clone();
+    Some(Input::Deferred(Deferred::new(move || {
+        let item = projection::read_item(
+            &text,
+            shape,
+            |value| read_item(kind, &resource, value),
+            |text| read_large_policy(kind, &resource, text),
+        );
+        match item {
+            Ok(Item::Object(decoded)) => Some(policy_input(kind, Change::InitApply, decoded)),
+            // A slice is not a policy, and the text was checked as JSON.
+            Ok(Item::Slice(_)) | Err(_) => {
+                tracing::error!(%kind, bytes = text.len(), "a listed policy checked as JSON did not read: skipped");
+                None
+            }
+        }
+    })))
+}
+
 /// A list begins (`Init`) or is complete (`InitDone`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Marker {
@@ -113,6 +159,9 @@ impl Follower {
             Item::Slice(value) => return self.send_slice(value, change).await,
             Item::Object(decoded) => decoded,
         };
+        if self.kind.is_policy() {
+            return self.send(policy_input(self.kind, change, decoded)).await;
+        }
         match decoded {
             Decoded::Valid(object) => {
                 self.logged_invalid.remove(&object.object_ref());
@@ -121,11 +170,6 @@ impl Follower {
                     change.event(*object),
                 ))))
                 .await
-            }
-            // The reconcile loop logs and counts it once per change, as it does any invalid policy.
-            Decoded::Invalid(error) if self.kind.is_policy() => {
-                self.send(Input::Rejected(self.kind, Box::new(change.event(error))))
-                    .await
             }
             Decoded::Invalid(error) => {
                 self.log_invalid(&error);

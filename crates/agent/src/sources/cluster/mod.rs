@@ -50,6 +50,7 @@ use futures::StreamExt;
 use kube::api::ApiResource;
 use kube::Client;
 use netpol_api::crd::NetpolEndpointSlice;
+use netpol_api::large_json::LARGE_ITEM_BYTES;
 use netpol_api::ObjectRef;
 pub use netpol_indexes::decode::resources;
 use serde_json::Value;
@@ -204,6 +205,13 @@ impl From<Stopped> for ListFailed {
     fn from(_: Stopped) -> Self {
         ListFailed::Stopped
     }
+}
+
+/// A list item that does not read as JSON fails its page.
+fn not_json(bytes: usize, error: &dyn std::fmt::Display) -> CallError {
+    CallError::Failed(format!(
+        "an item of the list is not JSON ({bytes} bytes): {error}"
+    ))
 }
 
 /// How many failures in a row one page of a list may meet before the list starts afresh.
@@ -431,6 +439,14 @@ impl Follower {
         let (kind, resource) = (self.kind, self.api.resource.clone());
         let mut objects = 0;
         while let Some(text) = page.next().await.map_err(ListFailed::Call)? {
+            if kind.is_policy() && text.len() >= LARGE_ITEM_BYTES {
+                let bytes = text.len();
+                let input = emit::deferred_policy(kind, &resource, self.api.shape(), text)
+                    .ok_or_else(|| ListFailed::Call(not_json(bytes, &"not JSON")))?;
+                self.send(input).await?;
+                objects += 1;
+                continue;
+            }
             let item = projection::read_item(
                 &text,
                 self.api.shape(),
@@ -441,12 +457,7 @@ impl Follower {
                         .flatten()
                 },
             )
-            .map_err(|e| {
-                ListFailed::Call(CallError::Failed(format!(
-                    "an item of the list is not JSON ({} bytes): {e}",
-                    text.len()
-                )))
-            })?;
+            .map_err(|e| ListFailed::Call(not_json(text.len(), &e)))?;
             drop(text);
             self.send_item(item, Change::InitApply).await?;
             objects += 1;
