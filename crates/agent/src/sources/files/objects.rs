@@ -194,6 +194,7 @@ pub(super) fn parse_file(
                 }),
             },
         );
+    crate::allocator::release_freed_memory();
     match parsed {
         Ok(digest) => {
             problems.extend(file_problems);
