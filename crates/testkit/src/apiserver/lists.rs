@@ -67,3 +67,20 @@ pub(super) fn serve_list(
     Traffic::count(&shared.traffic.list_bytes, sent);
     response
 }
+
+/// `response` with the first half of its body, then a broken connection.
+pub(super) async fn cut_off(response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .expect("a body in memory");
+    let half = bytes.slice(..bytes.len() / 2);
+    let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut off");
+    let chunks = futures::stream::iter([Ok(half), Err(broken)]);
+    let mut response = Response::from_parts(parts, axum::body::Body::from_stream(chunks));
+    // The length of the whole body, of which half comes.
+    response
+        .headers_mut()
+        .remove(axum::http::header::CONTENT_LENGTH);
+    response
+}

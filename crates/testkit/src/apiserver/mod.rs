@@ -728,7 +728,7 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
             tokio::time::sleep(Duration::from_secs(3600)).await;
             (StatusCode::GATEWAY_TIMEOUT, "never").into_response()
         }
-        Some((1, _)) => cut_off(lists::serve_list(&shared, resource, &query, false)).await,
+        Some((1, _)) => lists::cut_off(lists::serve_list(&shared, resource, &query, false)).await,
         Some((429, message)) => {
             let seconds = retry_after.unwrap_or(1);
             let mut body = status(429, "TooManyRequests", &message);
@@ -747,21 +747,6 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
         None if watch => serve_watch(&shared, resource.2, &query),
         None => lists::serve_list(&shared, resource, &query, gzip),
     }
-}
-
-/// `response` with the first half of its body, then a broken connection.
-async fn cut_off(response: Response) -> Response {
-    let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .expect("a body in memory");
-    let half = bytes.slice(..bytes.len() / 2);
-    let broken = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "cut off");
-    let chunks = futures::stream::iter([Ok(half), Err(broken)]);
-    let mut response = Response::from_parts(parts, axum::body::Body::from_stream(chunks));
-    // The length of the whole body, of which half comes.
-    response.headers_mut().remove(header::CONTENT_LENGTH);
-    response
 }
 
 /// A `GET` of one object: `PREFIX/namespaces/NS/PLURAL/NAME`, or `PREFIX/PLURAL/NAME` for a
