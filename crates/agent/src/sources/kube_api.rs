@@ -19,8 +19,11 @@ use http_body_util::BodyExt;
 use kube::api::{ApiResource, DynamicObject, ListParams, WatchEvent, WatchParams};
 use kube::core::Request;
 use kube::{Api, Client};
+use netpol_api::large_json::LARGE_ITEM_BYTES;
 use netpol_api::list_items::ListItems;
+use serde::de::{DeserializeOwned, DeserializeSeed};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -37,6 +40,9 @@ pub struct KindApi {
     shape: &'static Shape,
     /// Only the objects this field selector selects (`spec.nodeName=NODE`), in lists and watches.
     field_selector: Option<String>,
+    /// Whether a watched object of at least [`LARGE_ITEM_BYTES`] is kept as its JSON text
+    /// ([`WatchObject::Text`]): for the policy kinds, which read such a policy without a tree.
+    large_as_text: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -397,14 +403,81 @@ impl CallError {
 /// What one watch call delivered.
 #[derive(Debug)]
 pub enum WatchItem {
-    Added(Value),
-    Modified(Value),
-    Deleted(Value),
+    Added(WatchObject),
+    Modified(WatchObject),
+    Deleted(WatchObject),
     /// A bookmark: nothing changed up to this resourceVersion.
     Bookmark(String),
     /// The bookmark that ends a streaming list's initial events (annotated
     /// `k8s.io/initial-events-end`): every object up to this resourceVersion was sent.
     InitialEventsEnd(String),
+}
+
+/// An object a watch delivered: read in its kind's projection, or (a policy of at least
+/// [`LARGE_ITEM_BYTES`], from a [`KindApi::with_large_objects_as_text`]) kept as its JSON text,
+/// for the reconcile loop to read without a JSON tree: a 1.9 MB NetworkPolicy of `ipBlock`
+/// peers is 60-80 MB as a tree, which a running agent would otherwise build for each change of
+/// it (issue 33).
+#[derive(Clone, Debug)]
+pub enum WatchObject {
+    Tree(Value),
+    Text(Box<RawValue>),
+}
+
+impl WatchObject {
+    /// Its resourceVersion, if it has one.
+    pub fn resource_version(&self) -> Option<String> {
+        match self {
+            WatchObject::Tree(value) => resource_version(value).map(str::to_owned),
+            WatchObject::Text(text) => {
+                #[derive(Deserialize)]
+                struct Versioned {
+                    metadata: Option<Metadata>,
+                }
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct Metadata {
+                    resource_version: Option<String>,
+                }
+                let versioned: Versioned = serde_json::from_str(text.get()).ok()?;
+                versioned.metadata?.resource_version
+            }
+        }
+    }
+}
+
+impl<S> From<Projected<S>> for WatchObject {
+    fn from(object: Projected<S>) -> WatchObject {
+        WatchObject::Tree(object.0)
+    }
+}
+
+/// A watched object of [`OTHER`](projection::OTHER) shape, kept as its text when large (see
+/// [`WatchObject`]). kube-apiserver writes each event's `type` before its `object`
+/// (`metav1.WatchEvent`), so the object is read straight from the event's line. (A line with
+/// its object first, which no API server writes, does not read: the watch fails, is retried
+/// and shows the kind out of sync, never silently.)
+#[derive(Clone)]
+struct LargeAsText(WatchObject);
+
+impl<'de> Deserialize<'de> for LargeAsText {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = Box::<RawValue>::deserialize(deserializer)?;
+        if text.get().len() >= LARGE_ITEM_BYTES {
+            return Ok(LargeAsText(WatchObject::Text(text)));
+        }
+        let mut object = serde_json::Deserializer::from_str(text.get());
+        let value = OtherShape::SHAPE
+            .deserialize(&mut object)
+            .map_err(serde::de::Error::custom)?;
+        Ok(LargeAsText(WatchObject::Tree(value)))
+    }
+}
+
+impl From<LargeAsText> for WatchObject {
+    fn from(object: LargeAsText) -> WatchObject {
+        object.0
+    }
 }
 
 /// The annotation of the bookmark that ends a streaming list's initial events.
@@ -421,7 +494,15 @@ impl KindApi {
             shape: projection::shape_of(&resource.kind),
             resource,
             field_selector: None,
+            large_as_text: false,
         }
+    }
+
+    /// The same endpoint, its watches keeping a large object as its JSON text (see
+    /// [`WatchObject`]).
+    pub fn with_large_objects_as_text(mut self) -> KindApi {
+        self.large_as_text = true;
+        self
     }
 
     /// What is read of each object.
@@ -513,18 +594,26 @@ impl KindApi {
         resource_version: &str,
     ) -> Result<impl Stream<Item = Result<WatchItem, CallError>> + use<>, CallError> {
         // kube decodes each event into a type: the shape is chosen by the type.
+        if self.large_as_text {
+            return self.events::<LargeAsText>(params, resource_version).await;
+        }
         match self.shape {
             shape if std::ptr::eq(shape, PodShape::SHAPE) => {
-                self.events::<PodShape>(params, resource_version).await
+                self.events::<Projected<PodShape>>(params, resource_version)
+                    .await
             }
             shape if std::ptr::eq(shape, NodeShape::SHAPE) => {
-                self.events::<NodeShape>(params, resource_version).await
+                self.events::<Projected<NodeShape>>(params, resource_version)
+                    .await
             }
-            _ => self.events::<OtherShape>(params, resource_version).await,
+            _ => {
+                self.events::<Projected<OtherShape>>(params, resource_version)
+                    .await
+            }
         }
     }
 
-    async fn events<S: ShapeOf + Clone + Send + 'static>(
+    async fn events<T: DeserializeOwned + Into<WatchObject> + Clone + Send + 'static>(
         &self,
         params: &WatchParams,
         resource_version: &str,
@@ -535,15 +624,15 @@ impl KindApi {
             .map_err(|e| CallError::Failed(e.to_string()))?;
         let events = self
             .client
-            .request_events::<Projected<S>>(request)
+            .request_events::<T>(request)
             .await
             .map_err(|e| CallError::of(&e))?;
         Ok(Box::pin(StreamExt::map(
             events,
-            |item: kube::Result<WatchEvent<Projected<S>>>| match item {
-                Ok(WatchEvent::Added(object)) => Ok(WatchItem::Added(object.0)),
-                Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object.0)),
-                Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object.0)),
+            |item: kube::Result<WatchEvent<T>>| match item {
+                Ok(WatchEvent::Added(object)) => Ok(WatchItem::Added(object.into())),
+                Ok(WatchEvent::Modified(object)) => Ok(WatchItem::Modified(object.into())),
+                Ok(WatchEvent::Deleted(object)) => Ok(WatchItem::Deleted(object.into())),
                 Ok(WatchEvent::Bookmark(bookmark)) => {
                     let metadata = bookmark.metadata;
                     let end = metadata

@@ -274,3 +274,69 @@ fn a_policy_page_cut_off_mid_body_is_asked_for_again_and_nothing_is_counted_twic
     agent.assert_metric("netpol_watch_errors_total{kind=\"CiliumNetworkPolicy\"} 1");
     agent.assert_programs(&server, "policy-page-cut-off");
 }
+
+/// A large policy that arrives by a watch (added, modified, deleted) is kept as its text by the
+/// follower and read by the reconcile loop without a JSON tree (issue 33), with the same
+/// result as a small one: counted, enforced as a fresh engine computes it, and gone when
+/// deleted.
+#[test]
+fn a_large_policy_watched_is_read_from_its_text_and_enforced() {
+    let server = example_server();
+    let mut agent = ClusterAgent::start(&server, config());
+    agent.run_until("first sync", |a| a.pipeline.synced());
+    let before = agent.valid(netpol_agent::SourceKind::NetworkPolicy);
+    let policy = |peers: u32| {
+        let to: Vec<serde_json::Value> = (0..peers)
+            .map(|i| json!({"ipBlock": {"cidr": format!("10.{}.{}.1/32", 100 + i / 256, i % 256)}}))
+            .collect();
+        network_policy(
+            "web-egress-list",
+            "shop",
+            json!({"podSelector": {"matchLabels": {"app": "web"}}, "policyTypes": ["Egress"],
+                "egress": [{"to": to, "ports": [{"protocol": "TCP", "port": 443}]}]}),
+        )
+    };
+    assert!(policy(3_000).to_string().len() >= netpol_api::large_json::LARGE_ITEM_BYTES);
+    server.apply(policy(3_000));
+    agent.run_until("the large policy added", |a| {
+        a.valid(netpol_agent::SourceKind::NetworkPolicy) == before + 1
+    });
+    agent.assert_programs(&server, "large-watched-added");
+    // Peer 2,500 (10.109.196.1) is allowed; modified, the policy keeps its first 2,000 peers
+    // (still large), and it is not.
+    assert!(web_egress_allowed(&agent, "10.109.196.1"));
+    server.apply(policy(2_000));
+    agent.run_until("the large policy modified", |a| {
+        !web_egress_allowed(a, "10.109.196.1")
+    });
+    assert!(web_egress_allowed(&agent, "10.107.207.1"), "peer 1,999");
+    agent.assert_programs(&server, "large-watched-modified");
+    server.delete("NetworkPolicy", "shop/web-egress-list");
+    agent.run_until("the large policy deleted", |a| {
+        a.valid(netpol_agent::SourceKind::NetworkPolicy) == before
+    });
+    agent.assert_programs(&server, "large-watched-deleted");
+    assert_eq!(agent.invalid(netpol_agent::SourceKind::NetworkPolicy), 0);
+}
+
+/// Whether the first local `shop/web` pod may open TCP/443 to `address`, as the simulator's
+/// programmed rules decide.
+fn web_egress_allowed(agent: &ClusterAgent, address: &str) -> bool {
+    use netpol_engine::{Direction, Protocol};
+    use netpol_hcn::oracle::packet;
+    use netpol_hcn::schema::AclAction;
+    let (endpoint, _) = agent
+        .pipeline
+        .endpoints()
+        .iter()
+        .find(|(_, pod)| pod.as_deref().is_some_and(|p| p.starts_with("shop/web")))
+        .expect("a local shop/web pod");
+    let packet = packet(Direction::Egress, ip(address), Protocol::Tcp, 443);
+    agent
+        .sim
+        .calls()
+        .evaluate(&endpoint.id, &packet)
+        .unwrap()
+        .action
+        == AclAction::Allow
+}

@@ -105,7 +105,12 @@ pub(super) fn serve_watch(shared: &Arc<Shared>, path: &'static str, query: &str)
                     // Ends with the client's connection.
                     return !lines.is_closed();
                 }
-                let line = Bytes::from(format!("{value}\n"));
+                // In kube-apiserver's field order (`metav1.WatchEvent`: type, then object),
+                // which a client may rely on to read the object straight from the line.
+                let line = Bytes::from(format!(
+                    "{{\"type\":{},\"object\":{}}}\n",
+                    value["type"], value["object"]
+                ));
                 shared
                     .traffic
                     .watch_bytes

@@ -21,6 +21,7 @@ use crate::driver::{Deferred, Input};
 use crate::indexes::SourceEvent;
 use crate::kind::SourceKind;
 use crate::sources::decode::{decode, skeleton, Decoded};
+use crate::sources::kube_api::WatchObject;
 use crate::sources::projection::{self, Shape};
 
 /// What happened to one object.
@@ -83,7 +84,7 @@ fn policy_input(kind: SourceKind, change: Change, decoded: Decoded) -> Input {
     }
 }
 
-/// A listed policy of at least [`LARGE_ITEM_BYTES`] as its JSON `text`, to be read (see
+/// A listed or watched policy of at least [`LARGE_ITEM_BYTES`] as its JSON `text`, to be read (see
 /// [`read_large_policy`]) by the thread that takes it ([`Deferred`]), or `None` if the text is
 /// not JSON (checked here, without building anything, so that the page fails as it would
 /// have).
@@ -92,6 +93,7 @@ pub(super) fn deferred_policy(
     resource: &ApiResource,
     shape: &'static Shape,
     text: Vec<u8>,
+    change: Change,
 ) -> Option<Input> {
     debug_assert!(kind.is_policy() && text.len() >= LARGE_ITEM_BYTES);
     std::str::from_utf8(&text).ok()?;
@@ -105,7 +107,7 @@ pub(super) fn deferred_policy(
             |text| read_large_policy(kind, &resource, text),
         );
         match item {
-            Ok(Item::Object(decoded)) => Some(policy_input(kind, Change::InitApply, decoded)),
+            Ok(Item::Object(decoded)) => Some(policy_input(kind, change, decoded)),
             // A slice is not a policy, and the text was checked as JSON.
             Ok(Item::Slice(_)) | Err(_) => {
                 tracing::error!(%kind, bytes = text.len(), "a listed policy checked as JSON did not read: skipped");
@@ -142,13 +144,27 @@ impl Follower {
         self.send(input).await
     }
 
-    /// Sends one object's event; an object that cannot be read is sent as rejected (policies)
-    /// or as absent (other kinds).
+    /// Sends one watched object's event; an object that cannot be read is sent as rejected
+    /// (policies) or as absent (other kinds). A large policy kept as its text goes to the
+    /// reconcile loop as such ([`deferred_policy`]).
     pub(super) async fn send_object(
         &mut self,
-        value: Value,
+        object: WatchObject,
         change: Change,
     ) -> Result<(), Stopped> {
+        let value = match object {
+            WatchObject::Tree(value) => value,
+            WatchObject::Text(text) => {
+                let text = Box::<str>::from(text).into_boxed_bytes().into_vec();
+                let shape = self.api.shape();
+                // Read as JSON by the watch already: never `None`.
+                let input = deferred_policy(self.kind, &self.api.resource, shape, text, change);
+                return match input {
+                    Some(input) => self.send(input).await,
+                    None => Ok(()),
+                };
+            }
+        };
         let item = read_item(self.kind, &self.api.resource, value);
         self.send_item(item, change).await
     }

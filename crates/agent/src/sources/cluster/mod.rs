@@ -53,14 +53,13 @@ use netpol_api::crd::NetpolEndpointSlice;
 use netpol_api::large_json::LARGE_ITEM_BYTES;
 use netpol_api::ObjectRef;
 pub use netpol_indexes::decode::resources;
-use serde_json::Value;
 use tokio::time::Instant;
 
 mod emit;
 mod streaming;
 
 use super::jitter::Jitter;
-use super::kube_api::{resource_version, CallError, KindApi, PageSize, Pages, WatchItem};
+use super::kube_api::{CallError, KindApi, PageSize, Pages, WatchItem, WatchObject};
 use super::projection;
 use crate::driver::Input;
 use crate::health::{fatal_if_task_panics, Health};
@@ -182,6 +181,12 @@ pub fn spawn_follower(
     sinks: &Sinks,
     config: WatchConfig,
 ) -> tokio::task::JoinHandle<()> {
+    // A policy's watch keeps a large one as its text, for the reconcile loop to read.
+    let api = if kind.is_policy() {
+        api.with_large_objects_as_text()
+    } else {
+        api
+    };
     let follower = Follower::new(api, kind, sinks, config);
     let task = tokio::spawn(follower.run());
     // A follower that panicked would leave its kind silently stale.
@@ -441,7 +446,8 @@ impl Follower {
         while let Some(text) = page.next().await.map_err(ListFailed::Call)? {
             if kind.is_policy() && text.len() >= LARGE_ITEM_BYTES {
                 let bytes = text.len();
-                let input = emit::deferred_policy(kind, &resource, self.api.shape(), text)
+                let shape = self.api.shape();
+                let input = emit::deferred_policy(kind, &resource, shape, text, Change::InitApply)
                     .ok_or_else(|| ListFailed::Call(not_json(bytes, &"not JSON")))?;
                 self.send(input).await?;
                 objects += 1;
@@ -691,6 +697,6 @@ impl Follower {
     }
 }
 
-fn version_of(object: &Value, current: String) -> String {
-    resource_version(object).map_or(current, str::to_owned)
+fn version_of(object: &WatchObject, current: String) -> String {
+    object.resource_version().unwrap_or(current)
 }
