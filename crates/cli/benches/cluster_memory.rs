@@ -14,6 +14,11 @@
 //! namespace. An agent refusing some over budget stays ready (`/readyz` names them beside
 //! "ok"), and the row says how many it refused.
 //!
+//! With `NETPOL_MEMORY_CIDR_WATCHED=1` the CIDR-heavy policies come later, to the cluster-mode
+//! agent alone: they are served once it is ready, reach it as watch events, and its peak is
+//! read once it counts them (a running agent meeting large policies; the embedded agent then
+//! runs without them).
+//!
 //! `NETPOL_MEMORY_REALISTIC=1` serves the pods as a real API server does (about 6 KB of JSON
 //! each: `netpol_testkit::realistic::dress` adds managedFields, the container spec and the
 //! status, and nothing a policy reads), so that cluster mode and the tools' `--cluster` pay
@@ -63,15 +68,43 @@ fn main() {
     let realistic = std::env::var("NETPOL_MEMORY_REALISTIC").as_deref() == Ok("1");
     let served = load_objects(&served_files, &server, realistic);
     let _ = std::fs::remove_dir_all(&served_files);
-    if let Ok(spec) = std::env::var("NETPOL_MEMORY_CIDR") {
-        add_cidr_policies(&spec, &server, &cluster);
+    let cidr = std::env::var("NETPOL_MEMORY_CIDR").ok();
+    let watched = std::env::var("NETPOL_MEMORY_CIDR_WATCHED").as_deref() == Ok("1");
+    if let (Some(spec), false) = (&cidr, watched) {
+        add_cidr_policies(spec, &server, &cluster);
     }
     let objects = served.len();
     let kubeconfig = work.join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text(server.address)).unwrap();
 
-    let cluster_mode = measure(netpol, &["--kubeconfig".as_ref(), kubeconfig.as_os_str()]);
-    let embedded = measure(netpol, &["--from-dir".as_ref(), cluster.as_os_str()]);
+    let later = |listen: SocketAddr, agent: u32| {
+        let spec = cidr
+            .as_deref()
+            .expect("NETPOL_MEMORY_CIDR names the policies");
+        let before = policies_counted(listen);
+        let at_ready = peak_of(agent);
+        let started = Instant::now();
+        let added = add_cidr_policies(spec, &server, &work.join("watched"));
+        while policies_counted(listen) < before + added {
+            assert!(
+                started.elapsed() < Duration::from_secs(600),
+                "never counted"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        println!(
+            "{added} CIDR-heavy policies ({spec}) watched by the ready cluster-mode agent: \
+             counted after {:.1} s; peak RSS {:.0} MB at ready",
+            started.elapsed().as_secs_f64(),
+            at_ready as f64 / 1e6
+        );
+    };
+    let cluster_mode = measure(
+        netpol,
+        &["--kubeconfig".as_ref(), kubeconfig.as_os_str()],
+        watched.then_some(&later as &dyn Fn(SocketAddr, u32)),
+    );
+    let embedded = measure(netpol, &["--from-dir".as_ref(), cluster.as_os_str()], None);
     println!("| mode | pods | workloads | files | objects | identities | refused | ready after s | CPU s | peak RSS MB |");
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (mode, files, run) in [
@@ -106,18 +139,47 @@ fn main() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// Serves the CIDR-heavy policies `KIND:COUNT[:SELECTS]` and writes them into the cluster's files.
-fn add_cidr_policies(spec: &str, server: &apiserver::ApiServer, cluster: &Path) {
+/// Serves the CIDR-heavy policies `KIND:COUNT[:SELECTS]` and writes them into the cluster's
+/// files; returns how many.
+fn add_cidr_policies(spec: &str, server: &apiserver::ApiServer, cluster: &Path) -> usize {
+    std::fs::create_dir_all(cluster).unwrap();
     let file = cluster.join("cidr-heavy.json");
     netpol_dev::cidr::write_spec(spec, &file).expect("netpol-dev cidr writes the policies");
     let text = std::fs::read_to_string(file).unwrap();
     let mut list: Value = serde_json::from_str(&text).unwrap();
     drop(text);
-    if let Value::Array(items) = list["items"].take() {
-        for item in items {
-            server.apply(item);
-        }
+    let Value::Array(items) = list["items"].take() else {
+        return 0;
+    };
+    let count = items.len();
+    for item in items {
+        server.apply(item);
     }
+    count
+}
+
+/// The policy objects the agent counts, valid or not (`netpol_policies`).
+fn policies_counted(address: SocketAddr) -> usize {
+    let metrics = get(address, "/metrics").unwrap_or_default();
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("netpol_policies{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<usize>().ok())
+        .sum()
+}
+
+/// A process's peak RSS so far, in bytes.
+fn peak_of(pid: u32) -> u64 {
+    vm_hwm_kb(&std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap()) * 1024
+}
+
+fn vm_hwm_kb(status: &str) -> u64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmHWM in /proc/PID/status")
 }
 
 /// Serves every object of the synthetic cluster (its JSON files, `kind: List`s unpacked);
@@ -300,8 +362,13 @@ struct Ready {
 }
 
 /// Starts the agent with `source`, waits until `/readyz` says ready, and returns how long that
-/// took, the CPU it used and the process's peak RSS in bytes.
-fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
+/// took, the CPU it used and the process's peak RSS in bytes; with `once_ready`, what it is
+/// given to do to the ready agent (its address and process id) is done before they are read.
+fn measure(
+    netpol: &str,
+    source: &[&std::ffi::OsStr],
+    once_ready: Option<&dyn Fn(SocketAddr, u32)>,
+) -> Ready {
     let listen = free_port();
     let started = Instant::now();
     let mut child: Child = Command::new(netpol)
@@ -333,6 +400,9 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
         std::thread::sleep(Duration::from_millis(100));
     }
     let ready_after = started.elapsed();
+    if let Some(then) = once_ready {
+        then(listen, child.id());
+    }
     let identities = gauge(listen, "netpol_identities").unwrap_or(0);
     let refused = get(listen, "/readyz")
         .and_then(|r| {
@@ -344,12 +414,7 @@ fn measure(netpol: &str, source: &[&std::ffi::OsStr]) -> Ready {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
     let _ = child.kill();
     let _ = child.wait();
-    let rss_kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmHWM in /proc/PID/status");
+    let rss_kb = vm_hwm_kb(&status);
     // utime and stime, the 14th and 15th fields, counted after the command name's parenthesis.
     let fields: Vec<&str> = stat[stat.rfind(')').expect("(comm)") + 2..]
         .split_whitespace()
