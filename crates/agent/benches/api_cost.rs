@@ -361,11 +361,11 @@ fn agent_start(
     {
         let _entered = runtime.enter();
         let mut registry = Registry::default();
-        let sinks = Sinks {
+        let sinks = Sinks::new(
             inputs,
-            metrics: Metrics::register(&mut registry),
-            health: Arc::new(Health::default()),
-        };
+            Metrics::register(&mut registry),
+            Arc::new(Health::default()),
+        );
         spawn_watches(&server.client(), &sinks, config, source);
     }
     let mut listed = BTreeSet::new();

@@ -211,11 +211,7 @@ pub fn run_with(
                 );
                 let (_, none) = tokio::sync::mpsc::unbounded_channel();
                 tokio::spawn(reporter.run(std::mem::replace(&mut refused, none)));
-                let sinks = Sinks {
-                    inputs: inputs.clone(),
-                    metrics: metrics.clone(),
-                    health: health.clone(),
-                };
+                let sinks = Sinks::new(inputs.clone(), metrics.clone(), health.clone());
                 let watch = WatchConfig {
                     initial_wait: config.initial_sync_timeout,
                     streaming_lists: *streaming_lists,

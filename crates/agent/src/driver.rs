@@ -40,11 +40,22 @@ pub enum Input {
 /// the allocator reuses it for the next one, instead of piling up in another thread's heap
 /// (issue 33: five 1.9 MB NetworkPolicies listed in cluster mode peaked at +60 MB, at +29 MB
 /// decoded this way).
-pub struct Deferred(Box<dyn FnOnce() -> Option<Input> + Send>);
+pub struct Deferred {
+    make: Box<dyn FnOnce() -> Option<Input> + Send>,
+    /// What the sender counts as in flight until the input is made (the text's bytes).
+    _held: tokio::sync::OwnedSemaphorePermit,
+}
 
 impl Deferred {
-    pub fn new(make: impl FnOnce() -> Option<Input> + Send + 'static) -> Deferred {
-        Deferred(Box::new(make))
+    /// An input `make` makes, holding `held` (what the sender counts as in flight) until then.
+    pub fn holding(
+        held: tokio::sync::OwnedSemaphorePermit,
+        make: impl FnOnce() -> Option<Input> + Send + 'static,
+    ) -> Deferred {
+        Deferred {
+            make: Box::new(make),
+            _held: held,
+        }
     }
 }
 
@@ -59,7 +70,8 @@ impl Input {
     /// do; the maker has said why).
     pub fn made(self) -> Option<Input> {
         match self {
-            Input::Deferred(Deferred(make)) => make(),
+            // What it held goes once the input is made.
+            Input::Deferred(Deferred { make, _held }) => make(),
             other => Some(other),
         }
     }

@@ -149,11 +149,7 @@ pub fn run_with(
         let changed = Arc::new(Notify::new());
         let (inputs, receiver) = mpsc::sync_channel(INPUT_CAPACITY);
         follow_pods(receiver, world.clone(), changed.clone(), health.clone())?;
-        let sinks = Sinks {
-            inputs,
-            metrics: watch_metrics,
-            health: health.clone(),
-        };
+        let sinks = Sinks::new(inputs, watch_metrics, health.clone());
         let pods = KindApi::new(client.clone(), ApiResource::erase::<Pod>(&()));
         spawn_follower(pods, SourceKind::Pod, &sinks, config.watch);
         let (leadership, follows) = watch::channel(Leadership::default());

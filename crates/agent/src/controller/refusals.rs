@@ -50,11 +50,7 @@ pub(super) fn spawn(
     health: Arc<Health>,
 ) -> std::io::Result<()> {
     let (inputs, receiver) = mpsc::sync_channel(INPUT_CAPACITY);
-    let sinks = Sinks {
-        inputs,
-        metrics: metrics.clone(),
-        health: health.clone(),
-    };
+    let sinks = Sinks::new(inputs, metrics.clone(), health.clone());
     let kinds: Vec<_> = resources()
         .into_iter()
         .filter(|(kind, _)| kind.is_policy())

@@ -106,11 +106,7 @@ impl ClusterAgent {
         let (inputs, receiver) = mpsc::sync_channel(8);
         {
             let _entered = runtime.enter();
-            let sinks = Sinks {
-                inputs,
-                metrics,
-                health: health.clone(),
-            };
+            let sinks = Sinks::new(inputs, metrics, health.clone());
             spawn_watches(&server.client(), &sinks, config, pods);
         }
         ClusterAgent {

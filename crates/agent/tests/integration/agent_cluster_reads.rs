@@ -8,7 +8,7 @@
 
 use crate::agent_support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use agent_support::cluster::*;
 use agent_support::*;
@@ -339,4 +339,66 @@ fn web_egress_allowed(agent: &ClusterAgent, address: &str) -> bool {
         .unwrap()
         .action
         == AclAction::Allow
+}
+
+/// Large policies' texts on their way to the reconcile loop are bounded in bytes
+/// (`LARGE_IN_FLIGHT_BYTES`, 8 MiB), not only by the channel's count: with the loop not making
+/// them, four 1.9 MB NetworkPolicies are sent and the fifth waits until one of them is made.
+#[test]
+fn large_policy_texts_in_flight_to_the_reconcile_loop_are_bounded_in_bytes() {
+    use netpol_agent::sources::cluster::LARGE_IN_FLIGHT_BYTES;
+    use netpol_dev::cidr::{self, Kind, Selects, Way};
+    let server = example_server();
+    let args = cidr::Args {
+        kind: Kind::NetworkPolicy,
+        count: 6,
+        prefixes: 50_000,
+        selects: Selects::None,
+        direction: Way::Egress,
+        namespace: "a-big".into(),
+        out: Default::default(),
+    };
+    let mut size = 0;
+    for policy in cidr::policies(&args).unwrap() {
+        size = policy.to_string().len();
+        server.apply(policy);
+    }
+    let fit = LARGE_IN_FLIGHT_BYTES as usize / size;
+    assert_eq!(fit, 4, "{size} bytes a policy");
+    let agent = ClusterAgent::start(&server, config());
+    // Inputs are taken from the channel, the large policies held without being made.
+    let mut held = Vec::new();
+    for _ in 0..fit {
+        let input = next_deferred(&agent.inputs, Duration::from_secs(30));
+        held.push(input.unwrap_or_else(|| panic!("fewer than {fit} sent")));
+    }
+    assert!(
+        next_deferred(&agent.inputs, Duration::from_millis(500)).is_none(),
+        "a fifth sent while four wait"
+    );
+    // One made: the next comes.
+    let made = held.pop().unwrap().made();
+    assert!(matches!(made, Some(netpol_agent::driver::Input::Event(_))));
+    assert!(
+        next_deferred(&agent.inputs, Duration::from_secs(30)).is_some(),
+        "the fifth never came"
+    );
+}
+
+/// The next deferred input (a large policy's text) within `patience`, the others taken and
+/// dropped.
+fn next_deferred(
+    inputs: &std::sync::mpsc::Receiver<netpol_agent::driver::Input>,
+    patience: Duration,
+) -> Option<netpol_agent::driver::Input> {
+    use netpol_agent::driver::Input;
+    let deadline = Instant::now() + patience;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        match inputs.recv_timeout(left) {
+            Ok(input @ Input::Deferred(_)) => return Some(input),
+            Ok(_) => {}
+            Err(_) => return None,
+        }
+    }
+    None
 }

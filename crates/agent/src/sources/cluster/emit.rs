@@ -7,6 +7,7 @@
 //! them.
 
 use std::sync::mpsc::TrySendError;
+use std::sync::Arc;
 
 use kube::api::ApiResource;
 use netpol_api::crd::NetpolEndpointSlice;
@@ -15,6 +16,7 @@ use netpol_api::ValidationError;
 use netpol_indexes::Event;
 use serde::de::IgnoredAny;
 use serde_json::Value;
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{Follower, Stopped, FULL_CHANNEL_RETRY};
 use crate::driver::{Deferred, Input};
@@ -94,12 +96,13 @@ pub(super) fn deferred_policy(
     shape: &'static Shape,
     text: Vec<u8>,
     change: Change,
+    held: OwnedSemaphorePermit,
 ) -> Option<Input> {
     debug_assert!(kind.is_policy() && text.len() >= LARGE_ITEM_BYTES);
     std::str::from_utf8(&text).ok()?;
     serde_json::from_slice::<IgnoredAny>(&text).ok()?;
     let resource = resource.clone();
-    Some(Input::Deferred(Deferred::new(move || {
+    Some(Input::Deferred(Deferred::holding(held, move || {
         let item = projection::read_item(
             &text,
             shape,
@@ -156,17 +159,34 @@ impl Follower {
             WatchObject::Tree(value) => value,
             WatchObject::Text(text) => {
                 let text = Box::<str>::from(text).into_boxed_bytes().into_vec();
-                let shape = self.api.shape();
-                // Read as JSON by the watch already: never `None`.
-                let input = deferred_policy(self.kind, &self.api.resource, shape, text, change);
-                return match input {
-                    Some(input) => self.send(input).await,
-                    None => Ok(()),
-                };
+                // Read as JSON by the watch already: always sent.
+                return self.send_large_policy(text, change).await.map(|_| ());
             }
         };
         let item = read_item(self.kind, &self.api.resource, value);
         self.send_item(item, change).await
+    }
+
+    /// Sends a large policy as its JSON text, for the thread that takes it to read
+    /// ([`deferred_policy`]), once the texts in flight leave room for it
+    /// ([`super::LARGE_IN_FLIGHT_BYTES`]). False, having sent nothing, if it is not JSON.
+    pub(super) async fn send_large_policy(
+        &mut self,
+        text: Vec<u8>,
+        change: Change,
+    ) -> Result<bool, Stopped> {
+        let weight = u32::try_from(text.len())
+            .unwrap_or(u32::MAX)
+            .min(super::LARGE_IN_FLIGHT_BYTES);
+        let held = Arc::clone(&self.sinks.large_in_flight)
+            .acquire_many_owned(weight)
+            .await
+            .map_err(|_| Stopped)?;
+        let (kind, shape) = (self.kind, self.api.shape());
+        match deferred_policy(kind, &self.api.resource, shape, text, change, held) {
+            Some(input) => self.send(input).await.map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// Sends one object's event, the object read by [`read_item`].

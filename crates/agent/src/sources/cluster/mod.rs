@@ -53,6 +53,7 @@ use netpol_api::crd::NetpolEndpointSlice;
 use netpol_api::large_json::LARGE_ITEM_BYTES;
 use netpol_api::ObjectRef;
 pub use netpol_indexes::decode::resources;
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 mod emit;
@@ -129,6 +130,26 @@ pub struct Sinks {
     pub inputs: SyncSender<Input>,
     pub metrics: Metrics,
     pub health: Arc<Health>,
+    /// The bytes of large policies' texts sent to the reconcile loop and not read yet
+    /// ([`LARGE_IN_FLIGHT_BYTES`] in all): `inputs` is bounded by count, and a thousand
+    /// 1.5 MB texts waiting in it would be 1.5 GB.
+    large_in_flight: Arc<Semaphore>,
+}
+
+/// How many bytes of large policies' JSON texts may wait for the reconcile loop at once, all
+/// followers together: five at etcd's limit. A text larger than this waits until none is in
+/// flight.
+pub const LARGE_IN_FLIGHT_BYTES: u32 = 8 << 20;
+
+impl Sinks {
+    pub fn new(inputs: SyncSender<Input>, metrics: Metrics, health: Arc<Health>) -> Sinks {
+        Sinks {
+            inputs,
+            metrics,
+            health,
+            large_in_flight: Arc::new(Semaphore::new(LARGE_IN_FLIGHT_BYTES as usize)),
+        }
+    }
 }
 
 /// Where remote pods come from: every Pod (direct mode), or NetpolEndpointSlices with this
@@ -446,10 +467,9 @@ impl Follower {
         while let Some(text) = page.next().await.map_err(ListFailed::Call)? {
             if kind.is_policy() && text.len() >= LARGE_ITEM_BYTES {
                 let bytes = text.len();
-                let shape = self.api.shape();
-                let input = emit::deferred_policy(kind, &resource, shape, text, Change::InitApply)
-                    .ok_or_else(|| ListFailed::Call(not_json(bytes, &"not JSON")))?;
-                self.send(input).await?;
+                if !self.send_large_policy(text, Change::InitApply).await? {
+                    return Err(ListFailed::Call(not_json(bytes, &"not JSON")));
+                }
                 objects += 1;
                 continue;
             }
