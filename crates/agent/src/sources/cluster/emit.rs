@@ -65,11 +65,7 @@ pub(super) fn read_item(kind: SourceKind, resource: &ApiResource, value: Value) 
 
 /// A large policy of `kind` read from its JSON text without a tree (`netpol_api::large_json`),
 /// or `None` for the tree reader to read it (and name what is wrong with it).
-pub(super) fn read_large_policy(
-    kind: SourceKind,
-    resource: &ApiResource,
-    text: &str,
-) -> Option<Item> {
+fn read_large_policy(kind: SourceKind, resource: &ApiResource, text: &str) -> Option<Item> {
     let object =
         netpol_api::large_json::read_listed_policy(text, &resource.kind, &resource.api_version)?;
     (SourceKind::of(&object) == kind).then(|| Item::Object(Decoded::Valid(Box::new(object))))

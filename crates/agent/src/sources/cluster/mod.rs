@@ -473,15 +473,12 @@ impl Follower {
                 objects += 1;
                 continue;
             }
+            // Large policies went above; anything else is read in its projection.
             let item = projection::read_item(
                 &text,
                 self.api.shape(),
                 |value| emit::read_item(kind, &resource, value),
-                |text| {
-                    kind.is_policy()
-                        .then(|| emit::read_large_policy(kind, &resource, text))
-                        .flatten()
-                },
+                |_| None,
             )
             .map_err(|e| ListFailed::Call(not_json(text.len(), &e)))?;
             drop(text);
