@@ -72,8 +72,9 @@ pub struct Page<T = Value> {
 
 /// How many objects each page of a list asks for (`limit`).
 ///
-/// A page is read whole before its objects are decoded, so its bytes are what it costs in memory.
-/// Objects of the policy kinds range from a few hundred bytes to etcd's limit (1.5 MiB), so for
+/// The API server builds a page whole, and a page read whole ([`Pages::next_each`]) costs its
+/// bytes in memory (one read as it arrives, [`Pages::next_streamed`], does not). Objects of the
+/// policy kinds range from a few hundred bytes to etcd's limit (1.5 MiB), so for
 /// them a page is sized in bytes too: the first page as if every object were at etcd's limit,
 /// each later one by the largest average object size the list has shown so far, never more
 /// than `objects`. A list of 1 MB policies is read about `bytes` at a time; a list of small ones

@@ -76,7 +76,8 @@ pub struct WatchConfig {
     /// Objects per list page (`limit`) of pods, namespaces and nodes.
     pub page_size: u32,
     /// The most objects per list page of the policy kinds, whose objects can be far larger (a
-    /// Cilium policy near etcd's 1.5 MB limit): a page is read whole, so it is what bounds memory.
+    /// Cilium policy near etcd's 1.5 MB limit): the API server builds each page whole (the agent
+    /// reads it as it arrives).
     pub policy_page_size: u32,
     /// The bytes of JSON a list page of a policy kind should hold: the first page asks for as
     /// many objects at etcd's limit as fit, later pages as many as fit at the largest average
